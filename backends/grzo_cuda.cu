@@ -522,6 +522,12 @@ int grzo_cuda_device_count(void) {
     return n;
 }
 
+grzo_status grzo_backend_cuda_stream(const grzo_backend *be, void **stream_out) {
+    if (!be || !stream_out || be->iface != &grzo__cuda_iface || !be->self) return GRZO_ERR_INVALID_ARG;
+    *stream_out = (void *)((const grzo__cuda *)be->self)->stream;
+    return GRZO_OK;
+}
+
 grzo_status grzo_backend_cuda_create(const grzo_cuda_desc *desc, grzo_backend *out) {
     grzo_cuda_desc d;
     grzo__cuda *cu;

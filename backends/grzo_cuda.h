@@ -39,6 +39,10 @@ typedef struct grzo_cuda_desc {
 
 GRZO_API grzo_status grzo_backend_cuda_create(const grzo_cuda_desc *desc, grzo_backend *out);
 GRZO_API int grzo_cuda_device_count(void);   /* 0 when no driver or no device */
+/* The cudaStream_t every operation of this backend runs on, so that code working beside
+   grzo (a model's own kernels) orders its work after grzo's without synchronizing.
+   GRZO_ERR_INVALID_ARG when be is not a CUDA backend. */
+GRZO_API grzo_status grzo_backend_cuda_stream(const grzo_backend *be, void **stream_out);
 
 #ifdef __cplusplus
 }
