@@ -10,7 +10,13 @@
      - grzo_last_error is non-empty after an error; every status has a name;
      - backend API version mismatch -> GRZO_ERR_VERSION;
      - checkpoints: missing, truncated, bit-flipped, wrong magic, wrong version, trailing bytes,
-       wrong shape / kind / count / name -> error, parameters, step and settings unchanged. */
+       wrong shape / kind / count / name -> error, parameters, step and settings unchanged;
+     - checkpoint_settings: a load that changes the estimator, the FZOO probes or the noise
+       resizes the step buffers (nothing written past them) and the next steps equal a fresh
+       context's loaded from the same file;
+     - normalize_range: grzo_group_normalize of finite deltas near +-DBL_MAX or 1e-200. */
+#include <float.h>
+
 #define GRZO_IMPLEMENTATION
 #include "grzo.h"
 #include "backends/grzo_cpu.h"
@@ -1008,6 +1014,60 @@ static void test_checkpoint_settings(void)
     remove(path);
 }
 
+/* ---- grzo_group_normalize at the ends of the double range -------------------------------------
+   Finite deltas near +-DBL_MAX used to overflow the sum of squares (a = 0 with GRZO_OK), and
+   deltas near 1e-200 underflowed it (a = 0 again). a is scale-invariant (eps 0), so every
+   scaled copy of a group must give the unscaled group's a. */
+static double population_var(const double *a, int n)
+{
+    double mean = 0, var = 0;
+    int i;
+    for (i = 0; i < n; i++) mean += a[i] / n;
+    for (i = 0; i < n; i++) var += (a[i] - mean) * (a[i] - mean) / n;
+    return var;
+}
+
+static void test_normalize_range(void)
+{
+    static const double delta[5] = { 0.3, -0.1, 0.25, 0.0, -0.45 };
+    static const int exps[] = { -1000, -660, -520, 0, 520, 1000, 1022 };
+    double ref[5], x[5], a[5];
+    int32_t deg = -1;
+    size_t k;
+    int i;
+    CHECK_OK(grzo_group_normalize(delta, 5, 0.0, ref, NULL));
+    for (k = 0; k < sizeof exps / sizeof exps[0]; k++) {
+        for (i = 0; i < 5; i++) x[i] = ldexp(delta[i], exps[k]);
+        CHECK_OK(grzo_group_normalize(x, 5, 0.0, a, &deg));
+        CHECK(deg == 0);
+        for (i = 0; i < 5; i++) CHECKF(a[i] == ref[i], "delta * 2^%d: a[%d] = %g, unscaled %g", exps[k], i, a[i], ref[i]);
+    }
+    /* the review's input: finite, near 1e308, with the default eps */
+    {
+        double big[3] = { 1e308, -1e308, 5e307 };
+        CHECK_OK(grzo_group_normalize(big, 3, 1e-8, a, &deg));
+        CHECK(deg == 0);
+        for (i = 0; i < 3; i++) CHECKF(isfinite(a[i]) && (a[i] > 0) == (big[i] > 0) && a[i] != 0, "a[%d] = %g", i, a[i]);
+        CHECK_NEAR(population_var(a, 3), 1.0, 1e-12);
+    }
+    /* +-DBL_MAX: std DBL_MAX, a = +-1; all DBL_MAX: the guard, a = 1 */
+    {
+        double m[3] = { DBL_MAX, -DBL_MAX, DBL_MAX };
+        CHECK_OK(grzo_group_normalize(m, 2, 0.0, a, &deg));
+        CHECK(deg == 0 && a[0] == 1.0 && a[1] == -1.0);
+        m[1] = DBL_MAX;
+        CHECK_OK(grzo_group_normalize(m, 3, 1e-8, a, &deg));
+        CHECK(deg == 1);
+        for (i = 0; i < 3; i++) CHECK_NEAR(a[i], 1.0, 1e-12);
+    }
+    /* tiny deltas whose squares underflow */
+    {
+        double t[2] = { 1e-200, -1e-200 };
+        CHECK_OK(grzo_group_normalize(t, 2, 0.0, a, &deg));
+        CHECK(deg == 0 && a[0] == 1.0 && a[1] == -1.0);
+    }
+}
+
 int main(int argc, char **argv)
 {
     tu_args(argc, argv);
@@ -1020,5 +1080,6 @@ int main(int argc, char **argv)
     if (tu_case("backend_version")) test_backend_version();
     if (tu_case("checkpoints")) test_checkpoints();
     if (tu_case("checkpoint_settings")) test_checkpoint_settings();
+    if (tu_case("normalize_range")) test_normalize_range();
     return tu_finish("test_errors");
 }
