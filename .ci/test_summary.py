@@ -67,5 +67,11 @@ check(rc == 1 and lines == ["2 passed, 2 failed, 0 skipped"], "failures counted"
 rc, lines = run_summary([])
 check(rc == 1 and lines == ["0 passed, 0 failed, 0 skipped"], "no test: exit status 1", lines)
 
+# no log at all (meson test did not get to write one): a failure, with the plain final line
+with tempfile.TemporaryDirectory() as d:
+    p = subprocess.run([sys.executable, SUMMARY, os.path.join(d, "missing.json")], capture_output=True, text=True)
+lines = p.stdout.splitlines()
+check(p.returncode == 1 and lines[-1:] == ["0 passed, 1 failed, 0 skipped"] and not p.stderr, "missing log", lines)
+
 print("test_summary: " + ("PASS" if failures == 0 else f"FAIL ({failures} checks)"))
 sys.exit(1 if failures else 0)
