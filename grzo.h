@@ -976,7 +976,7 @@ struct grzo_ctx {
     float *scratch_losses;       /* grzo_step's buffer handed to the forward */
     float *coeff;                /* max(copies * B, probes) */
     int64_t *even_offsets;       /* even split of the current op */
-    int64_t cap_B;
+    int64_t cap_segs, cap_losses, cap_coeff;   /* what the buffers above hold */
     char err[256];
 };
 
@@ -1081,7 +1081,7 @@ static void grzo__free_step_buffers(grzo_ctx *ctx) {
     ctx->losses = ctx->scratch_losses = ctx->coeff = NULL;
     ctx->seg_example = ctx->even_offsets = NULL;
     ctx->seg_sign = NULL;
-    ctx->cap_B = 0;
+    ctx->cap_segs = ctx->cap_losses = ctx->cap_coeff = 0;
 }
 
 GRZO__DEF void grzo_destroy(grzo_ctx *ctx) {
@@ -1207,11 +1207,21 @@ static grzo_noise grzo__base_noise(const grzo_ctx *ctx, uint32_t block_index, in
     return n;
 }
 
+/* The step buffers are sized from the settings (estimator, FZOO probes) as well as B, and a
+   checkpoint load may replace the settings between steps: compare every size, never B alone. */
 static grzo_status grzo__ensure_step_buffers(grzo_ctx *ctx, int64_t B) {
-    int64_t segs = 2 * B, n_losses = (int64_t)(ctx->desc.fzoo_probes + 1) * B, n_coeff;
-    if (B <= ctx->cap_B) return GRZO_OK;
-    if (n_losses < segs) n_losses = segs;
-    n_coeff = segs > ctx->desc.fzoo_probes ? segs : ctx->desc.fzoo_probes;
+    int32_t n_passes, copies;
+    int64_t segs, n_losses, n_coeff;
+    grzo__plan(&ctx->desc, &n_passes, &copies);
+    segs = (int64_t)copies * B;
+    n_losses = (int64_t)n_passes * segs;
+    /* one coefficient per example (GRZO family), per probe pass (FZOO) or one (MeZO) */
+    n_coeff = segs > n_passes ? segs : n_passes;
+    if (segs <= ctx->cap_segs && n_losses <= ctx->cap_losses && n_coeff <= ctx->cap_coeff) return GRZO_OK;
+    /* grow only, so that alternating settings do not reallocate every step */
+    if (segs < ctx->cap_segs) segs = ctx->cap_segs;
+    if (n_losses < ctx->cap_losses) n_losses = ctx->cap_losses;
+    if (n_coeff < ctx->cap_coeff) n_coeff = ctx->cap_coeff;
     grzo__free_step_buffers(ctx);
     ctx->losses = (float *)grzo__alloc(ctx, (size_t)n_losses * sizeof(float));
     ctx->seg_example = (int64_t *)grzo__alloc(ctx, (size_t)segs * sizeof(int64_t));
@@ -1223,7 +1233,9 @@ static grzo_status grzo__ensure_step_buffers(grzo_ctx *ctx, int64_t B) {
         grzo__free_step_buffers(ctx);
         return GRZO_ERR_OUT_OF_MEMORY;
     }
-    ctx->cap_B = B;
+    ctx->cap_segs = segs;
+    ctx->cap_losses = n_losses;
+    ctx->cap_coeff = n_coeff;
     return GRZO_OK;
 }
 
@@ -1316,29 +1328,43 @@ GRZO__DEF grzo_status grzo_pass_end(grzo_ctx *ctx, const float *losses) {
 }
 
 /* ---- normalization and the update ---------------------------------------------------------------- */
-/* The std = 0 guard: s is replaced by rms(delta) when s <= 1e-6 rms(delta). */
-static double grzo__guarded_std(const double *x, int64_t n, int32_t *degenerate) {
-    double mean = 0.0, var = 0.0, ms = 0.0, s;
+/* The std = 0 guard: s is replaced by rms(delta) when s <= 1e-6 rms(delta). The sums run on
+   x / 2^e, 2^e the power of two just above max |x|: scaling by a power of two is exact, so the
+   result is the plain formula's, but squares of inputs near DBL_MAX cannot overflow (nor tiny
+   ones underflow). Returns s / 2^e and sets *e. */
+static double grzo__scaled_guarded_std(const double *x, int64_t n, int *e, int32_t *degenerate) {
+    double big = 0.0, mean = 0.0, var = 0.0, ms = 0.0, s, rms;
     int64_t i;
-    for (i = 0; i < n; i++) { mean += x[i]; ms += x[i] * x[i]; }
+    for (i = 0; i < n; i++) if (fabs(x[i]) > big) big = fabs(x[i]);
+    (void)frexp(big, e);
+    for (i = 0; i < n; i++) { double y = ldexp(x[i], -*e); mean += y; ms += y * y; }
     mean /= (double)n;
     ms /= (double)n;
-    for (i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
+    for (i = 0; i < n; i++) { double y = ldexp(x[i], -*e) - mean; var += y * y; }
     s = sqrt(var / (double)n);
+    rms = sqrt(ms);
     *degenerate = 0;
-    if (s <= 1e-6 * sqrt(ms)) { s = sqrt(ms); *degenerate = 1; }
+    if (s <= 1e-6 * rms) { s = rms; *degenerate = 1; }
     return s;
+}
+
+static double grzo__guarded_std(const double *x, int64_t n, int32_t *degenerate) {
+    int e;
+    double s = grzo__scaled_guarded_std(x, n, &e, degenerate);
+    return ldexp(s, e);
 }
 
 GRZO__DEF grzo_status grzo_group_normalize(const double *delta, int64_t n, double eps, double *a,
                                            int32_t *degenerate) {
     int64_t i;
     int32_t deg;
+    int e;
     double s;
     if (!delta || !a || n < 1 || !(eps >= 0.0) || !isfinite(eps)) return GRZO_ERR_INVALID_ARG;
     for (i = 0; i < n; i++) if (!isfinite(delta[i])) return GRZO_ERR_NONFINITE;
-    s = grzo__guarded_std(delta, n, &deg);
-    for (i = 0; i < n; i++) a[i] = (s + eps) > 0.0 ? delta[i] / (s + eps) : 0.0;
+    /* a_i = delta_i / (s + eps), evaluated on the scale of delta / 2^e (s itself may not fit) */
+    s = grzo__scaled_guarded_std(delta, n, &e, &deg) + ldexp(eps, -e);
+    for (i = 0; i < n; i++) a[i] = s > 0.0 ? ldexp(delta[i], -e) / s : 0.0;
     if (degenerate) *degenerate = deg;
     return GRZO_OK;
 }

@@ -10,7 +10,13 @@
      - grzo_last_error is non-empty after an error; every status has a name;
      - backend API version mismatch -> GRZO_ERR_VERSION;
      - checkpoints: missing, truncated, bit-flipped, wrong magic, wrong version, trailing bytes,
-       wrong shape / kind / count / name -> error, parameters, step and settings unchanged. */
+       wrong shape / kind / count / name -> error, parameters, step and settings unchanged;
+     - checkpoint_settings: a load that changes the estimator, the FZOO probes or the noise
+       resizes the step buffers (nothing written past them) and the next steps equal a fresh
+       context's loaded from the same file;
+     - normalize_range: grzo_group_normalize of finite deltas near +-DBL_MAX or 1e-200. */
+#include <float.h>
+
 #define GRZO_IMPLEMENTATION
 #include "grzo.h"
 #include "backends/grzo_cpu.h"
@@ -27,14 +33,18 @@ typedef struct env {
     grzo_desc d;
 } env;
 
-static void env_init(env *v, grzo_estimator est, uint64_t seed)
+/* a context with the given settings; al (may be NULL) is its host allocator */
+static void env_init_with(env *v, grzo_estimator est, int32_t fzoo_probes, grzo_noise_dist noise, uint64_t seed,
+                          const grzo_allocator *al)
 {
     int b;
     REQUIRE_OK(tu_backend(TU_REF, 1, &v->be));
     tu_require_host_memory(&v->be, "test_errors");
     v->d = tu_desc(&v->be, est, seed, 0.05f, 0.0625f);
-    v->d.fzoo_probes = 3;
+    v->d.fzoo_probes = fzoo_probes;
+    v->d.noise = noise;
     v->d.weight_decay = 0.01f;
+    if (al) v->d.allocator = *al;
     v->ctx = tu_ctx(&v->d);
     for (b = 0; b < NP; b++) {
         v->data[b] = (float *)tu_alloc(&v->be, (size_t)(PR[b] * PC[b]) * sizeof(float));
@@ -43,6 +53,11 @@ static void env_init(env *v, grzo_estimator est, uint64_t seed)
         v->blk[b] = tu_block(v->ctx, b == 1 ? GRZO_BLOCK_VECTOR : GRZO_BLOCK_MATRIX, PR[b], PC[b], v->data[b],
                              b == 1 ? "bias" : "w", 0);
     }
+}
+
+static void env_init(env *v, grzo_estimator est, uint64_t seed)
+{
+    env_init_with(v, est, 3, GRZO_NOISE_DEFAULT, seed, NULL);
 }
 
 static void env_free(env *v)
@@ -889,6 +904,170 @@ static void test_checkpoints(void)
     env_free(&v);
 }
 
+/* ---- settings replaced by a checkpoint ----------------------------------------------------
+   A load replaces the estimator, the FZOO probe count and the noise, which size the step
+   buffers. A context that stepped under other settings must take its next steps like a
+   fresh context loaded from the same file, and write nothing past its buffers: the guarded
+   allocator below keeps a red zone after each block and counts the blocks whose red zone
+   was written when they are freed (an ASan build sees the unguarded run's overflow). */
+#define GUARD_ZONE 8192
+typedef struct guard { long overruns; } guard;
+
+static void *guard_alloc(size_t bytes, void *user)
+{
+    unsigned char *p = (unsigned char *)malloc(16 + bytes + GUARD_ZONE);
+    (void)user;
+    if (!p) return NULL;
+    memcpy(p, &bytes, sizeof bytes);
+    memset(p + 16 + bytes, 0xA5, GUARD_ZONE);
+    return p + 16;
+}
+
+static void guard_free(void *ptr, void *user)
+{
+    unsigned char *p = (unsigned char *)ptr - 16;
+    size_t bytes, i;
+    memcpy(&bytes, p, sizeof bytes);
+    for (i = 0; i < GUARD_ZONE; i++)
+        if (p[16 + bytes + i] != 0xA5) { ((guard *)user)->overruns++; break; }
+    free(p);
+}
+
+typedef struct settings { grzo_estimator est; int32_t probes; grzo_noise_dist noise; } settings;
+
+static int same_report(const grzo_step_report *a, const grzo_step_report *b)
+{
+    return a->step == b->step && a->lr == b->lr && a->loss == b->loss && a->delta_std == b->delta_std &&
+           a->coeff_rms == b->coeff_rms && a->degenerate == b->degenerate && a->degenerate_total == b->degenerate_total;
+}
+
+static int same_params(const env *a, const env *b)
+{
+    int k;
+    for (k = 0; k < NP; k++)
+        if (memcmp(a->data[k], b->data[k], (size_t)(PR[k] * PC[k]) * sizeof(float)) != 0) return 0;
+    return 1;
+}
+
+/* `before` steps once with B examples, loads a checkpoint written under `saved`, then takes
+   steps of B, 1 and B + 2 examples beside a fresh context loaded from the same file and
+   beside the run that wrote it. */
+static void settings_change(settings before, int64_t B, settings saved, int guarded, const char *path)
+{
+    const int64_t next[3] = { B, 1, B + 2 };
+    env src, v, fresh;
+    guard g = { 0 };
+    grzo_allocator al;
+    grzo_step_report rep, rep_src, rep_fresh;
+    grzo_desc d;
+    int k;
+    al.alloc_fn = guard_alloc;
+    al.free_fn = guard_free;
+    al.user_data = &g;
+    env_init_with(&src, saved.est, saved.probes, saved.noise, 41, NULL);
+    for (k = 0; k < 2; k++) REQUIRE_OK(env_step(&src, 3, &rep));
+    REQUIRE_OK(grzo_checkpoint_save(src.ctx, path));
+    env_init_with(&v, before.est, before.probes, before.noise, 42, guarded ? &al : NULL);
+    env_init_with(&fresh, before.est, before.probes, before.noise, 43, NULL);
+    REQUIRE_OK(env_step(&v, B, &rep));
+    CHECK_OK(grzo_checkpoint_load(v.ctx, path));
+    CHECK_OK(grzo_checkpoint_load(fresh.ctx, path));
+    REQUIRE_OK(grzo_get_desc(v.ctx, &d));
+    CHECK(d.estimator == saved.est && d.fzoo_probes == saved.probes && d.noise == saved.noise);
+    for (k = 0; k < 3; k++) {
+        CHECK_OK(env_step(&v, next[k], &rep));
+        CHECK_OK(env_step(&fresh, next[k], &rep_fresh));
+        CHECK_OK(env_step(&src, next[k], &rep_src));
+        CHECKF(same_report(&rep, &rep_fresh) && same_report(&rep, &rep_src) && same_params(&v, &fresh) &&
+                   same_params(&v, &src),
+               "estimator %d (%d probes) -> %d (%d probes), noise %d -> %d, B %lld: step %d after the load differs "
+               "from a fresh context's or the saving run's",
+               (int)before.est, before.probes, (int)saved.est, saved.probes, (int)before.noise, (int)saved.noise,
+               (long long)B, k);
+    }
+    env_free(&v);
+    CHECKF(g.overruns == 0, "estimator %d (%d probes) -> %d (%d probes), B %lld: %ld buffer(s) written past their end",
+           (int)before.est, before.probes, (int)saved.est, saved.probes, (long long)B, g.overruns);
+    env_free(&fresh);
+    env_free(&src);
+}
+
+static void test_checkpoint_settings(void)
+{
+    static const struct { settings before; int64_t B; settings saved; } cases[] = {
+        /* the review's reproducer: 1 probe, B = 2, then a 64-probe checkpoint */
+        { { GRZO_ESTIMATOR_FZOO, 1, GRZO_NOISE_RADEMACHER }, 2, { GRZO_ESTIMATOR_FZOO, 64, GRZO_NOISE_RADEMACHER } },
+        { { GRZO_ESTIMATOR_GRZO, 3, GRZO_NOISE_RADEMACHER }, 1, { GRZO_ESTIMATOR_FZOO, 64, GRZO_NOISE_RADEMACHER } },
+        { { GRZO_ESTIMATOR_MEZO, 3, GRZO_NOISE_RADEMACHER }, 3, { GRZO_ESTIMATOR_FZOO, 16, GRZO_NOISE_GAUSSIAN } },
+        { { GRZO_ESTIMATOR_FZOO, 64, GRZO_NOISE_RADEMACHER }, 2, { GRZO_ESTIMATOR_GRZO, 3, GRZO_NOISE_RADEMACHER } },
+        { { GRZO_ESTIMATOR_MEZO, 3, GRZO_NOISE_RADEMACHER }, 2, { GRZO_ESTIMATOR_GRZO, 3, GRZO_NOISE_GAUSSIAN } },
+        { { GRZO_ESTIMATOR_SHARED, 3, GRZO_NOISE_GAUSSIAN }, 4, { GRZO_ESTIMATOR_MEZO, 3, GRZO_NOISE_RADEMACHER } },
+        { { GRZO_ESTIMATOR_FZOO, 2, GRZO_NOISE_GAUSSIAN }, 3, { GRZO_ESTIMATOR_CANONICAL, 3, GRZO_NOISE_RADEMACHER } },
+        { { GRZO_ESTIMATOR_FZOO, 8, GRZO_NOISE_RADEMACHER }, 1, { GRZO_ESTIMATOR_FZOO, 9, GRZO_NOISE_RADEMACHER } },
+    };
+    char path[256];
+    size_t i;
+    int guarded;
+    tu_tmp_path(path, sizeof path, "errors_settings");
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (guarded = 1; guarded >= 0; guarded--) settings_change(cases[i].before, cases[i].B, cases[i].saved, guarded, path);
+    remove(path);
+}
+
+/* ---- grzo_group_normalize at the ends of the double range -------------------------------------
+   Finite deltas near +-DBL_MAX used to overflow the sum of squares (a = 0 with GRZO_OK), and
+   deltas near 1e-200 underflowed it (a = 0 again). a is scale-invariant (eps 0), so every
+   scaled copy of a group must give the unscaled group's a. */
+static double population_var(const double *a, int n)
+{
+    double mean = 0, var = 0;
+    int i;
+    for (i = 0; i < n; i++) mean += a[i] / n;
+    for (i = 0; i < n; i++) var += (a[i] - mean) * (a[i] - mean) / n;
+    return var;
+}
+
+static void test_normalize_range(void)
+{
+    static const double delta[5] = { 0.3, -0.1, 0.25, 0.0, -0.45 };
+    static const int exps[] = { -1000, -660, -520, 0, 520, 1000, 1022 };
+    double ref[5], x[5], a[5];
+    int32_t deg = -1;
+    size_t k;
+    int i;
+    CHECK_OK(grzo_group_normalize(delta, 5, 0.0, ref, NULL));
+    for (k = 0; k < sizeof exps / sizeof exps[0]; k++) {
+        for (i = 0; i < 5; i++) x[i] = ldexp(delta[i], exps[k]);
+        CHECK_OK(grzo_group_normalize(x, 5, 0.0, a, &deg));
+        CHECK(deg == 0);
+        for (i = 0; i < 5; i++) CHECKF(a[i] == ref[i], "delta * 2^%d: a[%d] = %g, unscaled %g", exps[k], i, a[i], ref[i]);
+    }
+    /* the review's input: finite, near 1e308, with the default eps */
+    {
+        double big[3] = { 1e308, -1e308, 5e307 };
+        CHECK_OK(grzo_group_normalize(big, 3, 1e-8, a, &deg));
+        CHECK(deg == 0);
+        for (i = 0; i < 3; i++) CHECKF(isfinite(a[i]) && (a[i] > 0) == (big[i] > 0) && a[i] != 0, "a[%d] = %g", i, a[i]);
+        CHECK_NEAR(population_var(a, 3), 1.0, 1e-12);
+    }
+    /* +-DBL_MAX: std DBL_MAX, a = +-1; all DBL_MAX: the guard, a = 1 */
+    {
+        double m[3] = { DBL_MAX, -DBL_MAX, DBL_MAX };
+        CHECK_OK(grzo_group_normalize(m, 2, 0.0, a, &deg));
+        CHECK(deg == 0 && a[0] == 1.0 && a[1] == -1.0);
+        m[1] = DBL_MAX;
+        CHECK_OK(grzo_group_normalize(m, 3, 1e-8, a, &deg));
+        CHECK(deg == 1);
+        for (i = 0; i < 3; i++) CHECK_NEAR(a[i], 1.0, 1e-12);
+    }
+    /* tiny deltas whose squares underflow */
+    {
+        double t[2] = { 1e-200, -1e-200 };
+        CHECK_OK(grzo_group_normalize(t, 2, 0.0, a, &deg));
+        CHECK(deg == 0 && a[0] == 1.0 && a[1] == -1.0);
+    }
+}
+
 int main(int argc, char **argv)
 {
     tu_args(argc, argv);
@@ -900,5 +1079,7 @@ int main(int argc, char **argv)
     if (tu_case("state")) test_state();
     if (tu_case("backend_version")) test_backend_version();
     if (tu_case("checkpoints")) test_checkpoints();
+    if (tu_case("checkpoint_settings")) test_checkpoint_settings();
+    if (tu_case("normalize_range")) test_normalize_range();
     return tu_finish("test_errors");
 }

@@ -1,12 +1,15 @@
 /* test_llm_reference.c - the C forward against an independent numpy forward.
 
-   usage: test_llm_reference LLAMA_REF_PY [PYTHON]
+   usage: test_llm_reference LLAMA_REF_PY [PYTHON...]
 
    For each model variant, tests/reference/llama_ref.py writes a small random Llama GGUF;
    this test loads it with llm_load, runs a batch of sequences of different lengths through
    llm_forward (every position requested, packed in one batch) and compares the logits
    with llama_ref.py's float64 forward of the same file. Target: max |diff| <= 1e-4.
-   Exit 0 pass, 1 fail, 77 skip (no python3 or no numpy). */
+   The reference runs on the first PYTHON that imports numpy (default python3): the python3
+   first on PATH may be a pyenv shim or a venv without numpy while CI installed Debian's
+   python3-numpy for /usr/bin/python3, so Meson passes both.
+   Exit 0 pass, 1 fail, 77 skip (no interpreter with numpy). */
 #define _POSIX_C_SOURCE 200809L
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,7 +19,7 @@
 #define N_SEQS 4
 #define TOLERANCE 1e-4
 
-static const char *python = "python3";
+static const char *python;
 static const char *script;
 static char workdir[256];
 
@@ -27,10 +30,18 @@ static int run(const char *cmd) {
     return WEXITSTATUS(rc);
 }
 
-static int have_numpy(void) {
+static int have_numpy(const char *interpreter) {
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "'%s' -c 'import numpy' >/dev/null 2>&1", python);
+    snprintf(cmd, sizeof cmd, "'%s' -c 'import numpy' >/dev/null 2>&1", interpreter);
     return run(cmd) == 0;
+}
+
+/* the first of the n candidates that imports numpy, or NULL */
+static const char *python_with_numpy(char **candidates, int n) {
+    int i;
+    for (i = 0; i < n; i++)
+        if (have_numpy(candidates[i])) return candidates[i];
+    return NULL;
 }
 
 static void path_in_workdir(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", workdir, name); }
@@ -172,16 +183,22 @@ static void compare_variant(const char *variant, uint64_t seed) {
 
 int main(int argc, char **argv) {
     const char *tmp = getenv("TMPDIR");
+    static char *default_python[] = {"python3"};
+    char **candidates = argc > 2 ? argv + 2 : default_python;
+    int i, n_candidates = argc > 2 ? argc - 2 : 1;
     if (argc < 2) {
-        fprintf(stderr, "usage: %s LLAMA_REF_PY [PYTHON]\n", argv[0]);
+        fprintf(stderr, "usage: %s LLAMA_REF_PY [PYTHON...]\n", argv[0]);
         return 1;
     }
     script = argv[1];
-    if (argc > 2) python = argv[2];
-    if (!have_numpy()) {
-        printf("SKIP: '%s' with numpy is not available\n", python);
+    python = python_with_numpy(candidates, n_candidates);
+    if (!python) {
+        printf("SKIP: no python with numpy among");
+        for (i = 0; i < n_candidates; i++) printf(" '%s'", candidates[i]);
+        printf("\n");
         return TEST_SKIP;
     }
+    printf("reference interpreter: %s\n", python);
     snprintf(workdir, sizeof workdir, "%s/grzo_llm_ref_XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(workdir)) {
         perror("mkdtemp");

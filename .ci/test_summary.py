@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Tests of .ci/summary.py on crafted testlog.json files: allowed skips are listed with
+their reasons and counted as skipped, a skip outside the allow-list fails the summary,
+and the last line is exactly 'N passed, N failed, N skipped'."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+SUMMARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "summary.py")
+failures = 0
+
+
+def entry(name, result, stdout=""):
+    return {"name": name, "result": result, "stdout": stdout, "returncode": 77 if result == "SKIP" else 0}
+
+
+def run_summary(entries):
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "testlog.json")
+        with open(path, "w", encoding="utf-8") as f:
+            for e in entries:
+                f.write(json.dumps(e) + "\n")
+        p = subprocess.run([sys.executable, SUMMARY, path], capture_output=True, text=True)
+    return p.returncode, p.stdout.splitlines()
+
+
+def check(cond, what, lines):
+    global failures
+    if not cond:
+        failures += 1
+        print(f"FAIL: {what}\n  output:\n    " + "\n    ".join(lines))
+
+
+ALLOWED = [
+    entry("grzo:cuda / cuda_parity", "SKIP", "SKIP: no CUDA device or driver\n"),
+    entry("grzo:llm / test_llm_smollm", "SKIP", "test_llm_smollm: skipped (set GRZO_SMOLLM_GGUF to the file)\n"),
+    entry("grzo:finetune / tasks_real_data", "SKIP", "real_data: skipped (set GRZO_TASKS_DATA)\n"),
+]
+PASSING = [entry("grzo:core / errors_state", "OK"), entry("grzo:llm / test_llm_reference", "OK")]
+
+# allowed skips only: exit 0, one line per skip (with the test's own reason) before the total
+rc, lines = run_summary(PASSING + ALLOWED)
+check(rc == 0, "allowed skips: exit status 0", lines)
+check(lines[-1:] == ["2 passed, 0 failed, 3 skipped"], "allowed skips: final line", lines)
+check(len(lines) == 4 and all(ln.startswith("skipped: ") for ln in lines[:3]), "allowed skips: one line each", lines)
+check(any("cuda_parity" in ln and "no CUDA device or driver" in ln for ln in lines), "cuda skip reason shown", lines)
+check(any("test_llm_smollm" in ln and "GRZO_SMOLLM_GGUF" in ln for ln in lines), "smollm skip reason shown", lines)
+
+# a test outside the allow-list skips (the numpy reference): counted as failed, exit 1
+bad = entry("grzo:llm / test_llm_reference", "SKIP", "SKIP: no python with numpy among '/usr/bin/python3'\n")
+rc, lines = run_summary(PASSING[:1] + ALLOWED + [bad])
+check(rc == 1, "disallowed skip: exit status 1", lines)
+check(lines[-1:] == ["1 passed, 1 failed, 3 skipped"], "disallowed skip: final line", lines)
+check(any(ln.startswith("FAILED (must not skip): test_llm_reference: SKIP: no python with numpy") for ln in lines[:-1]),
+      "disallowed skip: named with its reason before the final line", lines)
+
+# a skip outside the allow-list that printed no reason: still named, still a failure
+rc, lines = run_summary(PASSING + [entry("grzo:core / rng_kat", "SKIP")])
+check(rc == 1 and lines[-1:] == ["2 passed, 1 failed, 0 skipped"], "core skip without a reason fails", lines)
+check(any("rng_kat" in ln and "printed no reason" in ln for ln in lines), "missing reason said", lines)
+
+# plain failures and timeouts still fail; an empty log fails
+rc, lines = run_summary(PASSING + [entry("grzo:core / ops", "FAIL"), entry("grzo:core / resume_fzoo", "TIMEOUT")])
+check(rc == 1 and lines == ["2 passed, 2 failed, 0 skipped"], "failures counted", lines)
+rc, lines = run_summary([])
+check(rc == 1 and lines == ["0 passed, 0 failed, 0 skipped"], "no test: exit status 1", lines)
+
+# no log at all (meson test did not get to write one): a failure, with the plain final line
+with tempfile.TemporaryDirectory() as d:
+    p = subprocess.run([sys.executable, SUMMARY, os.path.join(d, "missing.json")], capture_output=True, text=True)
+lines = p.stdout.splitlines()
+check(p.returncode == 1 and lines[-1:] == ["0 passed, 1 failed, 0 skipped"] and not p.stderr, "missing log", lines)
+
+print("test_summary: " + ("PASS" if failures == 0 else f"FAIL ({failures} checks)"))
+sys.exit(1 if failures else 0)
