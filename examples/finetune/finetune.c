@@ -77,7 +77,7 @@ static const opt_def OPTS[OPT_COUNT] = {
     {"--eval-every", "eval_every", KIND_INT, 0, 1000000000, 1},
     {"--save-every", "save_every", KIND_INT, 0, 1000000000, 1},
     {"--seed", "seed", KIND_SEED, 0, 0, 0},
-    {"--threads", NULL, KIND_INT, 0, 1024, 1},
+    {"--threads", "threads", KIND_INT, 0, 1024, 1},   /* recorded: the sums' order follows it */
     {"--max-len", "max_len", KIND_INT, 0, 1 << 20, 0},
     {"--fzoo-probes", "fzoo_probes", KIND_INT, 1, 4096, 0},
     {"--n-train", "n_train", KIND_INT, 0, 1000000000, 0},
@@ -638,10 +638,10 @@ static char *read_text_file(const char *path, size_t *size, char *err, size_t er
 }
 
 /* One conflict, appended to a one-line list: "--lr 0.002 (the run has 0.001)". */
-static void add_conflict(char *list, size_t n, const char *flag, const char *given, const char *recorded) {
+static void add_conflict(char *list, size_t n, const char *flag, const char *given, const char *holder, const char *recorded) {
     size_t used = strlen(list);
     if (used + 1 >= n) return;
-    snprintf(list + used, n - used, "%s%s %.200s (the run has %.200s)", used ? ", " : "", flag, given, recorded);
+    snprintf(list + used, n - used, "%s%s %.200s (%s has %.200s)", used ? ", " : "", flag, given, holder, recorded);
 }
 
 /* The recorded value of one setting, as text for messages. */
@@ -687,7 +687,7 @@ static int resume_settings(run *r, char *err, size_t errlen) {
         if (!(v = tasks_json_get(root, d->key))) { snprintf(err, errlen, "%s: no \"%s\"", r->path_manifest, d->key); return -1; }
         recorded_text(v, rec, sizeof rec);
         if (v->type == TASKS_JSON_NULL) {   /* no tokenizer was given */
-            if (given && !d->may_change) add_conflict(conflicts, sizeof conflicts, d->flag, given, "none");
+            if (given && !d->may_change) add_conflict(conflicts, sizeof conflicts, d->flag, given, "the run", "none");
             continue;
         }
         if ((d->kind == KIND_INT && !v->is_integer) || (d->kind == KIND_FLOAT && v->type != TASKS_JSON_NUMBER) ||
@@ -721,7 +721,7 @@ static int resume_settings(run *r, char *err, size_t errlen) {
             break;
         }
         }
-        if (differs) add_conflict(conflicts, sizeof conflicts, d->flag, given, rec);
+        if (differs) add_conflict(conflicts, sizeof conflicts, d->flag, given, "the run", rec);
     }
     if (conflicts[0]) {
         snprintf(err, errlen, "--resume: %s was made with other settings: %s", r->path_manifest, conflicts);
@@ -757,7 +757,7 @@ static int check_checkpoint_matches(const run *r, char *err, size_t errlen) {
     const options *o = &r->o;
     grzo_get_desc(r->ctx, &d);
 #define CK(cond, flag, fmt, mine, theirs) \
-    if (cond) { snprintf(a, sizeof a, fmt, mine); snprintf(b, sizeof b, fmt, theirs); add_conflict(conflicts, sizeof conflicts, flag, a, b); }
+    if (cond) { snprintf(a, sizeof a, fmt, mine); snprintf(b, sizeof b, fmt, theirs); add_conflict(conflicts, sizeof conflicts, flag, a, "the checkpoint", b); }
     CK(d.estimator != o->estimator, "--estimator", "%s", estimator_name(o->estimator), estimator_name(d.estimator))
     CK(d.lr != o->real[OPT_LR], "--lr", "%s", float_text(o->real[OPT_LR], fa), float_text(d.lr, fb))
     CK(d.sigma != o->real[OPT_SIGMA], "--sigma", "%s", float_text(o->real[OPT_SIGMA], fa), float_text(d.sigma, fb))
@@ -766,7 +766,7 @@ static int check_checkpoint_matches(const run *r, char *err, size_t errlen) {
     CK(d.fzoo_probes != o->num[OPT_FZOO_PROBES], "--fzoo-probes", "%lld", (long long)o->num[OPT_FZOO_PROBES], (long long)d.fzoo_probes)
 #undef CK
     if (conflicts[0]) {
-        snprintf(err, errlen, "--resume: the checkpoint %s belongs to another run: %s", r->path_ckpt, conflicts);
+        snprintf(err, errlen, "--resume: the checkpoint %s belongs to another run than %s: %s", r->path_ckpt, r->path_manifest, conflicts);
         return -1;
     }
     if (grzo_get_step(r->ctx) > o->num[OPT_STEPS]) {
