@@ -14,9 +14,9 @@
 #              kept; an unreadable checkpoint says why; a bad model or data leaves no files
 # usage: test_finetune_cli.sh CASE GRZO_FINETUNE DATA_DIR WORK_DIR
 set -u
-case_=$1 bin=$2 data=$3 work=$4/$1
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cd "$work" || exit 1
+case_=$1 bin=$(realpath "$2") data=$(realpath "$3") work=$4/$1
+rm -rf "$work" && mkdir -p "$work" && work=$(realpath "$work") || exit 1
+cd "$work" || exit 1   # the runs' relative paths (and any stray file) land here
 common=(--model "$data/stories260K.bin" --tokenizer "$data/tok512.bin" --task sst2 --data "$data/tasks/SST-2"
         --n-train 8 --n-dev 4 --n-test 4 --batch 4 --lr 1e-3 --sigma 1e-3 --seed 5 --threads 1)
 fail() { echo "FAIL: $*"; exit 1; }
