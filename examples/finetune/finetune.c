@@ -5,8 +5,9 @@
    grzo-finetune --model PATH [--tokenizer tok.bin] --task NAME --data DIR
                  [--estimator grzo|mezo|fzoo|canonical|shared] [--lr LR] [--sigma S]
                  [--batch B] [--steps N] [--warmup N] [--eval-every N] [--seed S]
-                 [--threads N] [--checkpoint PATH] [--resume] [--log PATH] [--out DIR]
+                 [--threads N] [--checkpoint PATH] [--save-every N] [--log PATH] [--out DIR]
                  [--n-train N] [--n-dev N] [--n-test N] [--max-len N] [--fzoo-probes N]
+                 [--resume | --overwrite]
 
    What a step does (MeZO's protocol, the estimator's perturbations):
    - B training examples are drawn with replacement by the counter RNG from (seed, step),
@@ -17,11 +18,16 @@
      log-likelihood of the gold continuation's tokens.
    - Evaluation: argmax of the candidate scores, accuracy. Zero-shot accuracy is measured
      on dev and test before training, dev every --eval-every steps, test at the end.
-   Outputs in --out (default finetune-out): log.jsonl (one line per step: step, loss, lr,
-   elapsed seconds, and dev_acc when evaluated), indices.txt (the sampled examples, so a
-   run can be reproduced exactly), results.json, loss.png (gnuplot, when installed).
-   Ctrl-C writes the checkpoint and exits cleanly; --resume continues exactly, and its log
-   lines equal the uninterrupted run's (except the elapsed time). */
+   Outputs in --out (default finetune-out): run.json (the run's settings, which --resume
+   compares and reuses), log.jsonl (one line per step: step, loss, lr, elapsed seconds, and
+   dev_acc when evaluated), indices.txt (the sampled examples, so a run can be reproduced
+   exactly), results.json (what actually ran, and the accuracies), loss.png (gnuplot, when
+   installed; run without a shell, so no path is ever a command). All but the log are
+   written through a temporary file and a rename. The checkpoint is saved every --save-every steps
+   (or 10 minutes), at the end and on Ctrl-C; --resume continues exactly, and its log lines
+   equal the uninterrupted run's (except the elapsed time). Nothing is written before the
+   model and the data have loaded, and a new run never mixes with an earlier run's files
+   (--overwrite replaces them). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
