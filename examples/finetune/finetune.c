@@ -89,8 +89,8 @@ static const opt_def OPTS[OPT_COUNT] = {
     {"--n-train", "n_train", KIND_INT, 0, 1000000000, 0},
     {"--n-dev", "n_dev", KIND_INT, 0, 1000000000, 0},
     {"--n-test", "n_test", KIND_INT, 0, 1000000000, 0},
-    {"--checkpoint", NULL, KIND_PATH, 0, 0, 1},
-    {"--log", NULL, KIND_PATH, 0, 0, 1},
+    {"--checkpoint", "checkpoint", KIND_PATH, 0, 0, 1},
+    {"--log", "log", KIND_PATH, 0, 0, 1},
     {"--out", NULL, KIND_PATH, 0, 0, 1},
 };
 
@@ -601,10 +601,8 @@ static void write_manifest_json(FILE *f, const run *r) {
         case KIND_INT: fprintf(f, "%lld", (long long)o->num[id]); break;
         case KIND_FLOAT: fprintf(f, "%s", float_text(o->real[id], num)); break;
         case KIND_SEED: fprintf(f, "\"%llu\"", (unsigned long long)o->seed); break;
-        default:
-            if (id == OPT_LOG) json_string(f, r->path_log);
-            else if (id == OPT_CHECKPOINT) json_string(f, r->path_ckpt);
-            else if (o->str[id]) json_string(f, o->str[id]);
+        default:   /* null: not given (no tokenizer; the log and checkpoint inside --out) */
+            if (o->str[id]) json_string(f, o->str[id]);
             else fprintf(f, "null");
         }
         if (id == OPT_MODEL || id == OPT_TOKENIZER) {
@@ -667,10 +665,11 @@ static int resume_settings(run *r, char *err, size_t errlen) {
     char conflicts[900] = "", rec[256];
     const tasks_json *root, *v;
     int id;
-    if (!(text = read_text_file(r->path_manifest, &size, err, errlen))) {
-        if (errno == ENOENT) snprintf(err, errlen, "--resume: no run to continue in '%s' (no run.json)", o->str[OPT_OUT]);
+    if (access(r->path_manifest, F_OK) != 0 && errno == ENOENT) {
+        snprintf(err, errlen, "--resume: no run to continue in '%s' (no run.json)", o->str[OPT_OUT]);
         return -1;
     }
+    if (!(text = read_text_file(r->path_manifest, &size, err, errlen))) return -1;
     if (tasks_json_parse(text, size, &r->manifest, &at, err, errlen)) {
         char why[512];
         snprintf(why, sizeof why, "%s", err);
