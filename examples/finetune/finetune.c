@@ -317,7 +317,7 @@ typedef struct run {
     double dev_acc, test_acc, seconds;/* after training, for results.json */
     tasks_json manifest;              /* run.json of a resumed run (options point into it) */
     int have_manifest;
-    double t0, elapsed_before;        /* wall clock of this process, and of the run before a resume */
+    double elapsed_before;            /* training seconds of the run before a resume */
 } run;
 
 static volatile sig_atomic_t interrupted = 0;   /* set by SIGINT: checkpoint and stop */
@@ -1064,7 +1064,6 @@ int main(int argc, char **argv) {
     if (make_paths(&r, err, sizeof err) || check_paths(&r, err, sizeof err)) return fail(&r, 2, err);
     if (!r.o.resume && refuse_earlier_run(&r, err, sizeof err)) return fail(&r, 2, err);
     if (r.o.resume && check_checkpoint_readable(r.path_ckpt, err, sizeof err)) return fail(&r, 1, err);
-    r.t0 = now();
     if (load_everything(&r, err, sizeof err) || setup_optimizer(&r, err, sizeof err)) return fail(&r, 1, err);
     tasks_describe(&r.data, stderr);
     if (r.o.resume ? start_resumed(&r, err, sizeof err) : start_fresh(&r, err, sizeof err)) return fail(&r, 1, err);
