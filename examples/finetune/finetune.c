@@ -5,8 +5,9 @@
    grzo-finetune --model PATH [--tokenizer tok.bin] --task NAME --data DIR
                  [--estimator grzo|mezo|fzoo|canonical|shared] [--lr LR] [--sigma S]
                  [--batch B] [--steps N] [--warmup N] [--eval-every N] [--seed S]
-                 [--threads N] [--checkpoint PATH] [--resume] [--log PATH] [--out DIR]
+                 [--threads N] [--checkpoint PATH] [--save-every N] [--log PATH] [--out DIR]
                  [--n-train N] [--n-dev N] [--n-test N] [--max-len N] [--fzoo-probes N]
+                 [--resume | --overwrite]
 
    What a step does (MeZO's protocol, the estimator's perturbations):
    - B training examples are drawn with replacement by the counter RNG from (seed, step),
@@ -17,11 +18,16 @@
      log-likelihood of the gold continuation's tokens.
    - Evaluation: argmax of the candidate scores, accuracy. Zero-shot accuracy is measured
      on dev and test before training, dev every --eval-every steps, test at the end.
-   Outputs in --out (default finetune-out): log.jsonl (one line per step: step, loss, lr,
-   elapsed seconds, and dev_acc when evaluated), indices.txt (the sampled examples, so a
-   run can be reproduced exactly), results.json, loss.png (gnuplot, when installed).
-   Ctrl-C writes the checkpoint and exits cleanly; --resume continues exactly, and its log
-   lines equal the uninterrupted run's (except the elapsed time). */
+   Outputs in --out (default finetune-out): run.json (the run's settings, which --resume
+   compares and reuses), log.jsonl (one line per step: step, loss, lr, elapsed seconds, and
+   dev_acc when evaluated), indices.txt (the sampled examples, so a run can be reproduced
+   exactly), results.json (what actually ran, and the accuracies), loss.png (gnuplot, when
+   installed; run without a shell, so no path is ever a command). All but the log are
+   written through a temporary file and a rename. The checkpoint is saved every --save-every steps
+   (or 10 minutes), at the end and on Ctrl-C; --resume continues exactly, and its log lines
+   equal the uninterrupted run's (except the elapsed time). Nothing is written before the
+   model and the data have loaded, and a new run never mixes with an earlier run's files
+   (--overwrite replaces them). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -38,17 +44,66 @@
 #include "llm.h"
 #include "model.h"
 #include "tasks.h"
+#include "cli_args.h"
+#include "gnuplot_run.h"
 
 /* ---- options ----------------------------------------------------------------------------- */
+/* Every setting that a run records in its manifest (run.json) has an entry in OPTS; a
+   resumed run takes the recorded value of each one the command line does not give, and
+   refuses one it gives differently unless the entry says a change is meaningful (a new
+   step budget, a new evaluation or save cadence). */
+typedef enum opt_id {
+    OPT_MODEL, OPT_TOKENIZER, OPT_TASK, OPT_DATA, OPT_ESTIMATOR,
+    OPT_LR, OPT_SIGMA, OPT_BATCH, OPT_STEPS, OPT_WARMUP, OPT_EVAL_EVERY, OPT_SAVE_EVERY, OPT_SEED,
+    OPT_THREADS, OPT_MAX_LEN, OPT_FZOO_PROBES, OPT_N_TRAIN, OPT_N_DEV, OPT_N_TEST,
+    OPT_CHECKPOINT, OPT_LOG, OPT_OUT, OPT_COUNT
+} opt_id;
+
+typedef enum opt_kind { KIND_PATH, KIND_TEXT, KIND_INT, KIND_FLOAT, KIND_SEED } opt_kind;
+
+typedef struct opt_def {
+    const char *flag;
+    const char *key;          /* its name in run.json; NULL: not part of the run's identity */
+    opt_kind kind;
+    int64_t lo, hi;           /* KIND_INT */
+    int may_change;           /* 1: --resume may change it (recorded in run.json) */
+} opt_def;
+
+static const opt_def OPTS[OPT_COUNT] = {
+    {"--model", "model", KIND_PATH, 0, 0, 0},
+    {"--tokenizer", "tokenizer", KIND_PATH, 0, 0, 0},
+    {"--task", "task", KIND_TEXT, 0, 0, 0},
+    {"--data", "data", KIND_PATH, 0, 0, 1},   /* the indices file checks the data's contents */
+    {"--estimator", "estimator", KIND_TEXT, 0, 0, 0},
+    {"--lr", "lr", KIND_FLOAT, 0, 0, 0},
+    {"--sigma", "sigma", KIND_FLOAT, 0, 0, 0},
+    {"--batch", "batch", KIND_INT, 1, 4096, 0},
+    {"--steps", "steps", KIND_INT, 0, 1000000000, 1},
+    {"--warmup", "warmup", KIND_INT, 0, 1000000000, 0},
+    {"--eval-every", "eval_every", KIND_INT, 0, 1000000000, 1},
+    {"--save-every", "save_every", KIND_INT, 0, 1000000000, 1},
+    {"--seed", "seed", KIND_SEED, 0, 0, 0},
+    {"--threads", "threads", KIND_INT, 0, 1024, 1},   /* recorded: the sums' order follows it */
+    {"--max-len", "max_len", KIND_INT, 0, 1 << 20, 0},
+    {"--fzoo-probes", "fzoo_probes", KIND_INT, 1, 4096, 0},
+    {"--n-train", "n_train", KIND_INT, 0, 1000000000, 0},
+    {"--n-dev", "n_dev", KIND_INT, 0, 1000000000, 0},
+    {"--n-test", "n_test", KIND_INT, 0, 1000000000, 0},
+    {"--checkpoint", "checkpoint", KIND_PATH, 0, 0, 1},
+    {"--log", "log", KIND_PATH, 0, 0, 1},
+    {"--out", NULL, KIND_PATH, 0, 0, 1},
+};
+
+#define SAVE_SECONDS_DEFAULT 600.0   /* --save-every 0: a checkpoint every 10 minutes */
+
 typedef struct options {
-    const char *model, *tokenizer, *task, *data, *checkpoint, *log, *out;
-    grzo_estimator estimator;
-    float lr, sigma;
-    int64_t batch, steps, warmup, eval_every;
+    const char *text[OPT_COUNT];      /* as given; NULL: not given */
+    const char *str[OPT_COUNT];       /* KIND_PATH, KIND_TEXT: the value in use */
+    int64_t num[OPT_COUNT];           /* KIND_INT */
+    float real[OPT_COUNT];            /* KIND_FLOAT */
     uint64_t seed;
-    int32_t threads, max_len, fzoo_probes;
-    long n_train, n_dev, n_test;
-    int resume;
+    grzo_estimator estimator;
+    int resume, overwrite;
 } options;
 
 static void usage(FILE *f) {
@@ -57,10 +112,16 @@ static void usage(FILE *f) {
         "  --estimator grzo|mezo|fzoo|canonical|shared   (default grzo)\n"
         "  --lr LR (1e-5)  --sigma S (1e-3)  --batch B (16)  --steps N (100)  --warmup N (0)\n"
         "  --eval-every N (0: only before and after)  --seed S (0)  --threads N (all cores)\n"
-        "  --checkpoint PATH (default OUT/checkpoint.grzo)  --resume  --log PATH (OUT/log.jsonl)\n"
+        "  --checkpoint PATH (default OUT/checkpoint.grzo)  --log PATH (OUT/log.jsonl)\n"
+        "  --save-every N (write the checkpoint every N steps; 0, the default: every 10 minutes;\n"
+        "                 always at the end and on Ctrl-C; a failed save stops the run)\n"
         "  --out DIR (finetune-out)  --n-train N --n-dev N --n-test N (task defaults: 1000/500/1000)\n"
         "  --max-len N (tokens per sequence, left-truncated keeping BOS; 0: model max)\n"
         "  --fzoo-probes N (8)\n"
+        "  --resume     continue the run in OUT from its checkpoint: settings not given are taken\n"
+        "               from OUT/run.json; a given setting that differs is refused, except\n"
+        "               --steps, --eval-every, --save-every, --threads, --data and the paths\n"
+        "  --overwrite  start over in an OUT that holds an earlier run (its files are replaced)\n"
         "tasks:\n");
     tasks_print_table(f);
 }
@@ -85,59 +146,67 @@ static const char *estimator_name(grzo_estimator e) {
     }
 }
 
-/* A number option: the whole string must parse. */
-static int parse_num(const char *v, double lo, double hi, double *out) {
-    char *end;
-    double x;
-    errno = 0;
-    x = strtod(v, &end);
-    if (errno || end == v || *end || !(x >= lo && x <= hi)) return -1;
-    *out = x;
+/* One option's value into o (strictly: the whole text, in range); err gets one line. */
+static int set_option(options *o, opt_id id, const char *v, char *err, size_t errlen) {
+    static const cli_range positive = {0.0, 10.0, 1, 0};
+    const opt_def *d = &OPTS[id];
+    switch (d->kind) {
+    case KIND_INT: return cli_parse_int(d->flag, v, d->lo, d->hi, &o->num[id], err, errlen);
+    case KIND_FLOAT: return cli_parse_float(d->flag, v, positive, &o->real[id], err, errlen);
+    case KIND_SEED: return cli_parse_u64(d->flag, v, &o->seed, err, errlen);
+    case KIND_TEXT:
+        if (id == OPT_ESTIMATOR && parse_estimator(v, &o->estimator)) {
+            snprintf(err, errlen, "--estimator: expected grzo, mezo, fzoo, canonical or shared, got '%.64s'", v);
+            return -1;
+        }
+        if (id == OPT_TASK) {
+            const tasks_info *t = tasks_find(v);
+            if (!t) { snprintf(err, errlen, "--task: unknown task '%.64s' (see --help)", v); return -1; }
+            v = t->name;   /* canonical, so run.json compares "sst2" and "SST-2" as equal */
+        }
+        break;
+    case KIND_PATH:
+        if (!*v) { snprintf(err, errlen, "%s: the path is empty", d->flag); return -1; }
+        break;
+    }
+    o->str[id] = v;
     return 0;
 }
 
-static int parse_options(int argc, char **argv, options *o) {
-    int i;
+static void default_options(options *o) {
     memset(o, 0, sizeof *o);
+    o->str[OPT_ESTIMATOR] = "grzo";
     o->estimator = GRZO_ESTIMATOR_GRZO;
-    o->lr = 1e-5f; o->sigma = 1e-3f; o->batch = 16; o->steps = 100;
-    o->out = "finetune-out"; o->n_train = o->n_dev = o->n_test = -1; o->fzoo_probes = 8;
+    o->real[OPT_LR] = 1e-5f; o->real[OPT_SIGMA] = 1e-3f;
+    o->num[OPT_BATCH] = 16; o->num[OPT_STEPS] = 100; o->num[OPT_FZOO_PROBES] = 8;
+    o->num[OPT_N_TRAIN] = o->num[OPT_N_DEV] = o->num[OPT_N_TEST] = -1;   /* the task's defaults */
+    o->str[OPT_OUT] = "finetune-out";
+}
+
+static int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
+    int i;
+    default_options(o);
     for (i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        double x = 0;
+        int id;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
         if (!strcmp(a, "--resume")) { o->resume = 1; continue; }
-        if (!v) { fprintf(stderr, "grzo-finetune: %s needs a value\n", a); return -1; }
-#define NUM(flag, lo, hi, dst, type) else if (!strcmp(a, flag)) { if (parse_num(v, lo, hi, &x)) { fprintf(stderr, "grzo-finetune: bad value for %s: '%s' (want %g..%g)\n", flag, v, (double)(lo), (double)(hi)); return -1; } dst = (type)x; }
-        if (!strcmp(a, "--model")) o->model = v;
-        else if (!strcmp(a, "--tokenizer")) o->tokenizer = v;
-        else if (!strcmp(a, "--task")) o->task = v;
-        else if (!strcmp(a, "--data")) o->data = v;
-        else if (!strcmp(a, "--checkpoint")) o->checkpoint = v;
-        else if (!strcmp(a, "--log")) o->log = v;
-        else if (!strcmp(a, "--out")) o->out = v;
-        else if (!strcmp(a, "--estimator")) {
-            if (parse_estimator(v, &o->estimator)) { fprintf(stderr, "grzo-finetune: unknown estimator '%s'\n", v); return -1; }
-        }
-        NUM("--lr", 1e-12, 10, o->lr, float)
-        NUM("--sigma", 1e-12, 10, o->sigma, float)
-        NUM("--batch", 1, 4096, o->batch, int64_t)
-        NUM("--steps", 0, 1e9, o->steps, int64_t)
-        NUM("--warmup", 0, 1e9, o->warmup, int64_t)
-        NUM("--eval-every", 0, 1e9, o->eval_every, int64_t)
-        NUM("--seed", 0, 1.8e19, o->seed, uint64_t)
-        NUM("--threads", 0, 1024, o->threads, int32_t)
-        NUM("--max-len", 0, 1 << 20, o->max_len, int32_t)
-        NUM("--fzoo-probes", 1, 4096, o->fzoo_probes, int32_t)
-        NUM("--n-train", 0, 1e9, o->n_train, long)
-        NUM("--n-dev", 0, 1e9, o->n_dev, long)
-        NUM("--n-test", 0, 1e9, o->n_test, long)
-        else { fprintf(stderr, "grzo-finetune: unknown option '%s' (see --help)\n", a); return -1; }
-#undef NUM
+        if (!strcmp(a, "--overwrite")) { o->overwrite = 1; continue; }
+        for (id = 0; id < OPT_COUNT && strcmp(a, OPTS[id].flag); id++) {}
+        if (id == OPT_COUNT) { snprintf(err, errlen, "unknown option '%.64s' (see --help)", a); return -1; }
+        if (!v) { snprintf(err, errlen, "%s needs a value", a); return -1; }
+        if (set_option(o, (opt_id)id, v, err, errlen)) return -1;
+        o->text[id] = v;
         i++;
     }
-    if (!o->model || !o->task || !o->data) {
-        fprintf(stderr, "grzo-finetune: --model, --task and --data are required (see --help)\n");
+    if (o->resume && o->overwrite) { snprintf(err, errlen, "--resume and --overwrite contradict each other"); return -1; }
+    return 0;
+}
+
+/* After --resume has filled in the recorded settings: the ones every run needs. */
+static int check_required(const options *o, char *err, size_t errlen) {
+    if (!o->str[OPT_MODEL] || !o->str[OPT_TASK] || !o->str[OPT_DATA]) {
+        snprintf(err, errlen, "--model, --task and --data are required (see --help)");
         return -1;
     }
     return 0;
@@ -242,8 +311,13 @@ typedef struct run {
     int32_t *n_context;
     double *means;
     int32_t max_seqs;
-    char path_log[1024], path_ckpt[1024], path_indices[1024], path_results[1024], path_png[1024];
-    double t0, elapsed_before;        /* wall clock of this process, and of the run before a resume */
+    /* the run's files, built from --out/--log/--checkpoint (malloc'd, any length) */
+    char *path_log, *path_ckpt, *path_indices, *path_results, *path_png, *path_manifest;
+    double zs_dev, zs_test;           /* zero-shot accuracies (recorded in run.json) */
+    double dev_acc, test_acc, seconds;/* after training, for results.json */
+    tasks_json manifest;              /* run.json of a resumed run (options point into it) */
+    int have_manifest;
+    double elapsed_before;            /* training seconds of the run before a resume */
 } run;
 
 static volatile sig_atomic_t interrupted = 0;   /* set by SIGINT: checkpoint and stop */
@@ -347,41 +421,402 @@ static grzo_status train_forward(grzo_ctx *ctx, const grzo_pass_info *pi, float 
    function of (seed, t), so a resumed run draws the same batches. */
 static void pick_batch(run *r, int64_t step) {
     int64_t i;
-    for (i = 0; i < r->o.batch; i++) {
+    for (i = 0; i < r->o.num[OPT_BATCH]; i++) {
         double u = grzo_uniform_at(r->o.seed, (uint32_t)step, GRZO_USER_BLOCK, 1, (uint64_t)i);
         r->picked[i] = (int64_t)(u * (double)r->train.n);
     }
 }
 
 /* ---- files ------------------------------------------------------------------------------------- */
-static int ensure_dir(const char *dir) {
+static char *path_join(const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = (char *)malloc(a + b + 2);
+    if (!p) return NULL;
+    memcpy(p, dir, a);
+    p[a] = '/';
+    memcpy(p + a + 1, name, b + 1);
+    return p;
+}
+
+static char *path_or_join(const char *given, const char *dir, const char *name) {
+    char *p;
+    if (!given) return path_join(dir, name);
+    if ((p = (char *)malloc(strlen(given) + 1))) strcpy(p, given);
+    return p;
+}
+
+/* The run's file names; --log and --checkpoint as given, the rest inside --out. */
+static int make_paths(run *r, char *err, size_t errlen) {
+    const char *out = r->o.str[OPT_OUT];
+    r->path_log = path_or_join(r->o.str[OPT_LOG], out, "log.jsonl");
+    r->path_ckpt = path_or_join(r->o.str[OPT_CHECKPOINT], out, "checkpoint.grzo");
+    r->path_indices = path_join(out, "indices.txt");
+    r->path_results = path_join(out, "results.json");
+    r->path_png = path_join(out, "loss.png");
+    if (!r->path_log || !r->path_ckpt || !r->path_indices || !r->path_results || !r->path_png) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+static int is_directory(const char *path) {
     struct stat sb;
-    if (stat(dir, &sb) == 0) return S_ISDIR(sb.st_mode) ? 0 : -1;
-    return mkdir(dir, 0777);
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* A directory where a file goes is refused up front (it is never removed or replaced). */
+static int check_paths(const run *r, char *err, size_t errlen) {
+    struct stat sb;
+    if (is_directory(r->path_log)) { snprintf(err, errlen, "--log '%s' is a directory", r->path_log); return -1; }
+    if (is_directory(r->path_ckpt)) { snprintf(err, errlen, "--checkpoint '%s' is a directory", r->path_ckpt); return -1; }
+    if (stat(r->o.str[OPT_OUT], &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "--out '%s' is not a directory", r->o.str[OPT_OUT]);
+        return -1;
+    }
+    return 0;
+}
+
+/* The files a run leaves, in the order they are listed in messages. */
+static int run_files(const run *r, const char *files[6]) {
+    files[0] = r->path_manifest; files[1] = r->path_ckpt; files[2] = r->path_log;
+    files[3] = r->path_indices; files[4] = r->path_results; files[5] = r->path_png;
+    return 6;
+}
+
+/* A new run never mixes its files with an earlier run's: it refuses a folder that holds
+   any of them unless told --overwrite. */
+static int refuse_earlier_run(const run *r, char *err, size_t errlen) {
+    const char *files[6];
+    struct stat sb;
+    int i, n = run_files(r, files);
+    size_t used = 0;
+    if (r->o.overwrite) return 0;
+    for (i = 0; i < n; i++) {
+        if (lstat(files[i], &sb) != 0) continue;
+        if (!used) used = (size_t)snprintf(err, errlen, "'%s' holds an earlier run (", r->o.str[OPT_OUT]);
+        else if (used < errlen) used += (size_t)snprintf(err + used, errlen - used, ", ");
+        if (used < errlen) used += (size_t)snprintf(err + used, errlen - used, "%s", files[i]);
+    }
+    if (!used) return 0;
+    if (used < errlen) snprintf(err + used, errlen - used, "): continue it with --resume, or start over with --overwrite");
+    return -1;
+}
+
+/* --overwrite: the earlier run's files go (never a directory: unlink refuses those). */
+static int remove_earlier_run(const run *r, char *err, size_t errlen) {
+    const char *files[6];
+    int i, n = run_files(r, files);
+    for (i = 0; i < n; i++)
+        if (unlink(files[i]) != 0 && errno != ENOENT) {
+            snprintf(err, errlen, "cannot remove %s: %s", files[i], strerror(errno));
+            return -1;
+        }
+    return 0;
+}
+
+static int ensure_dir(const char *dir, char *err, size_t errlen) {
+    if (mkdir(dir, 0777) == 0 || (errno == EEXIST && is_directory(dir))) return 0;
+    snprintf(err, errlen, "cannot create directory '%s': %s", dir, strerror(errno));
+    return -1;
+}
+
+/* Writes path through path.tmp and a rename, so a crash never leaves half a file. */
+typedef void (*file_writer)(FILE *f, const run *r);
+static int write_atomically(const char *path, file_writer write, const run *r, char *err, size_t errlen) {
+    char *tmp = (char *)malloc(strlen(path) + 5);
+    FILE *f;
+    int ok;
+    if (!tmp) { snprintf(err, errlen, "out of memory"); return -1; }
+    strcpy(tmp, path);
+    strcat(tmp, ".tmp");
+    if (!(f = fopen(tmp, "w"))) {
+        snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    write(f, r);
+    ok = fflush(f) == 0 && !ferror(f) && fsync(fileno(f)) == 0;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        remove(tmp);
+        free(tmp);
+        return -1;
+    }
+    free(tmp);
+    return 0;
+}
+
+/* The shortest decimal that reads back as the same float ("0.001", not "0.00100000005"). */
+static const char *float_text(float x, char buf[32]) {
+    int digits;
+    for (digits = 6; digits < 9; digits++) {
+        snprintf(buf, 32, "%.*g", digits, (double)x);
+        if ((float)strtod(buf, NULL) == x) return buf;
+    }
+    snprintf(buf, 32, "%.9g", (double)x);
+    return buf;
+}
+
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* Which file a run used, by contents: size and FNV-1a of its first MiB (a moved model is
+   the same model; a different one with the same name is not). */
+static int file_identity(const char *path, char *out, size_t n) {
+    static unsigned char buf[1 << 20];
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    struct stat sb;
+    size_t got, i;
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    if (fstat(fileno(f), &sb) != 0) { fclose(f); return -1; }
+    got = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    for (i = 0; i < got; i++) h = (h ^ buf[i]) * UINT64_C(0x100000001b3);
+    snprintf(out, n, "%lld:%016llx", (long long)sb.st_size, (unsigned long long)h);
+    return 0;
+}
+
+/* ---- the run manifest (OUT/run.json): every setting that defines the run ---------------------- */
+static void write_manifest_json(FILE *f, const run *r) {
+    const options *o = &r->o;
+    char num[32];
+    int id;
+    fprintf(f, "{\"grzo_finetune_run\":1");
+    for (id = 0; id < OPT_COUNT; id++) {
+        const opt_def *d = &OPTS[id];
+        if (!d->key) continue;
+        fprintf(f, ",\n \"%s\":", d->key);
+        switch (d->kind) {
+        case KIND_INT: fprintf(f, "%lld", (long long)o->num[id]); break;
+        case KIND_FLOAT: fprintf(f, "%s", float_text(o->real[id], num)); break;
+        case KIND_SEED: fprintf(f, "\"%llu\"", (unsigned long long)o->seed); break;
+        default:   /* null: not given (no tokenizer; the log and checkpoint inside --out) */
+            if (o->str[id]) json_string(f, o->str[id]);
+            else fprintf(f, "null");
+        }
+        if (id == OPT_MODEL || id == OPT_TOKENIZER) {
+            char ident[64];
+            fprintf(f, ",\n \"%s_id\":", d->key);
+            if (o->str[id] && file_identity(o->str[id], ident, sizeof ident) == 0) json_string(f, ident);
+            else fprintf(f, "null");
+        }
+    }
+    fprintf(f, ",\n \"zero_shot_dev_acc\":%.6f,\"zero_shot_test_acc\":%.6f}\n", r->zs_dev, r->zs_test);
+}
+
+static int write_manifest(const run *r, char *err, size_t errlen) {
+    return write_atomically(r->path_manifest, write_manifest_json, r, err, errlen);
+}
+
+static char *read_text_file(const char *path, size_t *size, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    size_t cap = 0, len = 0;
+    if (!f) { snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno)); return NULL; }
+    for (;;) {
+        char *nb;
+        if (len + 4096 + 1 > cap) {
+            cap = 2 * cap + 4096 + 1;
+            if (!(nb = (char *)realloc(buf, cap))) { free(buf); fclose(f); snprintf(err, errlen, "out of memory"); return NULL; }
+            buf = nb;
+        }
+        len += fread(buf + len, 1, cap - len - 1, f);
+        if (feof(f) || ferror(f)) break;
+    }
+    if (ferror(f)) { snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno)); free(buf); fclose(f); return NULL; }
+    fclose(f);
+    buf[len] = '\0';
+    *size = len;
+    return buf;
+}
+
+/* One conflict, appended to a one-line list: "--lr 0.002 (the run has 0.001)". */
+static void add_conflict(char *list, size_t n, const char *flag, const char *given, const char *holder, const char *recorded) {
+    size_t used = strlen(list);
+    if (used + 1 >= n) return;
+    snprintf(list + used, n - used, "%s%s %.200s (%s has %.200s)", used ? ", " : "", flag, given, holder, recorded);
+}
+
+/* The recorded value of one setting, as text for messages. */
+static void recorded_text(const tasks_json *v, char *buf, size_t n) {
+    if (v->type == TASKS_JSON_STRING) snprintf(buf, n, "%s", v->string);
+    else if (v->type == TASKS_JSON_NUMBER) snprintf(buf, n, "%.9g", v->number);
+    else snprintf(buf, n, "none");
+}
+
+/* --resume: every setting comes from run.json unless given; a given one must agree, except
+   where a change is meaningful (OPTS[].may_change). The JSON stays alive in r->manifest
+   because the options point into it. */
+static int resume_settings(run *r, char *err, size_t errlen) {
+    options *o = &r->o;
+    char *text;
+    size_t size, at = 0;
+    char conflicts[900] = "", rec[256];
+    const tasks_json *root, *v;
+    int id;
+    if (access(r->path_manifest, F_OK) != 0 && errno == ENOENT) {
+        snprintf(err, errlen, "--resume: no run to continue in '%s' (no run.json)", o->str[OPT_OUT]);
+        return -1;
+    }
+    if (!(text = read_text_file(r->path_manifest, &size, err, errlen))) return -1;
+    if (tasks_json_parse(text, size, &r->manifest, &at, err, errlen)) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", err);
+        snprintf(err, errlen, "%s: %s", r->path_manifest, why);
+        free(text);
+        return -1;
+    }
+    free(text);
+    r->have_manifest = 1;
+    root = &r->manifest;
+    if (!(v = tasks_json_get(root, "grzo_finetune_run")) || !v->is_integer || v->integer != 1) {
+        snprintf(err, errlen, "%s: not a grzo-finetune run manifest", r->path_manifest);
+        return -1;
+    }
+    for (id = 0; id < OPT_COUNT; id++) {
+        const opt_def *d = &OPTS[id];
+        const char *given = o->text[id];
+        int differs = 0;
+        if (!d->key) continue;
+        if (!(v = tasks_json_get(root, d->key))) { snprintf(err, errlen, "%s: no \"%s\"", r->path_manifest, d->key); return -1; }
+        recorded_text(v, rec, sizeof rec);
+        if (v->type == TASKS_JSON_NULL) {   /* no tokenizer was given */
+            if (given && !d->may_change) add_conflict(conflicts, sizeof conflicts, d->flag, given, "the run", "none");
+            continue;
+        }
+        if ((d->kind == KIND_INT && !v->is_integer) || (d->kind == KIND_FLOAT && v->type != TASKS_JSON_NUMBER) ||
+            (d->kind != KIND_INT && d->kind != KIND_FLOAT && v->type != TASKS_JSON_STRING)) {
+            snprintf(err, errlen, "%s: \"%s\" has the wrong type", r->path_manifest, d->key);
+            return -1;
+        }
+        if (given && d->may_change) continue;   /* the new value runs, and is recorded */
+        if (!given) {
+            /* a recorded value passes the same checks as a typed one */
+            char num[64];
+            const char *t = v->type == TASKS_JSON_STRING ? v->string : num;
+            if (d->kind == KIND_INT) snprintf(num, sizeof num, "%lld", v->integer);
+            else snprintf(num, sizeof num, "%.9g", v->number);
+            if (set_option(o, (opt_id)id, t, err, errlen)) return -1;
+            continue;
+        }
+        switch (d->kind) {
+        case KIND_INT: differs = o->num[id] != v->integer; break;
+        case KIND_FLOAT: differs = o->real[id] != (float)v->number; break;
+        case KIND_SEED: differs = strtoull(v->string, NULL, 10) != o->seed; break;
+        case KIND_TEXT: differs = strcmp(o->str[id], v->string) != 0; break;
+        case KIND_PATH: {
+            char want_key[32], ident[64];
+            const tasks_json *want;
+            snprintf(want_key, sizeof want_key, "%s_id", d->key);
+            want = tasks_json_get(root, want_key);
+            differs = !want || want->type != TASKS_JSON_STRING || file_identity(given, ident, sizeof ident) != 0 ||
+                      strcmp(ident, want->string) != 0;
+            if (differs) snprintf(rec, sizeof rec, "%s, a different file", v->string);
+            break;
+        }
+        }
+        if (differs) add_conflict(conflicts, sizeof conflicts, d->flag, given, "the run", rec);
+    }
+    if (conflicts[0]) {
+        snprintf(err, errlen, "--resume: %s was made with other settings: %s", r->path_manifest, conflicts);
+        return -1;
+    }
+    if ((v = tasks_json_get(root, "zero_shot_dev_acc")) && v->type == TASKS_JSON_NUMBER) r->zs_dev = v->number;
+    if ((v = tasks_json_get(root, "zero_shot_test_acc")) && v->type == TASKS_JSON_NUMBER) r->zs_test = v->number;
+    return 0;
+}
+
+/* The task's default split sizes where none was given, so run.json records real counts. */
+static void resolve_counts(options *o) {
+    const tasks_info *t = tasks_find(o->str[OPT_TASK]);
+    if (o->num[OPT_N_TRAIN] < 0) o->num[OPT_N_TRAIN] = t->default_train;
+    if (o->num[OPT_N_DEV] < 0) o->num[OPT_N_DEV] = t->default_dev;
+    if (o->num[OPT_N_TEST] < 0) o->num[OPT_N_TEST] = t->default_test;
+}
+
+/* "no checkpoint" only when there is none; anything else says why it cannot be read. */
+static int check_checkpoint_readable(const char *path, char *err, size_t errlen) {
+    FILE *f;
+    if (access(path, F_OK) != 0 && errno == ENOENT) { snprintf(err, errlen, "--resume: no checkpoint at %s", path); return -1; }
+    if (!(f = fopen(path, "rb"))) { snprintf(err, errlen, "--resume: cannot read the checkpoint %s: %s", path, strerror(errno)); return -1; }
+    fclose(f);
+    return 0;
+}
+
+/* The checkpoint's optimizer settings must be the run's (a checkpoint copied in from
+   another run is refused, not silently mixed). */
+static int check_checkpoint_matches(const run *r, char *err, size_t errlen) {
+    grzo_desc d;
+    char conflicts[600] = "", a[64], b[64], fa[32], fb[32];
+    const options *o = &r->o;
+    grzo_get_desc(r->ctx, &d);
+#define CK(cond, flag, fmt, mine, theirs) \
+    if (cond) { snprintf(a, sizeof a, fmt, mine); snprintf(b, sizeof b, fmt, theirs); add_conflict(conflicts, sizeof conflicts, flag, a, "the checkpoint", b); }
+    CK(d.estimator != o->estimator, "--estimator", "%s", estimator_name(o->estimator), estimator_name(d.estimator))
+    CK(d.lr != o->real[OPT_LR], "--lr", "%s", float_text(o->real[OPT_LR], fa), float_text(d.lr, fb))
+    CK(d.sigma != o->real[OPT_SIGMA], "--sigma", "%s", float_text(o->real[OPT_SIGMA], fa), float_text(d.sigma, fb))
+    CK(d.seed != o->seed, "--seed", "%llu", (unsigned long long)o->seed, (unsigned long long)d.seed)
+    CK(d.warmup_steps != o->num[OPT_WARMUP], "--warmup", "%lld", (long long)o->num[OPT_WARMUP], (long long)d.warmup_steps)
+    CK(d.fzoo_probes != o->num[OPT_FZOO_PROBES], "--fzoo-probes", "%lld", (long long)o->num[OPT_FZOO_PROBES], (long long)d.fzoo_probes)
+#undef CK
+    if (conflicts[0]) {
+        snprintf(err, errlen, "--resume: the checkpoint %s belongs to another run than %s: %s", r->path_ckpt, r->path_manifest, conflicts);
+        return -1;
+    }
+    if (grzo_get_step(r->ctx) > o->num[OPT_STEPS]) {
+        snprintf(err, errlen, "--resume: --steps %lld is below the checkpoint's step %lld", (long long)o->num[OPT_STEPS],
+                 (long long)grzo_get_step(r->ctx));
+        return -1;
+    }
+    return 0;
 }
 
 /* Keep the log lines of steps before `step` (a resume discards anything logged after the
    checkpoint) and return the elapsed seconds of the last kept line. */
-static int trim_log(const char *path, int64_t step, double *elapsed) {
+static int trim_log(const char *path, int64_t step, double *elapsed, char *err, size_t errlen) {
     FILE *f = fopen(path, "r"), *g;
-    char line[4096], tmp[1100];
+    char *line = NULL, *tmp;
+    size_t cap = 0;
+    int ok;
     *elapsed = 0;
     if (!f) return 0;
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    g = fopen(tmp, "w");
-    if (!g) { fclose(f); return -1; }
-    while (fgets(line, sizeof line, f)) {
+    if (!(tmp = (char *)malloc(strlen(path) + 5))) { fclose(f); snprintf(err, errlen, "out of memory"); return -1; }
+    strcpy(tmp, path);
+    strcat(tmp, ".tmp");
+    if (!(g = fopen(tmp, "w"))) {
+        snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+        fclose(f); free(tmp);
+        return -1;
+    }
+    while (getline(&line, &cap, f) > 0) {
         long long s = -1;
-        double e = 0;
         const char *p = strstr(line, "\"step\":"), *q = strstr(line, "\"elapsed\":");
         if (p) s = atoll(p + 7);
         if (s < 0 || s >= step) continue;
-        if (q) e = atof(q + 10);
-        *elapsed = e;
+        if (q) *elapsed = atof(q + 10);
         fputs(line, g);
     }
+    free(line);
     fclose(f);
-    if (fclose(g) != 0 || rename(tmp, path) != 0) return -1;
+    ok = fflush(g) == 0 && !ferror(g);
+    ok = fclose(g) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        snprintf(err, errlen, "cannot rewrite %s: %s", path, strerror(errno));
+        remove(tmp); free(tmp);
+        return -1;
+    }
+    free(tmp);
     return 0;
 }
 
@@ -392,56 +827,93 @@ static void log_line(FILE *f, int64_t step, const grzo_step_report *rep, double 
     fflush(f);
 }
 
-/* loss against steps and against seconds, from the log (gnuplot, when installed) */
-static void plot_loss(const run *r) {
-    char cmd[4096];
-    FILE *p;
-    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
-        fprintf(stderr, "note: gnuplot not found: no %s\n", r->path_png);
-        return;
+/* The plot's title names the model file; anything but [A-Za-z0-9._+-] becomes '_' so the
+   name never needs quoting inside gnuplot's language. */
+static void safe_title_word(const char *s, char *out, size_t n) {
+    size_t i;
+    for (i = 0; *s && i + 1 < n; s++, i++) {
+        char c = *s;
+        out[i] = ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("._+-", c)) ? c : '_';
     }
-    p = popen("gnuplot", "w");
-    if (!p) return;
-    snprintf(cmd, sizeof cmd,
-             "set terminal pngcairo size 1100,420 font ',10' noenhanced\nset output '%s'\nset multiplot layout 1,2 title '%s on %s, %s (B = %lld, lr = %g, sigma = %g)'\n"
-             "set grid\nset ylabel 'training loss'\nset xlabel 'step'\n"
-             "plot '< sed -n \"s/.*\\\"step\\\":\\\\([0-9]*\\\\),\\\"loss\\\":\\\\([^,]*\\\\),.*\\\"elapsed\\\":\\\\([^,}]*\\\\).*/\\\\1 \\\\2 \\\\3/p\" %s' using 1:2 with lines lw 1.5 title 'loss'\n"
-             "set xlabel 'seconds'\n"
-             "plot '< sed -n \"s/.*\\\"step\\\":\\\\([0-9]*\\\\),\\\"loss\\\":\\\\([^,]*\\\\),.*\\\"elapsed\\\":\\\\([^,}]*\\\\).*/\\\\1 \\\\2 \\\\3/p\" %s' using 3:2 with lines lw 1.5 title 'loss'\n"
-             "unset multiplot\n",
-             r->path_png, estimator_name(r->o.estimator), r->data.task->name, strrchr(r->o.model, '/') ? strrchr(r->o.model, '/') + 1 : r->o.model,
-             (long long)r->o.batch, (double)r->o.lr,
-             (double)r->o.sigma, r->path_log, r->path_log);
-    fputs(cmd, p);
-    pclose(p);
+    out[i] = '\0';
+}
+
+/* The gnuplot script with the log's (step, loss, seconds) inline: gnuplot reads no path
+   that comes from the user and writes loss.png.tmp in the output folder. */
+static void write_plot_script(FILE *f, const run *r) {
+    FILE *log = fopen(r->path_log, "r");
+    char *line = NULL, model[128];
+    size_t cap = 0;
+    const char *base = strrchr(r->o.str[OPT_MODEL], '/');
+    safe_title_word(base ? base + 1 : r->o.str[OPT_MODEL], model, sizeof model);
+    fprintf(f, "$loss << EOD\n");
+    while (log && getline(&line, &cap, log) > 0) {
+        const char *p = strstr(line, "\"step\":"), *q = strstr(line, "\"loss\":"), *e = strstr(line, "\"elapsed\":");
+        if (p && q && e) fprintf(f, "%lld %.9g %.3f\n", atoll(p + 7), atof(q + 7), atof(e + 10));
+    }
+    free(line);
+    if (log) fclose(log);
+    fprintf(f, "EOD\n"
+               "set terminal pngcairo size 1100,420 font ',10' noenhanced\nset output 'loss.png.tmp'\n"
+               "set multiplot layout 1,2 title '%s on %s, %s (B = %lld, lr = %g, sigma = %g)'\n"
+               "set grid\nset ylabel 'training loss'\nset xlabel 'step'\n"
+               "plot $loss using 1:2 with lines lw 1.5 title 'loss'\n"
+               "set xlabel 'seconds'\nplot $loss using 3:2 with lines lw 1.5 title 'loss'\nunset multiplot\n",
+            estimator_name(r->o.estimator), r->data.task->name, model, (long long)r->o.num[OPT_BATCH],
+            (double)r->o.real[OPT_LR], (double)r->o.real[OPT_SIGMA]);
+}
+
+/* loss against steps and against seconds (gnuplot, when installed); a missing or failing
+   gnuplot is a note, not an error: the run's results are already written */
+static void plot_loss(const run *r) {
+    const char *out = r->o.str[OPT_OUT];
+    char *gp = path_join(out, "loss.gp"), *tmp = path_join(out, "loss.png.tmp"), err[1024] = "";
+    int rc = -1;
+    if (gp && tmp && write_atomically(gp, write_plot_script, r, err, sizeof err) == 0) {
+        rc = gnuplot_run(out, "loss.gp", err, sizeof err);
+        if (rc == 0 && rename(tmp, r->path_png) != 0) {
+            snprintf(err, sizeof err, "cannot write %s: %s", r->path_png, strerror(errno));
+            rc = -1;
+        }
+    }
+    if (rc == 1) fprintf(stderr, "note: gnuplot not found: no %s\n", r->path_png);
+    else if (rc != 0) fprintf(stderr, "note: no %s: %s\n", r->path_png, err[0] ? err : "out of memory");
+    if (tmp) remove(tmp);
+    if (gp) remove(gp);
+    free(gp);
+    free(tmp);
 }
 
 static void progress(const run *r, int64_t step, double loss, double rate) {
-    double eta = rate > 0 ? (double)(r->o.steps - step) / rate : 0;
+    double eta = rate > 0 ? (double)(r->o.num[OPT_STEPS] - step) / rate : 0;
     if (!isatty(fileno(stderr))) return;
-    fprintf(stderr, "\r[%lld/%lld] loss %.4f  %.2f steps/s  ETA %d:%02d   ", (long long)step, (long long)r->o.steps, loss, rate,
-            (int)(eta / 60), (int)eta % 60);
+    fprintf(stderr, "\r[%lld/%lld] loss %.4f  %.2f steps/s  ETA %d:%02d   ", (long long)step, (long long)r->o.num[OPT_STEPS], loss,
+            rate, (int)(eta / 60), (int)eta % 60);
     fflush(stderr);
 }
 
 /* ---- setup ------------------------------------------------------------------------------------- */
+/* Reads the model, the tokenizer and the data; writes nothing (an early failure leaves no
+   files). A resumed run uses its indices file, so it sees exactly the same examples. */
 static int load_everything(run *r, char *err, size_t errlen) {
+    const options *o = &r->o;
     tasks_paths paths;
     tasks_load_desc ld;
     tasks_indices idx;
     int have_idx = 0, bos, rc;
+    int32_t max_len;
     memset(&paths, 0, sizeof paths);
-    if (llm_load(r->o.model, &r->cfg, &r->w, &r->tok, err, errlen)) return -1;
+    if (llm_load(o->str[OPT_MODEL], &r->cfg, &r->w, &r->tok, err, errlen)) return -1;
     if (!r->tok) {
-        if (!r->o.tokenizer) { snprintf(err, errlen, "%s has no tokenizer inside: give --tokenizer", r->o.model); return -1; }
-        if (llm_tokenizer_load_llama2c(r->o.tokenizer, r->cfg.vocab_size, &r->tok, err, errlen)) return -1;
+        if (!o->str[OPT_TOKENIZER]) { snprintf(err, errlen, "%s has no tokenizer inside: give --tokenizer", o->str[OPT_MODEL]); return -1; }
+        if (llm_tokenizer_load_llama2c(o->str[OPT_TOKENIZER], r->cfg.vocab_size, &r->tok, err, errlen)) return -1;
     }
-    if (tasks_resolve_dir(r->o.task, r->o.data, &paths, err, errlen)) return -1;
+    if (tasks_resolve_dir(o->str[OPT_TASK], o->str[OPT_DATA], &paths, err, errlen)) return -1;
     fprintf(stderr, "data: %s\n", paths.note);
     memset(&ld, 0, sizeof ld);
-    ld.task = r->o.task; ld.train_path = paths.train; ld.dev_path = paths.dev; ld.test_path = paths.test;
-    ld.seed = r->o.seed; ld.n_train = r->o.n_train; ld.n_dev = r->o.n_dev; ld.n_test = r->o.n_test;
-    if (r->o.resume && access(r->path_indices, R_OK) == 0) {
+    ld.task = o->str[OPT_TASK]; ld.train_path = paths.train; ld.dev_path = paths.dev; ld.test_path = paths.test;
+    ld.seed = o->seed; ld.n_train = (long)o->num[OPT_N_TRAIN]; ld.n_dev = (long)o->num[OPT_N_DEV]; ld.n_test = (long)o->num[OPT_N_TEST];
+    if (o->resume) {
         if (tasks_read_indices(r->path_indices, &idx, err, errlen)) { tasks_free_paths(&paths); return -1; }
         have_idx = 1;
         ld.indices = &idx;
@@ -450,15 +922,15 @@ static int load_everything(run *r, char *err, size_t errlen) {
     if (have_idx) tasks_free_indices(&idx);
     tasks_free_paths(&paths);
     if (rc) return -1;
-    if (!r->o.resume && tasks_write_indices(r->path_indices, &r->data, err, errlen)) return -1;
     r->lm_loss = r->data.train_on_gold_tokens;
     bos = llm_tokenizer_wants_bos(r->tok);
-    if (r->o.max_len == 0 || r->o.max_len > r->cfg.max_seq_len) r->o.max_len = r->cfg.max_seq_len;
-    if (tokenize_split(r->tok, bos, r->o.max_len, &r->data.train, &r->train, err, errlen) ||
-        tokenize_split(r->tok, bos, r->o.max_len, &r->data.dev, &r->dev, err, errlen) ||
-        tokenize_split(r->tok, bos, r->o.max_len, &r->data.test, &r->test, err, errlen))
+    max_len = (int32_t)o->num[OPT_MAX_LEN];
+    if (max_len == 0 || max_len > r->cfg.max_seq_len) max_len = r->cfg.max_seq_len;
+    if (tokenize_split(r->tok, bos, max_len, &r->data.train, &r->train, err, errlen) ||
+        tokenize_split(r->tok, bos, max_len, &r->data.dev, &r->dev, err, errlen) ||
+        tokenize_split(r->tok, bos, max_len, &r->data.test, &r->test, err, errlen))
         return -1;
-    if (r->train.n == 0 && r->o.steps > 0) { snprintf(err, errlen, "no training examples"); return -1; }
+    if (r->train.n == 0 && o->num[OPT_STEPS] > 0) { snprintf(err, errlen, "no training examples"); return -1; }
     return 0;
 }
 
@@ -467,13 +939,13 @@ static int setup_optimizer(run *r, char *err, size_t errlen) {
     grzo_desc d;
     llm_state_desc sd;
     int32_t max_total = r->train.max_total, max_len = r->train.max_len;
-    int64_t copies = 2 * r->o.batch;
+    int64_t copies = 2 * r->o.num[OPT_BATCH];
     grzo_status s;
     memset(&cd, 0, sizeof cd);
-    cd.n_threads = r->o.threads;
+    cd.n_threads = (int32_t)r->o.num[OPT_THREADS];
     memset(&d, 0, sizeof d);
-    d.backend = &r->be; d.estimator = r->o.estimator; d.seed = r->o.seed; d.lr = r->o.lr; d.sigma = r->o.sigma;
-    d.warmup_steps = r->o.warmup; d.fzoo_probes = r->o.fzoo_probes;
+    d.backend = &r->be; d.estimator = r->o.estimator; d.seed = r->o.seed; d.lr = r->o.real[OPT_LR]; d.sigma = r->o.real[OPT_SIGMA];
+    d.warmup_steps = r->o.num[OPT_WARMUP]; d.fzoo_probes = (int32_t)r->o.num[OPT_FZOO_PROBES];
     if (grzo_backend_cpu_create(&cd, &r->be) != GRZO_OK) { snprintf(err, errlen, "cannot create the CPU backend"); return -1; }
     if ((s = grzo_create(&d, &r->ctx)) != GRZO_OK) { snprintf(err, errlen, "grzo_create: %s", grzo_status_str(s)); return -1; }
     if (llm_model_register(r->ctx, &r->model, &r->cfg, &r->w) != GRZO_OK) {
@@ -492,7 +964,7 @@ static int setup_optimizer(run *r, char *err, size_t errlen) {
     sd.max_seq_len = max_len;
     sd.max_segments = copies;
     if (llm_state_create(r->ctx, &r->model, &sd, &r->st) != GRZO_OK) { snprintf(err, errlen, "%s", llm_model_error(&r->model)); return -1; }
-    r->picked = (int64_t *)calloc((size_t)r->o.batch, sizeof(int64_t));
+    r->picked = (int64_t *)calloc((size_t)r->o.num[OPT_BATCH], sizeof(int64_t));
     r->seqs = (llm_seq *)calloc((size_t)r->max_seqs, sizeof(llm_seq));
     r->n_context = (int32_t *)calloc((size_t)r->max_seqs, sizeof(int32_t));
     r->means = (double *)calloc((size_t)r->max_seqs, sizeof(double));
@@ -510,99 +982,137 @@ static void cleanup(run *r) {
     tasks_free(&r->data);
     if (r->tok) llm_tokenizer_free(r->tok);
     llm_weights_free(&r->w);
+    if (r->have_manifest) tasks_json_free(&r->manifest);
+    free(r->path_log); free(r->path_ckpt); free(r->path_indices); free(r->path_results); free(r->path_png); free(r->path_manifest);
 }
 
-static int write_results(const run *r, double zs_dev, double zs_test, double dev, double test, int64_t steps, double seconds) {
-    FILE *f = fopen(r->path_results, "w");
-    if (!f) return -1;
-    fprintf(f, "{\"task\":\"%s\",\"model\":\"%s\",\"estimator\":\"%s\",\"lr\":%g,\"sigma\":%g,\"batch\":%lld,\"seed\":%llu,\n"
+/* results.json: what actually ran (after a resume, the recorded settings and the new budget) */
+static void write_results_json(FILE *f, const run *r) {
+    const options *o = &r->o;
+    char lr[32], sigma[32];
+    fprintf(f, "{\"task\":\"%s\",\"model\":", r->data.task->name);
+    json_string(f, o->str[OPT_MODEL]);
+    fprintf(f, ",\"estimator\":\"%s\",\"lr\":%s,\"sigma\":%s,\"batch\":%lld,\"seed\":%llu,\"warmup\":%lld,\"fzoo_probes\":%lld,\n"
                " \"n_train\":%zu,\"n_dev\":%zu,\"n_test\":%zu,\"steps\":%lld,\"seconds\":%.1f,\n"
                " \"zero_shot_dev_acc\":%.6f,\"zero_shot_test_acc\":%.6f,\"dev_acc\":%.6f,\"test_acc\":%.6f}\n",
-            r->data.task->name, r->o.model, estimator_name(r->o.estimator), (double)r->o.lr, (double)r->o.sigma,
-            (long long)r->o.batch, (unsigned long long)r->o.seed, r->train.n, r->dev.n, r->test.n, (long long)steps, seconds,
-            zs_dev, zs_test, dev, test);
-    return fclose(f);
+            estimator_name(o->estimator), float_text(o->real[OPT_LR], lr), float_text(o->real[OPT_SIGMA], sigma), (long long)o->num[OPT_BATCH],
+            (unsigned long long)o->seed, (long long)o->num[OPT_WARMUP], (long long)o->num[OPT_FZOO_PROBES], r->train.n, r->dev.n,
+            r->test.n, (long long)grzo_get_step(r->ctx), r->seconds, r->zs_dev, r->zs_test, r->dev_acc, r->test_acc);
+}
+
+static int save_checkpoint(run *r, char *err, size_t errlen) {
+    if (grzo_checkpoint_save(r->ctx, r->path_ckpt) == GRZO_OK) return 0;
+    snprintf(err, errlen, "%s", grzo_last_error(r->ctx));
+    return -1;
+}
+
+/* --save-every N: after every N-th step; 0: when SAVE_SECONDS_DEFAULT have passed */
+static int save_due(const run *r, int64_t steps_done, double last_save) {
+    int64_t every = r->o.num[OPT_SAVE_EVERY];
+    return every > 0 ? steps_done % every == 0 : now() - last_save >= SAVE_SECONDS_DEFAULT;
+}
+
+/* A new run: the folder, the manifest, the indices, the zero-shot accuracies. */
+static int start_fresh(run *r, char *err, size_t errlen) {
+    grzo_status s;
+    if (ensure_dir(r->o.str[OPT_OUT], err, errlen) || remove_earlier_run(r, err, errlen) || write_manifest(r, err, errlen) ||
+        tasks_write_indices(r->path_indices, &r->data, err, errlen))
+        return -1;
+    if ((s = evaluate(r, &r->dev, &r->zs_dev)) != GRZO_OK || (s = evaluate(r, &r->test, &r->zs_test)) != GRZO_OK) {
+        snprintf(err, errlen, "%s: %s", grzo_status_str(s), llm_model_error(&r->model));
+        return -1;
+    }
+    printf("zero-shot: dev accuracy %.4f (%zu), test accuracy %.4f (%zu)\n", r->zs_dev, r->dev.n, r->zs_test, r->test.n);
+    fflush(stdout);
+    return write_manifest(r, err, errlen);
+}
+
+/* A resumed run: the checkpoint (which must be this run's), the log up to it, and the
+   manifest with the new budget. The earlier results and plot go: they are rewritten at the end. */
+static int start_resumed(run *r, char *err, size_t errlen) {
+    if (grzo_checkpoint_load(r->ctx, r->path_ckpt) != GRZO_OK) { snprintf(err, errlen, "--resume: %s", grzo_last_error(r->ctx)); return -1; }
+    if (check_checkpoint_matches(r, err, errlen) || trim_log(r->path_log, grzo_get_step(r->ctx), &r->elapsed_before, err, errlen) ||
+        write_manifest(r, err, errlen))
+        return -1;
+    remove(r->path_results);
+    remove(r->path_png);
+    fprintf(stderr, "resumed at step %lld from %s\n", (long long)grzo_get_step(r->ctx), r->path_ckpt);
+    return 0;
 }
 
 /* ---- main --------------------------------------------------------------------------------------- */
+static int fail(run *r, int code, const char *err) {
+    fprintf(stderr, "grzo-finetune: %s\n", err);
+    cleanup(r);
+    return code;
+}
+
 int main(int argc, char **argv) {
     static run r;   /* large; zero-initialized */
-    char err[1024] = "";
+    char err[2048] = "";
     FILE *logf = NULL;
     int64_t step, first_step;
-    double zs_dev = -1, zs_test = -1, dev_acc = -1, test_acc = -1, t_train0;
+    double t_train0, last_save;
     grzo_status s = GRZO_OK;
     struct sigaction sa;
-    if (parse_options(argc, argv, &r.o)) return 2;
-    if (ensure_dir(r.o.out)) { fprintf(stderr, "grzo-finetune: cannot create directory '%s'\n", r.o.out); return 2; }
-    snprintf(r.path_log, sizeof r.path_log, "%s", r.o.log ? r.o.log : "");
-    if (!r.o.log) snprintf(r.path_log, sizeof r.path_log, "%s/log.jsonl", r.o.out);
-    if (r.o.checkpoint) snprintf(r.path_ckpt, sizeof r.path_ckpt, "%s", r.o.checkpoint);
-    else snprintf(r.path_ckpt, sizeof r.path_ckpt, "%s/checkpoint.grzo", r.o.out);
-    snprintf(r.path_indices, sizeof r.path_indices, "%s/indices.txt", r.o.out);
-    snprintf(r.path_results, sizeof r.path_results, "%s/results.json", r.o.out);
-    snprintf(r.path_png, sizeof r.path_png, "%s/loss.png", r.o.out);
-    r.t0 = now();
-    if (load_everything(&r, err, sizeof err) || setup_optimizer(&r, err, sizeof err)) {
-        fprintf(stderr, "grzo-finetune: %s\n", err);
-        cleanup(&r);
-        return 1;
-    }
+    r.zs_dev = r.zs_test = r.dev_acc = r.test_acc = -1;
+    if (parse_options(argc, argv, &r.o, err, sizeof err)) return fail(&r, 2, err);
+    if (!(r.path_manifest = path_join(r.o.str[OPT_OUT], "run.json"))) return fail(&r, 1, "out of memory");
+    if (r.o.resume && resume_settings(&r, err, sizeof err)) return fail(&r, 2, err);
+    if (check_required(&r.o, err, sizeof err)) return fail(&r, 2, err);
+    resolve_counts(&r.o);
+    if (make_paths(&r, err, sizeof err) || check_paths(&r, err, sizeof err)) return fail(&r, 2, err);
+    if (!r.o.resume && refuse_earlier_run(&r, err, sizeof err)) return fail(&r, 2, err);
+    if (r.o.resume && check_checkpoint_readable(r.path_ckpt, err, sizeof err)) return fail(&r, 1, err);
+    if (load_everything(&r, err, sizeof err) || setup_optimizer(&r, err, sizeof err)) return fail(&r, 1, err);
     tasks_describe(&r.data, stderr);
-    if (r.o.resume) {
-        if (access(r.path_ckpt, R_OK) != 0) { fprintf(stderr, "grzo-finetune: --resume: no checkpoint at %s\n", r.path_ckpt); cleanup(&r); return 1; }
-        if ((s = grzo_checkpoint_load(r.ctx, r.path_ckpt)) != GRZO_OK) {
-            fprintf(stderr, "grzo-finetune: --resume: %s\n", grzo_last_error(r.ctx));
-            cleanup(&r);
-            return 1;
-        }
-        if (trim_log(r.path_log, grzo_get_step(r.ctx), &r.elapsed_before)) { fprintf(stderr, "grzo-finetune: cannot rewrite %s\n", r.path_log); cleanup(&r); return 1; }
-        fprintf(stderr, "resumed at step %lld from %s\n", (long long)grzo_get_step(r.ctx), r.path_ckpt);
-    } else {
-        if ((s = evaluate(&r, &r.dev, &zs_dev)) != GRZO_OK || (s = evaluate(&r, &r.test, &zs_test)) != GRZO_OK) goto failed;
-        printf("zero-shot: dev accuracy %.4f (%zu), test accuracy %.4f (%zu)\n", zs_dev, r.dev.n, zs_test, r.test.n);
-        fflush(stdout);
-        remove(r.path_log);
+    if (r.o.resume ? start_resumed(&r, err, sizeof err) : start_fresh(&r, err, sizeof err)) return fail(&r, 1, err);
+    if (!(logf = fopen(r.path_log, r.o.resume ? "a" : "w"))) {
+        snprintf(err, sizeof err, "cannot open the log %s: %s", r.path_log, strerror(errno));
+        return fail(&r, 1, err);
     }
-    logf = fopen(r.path_log, "a");
-    if (!logf) { fprintf(stderr, "grzo-finetune: cannot open log %s\n", r.path_log); cleanup(&r); return 1; }
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
-    t_train0 = now();
+    t_train0 = last_save = now();
     first_step = grzo_get_step(r.ctx);
-    for (step = grzo_get_step(r.ctx); step < r.o.steps && !interrupted; step = grzo_get_step(r.ctx)) {
+    for (step = first_step; step < r.o.num[OPT_STEPS] && !interrupted; step = grzo_get_step(r.ctx)) {
         grzo_step_report rep;
         double elapsed, dev = -1;
+        int64_t eval_every = r.o.num[OPT_EVAL_EVERY];
         pick_batch(&r, step);
-        s = grzo_step(r.ctx, r.o.batch, train_forward, &r, &rep);
+        s = grzo_step(r.ctx, r.o.num[OPT_BATCH], train_forward, &r, &rep);
         if (s != GRZO_OK) goto failed;
-        if (r.o.eval_every > 0 && (step + 1) % r.o.eval_every == 0 && (s = evaluate(&r, &r.dev, &dev)) != GRZO_OK) goto failed;
+        if (eval_every > 0 && (step + 1) % eval_every == 0 && (s = evaluate(&r, &r.dev, &dev)) != GRZO_OK) goto failed;
         elapsed = r.elapsed_before + (now() - t_train0);
         log_line(logf, step, &rep, elapsed, dev);
         progress(&r, step + 1, rep.loss, (double)(step + 1 - first_step) / (now() - t_train0));
         if (dev >= 0 && isatty(fileno(stderr))) fprintf(stderr, "\n  dev accuracy %.4f at step %lld\n", dev, (long long)step + 1);
+        if (step + 1 < r.o.num[OPT_STEPS] && save_due(&r, step + 1, last_save)) {
+            if (save_checkpoint(&r, err, sizeof err)) { fclose(logf); return fail(&r, 1, err); }
+            last_save = now();
+        }
     }
     if (isatty(fileno(stderr))) fprintf(stderr, "\n");
     fclose(logf);
     logf = NULL;
-    if (grzo_checkpoint_save(r.ctx, r.path_ckpt) != GRZO_OK) fprintf(stderr, "grzo-finetune: %s\n", grzo_last_error(r.ctx));
+    if (save_checkpoint(&r, err, sizeof err)) return fail(&r, 1, err);
     if (interrupted) {
         printf("interrupted at step %lld: checkpoint written to %s (continue with --resume)\n", (long long)grzo_get_step(r.ctx), r.path_ckpt);
         cleanup(&r);
         return 130;
     }
-    if ((s = evaluate(&r, &r.dev, &dev_acc)) != GRZO_OK || (s = evaluate(&r, &r.test, &test_acc)) != GRZO_OK) goto failed;
+    if ((s = evaluate(&r, &r.dev, &r.dev_acc)) != GRZO_OK || (s = evaluate(&r, &r.test, &r.test_acc)) != GRZO_OK) goto failed;
     printf("after %lld steps (%s, lr %g, sigma %g, B %lld): dev accuracy %.4f, test accuracy %.4f\n", (long long)grzo_get_step(r.ctx),
-           estimator_name(r.o.estimator), (double)r.o.lr, (double)r.o.sigma, (long long)r.o.batch, dev_acc, test_acc);
-    if (write_results(&r, zs_dev, zs_test, dev_acc, test_acc, grzo_get_step(r.ctx), r.elapsed_before + now() - t_train0))
-        fprintf(stderr, "grzo-finetune: cannot write %s\n", r.path_results);
+           estimator_name(r.o.estimator), (double)r.o.real[OPT_LR], (double)r.o.real[OPT_SIGMA], (long long)r.o.num[OPT_BATCH],
+           r.dev_acc, r.test_acc);
+    r.seconds = r.elapsed_before + now() - t_train0;
+    if (write_atomically(r.path_results, write_results_json, &r, err, sizeof err)) return fail(&r, 1, err);
     plot_loss(&r);
     cleanup(&r);
     return 0;
 failed:
-    fprintf(stderr, "grzo-finetune: %s: %s\n", grzo_status_str(s), llm_model_error(&r.model)[0] ? llm_model_error(&r.model) : grzo_last_error(r.ctx));
+    snprintf(err, sizeof err, "%s: %s", grzo_status_str(s), llm_model_error(&r.model)[0] ? llm_model_error(&r.model) : grzo_last_error(r.ctx));
     if (logf) fclose(logf);
-    cleanup(&r);
-    return 1;
+    return fail(&r, 1, err);
 }

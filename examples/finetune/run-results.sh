@@ -8,7 +8,7 @@ model=$1 data=$2 out=$3 steps_sst2=${4:-60} steps_rte=${5:-20}
 bin=${GRZO_FINETUNE:-build/examples/finetune/grzo-finetune}
 export OMP_WAIT_POLICY=passive
 mkdir -p "$out"
-common=(--model "$model" --batch 16 --sigma 1e-3 --seed 1 --threads 2)
+common=(--model "$model" --batch 16 --sigma 1e-3 --seed 1 --threads 2 --overwrite)   # a re-run starts over
 
 # 1. learning-rate grid: 15 steps each on SST-2, 64 dev examples, scored by dev accuracy
 lrs="1e-6 1e-5"

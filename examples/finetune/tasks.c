@@ -1589,7 +1589,7 @@ static int split_tabs(char *s, char ***fields, size_t *nf, size_t *cap)
         char *tab;
         if (n == *cap) {
             size_t nc = *cap ? *cap * 2 : 16;
-            char **nfld = (char **)realloc(*fields, nc * sizeof *nfld);
+            char **nfld = nc > SIZE_MAX / sizeof *nfld ? NULL : (char **)realloc(*fields, nc * sizeof *nfld);
             if (!nfld) return -1;
             *fields = nfld;
             *cap = nc;
@@ -1702,7 +1702,7 @@ static int csv_record(rd *r, line_iter *it, char ***fields, size_t *nf, size_t *
         s[w] = '\0';
         if (count == *cap) {
             size_t nc = *cap ? *cap * 2 : 8;
-            char **nfld = (char **)realloc(*fields, nc * sizeof *nfld);
+            char **nfld = nc > SIZE_MAX / sizeof *nfld ? NULL : (char **)realloc(*fields, nc * sizeof *nfld);
             if (!nfld) return rd_fail(r, "out of memory");
             *fields = nfld;
             *cap = nc;
@@ -2015,6 +2015,11 @@ static int draw_from_indices(const tasks_indices *ix, const task_def *t, pool po
             seen[src] = (unsigned char *)calloc(p->n ? p->n : 1, 1);
             if (!seen[src]) { set_err(err, errlen, "out of memory"); goto done; }
         }
+        if (ix->n[s] > p->n) {   /* a caller-built tasks_indices: never size a buffer by it unchecked */
+            set_err(err, errlen, "%s: more indices than examples (%lu; %s has %lu)", SPLIT_NAMES[s], (unsigned long)ix->n[s],
+                    p->path, (unsigned long)p->n);
+            goto done;
+        }
         d->n[s] = ix->n[s];
         d->idx[s] = (size_t *)malloc((ix->n[s] + 1) * sizeof(size_t));
         if (!d->idx[s]) { set_err(err, errlen, "out of memory"); goto done; }
@@ -2310,6 +2315,10 @@ static int ix_read_split(ix_reader *x, tasks_indices *out, int s)
                                            : "expected \"split test <count>\"");
     if (n > out->pool[s == TASKS_DEV && out->dev_from_train ? TASKS_TRAIN : s])
         return ix_fail(x, "more indices than examples in the file");
+    /* Both counts come from the file: bound n by what the rest of the file can hold (an
+       index line takes at least two bytes), which also keeps (n + 1) * sizeof(size_t)
+       from wrapping. */
+    if (n > (x->it.n - x->it.pos) / 2) return ix_fail(x, "the file is too short for the split count it gives");
     out->idx[s] = (size_t *)malloc((n + 1) * sizeof(size_t));
     if (!out->idx[s]) return ix_fail(x, "out of memory");
     out->n[s] = n;

@@ -198,7 +198,9 @@ void tasks_describe(const tasks_set *set, FILE *out);
        split dev <n>      ...
        split test <n>     ...
        end
-   Written to path + ".tmp" and renamed, so a crash never leaves half a file. */
+   Written to path + ".tmp" and renamed, so a crash never leaves half a file. The reader
+   trusts no count: a split's count must fit its file's examples and the bytes left in the
+   indices file, before anything is allocated. */
 int tasks_write_indices(const char *path, const tasks_set *set, char *err, size_t errlen);
 int tasks_read_indices(const char *path, tasks_indices *out, char *err, size_t errlen);
 void tasks_free_indices(tasks_indices *idx);

@@ -1,6 +1,7 @@
 /* util.c - statistics, seeds, parallel work units, markdown tables, files and gnuplot. */
 #define _POSIX_C_SOURCE 200809L
 #include "probe.h"
+#include "../common/gnuplot_run.h"
 
 #include <errno.h>
 #include <math.h>
@@ -205,38 +206,22 @@ FILE *out_open(const probe_opts *o, const char *name, char *path, size_t cap) {
     return f;
 }
 
-static int gnuplot_available(void) {
-    static int known = -1;   /* probed once, from the main thread */
-    if (known < 0) known = system("command -v gnuplot >/dev/null 2>&1") == 0;
-    return known;
-}
-
+/* gnuplot runs in the output folder on the script's fixed name, without a shell, so the
+   folder's name never passes through a command line (gnuplot_run.h). */
 int run_gnuplot(const probe_opts *o, const char *name, const char *script) {
-    char gp_name[256], gp_path[1200], cmd[1400];
+    char gp_name[256], gp_path[1200], err[1400];
     FILE *f;
     int rc;
     if (!o->plot) return 1;
-    if (!gnuplot_available()) {
-        printf("(gnuplot not found: %s.png not drawn)\n", name);
-        return 1;
-    }
-    if (strchr(o->out_dir, '\'')) {   /* the path goes into a shell command between quotes */
-        fprintf(stderr, "grzo-probe: --out must not contain a single quote to plot\n");
-        return -1;
-    }
     snprintf(gp_name, sizeof gp_name, "%s.gp", name);
     f = out_open(o, gp_name, gp_path, sizeof gp_path);
     if (!f) return -1;
     fprintf(f, "%s", script);
     if (fclose(f) != 0) return -1;
-    /* the script names its files relative to the output folder */
-    snprintf(cmd, sizeof cmd, "cd '%s' && gnuplot '%s'", o->out_dir, gp_name);
-    rc = system(cmd);
-    if (rc != 0) {
-        fprintf(stderr, "grzo-probe: gnuplot failed on %s (exit %d)\n", gp_path, rc);
-        return -1;
-    }
-    return 0;
+    rc = gnuplot_run(o->out_dir, gp_name, err, sizeof err);
+    if (rc == 1) printf("(gnuplot not found: %s.png not drawn)\n", name);
+    else if (rc != 0) fprintf(stderr, "grzo-probe: %s\n", err);
+    return rc;
 }
 
 double now_seconds(void) {

@@ -1,7 +1,7 @@
 /* test_tasks.c - tests of the grzo-finetune task-data module (examples/finetune/tasks.c).
 
    Usage: test_tasks <case> <data dir (tests/data/tasks)> <scratch dir>
-   Cases: table, json, templates, sampling, indices, malformed, resolve, real_data.
+   Cases: table, json, templates, sampling, indices, indices_bounds, malformed, resolve, real_data.
    Exit status: 0 pass, 1 fail, 77 skip (real_data without GRZO_TASKS_DATA).
 
    The expected prompt strings below were written by hand from MeZO's templates.py /
@@ -813,7 +813,8 @@ static void case_indices(void)
     expect_bad_indices("bad_hash.indices",
                        IX_HEAD "file train 6 0123456789abcde a.jsonl\n", 5, "16 hex digits");
     expect_bad_indices("bad_order.indices", IX_HEAD "file dev 0 0000000000000000 -\n", 5, "file train");
-    expect_bad_indices("truncated.indices", IX_HEAD IX_FILES "split train 2\n0\n", 10, "unexpected end of file");
+    expect_bad_indices("truncated.indices", IX_HEAD IX_FILES "split train 2\n0\n1\n", 11, "unexpected end of file");
+    expect_bad_indices("too_short.indices", IX_HEAD IX_FILES "split train 2\n0\n", 8, "too short");
     expect_bad_indices("bad_index.indices", IX_HEAD IX_FILES "split train 2\n0\n1x\n", 10, "one index");
     expect_bad_indices("short_split.indices", IX_HEAD IX_FILES "split train 2\n0\nsplit dev 0\n", 10, "one index");
     expect_bad_indices("too_many.indices", IX_HEAD IX_FILES "split train 7\n", 8, "more indices than examples");
@@ -824,6 +825,52 @@ static void case_indices(void)
                        "after \"end\"");
 #undef IX_HEAD
 #undef IX_FILES
+}
+
+/* Counts in an indices file are checked against what the file can hold: each index needs
+   at least two bytes ("0\n"), so a split of 2^61 - 1 entries in a short file is refused
+   before anything is allocated (before the fix, (n + 1) * sizeof(size_t) wrapped to 0 and
+   the indices were written past a zero-byte allocation). A caller-built tasks_indices with
+   a huge count is refused by tasks_load_ex the same way. */
+static void case_indices_bounds(void)
+{
+    char err[1024] = "";
+#define IX_HEAD "grzo-tasks-indices 1\ntask CB\nseed 3\ndev_from_train 1\n"
+    expect_bad_indices("wrap.indices",
+                       IX_HEAD "file train 2305843009213693951 0123456789abcdef a.jsonl\n"
+                               "file dev 0 0000000000000000 -\nfile test 3 fedcba9876543210 v.jsonl\n"
+                               "split train 2305843009213693951\n0\n1\n2\n3\n4\n5\n6\n7\n8\n9\nend\n",
+                       8, "the file is too short");
+    expect_bad_indices("huge_pool.indices",
+                       IX_HEAD "file train 18446744073709551615 0123456789abcdef a.jsonl\n"
+                               "file dev 0 0000000000000000 -\nfile test 3 fedcba9876543210 v.jsonl\n"
+                               "split train 18446744073709551615\nend\n",
+                       8, "the file is too short");
+#undef IX_HEAD
+    {
+        /* an indices struct built by a caller: the count must fit the file's examples */
+        tasks_indices ix;
+        tasks_load_desc d;
+        tasks_set s;
+        size_t one = 0;
+        memset(&ix, 0, sizeof ix);
+        /* read a real file's pool and hash through a fresh load, then forge the counts */
+        memset(&d, 0, sizeof d);
+        d.task = "CB";
+        d.train_path = data("CB/train.jsonl");
+        d.test_path = data("CB/val.jsonl");
+        d.n_train = 2; d.n_dev = 1; d.n_test = 1;
+        if (tasks_load_ex(&d, &s, err, sizeof err) != 0) { CHECKF(0, "%s", err); return; }
+        strcpy(ix.task, "CB");
+        ix.dev_from_train = 1;
+        ix.pool[0] = s.pool[0]; ix.hash[0] = s.hash[0];
+        ix.pool[2] = s.pool[2]; ix.hash[2] = s.hash[2];
+        tasks_free(&s);
+        ix.n[0] = (size_t)1 << 61;
+        ix.idx[0] = &one;
+        d.indices = &ix;
+        CHECK(tasks_load_ex(&d, &s, err, sizeof err) != 0 && strstr(err, "more indices"));
+    }
 }
 
 /* ====================================================================================== */
@@ -1068,6 +1115,7 @@ int main(int argc, char **argv)
     else if (strcmp(c, "templates") == 0) case_templates();
     else if (strcmp(c, "sampling") == 0) case_sampling();
     else if (strcmp(c, "indices") == 0) case_indices();
+    else if (strcmp(c, "indices_bounds") == 0) case_indices_bounds();
     else if (strcmp(c, "malformed") == 0) case_malformed();
     else if (strcmp(c, "resolve") == 0) case_resolve();
     else if (strcmp(c, "real_data") == 0) {
@@ -1078,7 +1126,7 @@ int main(int argc, char **argv)
         }
         case_real_data(root);
     } else {
-        fprintf(stderr, "usage: %s table|json|templates|sampling|indices|malformed|resolve|real_data <data dir> <scratch dir>\n",
+        fprintf(stderr, "usage: %s table|json|templates|sampling|indices|indices_bounds|malformed|resolve|real_data <data dir> <scratch dir>\n",
                 argv[0]);
         return 1;
     }
