@@ -447,14 +447,14 @@ grzo_status llm_backend_create(const char *device, int32_t n_threads, grzo_backe
 #ifdef LLM_HAVE_CUDA
         grzo_status s;
         if (grzo_cuda_device_count() == 0) {
-            if (err) snprintf(err, errlen, "--device cuda: no CUDA device is available (no GPU or no driver)");
+            if (err) snprintf(err, errlen, "device cuda: no CUDA device is available (no GPU or no driver)");
             return GRZO_ERR_BACKEND;
         }
         s = grzo_backend_cuda_create(NULL, out);
-        if (s != GRZO_OK && err) snprintf(err, errlen, "--device cuda: the CUDA backend failed to start (%s)", grzo_status_str(s));
+        if (s != GRZO_OK && err) snprintf(err, errlen, "device cuda: the CUDA backend failed to start (%s)", grzo_status_str(s));
         return s;
 #else
-        if (err) snprintf(err, errlen, "--device cuda: this build has no CUDA backend (configure with -Dcuda=enabled)");
+        if (err) snprintf(err, errlen, "device cuda: this build has no CUDA backend (configure with -Dcuda=enabled)");
         return GRZO_ERR_UNSUPPORTED;
 #endif
     }
