@@ -396,14 +396,15 @@ grzo_status llm_model_register_ex(grzo_ctx *ctx, llm_model *m, const llm_config 
     if ((s = llm__check_dtype(m, &caps, m->dtype)) != GRZO_OK) return s;
     if ((s = llm__pick_ops(m, m->be, &caps)) != GRZO_OK) return s;
     m->cfg = *cfg;
-    m->w = seed ? NULL : w;
     m->layers = (llm_layer_blocks *)calloc((size_t)cfg->n_layers, sizeof *m->layers);
     t = (llm__tensor *)malloc(((size_t)cfg->n_layers * 9 + 3) * sizeof *t);
     m->owned = (void **)malloc(((size_t)cfg->n_layers * 9 + 4) * sizeof *m->owned);
     if (!m->layers || !t || !m->owned) s = llm__fail(m, GRZO_ERR_OUT_OF_MEMORY, "llm_model_register: out of memory");
     if (s == GRZO_OK) {
+        int in_place = !caps.device_memory && m->dtype == GRZO_DTYPE_F32 && !seed;
         n = llm__plan_tensors(m, seed ? NULL : w, t);
-        s = llm__place_tensors(m, t, n, !caps.device_memory && m->dtype == GRZO_DTYPE_F32 && !seed, seed);
+        s = llm__place_tensors(m, t, n, in_place, seed);
+        m->w = in_place ? w : NULL;
     }
     for (i = 0; i < n && s == GRZO_OK; i++) {
         grzo_block_desc d;
@@ -593,6 +594,8 @@ static grzo_status llm__alloc_host_tables(llm_model *m, llm_state *st) {
     return GRZO_OK;
 }
 
+static grzo_status llm__logits_buffer(llm_model *m, llm_state *st);
+
 static grzo_status llm__create_ops(llm_model *m, llm_state *st, int32_t n_threads) {
     const llm_config *c = &m->cfg;
     llm_ops_desc d;
@@ -633,6 +636,9 @@ grzo_status llm_state_create(grzo_ctx *ctx, llm_model *m, const llm_state_desc *
     if (s == GRZO_OK) s = llm__alloc_activations(m, st);
     if (s == GRZO_OK) s = llm__alloc_host_tables(m, st);
     if (s == GRZO_OK) s = llm__create_ops(m, st, caps.n_threads > 0 ? caps.n_threads : 1);
+    /* on a device every forward's logits land in the state's buffer first: allocate it now,
+       not inside the first forward */
+    if (s == GRZO_OK && st->device) s = llm__logits_buffer(m, st);
     st->past = -1;
     if (s != GRZO_OK) {
         if (st->be) llm__state_release(st); else free(st);

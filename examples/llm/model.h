@@ -81,7 +81,8 @@ struct llm_ops;
 
 typedef struct llm_model {
     llm_config cfg;
-    llm_weights *w;               /* not owned; the blocks point into it (host F32 weights on a host backend) */
+    llm_weights *w;               /* not owned; the blocks point into it (host F32 weights on a host
+                                     backend); NULL when the weights were copied into backend memory */
     grzo_block tok_emb;           /* EMBEDDING */
     grzo_block output;            /* MATRIX, or == tok_emb when cfg.tied_output */
     grzo_block final_norm;        /* VECTOR */
