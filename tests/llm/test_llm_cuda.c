@@ -2,7 +2,7 @@
    kernel is checked against its plain CPU counterpart). Meson suite 'cuda'.
 
    usage: test_llm_cuda DATA_DIR [CASE...]   (DATA_DIR holds stories260K.bin and tok512.bin)
-   Cases: ops forward gguf bf16 logprob steps generate random_init (default: all).
+   Cases: ops forward gguf 16bit logprob steps generate random_init (default: all).
    Exit 0 pass, 1 fail, 77 skip (no CUDA device, or a build without CUDA).
 
    Tolerances, and why:
@@ -17,12 +17,14 @@
      exactly 0 on both.
    - whole forward, fp32 weights: max |logit_gpu - logit_cpu| <= 1e-4 (issue 16): cuBLAS in
      pedantic fp32 (no TF32) and the CPU's OpenBLAS differ only in summation order.
-   - bf16 weights on the GPU vs fp32 on the CPU: the difference must be explained by the
-     weight rounding itself. The CPU computes the logits with every weight rounded to bf16
-     (round to nearest even, written here independently of the model's converter); the
-     distance D between those and the fp32 logits is the effect of the rounding, and the
-     GPU bf16 logits must lie within D + 1e-4 of the fp32 logits, and within 1e-4 of the
-     CPU's bf16-rounded logits (the GPU widens bf16 to fp32 exactly).
+   - bf16 and f16 weights on the GPU vs fp32 on the CPU: the difference must be explained by
+     the weight rounding itself. The CPU computes the logits with every weight rounded to the
+     16-bit format (nearest, ties to even, written here from the definition, independently
+     of the model's converter); the distance D between those and the fp32 logits is the
+     effect of the rounding. Bound: the GPU's 16-bit logits lie within 1e-4 of the CPU's on
+     the rounded weights (the GPU widens 16-bit values to fp32 exactly, so only the fp32
+     summation order remains), hence within D + 1e-4 of the fp32 logits; both are checked
+     and D is printed.
    - llm_sequence_logprob: per scored token |delta| <= |delta logit_t| + |delta lse| <= 2e-4,
      so a sequence's sum within 2e-4 per scored token.
    - 5 GRZO steps through grzo_step: each step's loss within 1e-4 relative of the CPU's.
@@ -447,24 +449,28 @@ static void test_gguf(void) {
     toy_free(&tm);
 }
 
-/* nearest bfloat16, ties to even: the two bf16 neighbours of x and the nearer one */
-static float bf16_nearest(float x) {
-    uint32_t u, lo_bits, hi_bits;
-    float lo, hi;
-    memcpy(&u, &x, 4);
-    lo_bits = u & 0xFFFF0000u;
-    hi_bits = lo_bits + 0x10000u;
-    memcpy(&lo, &lo_bits, 4);
-    memcpy(&hi, &hi_bits, 4);
-    if (fabsf(x - lo) < fabsf(hi - x)) return lo;
-    if (fabsf(x - lo) > fabsf(hi - x)) return hi;
-    return (lo_bits & 0x10000u) ? hi : lo;
+/* A 16-bit storage type as the test sees it: p significant bits, smallest spacing q_min
+   (subnormals), largest finite value. */
+typedef struct fmt16 { const char *name; grzo_dtype dtype; int p; double q_min, max; } fmt16;
+
+/* x rounded to the nearest value of the format, ties to even (nearbyint in the default
+   rounding mode), written from the definition, independently of the model's converter:
+   the spacing of values near x = m 2^e (m in [0.5, 1)) is 2^(e - p), never below q_min. */
+static float round_to(const fmt16 *f, float x) {
+    int e;
+    double q, r;
+    if (x == 0.0f || !isfinite(x)) return x;
+    frexp((double)x, &e);
+    q = ldexp(1.0, e - f->p);
+    if (q < f->q_min) q = f->q_min;
+    r = nearbyint((double)x / q) * q;
+    return fabs(r) > f->max ? (float)copysign(INFINITY, r) : (float)r;
 }
 
-static void round_weights_bf16(const llm_config *c, llm_weights *w) {
+static void round_weights(const fmt16 *f, const llm_config *c, llm_weights *w) {
     int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim, i;
     int32_t l;
-#define RB(p, n) for (i = 0; i < (n); i++) (p)[i] = bf16_nearest((p)[i])
+#define RB(ptr, n) for (i = 0; i < (n); i++) (ptr)[i] = round_to(f, (ptr)[i])
     RB(w->tok_emb, (int64_t)c->vocab_size * c->dim);
     RB(w->final_norm, c->dim);
     if (!c->tied_output) RB(w->output, (int64_t)c->vocab_size * c->dim);
@@ -478,7 +484,8 @@ static void round_weights_bf16(const llm_config *c, llm_weights *w) {
 #undef RB
 }
 
-static void test_bf16(void) {
+/* 16-bit weights on the GPU vs fp32 on the CPU (see the header for the bound) */
+static void check_16bit(const fmt16 *f) {
     llm_config cfg;
     llm_weights w;
     llm_model_desc md;
@@ -488,22 +495,30 @@ static void test_bf16(void) {
     if (!load_stories(&cfg, &w)) return;
     n = batch_outputs() * cfg.vocab_size;
     memset(&md, 0, sizeof md);
-    md.dtype = GRZO_DTYPE_BF16;
+    md.dtype = f->dtype;
     fp32 = batch_logits(&cpu, &cfg, &w, NULL);
-    gpu16 = batch_logits(&gpu, &cfg, &w, &md);   /* the model converts w to bf16 on its way to the GPU */
-    round_weights_bf16(&cfg, &w);
-    cpu16 = batch_logits(&cpu, &cfg, &w, NULL);  /* fp32 arithmetic on bf16-rounded weights */
+    gpu16 = batch_logits(&gpu, &cfg, &w, &md);   /* the model converts w on its way to the GPU */
+    round_weights(f, &cfg, &w);
+    cpu16 = batch_logits(&cpu, &cfg, &w, NULL);  /* fp32 arithmetic on the rounded weights */
     d_gpu = tu_max_abs_diff(fp32, gpu16, n);
     d_round = tu_max_abs_diff(fp32, cpu16, n);
     d_same = tu_max_abs_diff(cpu16, gpu16, n);
-    printf("stories260K, bf16 on the GPU: max |gpu bf16 - cpu fp32| = %.3g; effect of rounding the weights to bf16 "
-           "(cpu) = %.3g; |gpu bf16 - cpu on bf16-rounded weights| = %.3g; logits up to %.3g\n", d_gpu, d_round, d_same,
-           max_abs(fp32, n));
-    TU_CHECK(d_gpu <= d_round + 1e-4, "GPU bf16 logits are %.3g from fp32, more than the bf16 rounding explains (%.3g + 1e-4)",
-             d_gpu, d_round);
-    TU_CHECK(d_same <= 1e-4, "GPU bf16 logits are %.3g from the CPU's on the same bf16 values (> 1e-4)", d_same);
+    printf("stories260K, %s on the GPU: max |gpu %s - cpu fp32| = %.3g; effect of rounding the weights (cpu) = %.3g; "
+           "|gpu %s - cpu on rounded weights| = %.3g; logits up to %.3g\n", f->name, f->name, d_gpu, d_round, f->name,
+           d_same, max_abs(fp32, n));
+    TU_CHECK(d_gpu <= d_round + 1e-4, "GPU %s logits are %.3g from fp32, more than the rounding explains (%.3g + 1e-4)",
+             f->name, d_gpu, d_round);
+    TU_CHECK(d_same <= 1e-4, "GPU %s logits are %.3g from the CPU's on the same rounded values (> 1e-4): the "
+             "conversion to %s or the widening on the GPU is wrong", f->name, d_same, f->name);
     free(fp32); free(gpu16); free(cpu16);
     llm_weights_free(&w);
+}
+
+static void test_16bit(void) {
+    const fmt16 bf16 = {"bf16", GRZO_DTYPE_BF16, 8, 1.1479437019748901e-40 /* 2^-133 */, 3.3895313892515355e38};
+    const fmt16 f16 = {"f16", GRZO_DTYPE_F16, 11, 5.9604644775390625e-8 /* 2^-24 */, 65504.0};
+    check_16bit(&bf16);
+    check_16bit(&f16);
 }
 
 static void logprob_on(grzo_backend *be, const llm_config *cfg, llm_weights *w, double *sum, double *mean) {
@@ -696,7 +711,7 @@ int main(int argc, char **argv) {
     if (wanted(argc, argv, "ops")) test_ops();
     if (wanted(argc, argv, "forward")) test_forward();
     if (wanted(argc, argv, "gguf")) test_gguf();
-    if (wanted(argc, argv, "bf16")) test_bf16();
+    if (wanted(argc, argv, "16bit")) test_16bit();
     if (wanted(argc, argv, "logprob")) test_logprob();
     if (wanted(argc, argv, "steps")) test_steps();
     if (wanted(argc, argv, "generate")) test_generate();

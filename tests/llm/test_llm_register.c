@@ -7,6 +7,10 @@
      seed other weights;
    - a 16-bit dtype on the CPU backend (which stores F32 only) is GRZO_ERR_UNSUPPORTED with a
      message naming the dtype; an unknown dtype and missing weights are GRZO_ERR_INVALID_ARG;
+   - the host-side conversion to bf16 / f16 (what a device backend receives): through a CPU
+     backend that claims 16-bit storage, every stored value must be the nearest 16-bit value
+     of the fp32 weight (ties to even; f16: subnormals, 65504, overflow to infinity),
+     computed here from the definition;
    - llm_backend_create: "cpu" works, an unknown device is refused with a message, "cuda"
      either works (a GPU is present) or says why not in one line. */
 #include "llm_test_util.h"
@@ -163,6 +167,88 @@ static void test_refusals(void) {
     tu_model_free(&tm);
 }
 
+/* ---- 16-bit conversion ------------------------------------------------------------------ */
+static grzo_status (*cpu_query)(void *self, grzo_backend_caps *out);
+static grzo_status wide_query(void *self, grzo_backend_caps *out) {
+    grzo_status s = cpu_query(self, out);
+    out->dtypes |= (1u << GRZO_DTYPE_BF16) | (1u << GRZO_DTYPE_F16);
+    return s;
+}
+
+/* nearest value with p significant bits, spacing at least q_min, ties to even */
+static double nearest(double x, int p, double q_min, double max) {
+    int e;
+    double q, r;
+    if (x == 0.0) return x;
+    frexp(x, &e);
+    q = ldexp(1.0, e - p);
+    if (q < q_min) q = q_min;
+    r = nearbyint(x / q) * q;
+    return fabs(r) > max ? copysign(INFINITY, r) : r;
+}
+
+static double decode16(uint16_t h, grzo_dtype t) {
+    if (t == GRZO_DTYPE_BF16) {
+        uint32_t u = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    } else {
+        int e = (h >> 10) & 31, m = h & 1023;
+        double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+        return (h & 0x8000) ? -v : v;
+    }
+}
+
+static void test_conversion(grzo_dtype t) {
+    static const float edge[] = {0.0f, -0.0f, 1.00390625f /* 1 + 2^-8: bf16 tie, to even */,
+                                 1.01171875f /* 1 + 3 2^-8: tie, up */, 1.00048828125f /* 1 + 2^-11: f16 tie */,
+                                 1e-6f, -3e-8f, 2.9e-8f, 1e-9f, 65519.0f, 65520.0f, -70000.0f, 3.0e38f, 1.5e-39f};
+    llm_config cfg = tu_tiny_config(1);
+    tu_model tm;
+    llm_model_desc md;
+    fixture f;
+    grzo_desc d;
+    grzo_backend_i wide;
+    grzo_param p;
+    const uint16_t *h;
+    int64_t i, n, bad = 0;
+    int p_bits = t == GRZO_DTYPE_BF16 ? 8 : 11;
+    double q_min = t == GRZO_DTYPE_BF16 ? ldexp(1.0, -133) : ldexp(1.0, -24), max = t == GRZO_DTYPE_BF16 ? 3.4e38 : 65504.0;
+    tu_model_create(&tm, &cfg, 5);
+    memcpy(tm.w.layers[0].wq, edge, sizeof edge);
+    memset(&f, 0, sizeof f);
+    if (grzo_backend_cpu_create(NULL, &f.be) != GRZO_OK) exit(1);
+    wide = *f.be.iface;
+    cpu_query = wide.query;
+    wide.query = wide_query;
+    f.be.iface = &wide;
+    memset(&d, 0, sizeof d);
+    d.backend = &f.be;
+    if (grzo_create(&d, &f.ctx) != GRZO_OK) exit(1);
+    memset(&md, 0, sizeof md);
+    md.dtype = t;
+    TU_OK(&f.m, llm_model_register_ex(f.ctx, &f.m, &cfg, &tm.w, &md));
+    if (grzo_block_param(f.ctx, f.m.layers[0].wq, &p) != GRZO_OK) exit(1);
+    h = (const uint16_t *)p.data;
+    n = p.rows * p.cols;
+    TU_CHECK(p.dtype == t, "the block's dtype is %d, want %d", (int)p.dtype, (int)t);
+    for (i = 0; i < n; i++) {
+        double want = nearest((double)tm.w.layers[0].wq[i], p_bits, q_min, max), got = decode16(h[i], t);
+        int same = want == got && signbit(want) == signbit(got);
+        if (!same && bad++ < 5)
+            TU_CHECK(0, "%s: weight %lld = %.9g stored as %.9g (0x%04x), nearest is %.9g", t == GRZO_DTYPE_BF16 ? "bf16" : "f16",
+                     (long long)i, (double)tm.w.layers[0].wq[i], got, h[i], want);
+    }
+    printf("%s conversion: %lld of %lld weights of blk.0.attn_q (%d edge values) rounded to nearest\n",
+           t == GRZO_DTYPE_BF16 ? "bf16" : "f16", (long long)(n - bad), (long long)n, (int)(sizeof edge / sizeof edge[0]));
+    TU_CHECK(bad == 0, "%lld weights converted wrongly", (long long)bad);
+    llm_model_free(&f.m);
+    grzo_destroy(f.ctx);
+    grzo_backend_destroy(&f.be);
+    tu_model_free(&tm);
+}
+
 static void test_backend_create(void) {
     grzo_backend be;
     char err[256];
@@ -181,6 +267,8 @@ int main(void) {
     test_null_desc_is_register();
     test_random_init();
     test_refusals();
+    test_conversion(GRZO_DTYPE_BF16);
+    test_conversion(GRZO_DTYPE_F16);
     test_backend_create();
     return tu_failures ? 1 : 0;
 }
