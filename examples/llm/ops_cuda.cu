@@ -329,6 +329,19 @@ static grzo_status cu_create_tables(llm_ops_state *os) {
     return GRZO_OK;
 }
 
+/* Above 48 KiB the attention kernel's dynamic shared memory needs an opt-in (H100: up to
+   227 KiB). The attribute belongs to the kernel, not to a state: only ever raise it, so a
+   later state with a smaller head_dim does not break an earlier one. */
+static grzo_status cu_opt_in_shared(llm_ops_state *os) {
+    struct cudaFuncAttributes fa;
+    if (os->att_smem <= 48 * 1024) return GRZO_OK;
+    LLM_CU_TRY(os, "attention kernel attributes", cudaFuncGetAttributes(&fa, llm__k_attention));
+    if ((size_t)fa.maxDynamicSharedSizeBytes >= os->att_smem) return GRZO_OK;
+    LLM_CU_TRY(os, "attention shared memory",
+               cudaFuncSetAttribute(llm__k_attention, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)os->att_smem));
+    return GRZO_OK;
+}
+
 static grzo_status cu_create(const llm_ops_desc *d, llm_ops_state **out, char *err, size_t errlen) {
     llm_ops_state *os;
     void *stream = NULL;
@@ -353,10 +366,7 @@ static grzo_status cu_create(const llm_ops_desc *d, llm_ops_state **out, char *e
     os->att_smem = ((size_t)LLM_ATT_TK * (d->head_dim + 1) + (size_t)LLM_ATT_TK * d->head_dim +
                     (size_t)LLM_ATT_TQ * d->head_dim) * sizeof(float);
     s = cu_create_tables(os);
-    if (s == GRZO_OK && os->att_smem > 48 * 1024) {   /* above the default: opt in (H100: up to 227 KiB) */
-        cudaError_t e = cudaFuncSetAttribute(llm__k_attention, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)os->att_smem);
-        if (e != cudaSuccess) s = llm__cu_fail(os, "attention shared memory", e);
-    }
+    if (s == GRZO_OK) s = cu_opt_in_shared(os);
     if (s != GRZO_OK) {
         snprintf(err, errlen, "llm ops (cuda): %s", os->err);
         cu_destroy(os);
