@@ -1,12 +1,18 @@
 /* generate.c - grzo-generate: text from a Llama-family model through the grzo forward.
 
    grzo-generate --model PATH [--tokenizer tok.bin] [--prompt TEXT] [--steps N]
-                 [--temperature T] [--seed S] [--threads N]
+                 [--temperature T] [--seed S] [--threads N] [--device cpu|cuda]
+                 [--dtype f32|bf16|f16]
 
    --model      GGUF (tokenizer embedded) or llama2.c checkpoint (.bin; give --tokenizer)
    --steps      positions in all, prompt included, as llama2.c's -n (default 256)
    --temperature 0 (default) is greedy decoding; above 0 samples softmax(logits / T)
    --threads    the CPU backend's and OpenMP's thread count (default: all cores)
+   --device     cpu (default) or cuda: the whole forward on the GPU (weights, activations,
+                KV cache in device memory; one row of logits per token comes back)
+   --dtype      weight storage: f32 (default), bf16 or f16 (16-bit needs --device cuda)
+   Numbers are parsed strictly (examples/common/cli_args.h): "12abc", "inf", "-1" as a seed
+   and out-of-range values are refused with a one-line error and exit status 2.
    Generation stops at BOS or EOS. The text goes to stdout, the statistics to stderr.
    The prompt runs as one forward, then each token as one row against a key/value cache.
    With stories260K.bin, tok512.bin and temperature 0 the output is llama2.c's.
@@ -24,44 +30,74 @@
 #endif
 
 #include "grzo.h"
-#include "backends/grzo_cpu.h"
+#include "cli_args.h"
 #include "llm.h"
 #include "model.h"
 
 typedef struct options {
-    const char *model, *tokenizer, *prompt;
+    const char *model, *tokenizer, *prompt, *device;
     int32_t steps, threads;
     float temperature;
     uint64_t seed;
+    grzo_dtype dtype;
 } options;
 
 static void usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s --model PATH [--tokenizer tok.bin] [--prompt TEXT] [--steps N] [--temperature T]\n"
-            "          [--seed S] [--threads N]\n",
+            "          [--seed S] [--threads N] [--device cpu|cuda] [--dtype f32|bf16|f16]\n",
             argv0);
 }
 
-static int parse_options(int argc, char **argv, options *o) {
+static int parse_dtype(const char *v, grzo_dtype *out) {
+    if (!strcmp(v, "f32")) *out = GRZO_DTYPE_F32;
+    else if (!strcmp(v, "bf16")) *out = GRZO_DTYPE_BF16;
+    else if (!strcmp(v, "f16")) *out = GRZO_DTYPE_F16;
+    else return -1;
+    return 0;
+}
+
+/* One option and its value; err gets a one-line reason on refusal. */
+static int parse_option(const char *a, const char *v, options *o, char *err, size_t errlen) {
+    const cli_range temperature = {0.0, 1e6, 0, 0};
+    int64_t n;
+    if (!strcmp(a, "--model")) o->model = v;
+    else if (!strcmp(a, "--tokenizer")) o->tokenizer = v;
+    else if (!strcmp(a, "--prompt")) o->prompt = v;
+    else if (!strcmp(a, "--steps")) {
+        if (cli_parse_int(a, v, 1, 1 << 24, &n, err, errlen)) return -1;
+        o->steps = (int32_t)n;
+    } else if (!strcmp(a, "--temperature")) return cli_parse_float(a, v, temperature, &o->temperature, err, errlen);
+    else if (!strcmp(a, "--seed")) return cli_parse_u64(a, v, &o->seed, err, errlen);
+    else if (!strcmp(a, "--threads")) {
+        if (cli_parse_int(a, v, 0, 4096, &n, err, errlen)) return -1;
+        o->threads = (int32_t)n;
+    } else if (!strcmp(a, "--device")) {
+        if (strcmp(v, "cpu") && strcmp(v, "cuda")) return snprintf(err, errlen, "--device: expected cpu or cuda, got '%s'", v), -1;
+        o->device = v;
+    } else if (!strcmp(a, "--dtype")) {
+        if (parse_dtype(v, &o->dtype)) return snprintf(err, errlen, "--dtype: expected f32, bf16 or f16, got '%s'", v), -1;
+    } else return snprintf(err, errlen, "unknown option '%s'", a), -1;
+    return 0;
+}
+
+static int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
     int i;
     memset(o, 0, sizeof *o);
     o->prompt = "";
     o->steps = 256;
     o->seed = 42;
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) return 1;
-        if (!strcmp(a, "--model")) o->model = v;
-        else if (!strcmp(a, "--tokenizer")) o->tokenizer = v;
-        else if (!strcmp(a, "--prompt")) o->prompt = v;
-        else if (!strcmp(a, "--steps")) o->steps = (int32_t)atol(v);
-        else if (!strcmp(a, "--temperature")) o->temperature = (float)atof(v);
-        else if (!strcmp(a, "--seed")) o->seed = (uint64_t)strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--threads")) o->threads = (int32_t)atol(v);
-        else return 1;
-        i++;
+    o->device = "cpu";
+    o->dtype = GRZO_DTYPE_F32;
+    err[0] = '\0';
+    for (i = 1; i < argc; i += 2) {
+        if (i + 1 >= argc) return snprintf(err, errlen, "option '%s' needs a value", argv[i]), -1;
+        if (parse_option(argv[i], argv[i + 1], o, err, errlen)) return -1;
     }
-    return !o->model || o->steps < 1 || o->temperature < 0.0f || o->threads < 0;
+    if (!o->model) return snprintf(err, errlen, "--model is required"), -1;
+    if (o->dtype != GRZO_DTYPE_F32 && strcmp(o->device, "cuda") != 0)
+        return snprintf(err, errlen, "--dtype bf16/f16 needs --device cuda (the CPU backend stores f32)"), -1;
+    return 0;
 }
 
 /* llama2.c's safe_printf: skip lone bytes that are neither printable nor whitespace. */
@@ -92,7 +128,7 @@ typedef struct session {
 static int open_session(const options *o, session *s) {
     char err[512];
     grzo_desc d;
-    grzo_cpu_desc cd;
+    llm_model_desc md;
     llm_state_desc sd;
     grzo_status gs;
     memset(s, 0, sizeof *s);
@@ -115,15 +151,19 @@ static int open_session(const options *o, session *s) {
     if (o->steps > s->cfg.max_seq_len)
         fprintf(stderr, "grzo-generate: warning: %d steps exceed the model's context of %d positions\n", o->steps,
                 s->cfg.max_seq_len);
-    memset(&cd, 0, sizeof cd);
-    cd.n_threads = o->threads;
+    if (llm_backend_create(o->device, o->threads, &s->be, err, sizeof err) != GRZO_OK) {
+        fprintf(stderr, "grzo-generate: %s\n", err);
+        return 1;
+    }
     memset(&d, 0, sizeof d);
     d.backend = &s->be;
-    if (grzo_backend_cpu_create(&cd, &s->be) != GRZO_OK || grzo_create(&d, &s->ctx) != GRZO_OK) {
+    if (grzo_create(&d, &s->ctx) != GRZO_OK) {
         fprintf(stderr, "grzo-generate: cannot create the grzo context\n");
         return 1;
     }
-    gs = llm_model_register(s->ctx, &s->m, &s->cfg, &s->w);
+    memset(&md, 0, sizeof md);
+    md.dtype = o->dtype;
+    gs = llm_model_register_ex(s->ctx, &s->m, &s->cfg, &s->w, &md);
     if (gs == GRZO_OK) {
         memset(&sd, 0, sizeof sd);
         sd.max_rows = o->steps;
@@ -195,8 +235,10 @@ static int generate(const options *o, session *s) {
 int main(int argc, char **argv) {
     options o;
     session s;
+    char err[256];
     int rc;
-    if (parse_options(argc, argv, &o)) {
+    if (parse_options(argc, argv, &o, err, sizeof err)) {
+        fprintf(stderr, "grzo-generate: %s\n", err);
         usage(argv[0]);
         return 2;
     }

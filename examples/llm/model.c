@@ -1,9 +1,10 @@
 /* model.c - the Llama-family forward over grzo's operations (see model.h).
 
    Every weight goes through grzo (grzo_embedding, grzo_vector, grzo_linear); everything
-   else (RMSNorm statistics, RoPE, attention, SwiGLU, residual adds) is host arithmetic
-   on the state's buffers between those calls. That arithmetic is the same for every
-   segment, so all perturbation lives in grzo, and outside a pass the forward is plain. */
+   else (RMSNorm statistics, RoPE, attention, SwiGLU, residual adds, the head's row gather,
+   the scoring log-softmax) goes through the model's op table (ops.h: host loops or CUDA
+   kernels) on the state's buffers between those calls. That arithmetic is the same for
+   every segment, so all perturbation lives in grzo, and outside a pass the forward is plain. */
 #include "model.h"
 
 #include <math.h>
@@ -16,31 +17,19 @@
 #include <omp.h>
 #endif
 
-/* Parallel loops over locals `nt` (the backend's thread count) and `par` (whether the loop
-   is worth a team: every parallel region ends in a barrier, and on a busy machine a barrier
-   waits for descheduled threads, which costs more than a tiny loop; one-row decoding steps
-   are all tiny loops). */
-#define LLM_PAR_MIN_WORK 32768
-#define LLM_QUERY_BLOCK 8         /* attention queries that share one pass over the keys */
-/* LLM_SIMD: an inner loop without loop-carried dependences, vectorized even at -O2 (whose
-   cheap cost model refuses loops that need alias checks). */
-#ifdef _OPENMP
-#define LLM_SIMD _Pragma("omp simd")
-#define LLM_OMP_FOR _Pragma("omp parallel for schedule(static) num_threads(nt) if(par)")
-#define LLM_OMP_FOR_DYNAMIC _Pragma("omp parallel for schedule(dynamic, 1) num_threads(nt) if(par)")
-static int llm__thread(void) { return omp_get_thread_num(); }
-#else
-#define LLM_SIMD
-#define LLM_OMP_FOR (void)nt; (void)par;
-#define LLM_OMP_FOR_DYNAMIC (void)nt; (void)par;
-static int llm__thread(void) { return 0; }
+#include "backends/grzo_cpu.h"
+#ifdef LLM_HAVE_CUDA
+#include "backends/grzo_cuda.h"
 #endif
+#include "ops.h"
 
 struct llm_state {
     llm_state_desc cap;           /* resolved capacity */
     const grzo_backend *be;       /* owner of the backend buffers */
-    int32_t n_threads;
-    /* activations, backend memory (host-addressable): rows x width */
+    const llm_ops *ops;           /* the model's op table */
+    llm_ops_state *os;
+    int32_t device;               /* backend memory is device memory (logits reach the host by download) */
+    /* activations, backend memory: rows x width */
     int32_t *ids;                 /* max_rows token ids (grzo_embedding reads backend memory) */
     float *x;                     /* residual stream, dim */
     float *xn;                    /* RMS-normalized rows before the gain; also Wo / W2 outputs */
@@ -49,12 +38,11 @@ struct llm_state {
     float *k, *v;                 /* kv_dim */
     float *h1, *h3;               /* SwiGLU gate and up, hidden_dim */
     float *head_in, *head_tmp;    /* max_outputs x dim: gathered rows for the output head */
-    /* host tables */
+    float *logits;                /* max_outputs x vocab, allocated on first use: scoring, generation,
+                                     and llm_forward on a device (then downloaded) */
+    /* host tables of the batch in flight (the ops get them in upload_layout) */
     float *rope_cos, *rope_sin;   /* max_seq_len x head_dim/2 */
-    float *attn_scratch;          /* per thread: keys transposed (head_dim x max_seq_len), a block of
-                                     scores (LLM_QUERY_BLOCK x max_seq_len) and of queries */
-    int64_t attn_stride;          /* floats of attn_scratch per thread */
-    int32_t n_seqs;               /* of the batch in flight */
+    int32_t *h_ids;               /* max_rows */
     int64_t *seq_row0;            /* max_seqs: first row of each sequence */
     int32_t *seq_pad, *seq_len;   /* its padding and its token count */
     int32_t *row_pos;             /* position of each row, -1 for padding */
@@ -65,7 +53,7 @@ struct llm_state {
     int32_t *lp_pos;
     int32_t *lp_target;           /* the token each scored output predicts */
     double *lp_val;
-    float *lp_logits;             /* max_outputs x vocab, allocated on first use */
+    float *gen_logits;            /* generation on a device: the last logits, host (vocab floats) */
     /* llm_generate's key/value cache: n_layers x max_seq_len x kv_dim each, allocated on first use */
     float *cache_k, *cache_v;
     int32_t past;                 /* positions already in the cache for the forward in flight (-1: no cache) */
@@ -84,6 +72,11 @@ static grzo_status llm__fail(llm_model *m, grzo_status s, const char *fmt, ...) 
 /* A grzo call failed: keep grzo's own explanation. */
 static grzo_status llm__grzo_fail(llm_model *m, grzo_ctx *ctx, grzo_status s, const char *what) {
     return llm__fail(m, s, "%s: %s (%s)", what, grzo_status_str(s), grzo_last_error(ctx));
+}
+
+/* An op of the table failed: keep its own explanation. */
+static grzo_status llm__ops_fail(llm_model *m, llm_state *st, grzo_status s, const char *what) {
+    return llm__fail(m, s, "llm: %s op %s: %s (%s)", st->ops->name, what, grzo_status_str(s), st->ops->last_error(st->os));
 }
 
 #define LLM_TRY(m, ctx, call, what)                                          \
@@ -162,107 +155,327 @@ static grzo_status llm__check_weights(llm_model *m, const llm_config *c, const l
     return GRZO_OK;
 }
 
-static grzo_status llm__add_block(grzo_ctx *ctx, llm_model *m, grzo_block_kind kind, int64_t rows, int64_t cols,
-                                  float *data, const char *name, grzo_block *out) {
-    grzo_block_desc d;
-    grzo_status s;
-    memset(&d, 0, sizeof d);
-    d.kind = kind;
-    d.rows = rows;
-    d.cols = cols;
-    d.data = data;
-    d.name = name;
-    s = grzo_block_add(ctx, &d, out);
-    if (s != GRZO_OK) return llm__grzo_fail(m, ctx, s, name);
-    return GRZO_OK;
-}
-
-static grzo_status llm__add_layer(grzo_ctx *ctx, llm_model *m, int32_t l) {
-    const llm_config *c = &m->cfg;
-    llm_layer *L = &m->w->layers[l];
-    llm_layer_blocks *B = &m->layers[l];
-    int64_t q_dim = (int64_t)c->n_heads * c->head_dim, kv_dim = (int64_t)c->n_kv_heads * c->head_dim;
-    struct { grzo_block_kind kind; int64_t rows, cols; float *data; const char *suffix; grzo_block *out; } t[9];
+/* One weight tensor of the model: its grzo block, where its values come from (host F32, or
+   NULL with random init) and where they live (data: backend memory). */
+typedef struct llm__tensor {
+    grzo_block_kind kind;
+    int64_t rows, cols;
+    const float *src;
+    void *data;
+    int owned;                    /* data is a buffer of m->owned */
     char name[64];
-    int i;
-    t[0].kind = GRZO_BLOCK_VECTOR; t[0].rows = c->dim;        t[0].cols = 1;             t[0].data = L->attn_norm; t[0].suffix = "attn_norm";   t[0].out = &B->attn_norm;
-    t[1].kind = GRZO_BLOCK_MATRIX; t[1].rows = q_dim;         t[1].cols = c->dim;        t[1].data = L->wq;        t[1].suffix = "attn_q";      t[1].out = &B->wq;
-    t[2].kind = GRZO_BLOCK_MATRIX; t[2].rows = kv_dim;        t[2].cols = c->dim;        t[2].data = L->wk;        t[2].suffix = "attn_k";      t[2].out = &B->wk;
-    t[3].kind = GRZO_BLOCK_MATRIX; t[3].rows = kv_dim;        t[3].cols = c->dim;        t[3].data = L->wv;        t[3].suffix = "attn_v";      t[3].out = &B->wv;
-    t[4].kind = GRZO_BLOCK_MATRIX; t[4].rows = c->dim;        t[4].cols = q_dim;         t[4].data = L->wo;        t[4].suffix = "attn_output"; t[4].out = &B->wo;
-    t[5].kind = GRZO_BLOCK_VECTOR; t[5].rows = c->dim;        t[5].cols = 1;             t[5].data = L->ffn_norm;  t[5].suffix = "ffn_norm";    t[5].out = &B->ffn_norm;
-    t[6].kind = GRZO_BLOCK_MATRIX; t[6].rows = c->hidden_dim; t[6].cols = c->dim;        t[6].data = L->w1;        t[6].suffix = "ffn_gate";    t[6].out = &B->w1;
-    t[7].kind = GRZO_BLOCK_MATRIX; t[7].rows = c->dim;        t[7].cols = c->hidden_dim; t[7].data = L->w2;        t[7].suffix = "ffn_down";    t[7].out = &B->w2;
-    t[8].kind = GRZO_BLOCK_MATRIX; t[8].rows = c->hidden_dim; t[8].cols = c->dim;        t[8].data = L->w3;        t[8].suffix = "ffn_up";      t[8].out = &B->w3;
-    for (i = 0; i < 9; i++) {
-        grzo_status s;
-        snprintf(name, sizeof name, "blk.%d.%s", (int)l, t[i].suffix);
-        s = llm__add_block(ctx, m, t[i].kind, t[i].rows, t[i].cols, t[i].data, name, t[i].out);
-        if (s != GRZO_OK) return s;
-    }
-    return GRZO_OK;
+    grzo_block *out;
+} llm__tensor;
+
+static void llm__plan(llm__tensor *t, grzo_block_kind kind, int64_t rows, int64_t cols, const float *src,
+                      const char *name, grzo_block *out) {
+    memset(t, 0, sizeof *t);
+    t->kind = kind;
+    t->rows = rows;
+    t->cols = cols;
+    t->src = src;
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->out = out;
 }
 
-/* The host loops between grzo calls read and write activations directly. */
-static grzo_status llm__query_backend(grzo_ctx *ctx, llm_model *m, const grzo_backend **be, int32_t *n_threads) {
+/* The model's tensors in registration order (see model.h); returns their count. */
+static int32_t llm__plan_tensors(llm_model *m, const llm_weights *w, llm__tensor *t) {
+    const llm_config *c = &m->cfg;
+    int64_t q_dim = (int64_t)c->n_heads * c->head_dim, kv_dim = (int64_t)c->n_kv_heads * c->head_dim;
+    int32_t n = 0, l;
+    char name[64];
+#define LLM_SRC(field) (w ? (field) : NULL)
+    llm__plan(&t[n++], GRZO_BLOCK_EMBEDDING, c->vocab_size, c->dim, LLM_SRC(w->tok_emb), "token_embd", &m->tok_emb);
+    for (l = 0; l < c->n_layers; l++) {
+        const llm_layer *L = w ? &w->layers[l] : NULL;
+        llm_layer_blocks *B = &m->layers[l];
+#define LLM_LAYER_TENSOR(kind, rows, cols, field, suffix, out)                              \
+        snprintf(name, sizeof name, "blk.%d.%s", (int)l, suffix);                          \
+        llm__plan(&t[n++], kind, rows, cols, L ? L->field : NULL, name, out)
+        LLM_LAYER_TENSOR(GRZO_BLOCK_VECTOR, c->dim, 1, attn_norm, "attn_norm", &B->attn_norm);
+        LLM_LAYER_TENSOR(GRZO_BLOCK_MATRIX, q_dim, c->dim, wq, "attn_q", &B->wq);
+        LLM_LAYER_TENSOR(GRZO_BLOCK_MATRIX, kv_dim, c->dim, wk, "attn_k", &B->wk);
+        LLM_LAYER_TENSOR(GRZO_BLOCK_MATRIX, kv_dim, c->dim, wv, "attn_v", &B->wv);
+        LLM_LAYER_TENSOR(GRZO_BLOCK_MATRIX, c->dim, q_dim, wo, "attn_output", &B->wo);
+        LLM_LAYER_TENSOR(GRZO_BLOCK_VECTOR, c->dim, 1, ffn_norm, "ffn_norm", &B->ffn_norm);
+        LLM_LAYER_TENSOR(GRZO_BLOCK_MATRIX, c->hidden_dim, c->dim, w1, "ffn_gate", &B->w1);
+        LLM_LAYER_TENSOR(GRZO_BLOCK_MATRIX, c->dim, c->hidden_dim, w2, "ffn_down", &B->w2);
+        LLM_LAYER_TENSOR(GRZO_BLOCK_MATRIX, c->hidden_dim, c->dim, w3, "ffn_up", &B->w3);
+#undef LLM_LAYER_TENSOR
+    }
+    llm__plan(&t[n++], GRZO_BLOCK_VECTOR, c->dim, 1, LLM_SRC(w->final_norm), "output_norm", &m->final_norm);
+    if (!c->tied_output)   /* tied: m->output = m->tok_emb, one block, one perturbation, one update */
+        llm__plan(&t[n++], GRZO_BLOCK_MATRIX, c->vocab_size, c->dim, LLM_SRC(w->output), "output", &m->output);
+#undef LLM_SRC
+    return n;
+}
+
+/* Which op table runs the forward's non-perturbed arithmetic on this backend. */
+static grzo_status llm__pick_ops(llm_model *m, const grzo_backend *be, const grzo_backend_caps *caps) {
+    if (!caps->device_memory) {
+        m->ops = &llm_ops_cpu;
+        return GRZO_OK;
+    }
+#ifdef LLM_HAVE_CUDA
+    if (strcmp(be->iface->name, "cuda") == 0) {
+        m->ops = &llm_ops_cuda;
+        return GRZO_OK;
+    }
+#endif
+    return llm__fail(m, GRZO_ERR_UNSUPPORTED, "llm: backend '%s' keeps device memory and this build has no ops for it "
+                     "(the llm library has CUDA ops only when built with CUDA)", be->iface->name);
+}
+
+static grzo_status llm__query_backend(grzo_ctx *ctx, llm_model *m, const grzo_backend **be, grzo_backend_caps *caps) {
     grzo_desc d;
-    grzo_backend_caps caps;
     LLM_TRY(m, ctx, grzo_get_desc(ctx, &d), "llm: grzo_get_desc");
-    LLM_TRY(m, ctx, grzo_backend_query(d.backend, &caps), "llm: grzo_backend_query");
-    if (caps.device_memory)
-        return llm__fail(m, GRZO_ERR_UNSUPPORTED, "llm: backend '%s' keeps device memory; the model's host loops need a "
-                         "host-memory backend (cpu, ref)", d.backend->iface->name);
+    LLM_TRY(m, ctx, grzo_backend_query(d.backend, caps), "llm: grzo_backend_query");
     *be = d.backend;
-    *n_threads = caps.n_threads > 0 ? caps.n_threads : 1;
     return GRZO_OK;
 }
 
-grzo_status llm_model_register(grzo_ctx *ctx, llm_model *m, const llm_config *cfg, llm_weights *w) {
-    const grzo_backend *be;
-    grzo_status s;
-    int32_t l, n_threads;
-    if (!m) return GRZO_ERR_INVALID_ARG;
-    memset(m, 0, sizeof *m);
-    if (!ctx || !cfg || !w) return llm__fail(m, GRZO_ERR_INVALID_ARG, "llm_model_register: ctx, cfg and w are required");
-    if ((s = llm__check_config(m, cfg)) != GRZO_OK) return s;
-    if ((s = llm__check_weights(m, cfg, w)) != GRZO_OK) return s;
-    if ((s = llm__query_backend(ctx, m, &be, &n_threads)) != GRZO_OK) return s;   /* refuse device memory now */
-    m->cfg = *cfg;
-    m->w = w;
-    m->layers = (llm_layer_blocks *)calloc((size_t)cfg->n_layers, sizeof *m->layers);
-    if (!m->layers) return llm__fail(m, GRZO_ERR_OUT_OF_MEMORY, "llm_model_register: out of memory");
-    s = llm__add_block(ctx, m, GRZO_BLOCK_EMBEDDING, cfg->vocab_size, cfg->dim, w->tok_emb, "token_embd", &m->tok_emb);
-    for (l = 0; l < cfg->n_layers && s == GRZO_OK; l++) s = llm__add_layer(ctx, m, l);
-    if (s == GRZO_OK) s = llm__add_block(ctx, m, GRZO_BLOCK_VECTOR, cfg->dim, 1, w->final_norm, "output_norm", &m->final_norm);
-    if (s == GRZO_OK) {
-        if (cfg->tied_output) m->output = m->tok_emb;     /* the same block: one perturbation, one update */
-        else s = llm__add_block(ctx, m, GRZO_BLOCK_MATRIX, cfg->vocab_size, cfg->dim, w->output, "output", &m->output);
+static size_t llm__dtype_bytes(grzo_dtype t) { return t == GRZO_DTYPE_BF16 || t == GRZO_DTYPE_F16 ? 2u : 4u; }
+
+/* IEEE binary32 to bfloat16 / binary16, rounding to nearest even (NaN stays NaN). */
+static uint16_t llm__to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40u);
+    return (uint16_t)((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
+}
+
+static uint16_t llm__to_f16(float f) {
+    uint32_t x, ax;
+    uint16_t sign;
+    memcpy(&x, &f, 4);
+    sign = (uint16_t)((x >> 16) & 0x8000u);
+    ax = x & 0x7FFFFFFFu;
+    if (ax > 0x7F800000u) return (uint16_t)(sign | 0x7E00u);      /* NaN */
+    if (ax >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u);     /* rounds to 65520 or more: infinity */
+    if (ax < 0x38800000u) {                                        /* below 2^-14: a subnormal half */
+        float a;
+        memcpy(&a, &ax, 4);
+        return (uint16_t)(sign | (uint16_t)lrintf(a * 16777216.0f));   /* units of 2^-24, exact scaling */
     }
-    if (s != GRZO_OK) {
-        free(m->layers);
-        m->layers = NULL;
+    return (uint16_t)(sign | (uint16_t)((ax + 0xFFFu + ((ax >> 13) & 1u) - 0x38000000u) >> 13));
+}
+
+/* Upload n host floats to dst converted to dtype, through a bounded host buffer. */
+static grzo_status llm__upload_converted(llm_model *m, const float *src, int64_t n, grzo_dtype dtype, void *dst) {
+    enum { CHUNK = 1 << 20 };
+    uint16_t *buf;
+    int64_t i0, i;
+    if (dtype == GRZO_DTYPE_F32) {
+        grzo_status s = grzo_backend_upload(m->be, dst, src, (size_t)n * sizeof(float));
+        return s == GRZO_OK ? GRZO_OK : llm__fail(m, s, "llm_model_register: cannot upload the weights");
+    }
+    buf = (uint16_t *)malloc((size_t)CHUNK * sizeof(uint16_t));
+    if (!buf) return llm__fail(m, GRZO_ERR_OUT_OF_MEMORY, "llm_model_register: out of host memory");
+    for (i0 = 0; i0 < n; i0 += CHUNK) {
+        int64_t c = n - i0 < CHUNK ? n - i0 : CHUNK;
+        grzo_status s;
+        for (i = 0; i < c; i++) buf[i] = dtype == GRZO_DTYPE_BF16 ? llm__to_bf16(src[i0 + i]) : llm__to_f16(src[i0 + i]);
+        s = grzo_backend_upload(m->be, (uint16_t *)dst + i0, buf, (size_t)c * sizeof(uint16_t));
+        if (s != GRZO_OK) {
+            free(buf);
+            return llm__fail(m, s, "llm_model_register: cannot upload the weights");
+        }
+    }
+    free(buf);
+    return GRZO_OK;
+}
+
+/* Random init of tensor t (block index `index`) through the backend's perturbed_copy:
+   out = zero + 0.02 z, z the Gaussian base noise of (seed, step 0, index). Gains are 1. */
+static grzo_status llm__random_fill(llm_model *m, const llm__tensor *t, uint32_t index, uint64_t seed, void *zero) {
+    grzo_copy_args a;
+    grzo_status s;
+    if (t->kind == GRZO_BLOCK_VECTOR) {
+        float *ones = (float *)malloc((size_t)t->rows * sizeof(float));
+        int64_t i;
+        if (!ones) return llm__fail(m, GRZO_ERR_OUT_OF_MEMORY, "llm_model_register: out of host memory");
+        for (i = 0; i < t->rows; i++) ones[i] = 1.0f;
+        s = llm__upload_converted(m, ones, t->rows, m->dtype, t->data);
+        free(ones);
+        return s;
+    }
+    memset(&a, 0, sizeof a);
+    a.p.data = zero;
+    a.p.kind = t->kind;
+    a.p.dtype = m->dtype;
+    a.p.rows = t->rows;
+    a.p.cols = t->cols;
+    a.base.seed = seed;
+    a.base.block = index;
+    a.base.stream = GRZO_STREAM_BASE;
+    a.base.dist = GRZO_NOISE_GAUSSIAN;
+    a.scale = 0.02f;
+    a.out = t->data;
+    s = m->be->iface->perturbed_copy(m->be->self, &a);
+    if (s != GRZO_OK)
+        return llm__fail(m, s, "llm_model_register: random init of %s failed (%s)", t->name,
+                         m->be->iface->last_error ? m->be->iface->last_error(m->be->self) : "");
+    return GRZO_OK;
+}
+
+static grzo_status llm__alloc_owned(llm_model *m, size_t bytes, void **out) {
+    grzo_status s = grzo_backend_alloc(m->be, bytes, out);
+    if (s != GRZO_OK)
+        return llm__fail(m, s, "llm_model_register: cannot allocate %.1f MiB of %s memory for the weights (%s)",
+                         (double)bytes / 1048576.0, m->be->iface->name, grzo_status_str(s));
+    m->owned[m->n_owned++] = *out;
+    return GRZO_OK;
+}
+
+/* Put every tensor's values where its block will read them: in place (host F32 weights on a
+   host backend) or in a backend buffer of the model, converted or randomly initialized. */
+static grzo_status llm__place_tensors(llm_model *m, llm__tensor *t, int32_t n, int in_place, uint64_t seed) {
+    void *zero = NULL;
+    size_t largest = 0;
+    grzo_status s = GRZO_OK;
+    int32_t i;
+    if (in_place) {
+        for (i = 0; i < n; i++) t[i].data = (void *)t[i].src;
+        return GRZO_OK;
+    }
+    for (i = 0; i < n && s == GRZO_OK; i++) {
+        size_t bytes = (size_t)t[i].rows * (size_t)t[i].cols * llm__dtype_bytes(m->dtype);
+        if (bytes > largest) largest = bytes;
+        s = llm__alloc_owned(m, bytes, &t[i].data);
+        t[i].owned = 1;
+    }
+    if (s == GRZO_OK && seed) s = llm__alloc_owned(m, largest, &zero);   /* the zero source of the random init */
+    if (s == GRZO_OK && (s = m->ops->settle(m->be)) != GRZO_OK) llm__fail(m, s, "llm_model_register: device not ready");
+    for (i = 0; i < n && s == GRZO_OK; i++)
+        s = seed ? llm__random_fill(m, &t[i], (uint32_t)i, seed, zero)
+                 : llm__upload_converted(m, t[i].src, t[i].rows * t[i].cols, m->dtype, t[i].data);
+    if (zero) {   /* the last owned buffer: give it back now */
+        if (s == GRZO_OK && m->be->iface->synchronize) s = m->be->iface->synchronize(m->be->self);
+        grzo_backend_free(m->be, zero);
+        m->n_owned--;
     }
     return s;
 }
 
+static grzo_status llm__check_dtype(llm_model *m, const grzo_backend_caps *caps, grzo_dtype dtype) {
+    if (dtype < GRZO_DTYPE_DEFAULT || dtype >= GRZO_DTYPE_COUNT)
+        return llm__fail(m, GRZO_ERR_INVALID_ARG, "llm_model_register: unknown dtype %d", (int)dtype);
+    if (!(caps->dtypes & (1u << dtype)))
+        return llm__fail(m, GRZO_ERR_UNSUPPORTED, "llm_model_register: backend '%s' does not store %s weights (use f32%s)",
+                         m->be->iface->name, dtype == GRZO_DTYPE_BF16 ? "bf16" : "f16",
+                         caps->device_memory ? "" : ", or a CUDA backend for 16-bit weights");
+    return GRZO_OK;
+}
+
 void llm_model_free(llm_model *m) {
+    int32_t i;
     if (!m) return;
+    for (i = 0; i < m->n_owned; i++) grzo_backend_free(m->be, m->owned[i]);
+    free(m->owned);
     free(m->layers);
+    m->owned = NULL;
+    m->n_owned = 0;
     m->layers = NULL;
+}
+
+grzo_status llm_model_register_ex(grzo_ctx *ctx, llm_model *m, const llm_config *cfg, llm_weights *w,
+                                  const llm_model_desc *desc) {
+    grzo_backend_caps caps;
+    llm__tensor *t = NULL;
+    uint64_t seed = desc ? desc->random_init_seed : 0;
+    grzo_status s;
+    int32_t n = 0, i;
+    if (!m) return GRZO_ERR_INVALID_ARG;
+    memset(m, 0, sizeof *m);
+    if (!ctx || !cfg || (!w && !seed))
+        return llm__fail(m, GRZO_ERR_INVALID_ARG, "llm_model_register: ctx, cfg and w (or a random init seed) are required");
+    if ((s = llm__check_config(m, cfg)) != GRZO_OK) return s;
+    if (w && (s = llm__check_weights(m, cfg, w)) != GRZO_OK) return s;
+    if ((s = llm__query_backend(ctx, m, &m->be, &caps)) != GRZO_OK) return s;
+    m->dtype = desc && desc->dtype != GRZO_DTYPE_DEFAULT ? desc->dtype : GRZO_DTYPE_F32;
+    if ((s = llm__check_dtype(m, &caps, m->dtype)) != GRZO_OK) return s;
+    if ((s = llm__pick_ops(m, m->be, &caps)) != GRZO_OK) return s;
+    m->cfg = *cfg;
+    m->layers = (llm_layer_blocks *)calloc((size_t)cfg->n_layers, sizeof *m->layers);
+    t = (llm__tensor *)malloc(((size_t)cfg->n_layers * 9 + 3) * sizeof *t);
+    m->owned = (void **)malloc(((size_t)cfg->n_layers * 9 + 4) * sizeof *m->owned);
+    if (!m->layers || !t || !m->owned) s = llm__fail(m, GRZO_ERR_OUT_OF_MEMORY, "llm_model_register: out of memory");
+    if (s == GRZO_OK) {
+        int in_place = !caps.device_memory && m->dtype == GRZO_DTYPE_F32 && !seed;
+        n = llm__plan_tensors(m, seed ? NULL : w, t);
+        s = llm__place_tensors(m, t, n, in_place, seed);
+        m->w = in_place ? w : NULL;
+    }
+    for (i = 0; i < n && s == GRZO_OK; i++) {
+        grzo_block_desc d;
+        memset(&d, 0, sizeof d);
+        d.kind = t[i].kind;
+        d.rows = t[i].rows;
+        d.cols = t[i].cols;
+        d.data = t[i].data;
+        d.dtype = m->dtype;
+        d.name = t[i].name;
+        s = grzo_block_add(ctx, &d, t[i].out);
+        if (s != GRZO_OK) llm__grzo_fail(m, ctx, s, t[i].name);
+    }
+    if (s == GRZO_OK && cfg->tied_output) m->output = m->tok_emb;
+    free(t);
+    if (s != GRZO_OK) llm_model_free(m);
+    return s;
+}
+
+grzo_status llm_model_register(grzo_ctx *ctx, llm_model *m, const llm_config *cfg, llm_weights *w) {
+    return llm_model_register_ex(ctx, m, cfg, w, NULL);
+}
+
+/* ---- backends by name ---------------------------------------------------------------------- */
+grzo_status llm_backend_create(const char *device, int32_t n_threads, grzo_backend *out, char *err, size_t errlen) {
+    if (err && errlen) err[0] = '\0';
+    if (!out || !device) {
+        if (err) snprintf(err, errlen, "llm_backend_create: device and out are required");
+        return GRZO_ERR_INVALID_ARG;
+    }
+    if (strcmp(device, "cpu") == 0) {
+        grzo_cpu_desc d;
+        grzo_status s;
+        memset(&d, 0, sizeof d);
+        d.n_threads = n_threads;
+        s = grzo_backend_cpu_create(&d, out);
+        if (s != GRZO_OK && err) snprintf(err, errlen, "cannot create the CPU backend (%s)", grzo_status_str(s));
+        return s;
+    }
+    if (strcmp(device, "cuda") == 0) {
+#ifdef LLM_HAVE_CUDA
+        grzo_status s;
+        if (grzo_cuda_device_count() == 0) {
+            if (err) snprintf(err, errlen, "device cuda: no CUDA device is available (no GPU or no driver)");
+            return GRZO_ERR_BACKEND;
+        }
+        s = grzo_backend_cuda_create(NULL, out);
+        if (s != GRZO_OK && err) snprintf(err, errlen, "device cuda: the CUDA backend failed to start (%s)", grzo_status_str(s));
+        return s;
+#else
+        if (err) snprintf(err, errlen, "device cuda: this build has no CUDA backend (configure with -Dcuda=enabled)");
+        return GRZO_ERR_UNSUPPORTED;
+#endif
+    }
+    if (err) snprintf(err, errlen, "unknown device '%s' (expected cpu or cuda)", device);
+    return GRZO_ERR_INVALID_ARG;
 }
 
 /* ---- state --------------------------------------------------------------------------------- */
 static void llm__state_release(llm_state *st) {
     void **dev[] = {(void **)&st->ids, (void **)&st->x, (void **)&st->xn, (void **)&st->xg, (void **)&st->q,
                     (void **)&st->k, (void **)&st->v, (void **)&st->h1, (void **)&st->h3, (void **)&st->head_in,
-                    (void **)&st->head_tmp, (void **)&st->lp_logits,
+                    (void **)&st->head_tmp, (void **)&st->logits,
                     (void **)&st->cache_k, (void **)&st->cache_v};
     size_t i;
     for (i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (*dev[i]) grzo_backend_free(st->be, *dev[i]);
+    if (st->os) st->ops->destroy(st->os);
     free(st->rope_cos);
     free(st->rope_sin);
-    free(st->attn_scratch);
+    free(st->h_ids);
     free(st->seq_row0);
     free(st->seq_pad);
     free(st->seq_len);
@@ -274,6 +487,7 @@ static void llm__state_release(llm_state *st) {
     free(st->lp_pos);
     free(st->lp_target);
     free(st->lp_val);
+    free(st->gen_logits);
     free(st);
 }
 
@@ -293,8 +507,16 @@ static grzo_status llm__backend_buffer(llm_model *m, llm_state *st, int64_t coun
     grzo_status s;
     if (bytes == 0) return llm__fail(m, GRZO_ERR_INVALID_ARG, "llm_state_create: buffer size overflows");
     s = grzo_backend_alloc(st->be, bytes, out);
-    if (s != GRZO_OK) return llm__fail(m, s, "llm_state_create: cannot allocate %zu bytes of backend memory", bytes);
+    if (s != GRZO_OK)
+        return llm__fail(m, s, "llm: cannot allocate %.1f MiB of %s backend memory (%s)", (double)bytes / 1048576.0,
+                         st->be->iface->name, grzo_status_str(s));
     return GRZO_OK;
+}
+
+/* Fresh backend buffers are ready for the ops' work (see llm_ops.settle). */
+static grzo_status llm__settle(llm_model *m, llm_state *st) {
+    grzo_status s = st->ops->settle(st->be);
+    return s == GRZO_OK ? GRZO_OK : llm__fail(m, s, "llm: the %s device did not settle after an allocation", st->be->iface->name);
 }
 
 /* cos/sin of pos * theta^(-2i/head_dim), computed in double: float angles drift at large positions */
@@ -344,7 +566,7 @@ static grzo_status llm__alloc_activations(llm_model *m, llm_state *st) {
         grzo_status s = llm__backend_buffer(m, st, b[i].count, b[i].width, b[i].elem, b[i].p);
         if (s != GRZO_OK) return s;
     }
-    return GRZO_OK;
+    return llm__settle(m, st);
 }
 
 static grzo_status llm__alloc_host_tables(llm_model *m, llm_state *st) {
@@ -353,8 +575,7 @@ static grzo_status llm__alloc_host_tables(llm_model *m, llm_state *st) {
     size_t rope = llm__bytes(L, c->head_dim / 2, sizeof(float));
     st->rope_cos = (float *)malloc(rope);
     st->rope_sin = (float *)malloc(rope);
-    st->attn_stride = ((int64_t)c->head_dim + LLM_QUERY_BLOCK) * L + (int64_t)LLM_QUERY_BLOCK * c->head_dim;
-    st->attn_scratch = (float *)malloc(llm__bytes(st->n_threads, st->attn_stride, sizeof(float)));
+    st->h_ids = (int32_t *)malloc(llm__bytes(R, 1, sizeof(int32_t)));
     st->seq_row0 = (int64_t *)malloc(llm__bytes(st->cap.max_seqs, 1, sizeof(int64_t)));
     st->seq_pad = (int32_t *)malloc(llm__bytes(st->cap.max_seqs, 1, sizeof(int32_t)));
     st->seq_len = (int32_t *)malloc(llm__bytes(st->cap.max_seqs, 1, sizeof(int32_t)));
@@ -366,14 +587,39 @@ static grzo_status llm__alloc_host_tables(llm_model *m, llm_state *st) {
     st->lp_pos = (int32_t *)malloc(llm__bytes(O, 1, sizeof(int32_t)));
     st->lp_target = (int32_t *)malloc(llm__bytes(O, 1, sizeof(int32_t)));
     st->lp_val = (double *)malloc(llm__bytes(O, 1, sizeof(double)));
-    if (!rope || !st->rope_cos || !st->rope_sin || !st->attn_scratch || !st->seq_row0 || !st->seq_pad || !st->seq_len || !st->row_pos ||
+    if (!rope || !st->rope_cos || !st->rope_sin || !st->h_ids || !st->seq_row0 || !st->seq_pad || !st->seq_len || !st->row_pos ||
         !st->out_row || !st->tok_off || !st->out_off || !st->lp_seqs || !st->lp_pos || !st->lp_target || !st->lp_val)
         return llm__fail(m, GRZO_ERR_OUT_OF_MEMORY, "llm_state_create: out of host memory");
     llm__fill_rope(c, st->cap.max_seq_len, st->rope_cos, st->rope_sin);
     return GRZO_OK;
 }
 
+static grzo_status llm__logits_buffer(llm_model *m, llm_state *st);
+
+static grzo_status llm__create_ops(llm_model *m, llm_state *st, int32_t n_threads) {
+    const llm_config *c = &m->cfg;
+    llm_ops_desc d;
+    char err[256];
+    grzo_status s;
+    memset(&d, 0, sizeof d);
+    d.be = st->be;
+    d.n_threads = n_threads;
+    d.n_heads = c->n_heads;
+    d.n_kv_heads = c->n_kv_heads;
+    d.head_dim = c->head_dim;
+    d.max_rows = st->cap.max_rows;
+    d.max_outputs = st->cap.max_outputs;
+    d.max_seqs = st->cap.max_seqs;
+    d.max_seq_len = st->cap.max_seq_len;
+    d.rope_cos = st->rope_cos;
+    d.rope_sin = st->rope_sin;
+    err[0] = '\0';
+    s = st->ops->create(&d, &st->os, err, sizeof err);
+    return s == GRZO_OK ? GRZO_OK : llm__fail(m, s, "llm_state_create: %s", err);
+}
+
 grzo_status llm_state_create(grzo_ctx *ctx, llm_model *m, const llm_state_desc *desc, llm_state **out) {
+    grzo_backend_caps caps;
     llm_state *st;
     grzo_status s;
     if (out) *out = NULL;
@@ -381,10 +627,18 @@ grzo_status llm_state_create(grzo_ctx *ctx, llm_model *m, const llm_state_desc *
     if (!ctx || !desc || !out || !m->layers) return llm__fail(m, GRZO_ERR_INVALID_ARG, "llm_state_create: ctx, a registered model, desc and out are required");
     st = (llm_state *)calloc(1, sizeof *st);
     if (!st) return llm__fail(m, GRZO_ERR_OUT_OF_MEMORY, "llm_state_create: out of memory");
-    s = llm__query_backend(ctx, m, &st->be, &st->n_threads);
+    s = llm__query_backend(ctx, m, &st->be, &caps);
+    if (s == GRZO_OK && st->be != m->be)
+        s = llm__fail(m, GRZO_ERR_INVALID_ARG, "llm_state_create: ctx is not the context the model was registered with");
+    st->ops = m->ops;
+    st->device = caps.device_memory;
     if (s == GRZO_OK) s = llm__resolve_capacity(m, desc, &st->cap);
     if (s == GRZO_OK) s = llm__alloc_activations(m, st);
     if (s == GRZO_OK) s = llm__alloc_host_tables(m, st);
+    if (s == GRZO_OK) s = llm__create_ops(m, st, caps.n_threads > 0 ? caps.n_threads : 1);
+    /* on a device every forward's logits land in the state's buffer first: allocate it now,
+       not inside the first forward */
+    if (s == GRZO_OK && st->device) s = llm__logits_buffer(m, st);
     st->past = -1;
     if (s != GRZO_OK) {
         if (st->be) llm__state_release(st); else free(st);
@@ -449,10 +703,11 @@ static grzo_status llm__check_batch(llm_model *m, const llm_state *st, const llm
 
 /* Rows of the packed batch: token ids, positions, attention ranges, output rows, and the
    per-segment row offsets of the token rows and of the gathered output rows. */
-static void llm__layout(llm_state *st, const llm_batch *b) {
+static grzo_status llm__layout(llm_model *m, llm_state *st, const llm_batch *b, int64_t n_rows, int64_t n_out) {
+    llm_layout lay;
     int64_t row = 0, out = 0, seg = 0;
     int32_t i, t;
-    st->n_seqs = b->n_seqs;
+    grzo_status s;
     st->tok_off[0] = 0;
     st->out_off[0] = 0;
     for (i = 0; i < b->n_seqs; i++) {
@@ -466,7 +721,7 @@ static void llm__layout(llm_state *st, const llm_batch *b) {
         st->seq_pad[i] = q->n_pad;
         st->seq_len[i] = q->n_tokens;
         for (t = 0; t < q->n_tokens; t++) {
-            st->ids[row + t] = q->tokens[t];
+            st->h_ids[row + t] = q->tokens[t];
             st->row_pos[row + t] = t < q->n_pad ? -1 : t - q->n_pad + (st->past > 0 ? st->past : 0);
         }
         for (t = 0; t < q->n_out; t++) st->out_row[out++] = row + q->out_pos[t];
@@ -476,211 +731,53 @@ static void llm__layout(llm_state *st, const llm_batch *b) {
         st->tok_off[seg + 1] = row;
         st->out_off[seg + 1] = out;
     }
-}
-
-/* ---- host arithmetic between the grzo operations ----------------------------------------------- */
-/* y = x / sqrt(mean(x^2) + eps), row by row (the gain is a grzo_vector afterwards) */
-static void llm__rms_normalize(int nt, const float *x, float *y, int64_t n_rows, int32_t dim, float eps) {
-    int64_t r;
-    int par = n_rows * dim >= LLM_PAR_MIN_WORK;
-    LLM_OMP_FOR
-    for (r = 0; r < n_rows; r++) {
-        const float *xr = x + r * dim;
-        float *yr = y + r * dim, scale;
-        double ss = 0.0;
-        int32_t j;
-        for (j = 0; j < dim; j++) ss += (double)xr[j] * xr[j];
-        scale = (float)(1.0 / sqrt(ss / dim + eps));
-        LLM_SIMD
-        for (j = 0; j < dim; j++) yr[j] = xr[j] * scale;
-    }
-}
-
-/* rotate adjacent pairs (2i, 2i+1) of every head of every non-padding row */
-static void llm__rope(int nt, const llm_state *st, float *t, int64_t n_rows, int32_t n_heads, int32_t head_dim) {
-    int32_t half = head_dim / 2;
-    int64_t r;
-    int par = n_rows * n_heads * head_dim >= LLM_PAR_MIN_WORK;
-    LLM_OMP_FOR
-    for (r = 0; r < n_rows; r++) {
-        int32_t p = st->row_pos[r], h, i;
-        const float *cs, *sn;
-        if (p < 0) continue;
-        cs = st->rope_cos + (size_t)p * half;
-        sn = st->rope_sin + (size_t)p * half;
-        for (h = 0; h < n_heads; h++) {
-            float *v = t + (r * n_heads + h) * head_dim;
-            for (i = 0; i < half; i++) {
-                float a = v[2 * i], b = v[2 * i + 1];
-                v[2 * i] = a * cs[i] - b * sn[i];
-                v[2 * i + 1] = a * sn[i] + b * cs[i];
-            }
-        }
-    }
-}
-
-/* Keys [base, base + n) of kv head g, transposed to kt[d * n + j]: the score loop then runs
-   over contiguous keys, which the compiler vectorizes (a dot product per key would not be:
-   its reduction order is fixed without -ffast-math). */
-static void llm__transpose_keys(const float *k, int64_t base, int32_t n, int32_t kv_stride, int32_t g, int32_t hd,
-                                float *kt) {
-    int32_t j, d;
-    for (j = 0; j < n; j++) {
-        const float *kj = k + (base + j) * kv_stride + (int64_t)g * hd;
-        for (d = 0; d < hd; d++) kt[(size_t)d * n + j] = kj[d];
-    }
-}
-
-/* Where one head's attention reads and writes. Query i (row q_base + i) attends keys
-   0 .. past + i (rows k_base + j of the key and value buffers). */
-typedef struct llm__head_task {
-    float *q;                     /* queries, replaced by the attention output */
-    const float *v;
-    const float *kt;              /* keys transposed: n_keys = past + n_queries columns */
-    int64_t q_base, k_base;
-    int32_t n_queries, past;
-    int32_t q_stride, kv_stride, h, g, hd;
-} llm__head_task;
-
-/* Scores of a block of nb queries against the keys [0, n_keys): S[b][j] = q_b . k_j / sqrt(hd).
-   Each key row kt[d] is read once for the whole block and the loop over keys is long and
-   contiguous (keys past a query's own position are computed and then ignored). */
-static void llm__block_scores(const llm__head_task *t, int32_t i0, int32_t nb, int32_t n_keys, int32_t stride,
-                              float *S, float *qs) {
-    float scale = 1.0f / sqrtf((float)t->hd);
-    int32_t b, j, d, hd = t->hd, kt_cols = t->past + t->n_queries;
-    for (b = 0; b < nb; b++) {
-        const float *qi = t->q + (t->q_base + i0 + b) * t->q_stride + (int64_t)t->h * hd;
-        for (d = 0; d < hd; d++) qs[b * hd + d] = qi[d] * scale;
-        for (j = 0; j < n_keys; j++) S[(size_t)b * stride + j] = 0.0f;
-    }
-    for (d = 0; d < hd; d++) {
-        const float *kd = t->kt + (size_t)d * kt_cols;
-        for (b = 0; b < nb; b++) {
-            float qd = qs[b * hd + d], *Sb = S + (size_t)b * stride;
-            LLM_SIMD
-            for (j = 0; j < n_keys; j++) Sb[j] += qd * kd[j];
-        }
-    }
-}
-
-/* softmax(scores[0..n)) V written over the query row qi */
-static void llm__softmax_values(const llm__head_task *t, float *scores, int32_t n, float *qi) {
-    float mx = -INFINITY, sum = 0.0f, inv;
-    int32_t j, d, hd = t->hd;
-    for (j = 0; j < n; j++)
-        if (scores[j] > mx) mx = scores[j];
-    for (j = 0; j < n; j++) {
-        scores[j] = expf(scores[j] - mx);
-        sum += scores[j];
-    }
-    inv = 1.0f / sum;
-    for (d = 0; d < hd; d++) qi[d] = 0.0f;
-    for (j = 0; j < n; j++) {
-        const float *vj = t->v + (t->k_base + j) * t->kv_stride + (int64_t)t->g * hd;
-        float p = scores[j] * inv;
-        LLM_SIMD
-        for (d = 0; d < hd; d++) qi[d] += p * vj[d];
-    }
-}
-
-static void llm__attend_head(const llm__head_task *t, float *scores, float *qsave, int32_t stride) {
-    int32_t i0, b;
-    for (i0 = 0; i0 < t->n_queries; i0 += LLM_QUERY_BLOCK) {
-        int32_t nb = t->n_queries - i0 < LLM_QUERY_BLOCK ? t->n_queries - i0 : LLM_QUERY_BLOCK;
-        llm__block_scores(t, i0, nb, t->past + i0 + nb, stride, scores, qsave);
-        for (b = 0; b < nb; b++)   /* causal: query i0 + b sees keys up to its own position */
-            llm__softmax_values(t, scores + (size_t)b * stride, t->past + i0 + b + 1,
-                                t->q + (t->q_base + i0 + b) * t->q_stride + (int64_t)t->h * t->hd);
-    }
-}
-
-/* Causal grouped-query attention inside each sequence; the output replaces st->q. One task
-   per (sequence, query head). Padding rows attend to nothing and output 0. Keys and values
-   come from the batch's rows, or (past >= 0, one sequence) from the cache of the layer,
-   where the batch's rows were appended after the past ones. */
-static void llm__attention(const llm_model *m, llm_state *st, const float *keys, const float *values, int32_t past,
-                           int64_t n_rows) {
-    const llm_config *c = &m->cfg;
-    int nt = st->n_threads;
-    int32_t hd = c->head_dim, group = c->n_heads / c->n_kv_heads;
-    int64_t task, n_tasks = (int64_t)st->n_seqs * c->n_heads;
-    int par = n_rows * ((past > 0 ? past : 0) + n_rows / st->n_seqs) * c->n_heads * hd >= LLM_PAR_MIN_WORK;
-    LLM_OMP_FOR_DYNAMIC
-    for (task = 0; task < n_tasks; task++) {
-        int32_t sq = (int32_t)(task / c->n_heads), r;
-        float *kt = st->attn_scratch + (size_t)llm__thread() * (size_t)st->attn_stride;
-        float *scores = kt + (size_t)hd * st->cap.max_seq_len;
-        float *qsave = scores + (size_t)LLM_QUERY_BLOCK * st->cap.max_seq_len;
-        llm__head_task t;
-        t.q = st->q;
-        t.v = values;
-        t.kt = kt;
-        t.h = (int32_t)(task % c->n_heads);
-        t.g = t.h / group;
-        t.hd = hd;
-        t.q_stride = c->n_heads * hd;
-        t.kv_stride = c->n_kv_heads * hd;
-        t.n_queries = st->seq_len[sq] - st->seq_pad[sq];
-        t.q_base = st->seq_row0[sq] + st->seq_pad[sq];
-        t.past = past > 0 ? past : 0;
-        t.k_base = past >= 0 ? 0 : t.q_base;
-        for (r = 0; r < st->seq_pad[sq]; r++)
-            memset(st->q + (st->seq_row0[sq] + r) * t.q_stride + (int64_t)t.h * hd, 0, (size_t)hd * sizeof(float));
-        llm__transpose_keys(keys, t.k_base, t.past + t.n_queries, t.kv_stride, t.g, hd, kt);
-        llm__attend_head(&t, scores, qsave, st->cap.max_seq_len);
-    }
-}
-
-/* Append the batch's keys and values (one sequence) to layer l's cache after `past` rows. */
-static void llm__cache_append(const llm_model *m, llm_state *st, int32_t l, int64_t n_rows, float **k, float **v) {
-    int64_t kv_dim = (int64_t)m->cfg.n_kv_heads * m->cfg.head_dim;
-    size_t layer = (size_t)l * (size_t)st->cap.max_seq_len * (size_t)kv_dim;
-    *k = st->cache_k + layer;
-    *v = st->cache_v + layer;
-    memcpy(*k + (size_t)st->past * kv_dim, st->k, (size_t)(n_rows * kv_dim) * sizeof(float));
-    memcpy(*v + (size_t)st->past * kv_dim, st->v, (size_t)(n_rows * kv_dim) * sizeof(float));
-}
-
-static void llm__add_into(int nt, float *x, const float *y, int64_t n) {
-    int64_t i;
-    int par = n >= LLM_PAR_MIN_WORK;
-    LLM_OMP_FOR
-    for (i = 0; i < n; i++) x[i] += y[i];
-}
-
-/* h1 = silu(h1) * h3 */
-static void llm__swiglu(int nt, float *h1, const float *h3, int64_t n) {
-    int64_t i;
-    int par = n >= LLM_PAR_MIN_WORK / 8;   /* expf makes each element dearer */
-    LLM_OMP_FOR
-    for (i = 0; i < n; i++) {
-        float g = h1[i];
-        h1[i] = g / (1.0f + expf(-g)) * h3[i];
-    }
+    lay.n_seqs = b->n_seqs;
+    lay.n_rows = n_rows;
+    lay.n_out = n_out;
+    lay.ids = st->h_ids;
+    lay.seq_row0 = st->seq_row0;
+    lay.seq_pad = st->seq_pad;
+    lay.seq_len = st->seq_len;
+    lay.row_pos = st->row_pos;
+    lay.out_row = st->out_row;
+    s = st->ops->upload_layout(st->os, &lay, st->ids);
+    return s == GRZO_OK ? GRZO_OK : llm__ops_fail(m, st, s, "upload_layout");
 }
 
 /* ---- the forward ------------------------------------------------------------------------------------ */
+#define LLM_OP(m, st, call, what)                                                  \
+    do {                                                                           \
+        grzo_status s_ = (st)->ops->call;                                          \
+        if (s_ != GRZO_OK) return llm__ops_fail((m), (st), s_, (what));            \
+    } while (0)
+
 static grzo_status llm__attention_block(grzo_ctx *ctx, llm_model *m, llm_state *st, int32_t l, const grzo_rows *rows) {
     const llm_layer_blocks *L = &m->layers[l];
     float *keys = st->k, *values = st->v;
     const llm_config *c = &m->cfg;
     double t0;
     int64_t n = rows->n_rows;
-    int nt = st->n_threads;
-    llm__rms_normalize(nt, st->x, st->xn, n, c->dim, c->norm_eps);
+    llm_ops_state *os = st->os;
+    LLM_OP(m, st, rms_normalize(os, st->x, st->xn, n, c->dim, c->norm_eps), "rms_normalize");
     LLM_RET(llm__gain(ctx, m, st, L->attn_norm, st->xn, st->xg, rows, "llm: attn_norm"));
     LLM_RET(llm__linear(ctx, m, st, L->wq, st->xg, st->q, rows, "llm: attn_q"));
     LLM_RET(llm__linear(ctx, m, st, L->wk, st->xg, st->k, rows, "llm: attn_k"));
     LLM_RET(llm__linear(ctx, m, st, L->wv, st->xg, st->v, rows, "llm: attn_v"));
-    llm__rope(nt, st, st->q, n, c->n_heads, c->head_dim);
-    llm__rope(nt, st, st->k, n, c->n_kv_heads, c->head_dim);
-    if (st->past >= 0) llm__cache_append(m, st, l, n, &keys, &values);
+    LLM_OP(m, st, rope(os, st->q, n, c->n_heads), "rope");
+    LLM_OP(m, st, rope(os, st->k, n, c->n_kv_heads), "rope");
+    if (st->past >= 0) {   /* append this forward's keys and values to layer l's cache, attend to all of it */
+        int64_t kv_dim = (int64_t)c->n_kv_heads * c->head_dim;
+        size_t layer = (size_t)l * (size_t)st->cap.max_seq_len * (size_t)kv_dim;
+        keys = st->cache_k + layer;
+        values = st->cache_v + layer;
+        LLM_OP(m, st, cache_append(os, keys, st->past * kv_dim, st->k, n * kv_dim), "cache_append");
+        LLM_OP(m, st, cache_append(os, values, st->past * kv_dim, st->v, n * kv_dim), "cache_append");
+    }
     t0 = llm__now();
-    llm__attention(m, st, keys, values, st->past, n);
+    LLM_OP(m, st, attention(os, st->q, keys, values, st->past, n), "attention");
     st->prof.attention_s += llm__now() - t0;
     LLM_RET(llm__linear(ctx, m, st, L->wo, st->q, st->xn, rows, "llm: attn_output"));
-    llm__add_into(nt, st->x, st->xn, n * c->dim);
+    LLM_OP(m, st, add_into(os, st->x, st->xn, n * c->dim), "add_into");
     return GRZO_OK;
 }
 
@@ -688,36 +785,33 @@ static grzo_status llm__mlp_block(grzo_ctx *ctx, llm_model *m, llm_state *st, co
                                   const grzo_rows *rows) {
     const llm_config *c = &m->cfg;
     int64_t n = rows->n_rows;
-    int nt = st->n_threads;
-    llm__rms_normalize(nt, st->x, st->xn, n, c->dim, c->norm_eps);
+    llm_ops_state *os = st->os;
+    LLM_OP(m, st, rms_normalize(os, st->x, st->xn, n, c->dim, c->norm_eps), "rms_normalize");
     LLM_RET(llm__gain(ctx, m, st, L->ffn_norm, st->xn, st->xg, rows, "llm: ffn_norm"));
     LLM_RET(llm__linear(ctx, m, st, L->w1, st->xg, st->h1, rows, "llm: ffn_gate"));
     LLM_RET(llm__linear(ctx, m, st, L->w3, st->xg, st->h3, rows, "llm: ffn_up"));
-    llm__swiglu(nt, st->h1, st->h3, n * c->hidden_dim);
+    LLM_OP(m, st, swiglu(os, st->h1, st->h3, n * c->hidden_dim), "swiglu");
     LLM_RET(llm__linear(ctx, m, st, L->w2, st->h1, st->xn, rows, "llm: ffn_down"));
-    llm__add_into(nt, st->x, st->xn, n * c->dim);
+    LLM_OP(m, st, add_into(os, st->x, st->xn, n * c->dim), "add_into");
     return GRZO_OK;
 }
 
 /* Final norm and output head on the requested rows only. */
 static grzo_status llm__head(grzo_ctx *ctx, llm_model *m, llm_state *st, const grzo_rows *out_rows, float *logits) {
     const llm_config *c = &m->cfg;
-    int64_t n = out_rows->n_rows, i;
-    int nt = st->n_threads, par = n * c->dim >= LLM_PAR_MIN_WORK;
-    LLM_OMP_FOR
-    for (i = 0; i < n; i++)
-        memcpy(st->head_tmp + i * c->dim, st->x + st->out_row[i] * c->dim, (size_t)c->dim * sizeof(float));
-    llm__rms_normalize(nt, st->head_tmp, st->head_tmp, n, c->dim, c->norm_eps);
+    LLM_OP(m, st, gather_rows(st->os, st->x, st->head_tmp, c->dim), "gather_rows");
+    LLM_OP(m, st, rms_normalize(st->os, st->head_tmp, st->head_tmp, out_rows->n_rows, c->dim, c->norm_eps), "rms_normalize");
     LLM_RET(llm__gain(ctx, m, st, m->final_norm, st->head_tmp, st->head_in, out_rows, "llm: output_norm"));
     LLM_RET(llm__linear(ctx, m, st, m->output, st->head_in, logits, out_rows, "llm: output"));
     return GRZO_OK;
 }
 
+/* The forward of a checked batch; logits: backend memory (n_out x vocab). */
 static grzo_status llm__forward_rows(grzo_ctx *ctx, llm_model *m, llm_state *st, const llm_batch *batch, int64_t n_rows,
                                      int64_t n_out, float *logits) {
     grzo_rows tok_rows, out_rows;
     int32_t l;
-    llm__layout(st, batch);
+    LLM_RET(llm__layout(m, st, batch, n_rows, n_out));
     tok_rows.n_rows = n_rows;
     tok_rows.offsets = batch->n_segments > 0 ? st->tok_off : NULL;
     out_rows.n_rows = n_out;
@@ -731,14 +825,19 @@ static grzo_status llm__forward_rows(grzo_ctx *ctx, llm_model *m, llm_state *st,
     return llm__head(ctx, m, st, &out_rows, logits);
 }
 
-grzo_status llm_forward(grzo_ctx *ctx, llm_model *m, llm_state *st, const llm_batch *batch, float *logits) {
-    int64_t n_rows = 0, n_out = 0;
+/* The state's logits buffer (backend memory, max_outputs x vocab), allocated on first use. */
+static grzo_status llm__logits_buffer(llm_model *m, llm_state *st) {
+    grzo_status s;
+    if (st->logits) return GRZO_OK;
+    s = llm__backend_buffer(m, st, st->cap.max_outputs, m->cfg.vocab_size, sizeof(float), (void **)&st->logits);
+    return s == GRZO_OK ? llm__settle(m, st) : s;
+}
+
+/* Run and time a checked batch outside the cache; logits in backend memory. */
+static grzo_status llm__run(grzo_ctx *ctx, llm_model *m, llm_state *st, const llm_batch *batch, int64_t n_rows,
+                            int64_t n_out, float *logits) {
     double t0;
     grzo_status s;
-    if (!m) return GRZO_ERR_INVALID_ARG;
-    if (!ctx || !st || !batch || !m->layers) return llm__fail(m, GRZO_ERR_INVALID_ARG, "llm_forward: ctx, a registered model, state and batch are required");
-    if ((s = llm__check_batch(m, st, batch, &n_rows, &n_out)) != GRZO_OK) return s;
-    if (n_out > 0 && !logits) return llm__fail(m, GRZO_ERR_INVALID_ARG, "llm_forward: logits is NULL");
     if (n_rows == 0) return GRZO_OK;
     t0 = llm__now();
     st->past = -1;
@@ -747,6 +846,21 @@ grzo_status llm_forward(grzo_ctx *ctx, llm_model *m, llm_state *st, const llm_ba
     st->prof.n_forward++;
     st->prof.n_rows += n_rows;
     return s;
+}
+
+grzo_status llm_forward(grzo_ctx *ctx, llm_model *m, llm_state *st, const llm_batch *batch, float *logits) {
+    int64_t n_rows = 0, n_out = 0;
+    grzo_status s;
+    if (!m) return GRZO_ERR_INVALID_ARG;
+    if (!ctx || !st || !batch || !m->layers) return llm__fail(m, GRZO_ERR_INVALID_ARG, "llm_forward: ctx, a registered model, state and batch are required");
+    if ((s = llm__check_batch(m, st, batch, &n_rows, &n_out)) != GRZO_OK) return s;
+    if (n_out > 0 && !logits) return llm__fail(m, GRZO_ERR_INVALID_ARG, "llm_forward: logits is NULL");
+    if (!st->device) return llm__run(ctx, m, st, batch, n_rows, n_out, logits);   /* host memory: straight into logits */
+    /* device memory: the head writes the state's buffer, then the logits come down */
+    if ((s = llm__logits_buffer(m, st)) != GRZO_OK) return s;
+    if ((s = llm__run(ctx, m, st, batch, n_rows, n_out, st->logits)) != GRZO_OK || n_rows == 0 || n_out == 0) return s;
+    s = grzo_backend_download(st->be, logits, st->logits, (size_t)n_out * (size_t)m->cfg.vocab_size * sizeof(float));
+    return s == GRZO_OK ? GRZO_OK : llm__fail(m, s, "llm_forward: cannot download the logits");
 }
 
 void llm_state_profile(const llm_state *st, llm_profile *out) {
@@ -800,28 +914,22 @@ static grzo_status llm__scoring_batch(llm_model *m, llm_state *st, const llm_bat
 grzo_status llm_sequence_logprob(grzo_ctx *ctx, llm_model *m, llm_state *st, const llm_batch *batch,
                                  const int32_t *n_context, double *sum_out, double *mean_out) {
     llm_batch sb;
-    int64_t n_out = 0, o, V;
+    int64_t n_rows = 0, n_out = 0, o;
     int32_t i, t;
-    int nt, par;
     grzo_status s;
     if (!m) return GRZO_ERR_INVALID_ARG;
     if (!ctx || !st || !batch || !n_context || (batch->n_seqs > 0 && !batch->seqs))
         return llm__fail(m, GRZO_ERR_INVALID_ARG, "llm_sequence_logprob: ctx, state, batch and n_context are required");
-    if (!st->lp_logits) {
-        s = llm__backend_buffer(m, st, st->cap.max_outputs, m->cfg.vocab_size, sizeof(float), (void **)&st->lp_logits);
-        if (s != GRZO_OK) return s;
-    }
+    if ((s = llm__logits_buffer(m, st)) != GRZO_OK) return s;
     if ((s = llm__scoring_batch(m, st, batch, n_context, &sb)) != GRZO_OK) return s;
-    if ((s = llm_forward(ctx, m, st, &sb, st->lp_logits)) != GRZO_OK) return s;
-    for (i = 0; i < sb.n_seqs; i++) n_out += sb.seqs[i].n_out;
+    if ((s = llm__check_batch(m, st, &sb, &n_rows, &n_out)) != GRZO_OK) return s;
+    if ((s = llm__run(ctx, m, st, &sb, n_rows, n_out, st->logits)) != GRZO_OK) return s;
     /* the token scored by output o is the one after its position */
     for (i = 0, o = 0; i < sb.n_seqs; i++)
         for (t = 0; t < sb.seqs[i].n_out; t++, o++) st->lp_target[o] = sb.seqs[i].tokens[sb.seqs[i].out_pos[t] + 1];
-    nt = st->n_threads;
-    V = m->cfg.vocab_size;
-    par = n_out > 1;
-    LLM_OMP_FOR
-    for (o = 0; o < n_out; o++) st->lp_val[o] = llm_log_softmax_at(st->lp_logits + o * V, (int32_t)V, st->lp_target[o]);
+    /* log softmax at the target, reduced where the logits are: only n_out values reach the host */
+    if (n_out > 0)
+        LLM_OP(m, st, token_logprob(st->os, st->logits, m->cfg.vocab_size, st->lp_target, n_out, st->lp_val), "token_logprob");
     for (i = 0, o = 0; i < sb.n_seqs; i++) {
         double sum = 0.0;
         for (t = 0; t < sb.seqs[i].n_out; t++) sum += st->lp_val[o++];
@@ -878,17 +986,36 @@ static grzo_status llm__forward_cached(grzo_ctx *ctx, llm_model *m, llm_state *s
 static grzo_status llm__generate_buffers(llm_model *m, llm_state *st) {
     int64_t cache = (int64_t)m->cfg.n_layers * st->cap.max_seq_len;
     grzo_status s = GRZO_OK;
-    if (!st->lp_logits) s = llm__backend_buffer(m, st, st->cap.max_outputs, m->cfg.vocab_size, sizeof(float), (void **)&st->lp_logits);
-    if (s == GRZO_OK && !st->cache_k)
+    if (!st->cache_k)
         s = llm__backend_buffer(m, st, cache, (int64_t)m->cfg.n_kv_heads * m->cfg.head_dim, sizeof(float), (void **)&st->cache_k);
     if (s == GRZO_OK && !st->cache_v)
         s = llm__backend_buffer(m, st, cache, (int64_t)m->cfg.n_kv_heads * m->cfg.head_dim, sizeof(float), (void **)&st->cache_v);
+    if (s == GRZO_OK) s = llm__settle(m, st);
+    if (s == GRZO_OK) s = llm__logits_buffer(m, st);
+    if (s == GRZO_OK && st->device && !st->gen_logits) {
+        st->gen_logits = (float *)malloc((size_t)m->cfg.vocab_size * sizeof(float));
+        if (!st->gen_logits) s = llm__fail(m, GRZO_ERR_OUT_OF_MEMORY, "llm_generate: out of host memory");
+    }
     return s;
+}
+
+/* Forward tokens[0..n) after `past` cached positions; the logits of the last one, on the host. */
+static grzo_status llm__next_logits(grzo_ctx *ctx, llm_model *m, llm_state *st, const int32_t *tokens, int32_t n,
+                                    int32_t past, const float **logits) {
+    grzo_status s = llm__forward_cached(ctx, m, st, tokens, n, past, st->logits);
+    if (s != GRZO_OK) return s;
+    *logits = st->logits;
+    if (!st->device) return GRZO_OK;
+    s = grzo_backend_download(st->be, st->gen_logits, st->logits, (size_t)m->cfg.vocab_size * sizeof(float));
+    if (s != GRZO_OK) return llm__fail(m, s, "llm_generate: cannot download the logits");
+    *logits = st->gen_logits;
+    return GRZO_OK;
 }
 
 grzo_status llm_generate(grzo_ctx *ctx, llm_model *m, llm_state *st, int32_t *tokens, int32_t n_prompt,
                          const llm_generate_desc *desc, int32_t *n_total) {
     int32_t pos, V;
+    const float *logits = NULL;
     grzo_status s;
     if (!m) return GRZO_ERR_INVALID_ARG;
     if (n_total) *n_total = n_prompt;
@@ -901,18 +1028,18 @@ grzo_status llm_generate(grzo_ctx *ctx, llm_model *m, llm_state *st, int32_t *to
     if ((s = llm__generate_buffers(m, st)) != GRZO_OK) return s;
     V = m->cfg.vocab_size;
     /* the prompt in one forward, then one row per new token against the cache */
-    if ((s = llm__forward_cached(ctx, m, st, tokens, n_prompt, 0, st->lp_logits)) != GRZO_OK) return s;
+    if ((s = llm__next_logits(ctx, m, st, tokens, n_prompt, 0, &logits)) != GRZO_OK) return s;
     for (pos = n_prompt - 1; pos < desc->steps; pos++) {
         int32_t next = desc->temperature == 0.0f
-                           ? llm__argmax(st->lp_logits, V)
-                           : llm__sample(st->lp_logits, V, desc->temperature,
+                           ? llm__argmax(logits, V)
+                           : llm__sample(logits, V, desc->temperature,
                                          grzo_uniform_at(desc->seed, (uint32_t)pos, GRZO_USER_BLOCK, 0, 0));
         if (next == desc->stop[0] || next == desc->stop[1]) break;
         tokens[pos + 1] = next;
         if (n_total) *n_total = pos + 2;
         if (desc->on_token && desc->on_token(tokens[pos], next, desc->user_data)) break;
         if (pos + 1 < desc->steps &&
-            (s = llm__forward_cached(ctx, m, st, tokens + pos + 1, 1, pos + 1, st->lp_logits)) != GRZO_OK)
+            (s = llm__next_logits(ctx, m, st, tokens + pos + 1, 1, pos + 1, &logits)) != GRZO_OK)
             return s;
     }
     return GRZO_OK;

@@ -33,9 +33,12 @@
 
    Memory: an llm_state owns every scratch buffer, sized once for the largest batch it will
    see; a forward allocates nothing (grzo and its backend allocate their own per-step
-   transients). The attention, RMSNorm, RoPE and SwiGLU arithmetic runs on the host
-   between grzo's operations, so the backend must keep its memory host-addressable
-   (grzo_backend_caps.device_memory == 0: the ref and CPU backends).
+   transients). The attention, RMSNorm, RoPE, SwiGLU, residual, head-gather and
+   log-softmax arithmetic between grzo's operations runs through an op table (ops.h) that
+   follows the backend: host loops on host memory (ref, cpu), CUDA kernels on the CUDA
+   backend's stream, where the activations stay in device memory for the whole forward
+   and only logits (llm_forward) or one log-probability per scored token
+   (llm_sequence_logprob) cross to the host.
 
    One training step (any estimator), one sequence per example copy:
        grzo_step_begin(ctx, B, &si);
@@ -74,21 +77,50 @@ typedef struct llm_layer_blocks {
     grzo_block attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3;
 } llm_layer_blocks;
 
+struct llm_ops;
+
 typedef struct llm_model {
     llm_config cfg;
-    llm_weights *w;               /* not owned; the blocks point into it */
+    llm_weights *w;               /* not owned; the blocks point into it (host F32 weights on a host
+                                     backend); NULL when the weights were copied into backend memory */
     grzo_block tok_emb;           /* EMBEDDING */
     grzo_block output;            /* MATRIX, or == tok_emb when cfg.tied_output */
     grzo_block final_norm;        /* VECTOR */
     llm_layer_blocks *layers;     /* n_layers; owned (llm_model_free) */
+    const grzo_backend *be;       /* the context's backend */
+    const struct llm_ops *ops;    /* the non-perturbed ops for that backend (ops.h) */
+    grzo_dtype dtype;             /* storage type of the weights */
+    void **owned;                 /* backend buffers holding the weights when they are not w's (n_owned) */
+    int32_t n_owned;
     char err[320];
 } llm_model;
 
+/* Where and how the weights are stored. */
+typedef struct llm_model_desc {
+    grzo_dtype dtype;             /* weight storage in backend memory: GRZO_DTYPE_F32 (0), BF16, F16 */
+    uint64_t random_init_seed;    /* nonzero: weights generated in backend memory from grzo's counter RNG
+                                     (matrices/embedding N(0, 0.02^2), norm gains 1); w may then be NULL */
+} llm_model_desc;
+
 /* Check cfg, add every weight of w to ctx as a grzo block (names as above) and fill m.
-   Call before the first step. w must outlive m and ctx. */
+   Call before the first step. On a host-memory backend with F32 weights the blocks point
+   into w, which must outlive m and ctx; otherwise (a device-memory backend, a 16-bit
+   dtype, random init) the weights are copied, converted to desc->dtype, into backend
+   memory owned by m (llm_model_free releases it) and w is not used afterwards. A dtype
+   the backend does not store (grzo_backend_caps.dtypes) is GRZO_ERR_UNSUPPORTED. The
+   forward's non-perturbed ops follow the backend: host loops for host memory, CUDA
+   kernels on the backend's stream for the "cuda" backend (a build with LLM_HAVE_CUDA).
+   desc NULL: F32, weights from w. */
+grzo_status llm_model_register_ex(grzo_ctx *ctx, llm_model *m, const llm_config *cfg, llm_weights *w,
+                                  const llm_model_desc *desc);
 grzo_status llm_model_register(grzo_ctx *ctx, llm_model *m, const llm_config *cfg, llm_weights *w);
-void llm_model_free(llm_model *m);          /* frees m->layers only (not the weights) */
+void llm_model_free(llm_model *m);          /* frees m->layers and the weights m owns (not w's) */
 const char *llm_model_error(const llm_model *m);
+
+/* A backend for a device name: "cpu" (n_threads: 0 = all cores) or "cuda" (device 0).
+   On failure err gets one line: unknown device, a build without the CUDA backend, no CUDA
+   device, or the CUDA backend failed to start. */
+grzo_status llm_backend_create(const char *device, int32_t n_threads, grzo_backend *out, char *err, size_t errlen);
 
 /* One sequence of a batch. */
 typedef struct llm_seq {

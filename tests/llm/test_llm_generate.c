@@ -3,36 +3,13 @@
    usage: test_llm_generate DATA_DIR      (holding stories260K.bin and tok512.bin)
 
    llama2.c's own test (test_all.py) runs `run stories260K.bin -z tok512.bin -t 0.0 -n 200`
-   and expects the text below; this test runs the same decoding through llm_generate (the
+   and expects the text of llama2c_reference.h; this test runs the same decoding through llm_generate (the
    grzo forward, plain: outside any step) and compares all of it. Then one forward over the
    whole generated text, packed after another sequence with every position requested,
    must predict each next token again (argmax), so batched scoring agrees with decoding.
    Exit 0 pass, 1 fail, 77 skip (files missing). */
-#include <ctype.h>
-
 #include "llm_test_util.h"
-
-static const char expected[] =
-    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a "
-    "big, red ball. She wanted to play with it, but it was too high.\nLily's mom said, \"Lily, let's go to the park.\" "
-    "Lily was sad and didn't know what to do. She said, \"I want to play with your ball, but I can't find it.\"\nLily "
-    "was sad and didn't know what to do. She said, \"I'm sorry, Lily. I didn't know what to do.\"\nLily didn't want to "
-    "help her mom, so she";
-
-typedef struct text { char buf[8192]; size_t n; const llm_tokenizer *tok; } text;
-
-/* append like llama2.c's safe_printf: lone unprintable bytes are dropped */
-static int collect(int32_t prev, int32_t token, void *user) {
-    text *t = (text *)user;
-    const char *piece = llm_token_text(t->tok, prev, token);
-    size_t k = strlen(piece);
-    if (k == 1 && !isprint((unsigned char)piece[0]) && !isspace((unsigned char)piece[0])) return 0;
-    if (t->n + k >= sizeof t->buf) return 1;
-    memcpy(t->buf + t->n, piece, k);
-    t->n += k;
-    t->buf[t->n] = '\0';
-    return 0;
-}
+#include "llama2c_reference.h"
 
 static int32_t argmax(const float *x, int32_t n) {
     int32_t i, b = 0;
@@ -133,11 +110,11 @@ int main(int argc, char **argv) {
     out.tok = tok;
     tokens[0] = llm_tokenizer_bos(tok);
     TU_OK(&m, llm_generate(ctx, &m, st, tokens, 1, &g, &n_total));
-    while (same < out.n && same < sizeof expected - 1 && out.buf[same] == expected[same]) same++;
+    while (same < out.n && same < sizeof llama2c_expected - 1 && out.buf[same] == llama2c_expected[same]) same++;
     printf("generated %d tokens:\n%s\n", n_total - 1, out.buf);
-    printf("matches llama2.c's reference for %zu of its %zu bytes\n", same, sizeof expected - 1);
+    printf("matches llama2.c's reference for %zu of its %zu bytes\n", same, sizeof llama2c_expected - 1);
     TU_CHECK(same >= 91, "the first sentence pair differs from llama2.c");
-    TU_CHECK(out.n == sizeof expected - 1 && same == out.n, "the text differs from llama2.c's after byte %zu", same);
+    TU_CHECK(out.n == sizeof llama2c_expected - 1 && same == out.n, "the text differs from llama2.c's after byte %zu", same);
     llm_state_free(st);
     check_teacher_forcing(ctx, &m, tokens, n_total);
     llm_model_free(&m);
