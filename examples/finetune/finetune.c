@@ -40,7 +40,6 @@
 #include <unistd.h>
 
 #include "grzo.h"
-#include "backends/grzo_cpu.h"
 #include "llm.h"
 #include "model.h"
 #include "tasks.h"
@@ -56,7 +55,7 @@ typedef enum opt_id {
     OPT_MODEL, OPT_TOKENIZER, OPT_TASK, OPT_DATA, OPT_ESTIMATOR,
     OPT_LR, OPT_SIGMA, OPT_BATCH, OPT_STEPS, OPT_WARMUP, OPT_EVAL_EVERY, OPT_SAVE_EVERY, OPT_SEED,
     OPT_THREADS, OPT_MAX_LEN, OPT_FZOO_PROBES, OPT_N_TRAIN, OPT_N_DEV, OPT_N_TEST,
-    OPT_CHECKPOINT, OPT_LOG, OPT_OUT, OPT_COUNT
+    OPT_DEVICE, OPT_DTYPE, OPT_CHECKPOINT, OPT_LOG, OPT_OUT, OPT_COUNT
 } opt_id;
 
 typedef enum opt_kind { KIND_PATH, KIND_TEXT, KIND_INT, KIND_FLOAT, KIND_SEED } opt_kind;
@@ -89,6 +88,8 @@ static const opt_def OPTS[OPT_COUNT] = {
     {"--n-train", "n_train", KIND_INT, 0, 1000000000, 0},
     {"--n-dev", "n_dev", KIND_INT, 0, 1000000000, 0},
     {"--n-test", "n_test", KIND_INT, 0, 1000000000, 0},
+    {"--device", "device", KIND_TEXT, 0, 0, 1},   /* recorded: like --threads, it changes the sums' order */
+    {"--dtype", "dtype", KIND_TEXT, 0, 0, 0},     /* the weights' storage: part of what the run is */
     {"--checkpoint", "checkpoint", KIND_PATH, 0, 0, 1},
     {"--log", "log", KIND_PATH, 0, 0, 1},
     {"--out", NULL, KIND_PATH, 0, 0, 1},
@@ -112,6 +113,7 @@ static void usage(FILE *f) {
         "  --estimator grzo|mezo|fzoo|canonical|shared   (default grzo)\n"
         "  --lr LR (1e-5)  --sigma S (1e-3)  --batch B (16)  --steps N (100)  --warmup N (0)\n"
         "  --eval-every N (0: only before and after)  --seed S (0)  --threads N (all cores)\n"
+        "  --device cpu|cuda (cpu)  --dtype f32|bf16|f16 (f32; 16-bit weights need --device cuda)\n"
         "  --checkpoint PATH (default OUT/checkpoint.grzo)  --log PATH (OUT/log.jsonl)\n"
         "  --save-every N (write the checkpoint every N steps; 0, the default: every 10 minutes;\n"
         "                 always at the end and on Ctrl-C; a failed save stops the run)\n"
@@ -146,6 +148,19 @@ static const char *estimator_name(grzo_estimator e) {
     }
 }
 
+/* "f32", "bf16", "f16" -> the storage type; out may be NULL (a check only) */
+static int parse_dtype(const char *s, grzo_dtype *out) {
+    static const struct { const char *name; grzo_dtype t; } map[] = {
+        {"f32", GRZO_DTYPE_F32}, {"bf16", GRZO_DTYPE_BF16}, {"f16", GRZO_DTYPE_F16}};
+    size_t i;
+    for (i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(s, map[i].name)) {
+            if (out) *out = map[i].t;
+            return 0;
+        }
+    return -1;
+}
+
 /* One option's value into o (strictly: the whole text, in range); err gets one line. */
 static int set_option(options *o, opt_id id, const char *v, char *err, size_t errlen) {
     static const cli_range positive = {0.0, 10.0, 1, 0};
@@ -157,6 +172,14 @@ static int set_option(options *o, opt_id id, const char *v, char *err, size_t er
     case KIND_TEXT:
         if (id == OPT_ESTIMATOR && parse_estimator(v, &o->estimator)) {
             snprintf(err, errlen, "--estimator: expected grzo, mezo, fzoo, canonical or shared, got '%.64s'", v);
+            return -1;
+        }
+        if (id == OPT_DEVICE && strcmp(v, "cpu") && strcmp(v, "cuda")) {
+            snprintf(err, errlen, "--device: expected cpu or cuda, got '%.64s'", v);
+            return -1;
+        }
+        if (id == OPT_DTYPE && parse_dtype(v, NULL)) {
+            snprintf(err, errlen, "--dtype: expected f32, bf16 or f16, got '%.64s'", v);
             return -1;
         }
         if (id == OPT_TASK) {
@@ -181,6 +204,8 @@ static void default_options(options *o) {
     o->num[OPT_BATCH] = 16; o->num[OPT_STEPS] = 100; o->num[OPT_FZOO_PROBES] = 8;
     o->num[OPT_N_TRAIN] = o->num[OPT_N_DEV] = o->num[OPT_N_TEST] = -1;   /* the task's defaults */
     o->str[OPT_OUT] = "finetune-out";
+    o->str[OPT_DEVICE] = "cpu";
+    o->str[OPT_DTYPE] = "f32";
 }
 
 static int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
@@ -207,6 +232,10 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
 static int check_required(const options *o, char *err, size_t errlen) {
     if (!o->str[OPT_MODEL] || !o->str[OPT_TASK] || !o->str[OPT_DATA]) {
         snprintf(err, errlen, "--model, --task and --data are required (see --help)");
+        return -1;
+    }
+    if (strcmp(o->str[OPT_DTYPE], "f32") != 0 && strcmp(o->str[OPT_DEVICE], "cuda") != 0) {
+        snprintf(err, errlen, "--dtype %s needs --device cuda (the CPU backend stores f32)", o->str[OPT_DTYPE]);
         return -1;
     }
     return 0;
@@ -935,20 +964,20 @@ static int load_everything(run *r, char *err, size_t errlen) {
 }
 
 static int setup_optimizer(run *r, char *err, size_t errlen) {
-    grzo_cpu_desc cd;
     grzo_desc d;
+    llm_model_desc md;
     llm_state_desc sd;
     int32_t max_total = r->train.max_total, max_len = r->train.max_len;
     int64_t copies = 2 * r->o.num[OPT_BATCH];
     grzo_status s;
-    memset(&cd, 0, sizeof cd);
-    cd.n_threads = (int32_t)r->o.num[OPT_THREADS];
     memset(&d, 0, sizeof d);
     d.backend = &r->be; d.estimator = r->o.estimator; d.seed = r->o.seed; d.lr = r->o.real[OPT_LR]; d.sigma = r->o.real[OPT_SIGMA];
     d.warmup_steps = r->o.num[OPT_WARMUP]; d.fzoo_probes = (int32_t)r->o.num[OPT_FZOO_PROBES];
-    if (grzo_backend_cpu_create(&cd, &r->be) != GRZO_OK) { snprintf(err, errlen, "cannot create the CPU backend"); return -1; }
+    if (llm_backend_create(r->o.str[OPT_DEVICE], (int32_t)r->o.num[OPT_THREADS], &r->be, err, errlen) != GRZO_OK) return -1;
     if ((s = grzo_create(&d, &r->ctx)) != GRZO_OK) { snprintf(err, errlen, "grzo_create: %s", grzo_status_str(s)); return -1; }
-    if (llm_model_register(r->ctx, &r->model, &r->cfg, &r->w) != GRZO_OK) {
+    memset(&md, 0, sizeof md);
+    parse_dtype(r->o.str[OPT_DTYPE], &md.dtype);
+    if (llm_model_register_ex(r->ctx, &r->model, &r->cfg, &r->w, &md) != GRZO_OK) {
         snprintf(err, errlen, "%s", llm_model_error(&r->model));
         return -1;
     }

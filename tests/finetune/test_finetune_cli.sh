@@ -45,6 +45,9 @@ case_options() {
     run 2 "${common[@]}" --estimator foo --out o; one_line "--estimator foo"
     run 2 "${common[@]}" --steps; one_line "--steps without a value"
     run 2 "${common[@]}" --bogus 1; one_line "--bogus"
+    run 2 "${common[@]}" --device gpu --out o; one_line "--device gpu"
+    run 2 "${common[@]}" --dtype bf16 --out o; one_line "--dtype bf16 on the CPU"
+    grep -q "needs --device cuda" err.txt || fail "--dtype bf16 on the CPU: $(cat err.txt)"
     [ -z "$(ls -A | grep -v -x -e err.txt -e out.txt)" ] || fail "bad command lines left files: $(ls -A | tr '\n' ' ')"
     echo "ok: bad values refused with one line each, nothing written"
 }
@@ -175,7 +178,12 @@ case_paths() {
     run 1 "${common[@]}" --model "$work/no-such-model.bin" --out e1; one_line "bad model"
     run 1 "${common[@]}" --data "$work/no-such-data" --out e2; one_line "bad data"
     run 1 "${common[@]}" --tokenizer "$data/stories260K.bin" --out e3
-    [ ! -e e1 ] && [ ! -e e2 ] && [ ! -e e3 ] || fail "an early failure left its output folder"
+    # without a GPU (or a CUDA build) --device cuda fails before anything is written
+    if [ "${GRZO_TEST_HAVE_GPU:-0}" != 1 ]; then
+        run 1 "${common[@]}" --device cuda --out e4
+        tail -1 err.txt | grep -q "^grzo-finetune: .*cuda" || fail "--device cuda without a GPU: $(cat err.txt)"
+    fi
+    [ ! -e e1 ] && [ ! -e e2 ] && [ ! -e e3 ] && [ ! -e e4 ] || fail "an early failure left its output folder"
     echo "ok: long paths kept whole, directories refused and kept, errors say why, early failures leave nothing"
 }
 
