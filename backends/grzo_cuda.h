@@ -36,12 +36,13 @@
        (Rademacher) and so are r, s, so U16 = U and XH (.) s is a sign flip of XH. Rounded:
        XH = rn16(x), |XH_k - x_k| <= u |x_k| with u = 2^-9 (bf16) or 2^-12 (f16), and the fp32
        accumulation of K products, <= K 2^-24 sum_k |x_k|. So per output j
-           |sigma P_j - sigma (Z x)_j| <= sigma (u + K 2^-24) ||x||_1          (worst case)
+           |sigma P_j - sigma (Z x)_j| <= sigma (u + K 2^-24) sum_k |Z_jk x_k|  (worst case;
+                                              = ||x||_1 for Rademacher U)
        and, the rounding errors of x being independent of U's signs, its rms is
            ~ sigma u ||x||_2 / sqrt(3)   against   rms(sigma (Z x)_j) = sigma ||x||_2,
        i.e. the perturbation is computed to ~2^-9/sqrt(3) = 1.1e-3 relative in bf16 (f16:
        1.4e-4), far below sigma |Z x| itself. Gaussian U adds its own rounding, U16 = rn16(U):
-       the bound doubles (u -> 2u), and the update, which regenerates U in fp32, moves along a
+       u doubles (u -> 2u, to first order), and the update, which regenerates U in fp32, moves along a
        direction that differs from the perturbation's by at most u relative per element.
        tests/test_cuda.c measures this against an fp64 CPU reference. The TF32 form (fp32
        weights in fast math) has u = 2^-11 (TF32 keeps 10 mantissa bits, rounded to nearest).
