@@ -245,6 +245,16 @@ grzo_status llm_model_register(grzo_ctx *ctx, llm_model *m, const llm_config *cf
     return s;
 }
 
+/* ==== TEMPORARY (g2 worktree): replaced by the device-forward branch's llm_model_register_ex
+   at the merge; until then device weights and random initialisation are not available. ==== */
+grzo_status llm_model_register_ex(grzo_ctx *ctx, llm_model *m, const llm_config *cfg, llm_weights *w,
+                                  const llm_model_desc *desc) {
+    (void)ctx; (void)cfg; (void)w; (void)desc;
+    if (m) snprintf(m->err, sizeof m->err, "llm_model_register_ex: not in this build (replaced by the device-forward branch)");
+    return GRZO_ERR_UNSUPPORTED;
+}
+/* ==== end of TEMPORARY ==== */
+
 void llm_model_free(llm_model *m) {
     if (!m) return;
     free(m->layers);

@@ -88,6 +88,16 @@ typedef struct llm_model {
    Call before the first step. w must outlive m and ctx. */
 grzo_status llm_model_register(grzo_ctx *ctx, llm_model *m, const llm_config *cfg, llm_weights *w);
 void llm_model_free(llm_model *m);          /* frees m->layers only (not the weights) */
+
+/* ==== TEMPORARY (g2 worktree): the device-forward branch's API, declared here so that
+   bench/bench_gpu.c compiles before that branch is merged; dropped at the merge. ==== */
+typedef struct llm_model_desc {
+    grzo_dtype dtype;             /* weight storage in backend memory: GRZO_DTYPE_F32 (0), BF16, F16 */
+    uint64_t random_init_seed;    /* nonzero: weights generated in backend memory from grzo's counter RNG; w may be NULL */
+} llm_model_desc;
+grzo_status llm_model_register_ex(grzo_ctx *ctx, llm_model *m, const llm_config *cfg, llm_weights *w,
+                                  const llm_model_desc *desc);
+/* ==== end of TEMPORARY ==== */
 const char *llm_model_error(const llm_model *m);
 
 /* One sequence of a batch. */
