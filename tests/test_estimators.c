@@ -1040,6 +1040,14 @@ static int64_t count_not_restored(const one *o, const float *theta0, double sigm
     return bad;
 }
 
+/* a backend whose synchronize fails on its n-th call (grzo_pass_end calls it once per pass) */
+static int sync_fail_countdown;
+static grzo_status sync_fails_once(void *self)
+{
+    (void)self;
+    return (sync_fail_countdown > 0 && --sync_fail_countdown == 0) ? GRZO_ERR_BACKEND : GRZO_OK;
+}
+
 /* A NaN loss in either pass, a failed forward, or grzo_step_abort between the passes writes the
    parameters back (within rounding, not bitwise: see grzo.h section 3), applies no update, and
    leaves the step counter; during a pass the parameters really are theta +- sigma z. */
@@ -1061,6 +1069,7 @@ static void test_mezo_inplace_restore(void)
         ip_loss l = { NULL, 0, -1 };
         l.q = q;
         l.nan_at = nan_calls[k];
+        memcpy(theta0, o.theta, sizeof theta0);
         CHECK_ST(one_step(&o, B, ip_quad_loss, 1.0, &l, NULL, NULL), GRZO_ERR_NONFINITE);
         CHECK(grzo_get_step(o.ctx) == 0);
         bad = count_not_restored(&o, theta0, sigma);
@@ -1072,6 +1081,7 @@ static void test_mezo_inplace_restore(void)
         grzo_pass_info pi;
         float losses[B] = { 1, 2, 3, 4 };
         int64_t off = 0;
+        memcpy(theta0, o.theta, sizeof theta0);
         REQUIRE_OK(grzo_step_begin(o.ctx, B, &si));
         REQUIRE_OK(grzo_pass_begin(o.ctx, &pi));
         for (i = 0; i < o.D; i++)
@@ -1087,6 +1097,24 @@ static void test_mezo_inplace_restore(void)
         bad = count_not_restored(&o, theta0, sigma);
         CHECKF(bad == 0, "abort between passes: %lld weights not restored within rounding", (long long)bad);
         CHECK(grzo_get_step(o.ctx) == 0);
+    }
+    /* a failure the backend reports only at the pass's end (an asynchronous backend's error
+       flag): grzo_pass_end abandons the step, and the parameters come back */
+    {
+        grzo_backend_i failing = *o.be.iface;
+        const grzo_backend_i *orig = o.be.iface;
+        ip_loss l = { NULL, 0, -1 };
+        l.q = q;
+        memcpy(theta0, o.theta, sizeof theta0);   /* each abandoned step rounds anew: compare with just before */
+        failing.synchronize = sync_fails_once;
+        o.be.iface = &failing;   /* the context holds &o.be */
+        sync_fail_countdown = 2;  /* pass 0's synchronize passes, pass 1's fails */
+        CHECK_ST(one_step(&o, B, ip_quad_loss, 1.0, &l, NULL, NULL), GRZO_ERR_BACKEND);
+        CHECKF(strstr(grzo_last_error(o.ctx), "grzo_pass_end") != NULL, "error names grzo_pass_end: %s", grzo_last_error(o.ctx));
+        o.be.iface = orig;
+        CHECK(grzo_get_step(o.ctx) == 0);
+        bad = count_not_restored(&o, theta0, sigma);
+        CHECKF(bad == 0, "backend failure at pass end: %lld weights not restored within rounding", (long long)bad);
     }
     /* and training goes on normally afterwards */
     {
