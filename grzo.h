@@ -377,7 +377,9 @@ typedef struct grzo_backend_i {
     grzo_status (*embedding)(void *self, const grzo_embedding_args *a);
     grzo_status (*update)(void *self, const grzo_update_args *a);
     grzo_status (*perturbed_copy)(void *self, const grzo_copy_args *a);
-    grzo_status (*synchronize)(void *self);          /* optional: NULL = synchronous */
+    grzo_status (*synchronize)(void *self);          /* optional: NULL = synchronous; grzo_pass_end
+                                                        calls it once per pass, so an asynchronous
+                                                        backend reports its operations' errors there */
     const char *(*last_error)(void *self);           /* optional: detail of the last failure */
 } grzo_backend_i;
 

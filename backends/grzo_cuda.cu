@@ -468,6 +468,16 @@ static grzo_status grzo__cu_wait(grzo__cuda *cu, const char *what) {
     return GRZO_OK;
 }
 
+/* The perturbation of an operation, or NULL when it changes nothing (sigma 0, no segments,
+   or every sign 0, e.g. FZOO's clean pass: no perturbation product to compute). */
+static const grzo_perturb *grzo__cu_active(const grzo_perturb *pt) {
+    int64_t c;
+    if (!pt || pt->sigma == 0.0f || pt->n_segments <= 0) return NULL;
+    for (c = 0; c < pt->n_segments; c++)
+        if (pt->sign[c] != 0) return pt;
+    return NULL;
+}
+
 /* ---- backend entries --------------------------------------------------------------------------- */
 static grzo_status grzo__cu_query(void *self, grzo_backend_caps *out) {
     (void)self;
@@ -563,7 +573,7 @@ static grzo_status grzo__cu_linear_fast16(grzo__cuda *cu, const grzo_linear_args
 
 static grzo_status grzo__cu_linear(void *self, const grzo_linear_args *a) {
     grzo__cuda *cu = (grzo__cuda *)self;
-    const grzo_perturb *pt = a->perturb && a->perturb->sigma != 0.0f && a->perturb->n_segments > 0 ? a->perturb : NULL;
+    const grzo_perturb *pt = grzo__cu_active(a->perturb);
     int64_t d_out = a->w.rows, d_in = a->w.cols, N = a->n_rows, B = pt ? pt->n_examples : 0, j0, chunk;
     int flip = pt && pt->flipout;
     /* two products (plain + perturbation) for flipout, and in fast math for shared Z too:
