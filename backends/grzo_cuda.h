@@ -31,22 +31,24 @@
        rounded to the weight's type per GEMM (XH = rn(X)). fp32 weights use TF32 tensor ops.
        Every perturbed linear takes the two-product form Y = X W^T + sigma ((X (.) s) U^T) (.) r
        (shared Z: r = s = 1), so sigma U is never added to W in a low-precision operand
-       (that would round sigma U at W's scale: bf16(W + sigma U) errs by up to 2^-9 |W|, 4 % of
+       (that would round sigma U at W's scale: bf16(W + sigma U) errs by up to 2^-8 |W|, 8 % of
        sigma for |W| = 0.02, sigma = 1e-3).
      The perturbation's own rounding in fast math with 16-bit weights. Exact: U is +-1
        (Rademacher) and so are r, s, so U16 = U and XH (.) s is a sign flip of XH. Rounded:
-       XH = rn16(x), |XH_k - x_k| <= u |x_k| with u = 2^-9 (bf16) or 2^-12 (f16), and the fp32
+       XH = rn16(x), |XH_k - x_k| <= u |x_k| with the unit roundoff u = 2^-8 (bf16: 8 significant
+       bits) or 2^-11 (f16), and the fp32
        accumulation of K products, <= K 2^-24 sum_k |x_k|. So per output j
            |sigma P_j - sigma (Z x)_j| <= sigma (u + K 2^-24) sum_k |Z_jk x_k|  (worst case;
                                               = ||x||_1 for Rademacher U)
        and, the rounding errors of x being independent of U's signs, its rms is
            ~ sigma u ||x||_2 / sqrt(3)   against   rms(sigma (Z x)_j) = sigma ||x||_2,
-       i.e. the perturbation is computed to ~2^-9/sqrt(3) = 1.1e-3 relative in bf16 (f16:
-       1.4e-4), far below sigma |Z x| itself. Gaussian U adds its own rounding, U16 = rn16(U):
+       (an upper estimate: round-to-nearest errors are uniform, rms <= u/sqrt(3) relative), i.e.
+       the perturbation is computed to <= 2.3e-3 relative rms in bf16 (f16: 2.8e-4), far below
+       sigma |Z x| itself. Gaussian U adds its own rounding, U16 = rn16(U):
        u doubles (u -> 2u, to first order), and the update, which regenerates U in fp32, moves along a
        direction that differs from the perturbation's by at most u relative per element.
        tests/test_cuda.c measures this against an fp64 CPU reference. The TF32 form (fp32
-       weights in fast math) has u = 2^-11 (TF32 keeps 10 mantissa bits, rounded to nearest).
+       weights in fast math) has u = 2^-11 (TF32 keeps 10 stored mantissa bits).
      Updates of 16-bit parameters keep stochastic rounding in both modes.
 
    SYNCHRONIZATION
