@@ -114,7 +114,8 @@
      grzo_status_str() names it and grzo_last_error(ctx) explains the last failure.
      Bad input changes nothing. A pass whose losses are not all finite returns
      GRZO_ERR_NONFINITE, abandons the step and leaves every parameter bitwise unchanged
-     (and the step counter too); in-place MeZO restores them within rounding (section 3). grzo never aborts or exits and has no mutable globals.
+     (and the step counter too); in-place MeZO restores them within rounding (section 3).
+     grzo never aborts or exits and has no mutable globals.
      Memory: parameters and activations live in backend memory (grzo_backend_alloc); per
      step grzo allocates only the losses and coefficients (O(B) floats), and a backend
      allocates per operation the sign vectors (B (d_out + d_in) floats) and a transient
@@ -1370,7 +1371,10 @@ GRZO__DEF grzo_status grzo_step_abort(grzo_ctx *ctx) {
     if (ctx->state == GRZO__IDLE) return GRZO_OK;
     ctx->state = GRZO__IDLE;
     s = grzo__inplace_restore(ctx);
-    if (s != GRZO_OK) return grzo__backend_fail(ctx, s, "grzo_step_abort: restoring in-place MeZO's parameters (they are lost)");
+    if (s != GRZO_OK) {
+        grzo__clear_touched(ctx);
+        return grzo__backend_fail(ctx, s, "grzo_step_abort: restoring in-place MeZO's parameters (they are lost)");
+    }
     s = grzo__clear_touched(ctx);
     return s == GRZO_OK ? GRZO_OK : grzo__backend_fail(ctx, s, "grzo_step_abort");
 }
