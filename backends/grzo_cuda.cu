@@ -451,6 +451,7 @@ static grzo_status grzo__cu_gemm_nt16(grzo__cuda *cu, int dtype, int64_t N, int6
 
 static int64_t grzo__cu_chunk_rows(const grzo__cuda *cu, int64_t rows, int64_t per_row_bytes) {
     int64_t c = (int64_t)(cu->transient / (size_t)per_row_bytes);
+    if (c >= 128) c -= c % 64;   /* GEMM-friendly widths (tensor-core tiles, aligned leading dimensions) */
     if (c < 1) c = 1;
     return c < rows ? c : rows;
 }
