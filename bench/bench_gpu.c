@@ -24,7 +24,8 @@
    sequence; achieved TFLOP/s against the H100 SXM bf16 dense peak (989 TFLOP/s).
 
    Output: the two tables (time, memory) per shape on stdout, and OUTDIR/bench_gpu.md and
-   OUTDIR/bench_gpu.csv (written to .tmp files and renamed: never half-written).
+   OUTDIR/bench_gpu.csv, rewritten after each shape (.tmp files renamed: never half-written;
+   a run stopped by a time limit keeps the shapes it finished).
 
    usage: bench_gpu [--out DIR] [--model SMOLLM2.gguf] [--shapes smollm2,llama8b] [--steps 20]
                     [--warmup 3] [--batch 16] [--seq-len 256] [--dtype bf16|f16|f32]
@@ -138,37 +139,50 @@ typedef struct result {
     int steps;
 } result;
 
+typedef struct text { char *s; size_t len, cap; } text;
+
 typedef struct report {
-    char *md;
-    size_t len, cap;
-    FILE *csv;
+    text md, csv;
+    const char *dir;
 } report;
+
+static void text_vappend(text *t, const char *fmt, va_list ap) {
+    va_list aq;
+    int n;
+    va_copy(aq, ap);
+    n = vsnprintf(NULL, 0, fmt, aq);
+    va_end(aq);
+    if (n < 0) return;
+    if (t->len + (size_t)n + 1 > t->cap) {
+        size_t cap = (t->cap + (size_t)n + 1) * 2;
+        char *m = (char *)realloc(t->s, cap);
+        if (!m) return;
+        t->s = m;
+        t->cap = cap;
+    }
+    vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
+    t->len += (size_t)n;
+}
 
 #if defined(__GNUC__)
 static void md_printf(report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void csv_printf(report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #endif
-/* to stdout and to the markdown buffer */
+/* to stdout and to the markdown */
 static void md_printf(report *r, const char *fmt, ...) {
     va_list ap;
-    int n;
     va_start(ap, fmt);
     vprintf(fmt, ap);
     va_end(ap);
     va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
+    text_vappend(&r->md, fmt, ap);
     va_end(ap);
-    if (n < 0) return;
-    if (r->len + (size_t)n + 1 > r->cap) {
-        size_t cap = (r->cap + (size_t)n + 1) * 2;
-        char *m = (char *)realloc(r->md, cap);
-        if (!m) return;
-        r->md = m;
-        r->cap = cap;
-    }
+}
+static void csv_printf(report *r, const char *fmt, ...) {
+    va_list ap;
     va_start(ap, fmt);
-    vsnprintf(r->md + r->len, r->cap - r->len, fmt, ap);
+    text_vappend(&r->csv, fmt, ap);
     va_end(ap);
-    r->len += (size_t)n;
 }
 
 static void report_shape(report *r, const shape *sh, const result *res, double peak_tflops, const char *dtype) {
@@ -203,55 +217,58 @@ static void report_shape(report *r, const shape *sh, const result *res, double p
                   res[W_GRZO].total_ms / res[W_MEZO_INPLACE].total_ms,
                   fl->ok ? 100.0 * ((double)res[W_GRZO].peak - (double)fl->peak) / (double)fl->peak : NAN, res[W_GRZO].total_ms,
                   res[W_GRZO].flops / (res[W_GRZO].total_ms * 1e-3) * 1e-12);
-    if (r->csv)
-        for (w = 0; w < N_WORKLOADS; w++) {
-            const result *x = &res[w];
-            fprintf(r->csv, "%s,%s,%s,%d,%.4f,%.4f,%.4f,%.6g,%.4f,%zu,%lld,%.4f,%zu,%d\n", sh->name, dtype, workload_keys[w], x->ok,
-                    x->fwd_ms, x->upd_ms, x->total_ms, x->flops, x->ok ? x->flops / (x->total_ms * 1e-3) * 1e-12 : 0.0, x->peak,
-                    (long long)((long long)x->peak - (long long)fl->peak),
-                    fl->ok && fl->peak ? 100.0 * ((double)x->peak - (double)fl->peak) / (double)fl->peak : 0.0, x->dev_used,
-                    x->steps);
-        }
+    for (w = 0; w < N_WORKLOADS; w++) {
+        const result *x = &res[w];
+        csv_printf(r, "%s,%s,%s,%d,%.4f,%.4f,%.4f,%.6g,%.4f,%zu,%lld,%.4f,%zu,%d\n", sh->name, dtype, workload_keys[w], x->ok,
+                x->fwd_ms, x->upd_ms, x->total_ms, x->flops, x->ok ? x->flops / (x->total_ms * 1e-3) * 1e-12 : 0.0, x->peak,
+                (long long)((long long)x->peak - (long long)fl->peak),
+                fl->ok && fl->peak ? 100.0 * ((double)x->peak - (double)fl->peak) / (double)fl->peak : 0.0, x->dev_used,
+                x->steps);
+    }
 }
 
 static const char CSV_HEADER[] = "shape,dtype,workload,ok,forward_ms,update_ms,total_ms,model_flops,tflops,peak_bytes,"
                                  "over_floor_bytes,over_floor_pct,device_used_bytes,steps\n";
 
-static int report_open(report *r, const char *dir, char *csv_tmp, size_t cap) {
+static int report_open(report *r, const char *dir) {
     memset(r, 0, sizeof *r);
+    r->dir = dir;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "bench_gpu: cannot create %s: %s\n", dir, strerror(errno));
         return 1;
     }
-    snprintf(csv_tmp, cap, "%s/bench_gpu.csv.tmp", dir);
-    if (!(r->csv = fopen(csv_tmp, "w"))) {
-        fprintf(stderr, "bench_gpu: cannot write %s: %s\n", csv_tmp, strerror(errno));
-        return 1;
-    }
-    fputs(CSV_HEADER, r->csv);
+    csv_printf(r, "%s", CSV_HEADER);
     return 0;
 }
 
-/* Write the markdown, then rename both files into place. */
-static int report_close(report *r, const char *dir, const char *csv_tmp, int keep) {
-    char md_tmp[1100], md[1100], csv[1100];
+static int write_file(const char *dir, const char *name, const text *t) {
+    char tmp[1100], path[1100];
     FILE *f;
-    int bad = 0;
-    snprintf(md_tmp, sizeof md_tmp, "%s/bench_gpu.md.tmp", dir);
-    snprintf(md, sizeof md, "%s/bench_gpu.md", dir);
-    snprintf(csv, sizeof csv, "%s/bench_gpu.csv", dir);
-    if (r->csv && fclose(r->csv) != 0) bad = 1;
-    r->csv = NULL;
-    if (keep && !bad) {
-        if (!(f = fopen(md_tmp, "w")) || fwrite(r->md ? r->md : "", 1, r->len, f) != r->len) bad = 1;
-        if (f && fclose(f) != 0) bad = 1;
-        if (!bad && (rename(csv_tmp, csv) != 0 || rename(md_tmp, md) != 0)) bad = 1;
-    }
-    if (!keep || bad) { remove(csv_tmp); remove(md_tmp); }
-    free(r->md);
-    r->md = NULL;
-    if (bad) fprintf(stderr, "bench_gpu: could not write the report into %s\n", dir);
+    int bad;
+    snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (!(f = fopen(tmp, "w"))) return 1;
+    bad = fwrite(t->s ? t->s : "", 1, t->len, f) != t->len;
+    if (fclose(f) != 0) bad = 1;
+    if (!bad && rename(tmp, path) != 0) bad = 1;
+    if (bad) remove(tmp);
     return bad;
+}
+
+/* Write (or rewrite) both files from what is reported so far: called after each shape, so a
+   run stopped by a time limit keeps the shapes it finished. Never half-written: .tmp + rename. */
+static int report_flush(report *r) {
+    if (write_file(r->dir, "bench_gpu.csv", &r->csv) || write_file(r->dir, "bench_gpu.md", &r->md)) {
+        fprintf(stderr, "bench_gpu: could not write the report into %s\n", r->dir);
+        return 1;
+    }
+    return 0;
+}
+
+static void report_free(report *r) {
+    free(r->md.s);
+    free(r->csv.s);
+    memset(r, 0, sizeof *r);
 }
 
 /* ---- the workload -------------------------------------------------------------------------------- */
@@ -544,13 +561,14 @@ static int self_test(void) {
         res[w].dev_used = res[w].peak + 500000000;
         res[w].steps = 20;
     }
-    if (report_open(&r, dir, path, sizeof path) != 0) return 1;
+    if (report_open(&r, dir) != 0) return 1;
     report_shape(&r, &s3, res, H100_BF16_PEAK_TFLOPS, "bf16");
-    ST(r.md && strstr(r.md, "peak device memory") && strstr(r.md, "GRZO step / in-place MeZO step: 0.667x"),
+    ST(r.md.s && strstr(r.md.s, "peak device memory") && strstr(r.md.s, "GRZO step / in-place MeZO step: 0.667x"),
        "markdown lacks the tables or the ratio");
-    ST(r.md && strstr(r.md, "| GRZO | 16.0 | 4.0 | 20.0 | 2.00x |"), "time row of GRZO");
-    ST(r.md && strstr(r.md, "| GRZO | 1.005 | +0.005 | +0.50 % | 1.505 | 0.500 |"), "memory row of GRZO");
-    report_close(&r, dir, path, 1);
+    ST(r.md.s && strstr(r.md.s, "| GRZO | 16.0 | 4.0 | 20.0 | 2.00x |"), "time row of GRZO");
+    ST(r.md.s && strstr(r.md.s, "| GRZO | 1.005 | +0.005 | +0.50 % | 1.505 | 0.500 |"), "memory row of GRZO");
+    ST(report_flush(&r) == 0, "report_flush");
+    report_free(&r);
     snprintf(path, sizeof path, "%s/bench_gpu.csv", dir);
     f = fopen(path, "r");
     ST(f != NULL, "no %s", path);
@@ -625,7 +643,7 @@ int main(int argc, char **argv) {
     report r;
     shape shapes[3];
     int n_shapes = 0, si, w, rc = 0, i;
-    char csv_tmp[1100], err[512];
+    char err[512];
     llm_config mcfg;
     llm_weights mw;
     struct cudaDeviceProp prop;
@@ -651,7 +669,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_gpu: %s\n", err);
         return 1;
     }
-    if (report_open(&r, o.out, csv_tmp, sizeof csv_tmp) != 0) { llm_weights_free(&mw); return 1; }
+    if (report_open(&r, o.out) != 0) { llm_weights_free(&mw); return 1; }
     cudaGetDeviceProperties(&prop, 0);
     md_printf(&r, "## grzo %s bench_gpu\n\ncommand:", grzo_version());
     for (i = 0; i < argc; i++) md_printf(&r, " %s", argv[i]);
@@ -679,10 +697,11 @@ int main(int argc, char **argv) {
             if (!res[w].ok) rc = 1;
         }
         report_shape(&r, &b.sh, res, H100_BF16_PEAK_TFLOPS, dtype_name(o.dtype));
+        if (report_flush(&r) != 0) rc = 1;
         for (i = 0; i < b.B; i++) { free(b.ex[i].tokens[0]); free(b.ex[i].tokens[1]); }
     }
-    if (report_close(&r, o.out, csv_tmp, 1) != 0) rc = 1;
-    else printf("\nwrote %s/bench_gpu.md and %s/bench_gpu.csv\n", o.out, o.out);
+    printf("\nwrote %s/bench_gpu.md and %s/bench_gpu.csv\n", o.out, o.out);
+    report_free(&r);
     llm_weights_free(&mw);
     return rc;
 }
