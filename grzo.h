@@ -71,6 +71,8 @@
                                g = (mean l+ - mean l-)/(2 sigma); theta -= lr (g z + wd theta)
      FZOO             (N+1)xB  one clean pass (l_0) and N one-sided probes theta + sigma u_j;
                                c_j = (l_j - l_0)/(N std_j(l_j)); theta -= lr sum_j c_j u_j
+     MEZO_INPLACE     2 x B    MeZO's update, with the perturbation written into the
+                               parameters (MeZO's memory-optimal form, see below)
      Base noise U: Rademacher (default) or Gaussian (desc.noise). Signs r_i, s_i are always
      Rademacher. Vector blocks (gains, biases) have only r_i: Z_i = U (.) r_i. Embedding
      blocks use the row index as d_out and are row-sparse: only rows gathered during the
@@ -84,16 +86,36 @@
      takes the same guard. Both are counted in the report.
      MeZO and FZOO perturb through the same operations as GRZO (a transient per-layer
      perturbed weight), so parameters are written once per step, by the update, and the
-     +sigma/-2sigma/+sigma restore drift of in-place MeZO does not occur. (MeZO's in-place
-     form, which needs no transient at all, is not provided.) Embedding blocks are
-     row-sparse for every estimator, MeZO included (MeZO's own code perturbs all rows).
+     +sigma/-2sigma/+sigma restore drift of in-place MeZO does not occur. Embedding blocks
+     are row-sparse for every estimator, MeZO included (MeZO's own code perturbs all rows).
+     In-place MeZO (MEZO_INPLACE) is MeZO's own memory-optimal form, for comparing memory
+     against MeZO at its true optimum: grzo_pass_begin writes theta += sigma z (pass 0) and
+     theta -= 2 sigma z (pass 1) into every block through the backend's update entry, the
+     operations inside its passes run plain (no transient perturbed weight at all), and
+     grzo_step_end writes theta += sigma z back before MeZO's update (touched embedding rows
+     only, weight decay as MeZO). z is regenerated from the seed each time. Contract:
+     - the update equals MEZO's up to rounding: the "-" pass sees fl(fl(theta + sigma z)
+       - 2 sigma z) instead of fl(theta - sigma z), a difference of one rounding per weight;
+     - restore is not bitwise: each shift rounds (fp32: round to nearest; 16-bit blocks on
+       a device: stochastic rounding with independent bits per shift, streams 4..6), so a
+       weight can drift by a few ulps per step (tests/test_estimators.c measures fp32,
+       tests/test_cuda.c bf16). Weights whose perturbation is exact (|theta| and sigma on
+       compatible binades) come back bitwise;
+     - a non-finite loss, a failed forward or grzo_step_abort restores the parameters by the
+       opposite shift: every weight returns to within that rounding of its value before the
+       step (not bitwise), the step counter does not advance and no update is applied;
+     - the parameters are perturbed between grzo_pass_begin and grzo_step_end/abort: do not
+       checkpoint or evaluate then; grzo_perturbed_params returns the current (perturbed)
+       values. Embeddings are perturbed in every row (the rows a pass will read are unknown
+       before it runs), so a pass costs two full sweeps over the parameters.
 
    4. ERRORS, MEMORY, THREADS, DETERMINISM
      Every public function returns grzo_status (GRZO_OK = 0, errors < 0);
      grzo_status_str() names it and grzo_last_error(ctx) explains the last failure.
      Bad input changes nothing. A pass whose losses are not all finite returns
      GRZO_ERR_NONFINITE, abandons the step and leaves every parameter bitwise unchanged
-     (and the step counter too). grzo never aborts or exits and has no mutable globals.
+     (and the step counter too); in-place MeZO restores them within rounding (section 3).
+     grzo never aborts or exits and has no mutable globals.
      Memory: parameters and activations live in backend memory (grzo_backend_alloc); per
      step grzo allocates only the losses and coefficients (O(B) floats), and a backend
      allocates per operation the sign vectors (B (d_out + d_in) floats) and a transient
@@ -174,6 +196,7 @@ typedef enum grzo_estimator {
     GRZO_ESTIMATOR_SHARED,
     GRZO_ESTIMATOR_MEZO,
     GRZO_ESTIMATOR_FZOO,
+    GRZO_ESTIMATOR_MEZO_INPLACE, /* MeZO's memory-optimal form: parameters perturbed in place */
     GRZO_ESTIMATOR_COUNT
 } grzo_estimator;
 
@@ -232,7 +255,8 @@ typedef struct grzo_logger {
    step, block), group = index / 128 for Rademacher (one bit per element) and index / 4
    for Gaussian (Box-Muller on two 32-bit uniforms, computed in double with explicitly
    fused operations so that every IEEE-754 platform, CPU or GPU, gets the same bits).
-   Streams used by grzo: 0 = base U, 1 = r signs, 2 = s signs, 16 + j = FZOO probe j.
+   Streams used by grzo: 0 = base U, 1 = r signs, 2 = s signs, 3 = stochastic rounding of
+   16-bit updates, 4..6 = the same for in-place MeZO's three shifts, 16 + j = FZOO probe j.
    Block id 0xFFFFFFFF is never a grzo block: use it for your own streams (data order). */
 typedef struct grzo_noise {   /* block = registration index (grzo_block.id - 1) */
     uint64_t seed;
@@ -245,6 +269,8 @@ typedef struct grzo_noise {   /* block = registration index (grzo_block.id - 1) 
 #define GRZO_STREAM_BASE 0u
 #define GRZO_STREAM_SIGN_R 1u
 #define GRZO_STREAM_SIGN_S 2u
+#define GRZO_STREAM_ROUND 3u           /* stochastic-rounding bits of the update */
+#define GRZO_STREAM_ROUND_INPLACE 4u   /* 4, 5, 6: in-place MeZO's +sigma, -2 sigma, restore */
 #define GRZO_STREAM_FZOO0 16u
 #define GRZO_USER_BLOCK 0xFFFFFFFFu
 #define GRZO_MAX_INDEX ((uint64_t)1 << 48)   /* elements per (block, stream) */
@@ -307,7 +333,10 @@ typedef struct grzo_embedding_args {  /* y[n x d] = E[ids[n]] (+ perturbation) *
 /* theta -= sum_e coeff[e] * Z_e + decay * theta, Z_e as in grzo_perturb (flipout: one
    Z per example; otherwise the single Z = U, i.e. theta -= (sum coeff) U + decay theta).
    Embedding with touched != NULL: only rows with touched[row] != 0 (the bytes are left
-   as they are; the core clears them). decay applies to the rows updated. */
+   as they are; the core clears them). decay applies to the rows updated. A backend that
+   stores 16-bit blocks rounds the result stochastically with bits from counter-RNG
+   stream round_stream of (seed, step, block) (0 = GRZO_STREAM_ROUND), so that distinct
+   updates of one step (in-place MeZO's shifts) draw independent rounding bits. */
 typedef struct grzo_update_args {
     grzo_param p;
     grzo_noise base;
@@ -316,6 +345,7 @@ typedef struct grzo_update_args {
     const float *coeff;               /* host, n_examples */
     float decay;
     uint8_t *touched;                 /* embeddings only; NULL = every row */
+    uint32_t round_stream;            /* stochastic-rounding stream; 0 = GRZO_STREAM_ROUND */
 } grzo_update_args;
 
 /* out = theta + sign * sigma * Z_example (the whole block, materialized: ask/tell only) */
@@ -348,7 +378,9 @@ typedef struct grzo_backend_i {
     grzo_status (*embedding)(void *self, const grzo_embedding_args *a);
     grzo_status (*update)(void *self, const grzo_update_args *a);
     grzo_status (*perturbed_copy)(void *self, const grzo_copy_args *a);
-    grzo_status (*synchronize)(void *self);          /* optional: NULL = synchronous */
+    grzo_status (*synchronize)(void *self);          /* optional: NULL = synchronous; grzo_pass_end
+                                                        calls it once per pass, so an asynchronous
+                                                        backend reports its operations' errors there */
     const char *(*last_error)(void *self);           /* optional: detail of the last failure */
 } grzo_backend_i;
 
@@ -404,7 +436,7 @@ typedef struct grzo_step_info {
 
 typedef struct grzo_pass_info {
     int32_t index;                    /* 0 .. n_passes-1 */
-    int32_t n_copies;                 /* 2 (GRZO family) or 1 (MeZO, FZOO) */
+    int32_t n_copies;                 /* 2 (GRZO family) or 1 (MeZO, FZOO, in-place MeZO) */
     int64_t n_segments;               /* n_copies * B: one loss per segment */
     const int64_t *example;           /* which example each segment reads (n_segments) */
     const int8_t *sign;               /* its perturbation sign: +1, -1, or 0 (clean) */
@@ -970,6 +1002,7 @@ struct grzo_ctx {
     int state;
     int64_t B;
     int32_t n_passes, copies, pass;
+    int32_t inplace_shift;       /* in-place MeZO: sigma z multiple now written into theta */
     float *losses;               /* n_passes * copies * B */
     int64_t *seg_example;        /* copies * B, for the current pass */
     int8_t *seg_sign;
@@ -1084,9 +1117,12 @@ static void grzo__free_step_buffers(grzo_ctx *ctx) {
     ctx->cap_segs = ctx->cap_losses = ctx->cap_coeff = 0;
 }
 
+static grzo_status grzo__inplace_restore(grzo_ctx *ctx);
+
 GRZO__DEF void grzo_destroy(grzo_ctx *ctx) {
     uint32_t i;
     if (!ctx) return;
+    grzo__inplace_restore(ctx);   /* destroyed mid-step: leave the parameters as they were */
     for (i = 0; i < ctx->n_blocks; i++) grzo_backend_free(ctx->desc.backend, ctx->blocks[i].touched);
     grzo__free(ctx, ctx->blocks);
     grzo__free_step_buffers(ctx);
@@ -1174,13 +1210,17 @@ GRZO__DEF grzo_status grzo_block_param(const grzo_ctx *ctx, grzo_block b, grzo_p
 static int grzo__is_grzo_family(grzo_estimator e) {
     return e == GRZO_ESTIMATOR_GRZO || e == GRZO_ESTIMATOR_CANONICAL || e == GRZO_ESTIMATOR_SHARED;
 }
+static int grzo__is_mezo(grzo_estimator e) {
+    return e == GRZO_ESTIMATOR_MEZO || e == GRZO_ESTIMATOR_MEZO_INPLACE;
+}
+static int grzo__inplace(const grzo_ctx *ctx) { return ctx->desc.estimator == GRZO_ESTIMATOR_MEZO_INPLACE; }
 static int grzo__flipout(const grzo_ctx *ctx) {
     return ctx->desc.estimator == GRZO_ESTIMATOR_GRZO || ctx->desc.estimator == GRZO_ESTIMATOR_CANONICAL;
 }
 
 static void grzo__plan(const grzo_desc *d, int32_t *n_passes, int32_t *copies) {
     if (grzo__is_grzo_family(d->estimator)) { *n_passes = 1; *copies = 2; }
-    else if (d->estimator == GRZO_ESTIMATOR_MEZO) { *n_passes = 2; *copies = 1; }
+    else if (grzo__is_mezo(d->estimator)) { *n_passes = 2; *copies = 1; }
     else { *n_passes = d->fzoo_probes + 1; *copies = 1; }
 }
 
@@ -1190,7 +1230,7 @@ static void grzo__pass_layout(grzo_ctx *ctx) {
     for (c = 0; c < n; c++) {
         ctx->seg_example[c] = c % ctx->B;
         if (grzo__is_grzo_family(ctx->desc.estimator)) ctx->seg_sign[c] = c < ctx->B ? 1 : -1;
-        else if (ctx->desc.estimator == GRZO_ESTIMATOR_MEZO) ctx->seg_sign[c] = ctx->pass == 0 ? 1 : -1;
+        else if (grzo__is_mezo(ctx->desc.estimator)) ctx->seg_sign[c] = ctx->pass == 0 ? 1 : -1;
         else ctx->seg_sign[c] = ctx->pass == 0 ? 0 : 1;           /* FZOO: clean, then probes */
     }
 }
@@ -1239,6 +1279,39 @@ static grzo_status grzo__ensure_step_buffers(grzo_ctx *ctx, int64_t B) {
     return GRZO_OK;
 }
 
+/* In-place MeZO: theta += k sigma z in every block and every row, z the step's U regenerated
+   from the seed, through the backend's update entry (theta -= coeff U with coeff = -k sigma,
+   exact since k is +-1 or -2). round_stream keeps the 16-bit rounding bits of the three
+   shifts of a step independent. Stops at the first failure: earlier blocks stay shifted. */
+static grzo_status grzo__inplace_shift(grzo_ctx *ctx, int32_t k, uint32_t round_stream) {
+    const grzo_backend *be = ctx->desc.backend;
+    float coeff = -(float)k * ctx->desc.sigma;
+    uint32_t i;
+    for (i = 0; i < ctx->n_blocks; i++) {
+        grzo_update_args u;
+        grzo_status s;
+        memset(&u, 0, sizeof u);
+        u.p = ctx->blocks[i].p;
+        u.base = grzo__base_noise(ctx, i, 0);
+        u.n_examples = 1;
+        u.coeff = &coeff;
+        u.round_stream = round_stream;
+        s = be->iface->update(be->self, &u);
+        if (s != GRZO_OK) return s;
+    }
+    ctx->inplace_shift += k;
+    return GRZO_OK;
+}
+
+/* Write theta back (in-place MeZO): the opposite of whatever shift is applied now. */
+static grzo_status grzo__inplace_restore(grzo_ctx *ctx) {
+    grzo_status s;
+    if (ctx->inplace_shift == 0) return GRZO_OK;
+    s = grzo__inplace_shift(ctx, -ctx->inplace_shift, GRZO_STREAM_ROUND_INPLACE + 2u);
+    ctx->inplace_shift = 0;   /* on failure the parameters are lost anyway: never shift twice */
+    return s;
+}
+
 GRZO__DEF grzo_status grzo_step_begin(grzo_ctx *ctx, int64_t n_examples, grzo_step_info *out) {
     if (!ctx) return GRZO_ERR_INVALID_ARG;
     if (ctx->state != GRZO__IDLE) return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_step_begin: a step is already in flight (end or abort it)");
@@ -1266,6 +1339,13 @@ GRZO__DEF grzo_status grzo_pass_begin(grzo_ctx *ctx, grzo_pass_info *out) {
     if (!ctx) return GRZO_ERR_INVALID_ARG;
     if (ctx->state != GRZO__IN_STEP || ctx->pass >= ctx->n_passes)
         return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_pass_begin: no pass is due (call grzo_step_begin, or grzo_step_end after the last pass)");
+    if (grzo__inplace(ctx)) {   /* pass 0: theta + sigma z; pass 1: theta - sigma z */
+        grzo_status s = grzo__inplace_shift(ctx, ctx->pass == 0 ? 1 : -2, GRZO_STREAM_ROUND_INPLACE + (uint32_t)ctx->pass);
+        if (s != GRZO_OK) {
+            grzo_step_abort(ctx);
+            return grzo__backend_fail(ctx, s, "grzo_pass_begin: in-place perturbation (step abandoned; parameters may be partly perturbed)");
+        }
+    }
     grzo__pass_layout(ctx);
     ctx->state = GRZO__IN_PASS;
     if (out) {
@@ -1302,6 +1382,11 @@ GRZO__DEF grzo_status grzo_step_abort(grzo_ctx *ctx) {
     if (!ctx) return GRZO_ERR_INVALID_ARG;
     if (ctx->state == GRZO__IDLE) return GRZO_OK;
     ctx->state = GRZO__IDLE;
+    s = grzo__inplace_restore(ctx);
+    if (s != GRZO_OK) {
+        grzo__clear_touched(ctx);
+        return grzo__backend_fail(ctx, s, "grzo_step_abort: restoring in-place MeZO's parameters (they are lost)");
+    }
     s = grzo__clear_touched(ctx);
     return s == GRZO_OK ? GRZO_OK : grzo__backend_fail(ctx, s, "grzo_step_abort");
 }
@@ -1311,6 +1396,17 @@ GRZO__DEF grzo_status grzo_pass_end(grzo_ctx *ctx, const float *losses) {
     if (!ctx) return GRZO_ERR_INVALID_ARG;
     if (ctx->state != GRZO__IN_PASS) return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_pass_end: no pass in flight");
     if (!losses) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_pass_end: losses is NULL");
+    if (ctx->desc.backend->iface->synchronize) {
+        /* the one wait of a pass: an asynchronous backend reports here what failed inside it
+           (e.g. a token id out of range), so its operations need not wait one by one */
+        const grzo_backend *be = ctx->desc.backend;
+        grzo_status s = be->iface->synchronize(be->self);
+        if (s != GRZO_OK) {
+            grzo__backend_fail(ctx, s, "grzo_pass_end: an operation of the pass (step abandoned, no update applied)");
+            grzo_step_abort(ctx);
+            return s;
+        }
+    }
     n = (int64_t)ctx->copies * ctx->B;
     for (c = 0; c < n; c++) {
         if (!isfinite(losses[c])) {
@@ -1401,7 +1497,7 @@ static grzo_status grzo__coefficients(grzo_ctx *ctx, float lr, grzo_step_report 
         for (i = 0; i < B; i++) ctx->coeff[i] = (float)(scale * a[i]);
         grzo__free(ctx, delta);
         n_coeff = B;
-    } else if (d->estimator == GRZO_ESTIMATOR_MEZO) {
+    } else if (grzo__is_mezo(d->estimator)) {
         double lp = 0.0, lm = 0.0, g;
         for (i = 0; i < B; i++) { lp += ctx->losses[i]; lm += ctx->losses[B + i]; }
         lp /= (double)B;
@@ -1476,6 +1572,11 @@ GRZO__DEF grzo_status grzo_step_end(grzo_ctx *ctx, grzo_step_report *out) {
         return grzo__fail(ctx, s, "grzo_step_end: %s while forming the update: step %lld abandoned, no parameter changed",
                           grzo_status_str(s), (long long)ctx->step);
     }
+    s = grzo__inplace_restore(ctx);
+    if (s != GRZO_OK) {
+        grzo_step_abort(ctx);
+        return grzo__backend_fail(ctx, s, "grzo_step_end: restoring in-place MeZO's parameters (they are lost)");
+    }
     for (i = 0; i < ctx->n_blocks; i++) {
         s = grzo__update_block(ctx, i, lr);
         if (s != GRZO_OK) {
@@ -1539,6 +1640,7 @@ static grzo_status grzo__prepare_op(grzo_ctx *ctx, const char *who, grzo_block b
     if (rows->n_rows < 0) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "%s: n_rows < 0", who);
     if (ctx->state == GRZO__IN_STEP) return grzo__fail(ctx, GRZO_ERR_STATE, "%s: between passes (call grzo_pass_begin)", who);
     if (ctx->state != GRZO__IN_PASS) return GRZO_OK;                /* plain evaluation */
+    if (grzo__inplace(ctx)) return GRZO_OK;        /* the parameters themselves are perturbed */
     segs = (int64_t)ctx->copies * ctx->B;
     if (rows->offsets) {
         if (rows->offsets[0] != 0 || rows->offsets[segs] != rows->n_rows)
@@ -1581,7 +1683,7 @@ GRZO__DEF grzo_status grzo_linear(grzo_ctx *ctx, grzo_block w, const float *x, f
     if (op.blk->p.kind == GRZO_BLOCK_VECTOR) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_linear: block %u is a vector", (unsigned)w.id);
     if (!x || !y) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_linear: x and y are required");
     if (rows->n_rows == 0) return GRZO_OK;
-    if (op.perturbed && op.blk->p.kind == GRZO_BLOCK_EMBEDDING) op.blk->full_touch = 1;
+    if (ctx->state == GRZO__IN_PASS && op.blk->p.kind == GRZO_BLOCK_EMBEDDING) op.blk->full_touch = 1;
     a.w = op.blk->p;
     a.x = x;
     a.y = y;
@@ -1651,7 +1753,8 @@ GRZO__DEF grzo_status grzo_perturbed_params(grzo_ctx *ctx, grzo_block b, int64_t
     a.base = grzo__base_noise(ctx, b.id - 1, ctx->pass);
     a.flipout = grzo__flipout(ctx);
     a.example = ctx->seg_example[segment];
-    a.scale = (float)ctx->seg_sign[segment] * ctx->desc.sigma;
+    /* in-place MeZO: the block already holds the perturbed values */
+    a.scale = grzo__inplace(ctx) ? 0.0f : (float)ctx->seg_sign[segment] * ctx->desc.sigma;
     a.out = out;
     be = ctx->desc.backend;
     return grzo__run(ctx, "grzo_perturbed_params", be->iface->perturbed_copy(be->self, &a));

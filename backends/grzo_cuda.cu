@@ -1,6 +1,16 @@
 /* grzo_cuda.cu - the CUDA backend of grzo. See grzo_cuda.h for the contract.
    Each kernel has a plain CPU counterpart in backends/grzo_cpu.h (and the literal SPEC
-   reading in grzo.h's reference backend); tests/test_cuda.c checks one against the other. */
+   reading in grzo.h's reference backend); tests/test_cuda.c checks one against the other.
+
+   No host synchronization inside a pass: operations only enqueue work on the backend's
+   stream. The small host tables an operation needs (segment offsets, examples and signs;
+   update coefficients) go through a cache of device copies keyed by their bytes, so that
+   the ~200 operations of a pass, which share one or two segment tables, upload each table
+   once; a miss copies from a pinned staging buffer (truly asynchronous) and records an
+   event, and the staging buffer is only rewritten after that event (it has long completed
+   by then, unless more than GRZO__CU_TABLES different tables are in flight). A bad token id
+   raises a device flag that the synchronize entry (called by grzo_pass_end once per pass)
+   and every download read back. */
 #define GRZO_RNG_DEVICE /* grzo.h's RNG primitives as __host__ __device__ functions */
 #include "grzo_cuda.h"
 
@@ -13,17 +23,36 @@
 #include <string.h>
 
 #define GRZO__CU_THREADS 256
-#define GRZO__CU_STREAM_SR 3u   /* counter-RNG stream of the stochastic-rounding bits */
+#define GRZO__CU_TABLES 16                        /* cached host tables (segments, coefficients) */
+#define GRZO__CU_BLAS_WORKSPACE ((size_t)32 << 20) /* cuBLAS's recommendation for Hopper */
+
+typedef struct grzo__cu_table {   /* one host table and its device copy */
+    char *host;                   /* pinned: the bytes last uploaded from it (the cache key) */
+    char *dev;
+    size_t cap, len;
+    cudaEvent_t uploaded;         /* recorded after the copy that reads `host` */
+    uint64_t last_use;            /* 0: empty */
+} grzo__cu_table;
+
+typedef struct grzo__cu_allocation { void *ptr; size_t bytes; } grzo__cu_allocation;
 
 struct grzo__cuda {
     int device;
+    int math;                    /* grzo_cuda_math */
     cudaStream_t stream;
     int own_stream;
     cublasHandle_t blas;
     size_t transient;
     void *scratch;               /* grown on demand, reused across calls */
     size_t scratch_bytes;
-    int *d_flag;                 /* device error flag (bad token id) */
+    int *d_flag;                 /* device error flag (bad token id), sticky until read */
+    int *h_flag;                 /* pinned: where the flag is read back */
+    void *blas_workspace;
+    grzo__cu_table tables[GRZO__CU_TABLES];
+    uint64_t table_clock;
+    grzo__cu_allocation *allocs; /* every device allocation the backend holds, for accounting */
+    size_t n_allocs, cap_allocs;
+    size_t bytes_now, bytes_peak;
     int poisoned;                /* a sticky CUDA error happened: refuse further work */
     char err[256];
 };
@@ -46,6 +75,40 @@ static grzo_status grzo__cu_blas_fail(grzo__cuda *cu, const char *what, cublasSt
 #define GRZO__CU_LAUNCHED(cu, what) GRZO__CU_TRY(cu, what, cudaGetLastError())
 
 static unsigned grzo__cu_blocks(int64_t n) { return (unsigned)((n + GRZO__CU_THREADS - 1) / GRZO__CU_THREADS); }
+
+/* ---- device memory, accounted ------------------------------------------------------------ */
+/* Every cudaMalloc of the backend goes through here, so that bytes_now and its high-water
+   mark cover parameters, activations, scratch, tables and the cuBLAS workspace. */
+static grzo_status grzo__cu_malloc(grzo__cuda *cu, size_t bytes, void **out) {
+    void *p = NULL;
+    if (cu->n_allocs == cu->cap_allocs) {
+        size_t cap = cu->cap_allocs ? 2 * cu->cap_allocs : 64;
+        grzo__cu_allocation *a = (grzo__cu_allocation *)realloc(cu->allocs, cap * sizeof *a);
+        if (!a) { snprintf(cu->err, sizeof cu->err, "host out of memory (allocation table)"); return GRZO_ERR_OUT_OF_MEMORY; }
+        cu->allocs = a;
+        cu->cap_allocs = cap;
+    }
+    GRZO__CU_TRY(cu, "cudaMalloc", cudaMalloc(&p, bytes ? bytes : 1));
+    cu->allocs[cu->n_allocs].ptr = p;
+    cu->allocs[cu->n_allocs].bytes = bytes ? bytes : 1;
+    cu->n_allocs++;
+    cu->bytes_now += bytes ? bytes : 1;
+    if (cu->bytes_now > cu->bytes_peak) cu->bytes_peak = cu->bytes_now;
+    *out = p;
+    return GRZO_OK;
+}
+
+static void grzo__cu_release(grzo__cuda *cu, void *p) {
+    size_t i;
+    if (!p) return;
+    for (i = 0; i < cu->n_allocs; i++)
+        if (cu->allocs[i].ptr == p) {
+            cu->bytes_now -= cu->allocs[i].bytes;
+            cu->allocs[i] = cu->allocs[--cu->n_allocs];
+            break;
+        }
+    cudaFree(p);
+}
 
 /* ---- storage types ------------------------------------------------------------------------ */
 __device__ static float grzo__cu_load(const void *p, int dtype, int64_t i) {
@@ -124,7 +187,7 @@ __global__ static void grzo__k_scale_x(const float *X, int64_t N, int64_t d_in, 
     XS[i] = X[i] * S[s.example[grzo__cu_segment_of(s, n)] * d_in + k];
 }
 
-/* Y[n][j0 + jj] += sign sigma r_e[j0 + jj] P[n][jj] */
+/* Y[n][j0 + jj] += sign sigma r_e[j0 + jj] P[n][jj]; R = NULL: r = 1 (shared Z = U) */
 __global__ static void grzo__k_add_perturbation(float *Y, int64_t N, int64_t d_out, int64_t j0, int64_t w, const float *P,
                                                 grzo__cu_segs s, const float *R, float sigma) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, n, jj, c;
@@ -133,7 +196,7 @@ __global__ static void grzo__k_add_perturbation(float *Y, int64_t N, int64_t d_o
     jj = i % w;
     c = grzo__cu_segment_of(s, n);
     if (s.sign[c] == 0) return;
-    Y[n * d_out + j0 + jj] += (float)s.sign[c] * sigma * R[s.example[c] * d_out + j0 + jj] * P[i];
+    Y[n * d_out + j0 + jj] += (float)s.sign[c] * sigma * (R ? R[s.example[c] * d_out + j0 + jj] : 1.0f) * P[i];
 }
 
 __global__ static void grzo__k_vector(const float *x, float *y, const void *v, int dtype, int64_t d, int64_t N, int op,
@@ -188,7 +251,7 @@ __global__ static void grzo__k_embedding(const void *E, int dtype, const int32_t
 /* theta -= U (.) (sum_e coeff_e r_e s_e^T) + decay theta, one thread per element */
 __global__ static void grzo__k_update(void *P, int dtype, int64_t rows, int64_t cols, grzo_noise u, int flipout, int vec,
                                       int64_t B, const float *coeff, const float *R, const float *S, float decay,
-                                      const uint8_t *touched) {
+                                      const uint8_t *touched, uint32_t round_stream) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, j, k, e;
     float g = 0.0f, p;
     if (i >= rows * cols) return;
@@ -203,10 +266,36 @@ __global__ static void grzo__k_update(void *P, int dtype, int64_t rows, int64_t 
     p = p - grzo__noise_value(&u, (uint64_t)i) * g - decay * p;
     {
         uint32_t w[4];
-        grzo_noise sr = grzo__cu_with_stream(u, GRZO__CU_STREAM_SR);
+        grzo_noise sr = grzo__cu_with_stream(u, round_stream);
         grzo__noise_group(&sr, (uint64_t)i, w);
         grzo__cu_store_sr(P, dtype, i, p, w[0]);
     }
+}
+
+/* ---- fast mode: 16-bit operands for the tensor cores ---------------------------------------- */
+__device__ static uint16_t grzo__cu_to16(float v, int dtype) {   /* round to nearest even */
+    if (dtype == GRZO_DTYPE_BF16) return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+    return __half_as_ushort(__float2half_rn(v));
+}
+
+__global__ static void grzo__k_to16(const float *x, int64_t n, int dtype, uint16_t *out) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = grzo__cu_to16(x[i], dtype);
+}
+
+/* XH[n][k] *= s_e[k] in place, e the example of row n's segment: a sign flip, exact in 16 bits */
+__global__ static void grzo__k_flip_signs16(uint16_t *XH, int64_t N, int64_t d_in, grzo__cu_segs s, const float *S) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, n, k;
+    if (i >= N * d_in) return;
+    n = i / d_in;
+    k = i % d_in;
+    if (S[s.example[grzo__cu_segment_of(s, n)] * d_in + k] < 0.0f) XH[i] ^= 0x8000u;
+}
+
+/* elements first.. of a noise tensor as 16-bit values (Rademacher +-1: exact) */
+__global__ static void grzo__k_noise16(grzo_noise n, uint64_t first, int64_t count, int dtype, uint16_t *out) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < count) out[i] = grzo__cu_to16(grzo__noise_value(&n, first + (uint64_t)i), dtype);
 }
 
 __global__ static void grzo__k_perturbed_copy(const void *P, int dtype, int64_t rows, int64_t cols, grzo_noise u,
@@ -230,12 +319,12 @@ __global__ static void grzo__k_perturbed_copy(const void *P, int dtype, int64_t 
 static grzo_status grzo__cu_scratch(grzo__cuda *cu, size_t bytes, void **out) {
     if (bytes > cu->scratch_bytes) {
         if (cu->scratch) {
-            cudaStreamSynchronize(cu->stream);
-            cudaFree(cu->scratch);
+            GRZO__CU_TRY(cu, "scratch", cudaStreamSynchronize(cu->stream));   /* queued work may read it */
+            grzo__cu_release(cu, cu->scratch);
             cu->scratch = NULL;
             cu->scratch_bytes = 0;
         }
-        GRZO__CU_TRY(cu, "scratch allocation", cudaMalloc(&cu->scratch, bytes));
+        if (grzo__cu_malloc(cu, bytes, &cu->scratch) != GRZO_OK) return GRZO_ERR_OUT_OF_MEMORY;
         cu->scratch_bytes = bytes;
     }
     *out = cu->scratch;
@@ -251,24 +340,83 @@ static void *grzo__cu_take(grzo__cu_carve *c, size_t bytes) {
     c->used += grzo__cu_align(bytes);
     return p;
 }
-static size_t grzo__cu_segs_bytes(const grzo_perturb *pt) {
-    return pt ? grzo__cu_align((size_t)(pt->n_segments + 1) * 8) + grzo__cu_align((size_t)pt->n_segments * 8) +
-                    grzo__cu_align((size_t)pt->n_segments)
-              : 0;
+
+/* The device copy of a host table made of n parts (each placed at a 256-byte aligned offset;
+   the caller's first part should say what the table is, so that equal bytes mean an equal
+   table). A hit costs a memcmp of the table; a miss an asynchronous copy from pinned memory. */
+static grzo_status grzo__cu_table_get(grzo__cuda *cu, int n, const void *const *parts, const size_t *sizes, char **dev) {
+    size_t len = 0, off;
+    int i, k, victim = 0;
+    grzo__cu_table *t;
+    for (i = 0; i < n; i++) len += grzo__cu_align(sizes[i]);
+    for (k = 0; k < GRZO__CU_TABLES; k++) {
+        t = &cu->tables[k];
+        if (t->last_use && t->len == len) {
+            for (i = 0, off = 0; i < n; off += grzo__cu_align(sizes[i]), i++)
+                if (sizes[i] && memcmp(t->host + off, parts[i], sizes[i]) != 0) break;
+            if (i == n) {
+                t->last_use = ++cu->table_clock;
+                *dev = t->dev;
+                return GRZO_OK;
+            }
+        }
+        if (t->last_use < cu->tables[victim].last_use) victim = k;
+    }
+    t = &cu->tables[victim];
+    if (t->cap < len) {
+        if (t->dev) {
+            GRZO__CU_TRY(cu, "table", cudaStreamSynchronize(cu->stream));   /* queued kernels may read it */
+            grzo__cu_release(cu, t->dev);
+            cudaFreeHost(t->host);
+            t->dev = t->host = NULL;
+            t->cap = 0;
+        }
+        GRZO__CU_TRY(cu, "table (pinned host)", cudaMallocHost((void **)&t->host, len));
+        if (grzo__cu_malloc(cu, len, (void **)&t->dev) != GRZO_OK) {
+            cudaFreeHost(t->host);
+            t->host = NULL;
+            return GRZO_ERR_OUT_OF_MEMORY;
+        }
+        t->cap = len;
+    } else if (t->last_use) {
+        GRZO__CU_TRY(cu, "table", cudaEventSynchronize(t->uploaded));   /* its last copy read `host` */
+    }
+    for (i = 0, off = 0; i < n; off += grzo__cu_align(sizes[i]), i++)
+        if (sizes[i]) memcpy(t->host + off, parts[i], sizes[i]);
+    t->len = len;
+    t->last_use = ++cu->table_clock;
+    GRZO__CU_TRY(cu, "table upload", cudaMemcpyAsync(t->dev, t->host, len, cudaMemcpyHostToDevice, cu->stream));
+    GRZO__CU_TRY(cu, "table upload", cudaEventRecord(t->uploaded, cu->stream));
+    *dev = t->dev;
+    return GRZO_OK;
 }
 
-/* Copies the segment arrays to the device (synchronously: they are small). */
-static grzo_status grzo__cu_upload_segs(grzo__cuda *cu, const grzo_perturb *pt, grzo__cu_carve *c, grzo__cu_segs *s) {
+enum { GRZO__CU_TABLE_SEGMENTS = 1, GRZO__CU_TABLE_COEFF = 2 };
+
+/* The segment arrays of a perturbation on the device (uploaded once per distinct table). */
+static grzo_status grzo__cu_segments(grzo__cuda *cu, const grzo_perturb *pt, grzo__cu_segs *s) {
+    int64_t tag[2];
+    const void *parts[4];
+    size_t sizes[4];
+    char *dev;
+    grzo_status st;
     memset(s, 0, sizeof *s);
-    if (!pt || pt->sigma == 0.0f) return GRZO_OK;
-    s->offsets = (const int64_t *)grzo__cu_take(c, (size_t)(pt->n_segments + 1) * 8);
-    s->example = (const int64_t *)grzo__cu_take(c, (size_t)pt->n_segments * 8);
-    s->sign = (const int8_t *)grzo__cu_take(c, (size_t)pt->n_segments);
+    if (!pt || pt->sigma == 0.0f || pt->n_segments == 0) return GRZO_OK;
+    tag[0] = GRZO__CU_TABLE_SEGMENTS;
+    tag[1] = pt->n_segments;
+    parts[0] = tag;          sizes[0] = sizeof tag;
+    parts[1] = pt->offsets;  sizes[1] = (size_t)(pt->n_segments + 1) * 8;
+    parts[2] = pt->example;  sizes[2] = (size_t)pt->n_segments * 8;
+    parts[3] = pt->sign;     sizes[3] = (size_t)pt->n_segments;
+    if ((st = grzo__cu_table_get(cu, 4, parts, sizes, &dev)) != GRZO_OK) return st;
+    dev += grzo__cu_align(sizes[0]);
+    s->offsets = (const int64_t *)dev;
+    dev += grzo__cu_align(sizes[1]);
+    s->example = (const int64_t *)dev;
+    dev += grzo__cu_align(sizes[2]);
+    s->sign = (const int8_t *)dev;
     s->n = pt->n_segments;
-    GRZO__CU_TRY(cu, "segments", cudaMemcpyAsync((void *)s->offsets, pt->offsets, (size_t)(pt->n_segments + 1) * 8, cudaMemcpyHostToDevice, cu->stream));
-    GRZO__CU_TRY(cu, "segments", cudaMemcpyAsync((void *)s->example, pt->example, (size_t)pt->n_segments * 8, cudaMemcpyHostToDevice, cu->stream));
-    GRZO__CU_TRY(cu, "segments", cudaMemcpyAsync((void *)s->sign, pt->sign, (size_t)pt->n_segments, cudaMemcpyHostToDevice, cu->stream));
-    return cudaStreamSynchronize(cu->stream) == cudaSuccess ? GRZO_OK : grzo__cu_fail(cu, "segments", cudaGetLastError());
+    return GRZO_OK;
 }
 
 static grzo_status grzo__cu_fill(grzo__cuda *cu, grzo_noise n, uint64_t first, int64_t count, float *out) {
@@ -278,7 +426,8 @@ static grzo_status grzo__cu_fill(grzo__cuda *cu, grzo_noise n, uint64_t first, i
     return GRZO_OK;
 }
 
-/* Y[rows r0.., cols j0..j0+w) (ld ldy) = X[N x K] Wc[w x K]^T: row-major through column-major cuBLAS */
+/* Y[rows r0.., cols j0..j0+w) (ld ldy) = X[N x K] Wc[w x K]^T: row-major through column-major cuBLAS.
+   Pedantic math: fp32 throughout; fast math: the handle's TF32 tensor-op mode. */
 static grzo_status grzo__cu_gemm_nt(grzo__cuda *cu, int64_t N, int64_t w, int64_t K, const float *X, const float *Wc,
                                     float *Y, int64_t ldy) {
     const float one = 1.0f, zero = 0.0f;
@@ -288,10 +437,46 @@ static grzo_status grzo__cu_gemm_nt(grzo__cuda *cu, int64_t N, int64_t w, int64_
     return st == CUBLAS_STATUS_SUCCESS ? GRZO_OK : grzo__cu_blas_fail(cu, "cublasSgemm", st);
 }
 
-static int64_t grzo__cu_chunk_rows(const grzo__cuda *cu, int64_t rows, int64_t per_row_floats) {
-    int64_t c = (int64_t)(cu->transient / ((size_t)per_row_floats * sizeof(float)));
+/* The same product with 16-bit X and W (tensor cores), fp32 accumulation and fp32 Y. */
+static grzo_status grzo__cu_gemm_nt16(grzo__cuda *cu, int dtype, int64_t N, int64_t w, int64_t K, const void *X, const void *Wc,
+                                      float *Y, int64_t ldy) {
+    const float one = 1.0f, zero = 0.0f;
+    cudaDataType_t t = dtype == GRZO_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    cublasStatus_t st;
+    if (N == 0 || w == 0) return GRZO_OK;
+    st = cublasGemmEx(cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w, (int)N, (int)K, &one, Wc, t, (int)K, X, t, (int)K, &zero, Y,
+                      CUDA_R_32F, (int)ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return st == CUBLAS_STATUS_SUCCESS ? GRZO_OK : grzo__cu_blas_fail(cu, "cublasGemmEx (16-bit)", st);
+}
+
+static int64_t grzo__cu_chunk_rows(const grzo__cuda *cu, int64_t rows, int64_t per_row_bytes) {
+    int64_t c = (int64_t)(cu->transient / (size_t)per_row_bytes);
+    if (c >= 128) c -= c % 64;   /* GEMM-friendly widths (tensor-core tiles, aligned leading dimensions) */
     if (c < 1) c = 1;
     return c < rows ? c : rows;
+}
+
+/* Wait for the stream, then report a bad token id seen by any embedding since the last wait. */
+static grzo_status grzo__cu_wait(grzo__cuda *cu, const char *what) {
+    GRZO__CU_TRY(cu, what, cudaMemcpyAsync(cu->h_flag, cu->d_flag, sizeof(int), cudaMemcpyDeviceToHost, cu->stream));
+    GRZO__CU_TRY(cu, what, cudaStreamSynchronize(cu->stream));
+    if (*cu->h_flag) {
+        *cu->h_flag = 0;
+        GRZO__CU_TRY(cu, what, cudaMemsetAsync(cu->d_flag, 0, sizeof(int), cu->stream));
+        snprintf(cu->err, sizeof cu->err, "%s: an embedding since the last synchronization read a token id out of range", what);
+        return GRZO_ERR_INVALID_ARG;
+    }
+    return GRZO_OK;
+}
+
+/* The perturbation of an operation, or NULL when it changes nothing (sigma 0, no segments,
+   or every sign 0, e.g. FZOO's clean pass: no perturbation product to compute). */
+static const grzo_perturb *grzo__cu_active(const grzo_perturb *pt) {
+    int64_t c;
+    if (!pt || pt->sigma == 0.0f || pt->n_segments <= 0) return NULL;
+    for (c = 0; c < pt->n_segments; c++)
+        if (pt->sign[c] != 0) return pt;
+    return NULL;
 }
 
 /* ---- backend entries --------------------------------------------------------------------------- */
@@ -315,11 +500,14 @@ static grzo_status grzo__cu_alloc(void *self, size_t bytes, void **out) {
     grzo__cuda *cu = (grzo__cuda *)self;
     grzo_status s = grzo__cu_check(cu);
     if (s != GRZO_OK) return s;
-    GRZO__CU_TRY(cu, "cudaMalloc", cudaMalloc(out, bytes ? bytes : 1));
-    GRZO__CU_TRY(cu, "cudaMemset", cudaMemset(*out, 0, bytes ? bytes : 1));
+    if ((s = grzo__cu_malloc(cu, bytes, out)) != GRZO_OK) return s;
+    /* on the backend's own stream: it is non-blocking, so a cudaMemset on the legacy default
+       stream would not be ordered before the uploads and kernels that follow on it */
+    GRZO__CU_TRY(cu, "cudaMemsetAsync", cudaMemsetAsync(*out, 0, bytes ? bytes : 1, cu->stream));
     return GRZO_OK;
 }
-static void grzo__cu_free(void *self, void *p) { (void)self; cudaFree(p); }
+static void grzo__cu_free(void *self, void *p) { grzo__cu_release((grzo__cuda *)self, p); }
+/* Synchronous, as the contract says (the source may be reused at once). */
 static grzo_status grzo__cu_upload(void *self, void *dst, const void *src, size_t n) {
     grzo__cuda *cu = (grzo__cuda *)self;
     GRZO__CU_TRY(cu, "upload", cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, cu->stream));
@@ -329,58 +517,111 @@ static grzo_status grzo__cu_upload(void *self, void *dst, const void *src, size_
 static grzo_status grzo__cu_download(void *self, void *dst, const void *src, size_t n) {
     grzo__cuda *cu = (grzo__cuda *)self;
     GRZO__CU_TRY(cu, "download", cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, cu->stream));
-    GRZO__CU_TRY(cu, "download", cudaStreamSynchronize(cu->stream));
-    return GRZO_OK;
+    return grzo__cu_wait(cu, "download");
 }
-static grzo_status grzo__cu_synchronize(void *self) {
-    grzo__cuda *cu = (grzo__cuda *)self;
-    GRZO__CU_TRY(cu, "synchronize", cudaStreamSynchronize(cu->stream));
-    return GRZO_OK;
-}
+static grzo_status grzo__cu_synchronize(void *self) { return grzo__cu_wait((grzo__cuda *)self, "synchronize"); }
 static const char *grzo__cu_last_error(void *self) { return ((grzo__cuda *)self)->err; }
 
-static grzo_status grzo__cu_linear(void *self, const grzo_linear_args *a) {
-    grzo__cuda *cu = (grzo__cuda *)self;
-    const grzo_perturb *pt = a->perturb && a->perturb->sigma != 0.0f && a->perturb->n_segments > 0 ? a->perturb : NULL;
+/* Fast math, 16-bit weights: Y = XH W^T on the tensor cores with XH = bf16/f16(X), and the
+   perturbation as its own product sigma ((XH (.) s) U16^T) (.) r, U16 the 16-bit U (exact
+   for Rademacher), chunked over output rows. XH (.) s is formed in place after the main
+   product (a sign flip, exact), so the perturbation costs no activation-sized buffer. The
+   rounding of this form is bounded in grzo_cuda.h. Shared Z (MeZO, FZOO) takes r = s = 1. */
+static grzo_status grzo__cu_linear_fast16(grzo__cuda *cu, const grzo_linear_args *a, const grzo_perturb *pt) {
     int64_t d_out = a->w.rows, d_in = a->w.cols, N = a->n_rows, B = pt ? pt->n_examples : 0, j0, chunk;
-    int flip = pt && pt->flipout;
+    int dt = (int)a->w.dtype, flip = pt && pt->flipout;
     grzo__cu_carve c;
     grzo__cu_segs segs;
-    float *R = NULL, *S = NULL, *XS = NULL, *Wc, *Uc = NULL, *P = NULL;
+    float *R = NULL, *S = NULL, *P = NULL;
+    uint16_t *XH, *Uc = NULL;
     size_t fixed;
-    grzo_status s = grzo__cu_check(cu);
-    if (s != GRZO_OK) return s;
-    /* per output row of a chunk: W chunk, and with flipout a U chunk and a P column of N */
-    chunk = grzo__cu_chunk_rows(cu, d_out, flip ? 2 * d_in + N : d_in);
-    fixed = grzo__cu_segs_bytes(pt) + (flip ? grzo__cu_align((size_t)(B * d_out) * 4) + grzo__cu_align((size_t)(B * d_in) * 4) +
-                                                  grzo__cu_align((size_t)(N * d_in) * 4) : 0);
-    s = grzo__cu_scratch(cu, fixed + grzo__cu_align((size_t)(chunk * d_in) * 4) * (flip ? 2 : 1) +
-                                 (flip ? grzo__cu_align((size_t)(N * chunk) * 4) : 0), (void **)&c.base);
+    grzo_status s;
+    chunk = grzo__cu_chunk_rows(cu, d_out, 2 * d_in + 4 * N);
+    fixed = grzo__cu_align((size_t)(N * d_in) * 2) +
+            (flip ? grzo__cu_align((size_t)(B * d_out) * 4) + grzo__cu_align((size_t)(B * d_in) * 4) : 0);
+    s = grzo__cu_scratch(cu, fixed + (pt ? grzo__cu_align((size_t)(chunk * d_in) * 2) + grzo__cu_align((size_t)(N * chunk) * 4) : 0),
+                         (void **)&c.base);
     if (s != GRZO_OK) return s;
     c.used = 0;
-    s = grzo__cu_upload_segs(cu, pt, &c, &segs);
-    if (s != GRZO_OK) return s;
+    if ((s = grzo__cu_segments(cu, pt, &segs)) != GRZO_OK) return s;
+    XH = (uint16_t *)grzo__cu_take(&c, (size_t)(N * d_in) * 2);
+    grzo__k_to16<<<grzo__cu_blocks(N * d_in), GRZO__CU_THREADS, 0, cu->stream>>>(a->x, N * d_in, dt, XH);
+    GRZO__CU_LAUNCHED(cu, "to16 kernel");
+    if ((s = grzo__cu_gemm_nt16(cu, dt, N, d_out, d_in, XH, a->w.data, a->y, d_out)) != GRZO_OK) return s;
+    if (!pt) return GRZO_OK;
     if (flip) {
         grzo_noise r = pt->base, sn = pt->base;
         r.stream = GRZO_STREAM_SIGN_R; r.dist = GRZO_NOISE_RADEMACHER;
         sn.stream = GRZO_STREAM_SIGN_S; sn.dist = GRZO_NOISE_RADEMACHER;
         R = (float *)grzo__cu_take(&c, (size_t)(B * d_out) * 4);
         S = (float *)grzo__cu_take(&c, (size_t)(B * d_in) * 4);
-        XS = (float *)grzo__cu_take(&c, (size_t)(N * d_in) * 4);
         if ((s = grzo__cu_fill(cu, r, 0, B * d_out, R)) != GRZO_OK || (s = grzo__cu_fill(cu, sn, 0, B * d_in, S)) != GRZO_OK) return s;
-        grzo__k_scale_x<<<grzo__cu_blocks(N * d_in), GRZO__CU_THREADS, 0, cu->stream>>>(a->x, N, d_in, segs, S, XS);
+        grzo__k_flip_signs16<<<grzo__cu_blocks(N * d_in), GRZO__CU_THREADS, 0, cu->stream>>>(XH, N, d_in, segs, S);
+        GRZO__CU_LAUNCHED(cu, "flip_signs16 kernel");
+    }
+    Uc = (uint16_t *)grzo__cu_take(&c, (size_t)(chunk * d_in) * 2);
+    P = (float *)grzo__cu_take(&c, (size_t)(N * chunk) * 4);
+    for (j0 = 0; j0 < d_out; j0 += chunk) {
+        int64_t nr = j0 + chunk > d_out ? d_out - j0 : chunk;
+        grzo__k_noise16<<<grzo__cu_blocks(nr * d_in), GRZO__CU_THREADS, 0, cu->stream>>>(pt->base, (uint64_t)(j0 * d_in), nr * d_in,
+                                                                                        dt, Uc);
+        GRZO__CU_LAUNCHED(cu, "noise16 kernel");
+        if ((s = grzo__cu_gemm_nt16(cu, dt, N, nr, d_in, XH, Uc, P, nr)) != GRZO_OK) return s;
+        grzo__k_add_perturbation<<<grzo__cu_blocks(N * nr), GRZO__CU_THREADS, 0, cu->stream>>>(a->y, N, d_out, j0, nr, P, segs, R,
+                                                                                              pt->sigma);
+        GRZO__CU_LAUNCHED(cu, "add_perturbation kernel");
+    }
+    return GRZO_OK;
+}
+
+static grzo_status grzo__cu_linear(void *self, const grzo_linear_args *a) {
+    grzo__cuda *cu = (grzo__cuda *)self;
+    const grzo_perturb *pt = grzo__cu_active(a->perturb);
+    int64_t d_out = a->w.rows, d_in = a->w.cols, N = a->n_rows, B = pt ? pt->n_examples : 0, j0, chunk;
+    int flip = pt && pt->flipout;
+    /* two products (plain + perturbation) for flipout, and in fast math for shared Z too:
+       forming W + sigma U in a TF32 or 16-bit operand would round sigma U at W's scale */
+    int two = flip || (pt && cu->math == GRZO_CUDA_MATH_FAST);
+    grzo__cu_carve c;
+    grzo__cu_segs segs;
+    float *R = NULL, *S = NULL, *Wc, *Uc = NULL, *P = NULL;
+    const float *XS = a->x;
+    size_t fixed;
+    grzo_status s = grzo__cu_check(cu);
+    if (s != GRZO_OK) return s;
+    if (cu->math == GRZO_CUDA_MATH_FAST && a->w.dtype != GRZO_DTYPE_F32) return grzo__cu_linear_fast16(cu, a, pt);
+    /* per output row of a chunk: W chunk, and with two products a U chunk and a P column of N */
+    chunk = grzo__cu_chunk_rows(cu, d_out, 4 * (two ? 2 * d_in + N : d_in));
+    fixed = flip ? grzo__cu_align((size_t)(B * d_out) * 4) + grzo__cu_align((size_t)(B * d_in) * 4) +
+                       grzo__cu_align((size_t)(N * d_in) * 4) : 0;
+    s = grzo__cu_scratch(cu, fixed + grzo__cu_align((size_t)(chunk * d_in) * 4) * (two ? 2 : 1) +
+                                 (two ? grzo__cu_align((size_t)(N * chunk) * 4) : 0), (void **)&c.base);
+    if (s != GRZO_OK) return s;
+    c.used = 0;
+    if ((s = grzo__cu_segments(cu, pt, &segs)) != GRZO_OK) return s;
+    if (flip) {
+        grzo_noise r = pt->base, sn = pt->base;
+        float *xs;
+        r.stream = GRZO_STREAM_SIGN_R; r.dist = GRZO_NOISE_RADEMACHER;
+        sn.stream = GRZO_STREAM_SIGN_S; sn.dist = GRZO_NOISE_RADEMACHER;
+        R = (float *)grzo__cu_take(&c, (size_t)(B * d_out) * 4);
+        S = (float *)grzo__cu_take(&c, (size_t)(B * d_in) * 4);
+        xs = (float *)grzo__cu_take(&c, (size_t)(N * d_in) * 4);
+        if ((s = grzo__cu_fill(cu, r, 0, B * d_out, R)) != GRZO_OK || (s = grzo__cu_fill(cu, sn, 0, B * d_in, S)) != GRZO_OK) return s;
+        grzo__k_scale_x<<<grzo__cu_blocks(N * d_in), GRZO__CU_THREADS, 0, cu->stream>>>(a->x, N, d_in, segs, S, xs);
         GRZO__CU_LAUNCHED(cu, "scale_x kernel");
+        XS = xs;
     }
     Wc = (float *)grzo__cu_take(&c, (size_t)(chunk * d_in) * 4);
-    if (flip) {
+    if (two) {
         Uc = (float *)grzo__cu_take(&c, (size_t)(chunk * d_in) * 4);
         P = (float *)grzo__cu_take(&c, (size_t)(N * chunk) * 4);
     }
     for (j0 = 0; j0 < d_out; j0 += chunk) {
         int64_t nr = j0 + chunk > d_out ? d_out - j0 : chunk;
         grzo_noise u = pt ? pt->base : grzo_noise();
-        if (pt && !flip) {
-            /* shared Z: each run of segments with one sign reads W + sign sigma U */
+        if (pt && !two) {
+            /* shared Z, pedantic: each run of segments with one sign reads W + sign sigma U */
             int64_t c0 = 0;
             while (c0 < pt->n_segments) {
                 int64_t c1 = c0 + 1, r0 = pt->offsets[c0];
@@ -396,14 +637,14 @@ static grzo_status grzo__cu_linear(void *self, const grzo_linear_args *a) {
         }
         if (a->w.dtype == GRZO_DTYPE_F32) {
             s = grzo__cu_gemm_nt(cu, N, nr, d_in, a->x, (const float *)a->w.data + j0 * d_in, a->y + j0, d_out);
-        } else {   /* 16-bit storage: widen the chunk to fp32 for an fp32-accumulating GEMM */
+        } else {   /* 16-bit storage, pedantic: widen the chunk to fp32 for an fp32 GEMM */
             grzo__k_weight_chunk<<<grzo__cu_blocks(nr * d_in), GRZO__CU_THREADS, 0, cu->stream>>>(a->w.data, (int)a->w.dtype,
                                                                                                  d_in, j0, nr, u, 0.0f, Wc);
             GRZO__CU_LAUNCHED(cu, "weight_chunk kernel");
             s = grzo__cu_gemm_nt(cu, N, nr, d_in, a->x, Wc, a->y + j0, d_out);
         }
         if (s != GRZO_OK) return s;
-        if (!flip) continue;
+        if (!two) continue;
         if ((s = grzo__cu_fill(cu, u, (uint64_t)(j0 * d_in), nr * d_in, Uc)) != GRZO_OK) return s;
         if ((s = grzo__cu_gemm_nt(cu, N, nr, d_in, XS, Uc, P, nr)) != GRZO_OK) return s;
         grzo__k_add_perturbation<<<grzo__cu_blocks(N * nr), GRZO__CU_THREADS, 0, cu->stream>>>(a->y, N, d_out, j0, nr, P, segs, R,
@@ -416,13 +657,10 @@ static grzo_status grzo__cu_linear(void *self, const grzo_linear_args *a) {
 static grzo_status grzo__cu_vector(void *self, const grzo_vector_args *a) {
     grzo__cuda *cu = (grzo__cuda *)self;
     const grzo_perturb *pt = a->perturb && a->perturb->sigma != 0.0f && a->perturb->n_segments > 0 ? a->perturb : NULL;
-    grzo__cu_carve c;
     grzo__cu_segs segs;
     grzo_status s = grzo__cu_check(cu);
     if (s != GRZO_OK) return s;
-    if ((s = grzo__cu_scratch(cu, grzo__cu_segs_bytes(pt) + 256, (void **)&c.base)) != GRZO_OK) return s;
-    c.used = 0;
-    if ((s = grzo__cu_upload_segs(cu, pt, &c, &segs)) != GRZO_OK) return s;
+    if ((s = grzo__cu_segments(cu, pt, &segs)) != GRZO_OK) return s;
     grzo__k_vector<<<grzo__cu_blocks(a->n_rows * a->v.rows), GRZO__CU_THREADS, 0, cu->stream>>>(
         a->x, a->y, a->v.data, (int)a->v.dtype, a->v.rows, a->n_rows, (int)a->op, segs, pt ? pt->base : grzo_noise(),
         pt ? pt->sigma : 0.0f, pt ? pt->flipout : 0);
@@ -430,47 +668,47 @@ static grzo_status grzo__cu_vector(void *self, const grzo_vector_args *a) {
     return GRZO_OK;
 }
 
+/* A token id out of range raises the device flag; it is reported at the next synchronize
+   or download (grzo_pass_end synchronizes), not here: checking here would wait per op. */
 static grzo_status grzo__cu_embedding(void *self, const grzo_embedding_args *a) {
     grzo__cuda *cu = (grzo__cuda *)self;
     const grzo_perturb *pt = a->perturb && a->perturb->sigma != 0.0f && a->perturb->n_segments > 0 ? a->perturb : NULL;
-    grzo__cu_carve c;
     grzo__cu_segs segs;
-    int bad = 0;
     grzo_status s = grzo__cu_check(cu);
     if (s != GRZO_OK) return s;
-    if ((s = grzo__cu_scratch(cu, grzo__cu_segs_bytes(pt) + 256, (void **)&c.base)) != GRZO_OK) return s;
-    c.used = 0;
-    if ((s = grzo__cu_upload_segs(cu, pt, &c, &segs)) != GRZO_OK) return s;
-    GRZO__CU_TRY(cu, "flag reset", cudaMemsetAsync(cu->d_flag, 0, sizeof(int), cu->stream));
+    if ((s = grzo__cu_segments(cu, pt, &segs)) != GRZO_OK) return s;
     grzo__k_embedding<<<grzo__cu_blocks(a->n_rows * a->e.cols), GRZO__CU_THREADS, 0, cu->stream>>>(
         a->e.data, (int)a->e.dtype, a->ids, a->y, a->n_rows, a->e.cols, a->e.rows, a->touched, segs,
         pt ? pt->base : grzo_noise(), pt ? pt->sigma : 0.0f, pt ? pt->flipout : 0, cu->d_flag);
     GRZO__CU_LAUNCHED(cu, "embedding kernel");
-    GRZO__CU_TRY(cu, "flag read", cudaMemcpyAsync(&bad, cu->d_flag, sizeof(int), cudaMemcpyDeviceToHost, cu->stream));
-    GRZO__CU_TRY(cu, "embedding", cudaStreamSynchronize(cu->stream));
-    if (bad) {
-        snprintf(cu->err, sizeof cu->err, "embedding: a token id is out of range [0, %lld)", (long long)a->e.rows);
-        return GRZO_ERR_INVALID_ARG;
-    }
     return GRZO_OK;
 }
 
+/* Enqueued, not waited for: the coefficients come from the table cache (the host array may be
+   reused as soon as this returns), the sign vectors from the scratch, which later work on the
+   same stream reuses only after this kernel. */
 static grzo_status grzo__cu_update(void *self, const grzo_update_args *a) {
     grzo__cuda *cu = (grzo__cuda *)self;
-    int64_t rows = a->p.rows, cols = a->p.cols, B = a->n_examples;
+    int64_t rows = a->p.rows, cols = a->p.cols, B = a->n_examples, tag[2];
     int flip = a->flipout != 0, vec = a->p.kind == GRZO_BLOCK_VECTOR;
     grzo__cu_carve c;
-    float *coeff, *R = NULL, *S = NULL;
+    float *R = NULL, *S = NULL;
+    char *coeff;
+    const void *parts[2];
+    size_t sizes[2];
     grzo_status s = grzo__cu_check(cu);
     if (s != GRZO_OK) return s;
-    s = grzo__cu_scratch(cu, grzo__cu_align((size_t)B * 4) + (flip ? grzo__cu_align((size_t)(B * rows) * 4) + grzo__cu_align((size_t)(B * cols) * 4) : 0),
-                         (void **)&c.base);
-    if (s != GRZO_OK) return s;
-    c.used = 0;
-    coeff = (float *)grzo__cu_take(&c, (size_t)B * 4);
-    GRZO__CU_TRY(cu, "coefficients", cudaMemcpyAsync(coeff, a->coeff, (size_t)B * 4, cudaMemcpyHostToDevice, cu->stream));
+    tag[0] = GRZO__CU_TABLE_COEFF;
+    tag[1] = B;
+    parts[0] = tag;      sizes[0] = sizeof tag;
+    parts[1] = a->coeff; sizes[1] = (size_t)B * 4;
+    if ((s = grzo__cu_table_get(cu, 2, parts, sizes, &coeff)) != GRZO_OK) return s;
+    coeff += grzo__cu_align(sizes[0]);
     if (flip) {
         grzo_noise r = a->base, sn = a->base;
+        s = grzo__cu_scratch(cu, grzo__cu_align((size_t)(B * rows) * 4) + grzo__cu_align((size_t)(B * cols) * 4), (void **)&c.base);
+        if (s != GRZO_OK) return s;
+        c.used = 0;
         r.stream = GRZO_STREAM_SIGN_R; r.dist = GRZO_NOISE_RADEMACHER;
         sn.stream = GRZO_STREAM_SIGN_S; sn.dist = GRZO_NOISE_RADEMACHER;
         R = (float *)grzo__cu_take(&c, (size_t)(B * rows) * 4);
@@ -478,10 +716,9 @@ static grzo_status grzo__cu_update(void *self, const grzo_update_args *a) {
         if ((s = grzo__cu_fill(cu, r, 0, B * rows, R)) != GRZO_OK || (s = grzo__cu_fill(cu, sn, 0, B * cols, S)) != GRZO_OK) return s;
     }
     grzo__k_update<<<grzo__cu_blocks(rows * cols), GRZO__CU_THREADS, 0, cu->stream>>>(
-        a->p.data, (int)a->p.dtype, rows, cols, a->base, flip, vec, B, coeff, R, S, a->decay, a->touched);
+        a->p.data, (int)a->p.dtype, rows, cols, a->base, flip, vec, B, (const float *)coeff, R, S, a->decay, a->touched,
+        a->round_stream ? a->round_stream : GRZO_STREAM_ROUND);
     GRZO__CU_LAUNCHED(cu, "update kernel");
-    /* the coefficients' host buffer and the scratch are reused by the next call */
-    GRZO__CU_TRY(cu, "update", cudaStreamSynchronize(cu->stream));
     return GRZO_OK;
 }
 
@@ -498,12 +735,18 @@ static grzo_status grzo__cu_perturbed_copy(void *self, const grzo_copy_args *a) 
 
 static void grzo__cu_destroy(void *self) {
     grzo__cuda *cu = (grzo__cuda *)self;
+    int k;
     if (!cu) return;
     cudaSetDevice(cu->device);
     if (cu->stream) cudaStreamSynchronize(cu->stream);
-    if (cu->scratch) cudaFree(cu->scratch);
-    if (cu->d_flag) cudaFree(cu->d_flag);
+    for (k = 0; k < GRZO__CU_TABLES; k++) {
+        if (cu->tables[k].host) cudaFreeHost(cu->tables[k].host);
+        if (cu->tables[k].uploaded) cudaEventDestroy(cu->tables[k].uploaded);
+    }
+    if (cu->h_flag) cudaFreeHost(cu->h_flag);
     if (cu->blas) cublasDestroy(cu->blas);
+    while (cu->n_allocs) grzo__cu_release(cu, cu->allocs[cu->n_allocs - 1].ptr);   /* scratch, flag, tables, workspace, ... */
+    free(cu->allocs);
     if (cu->own_stream && cu->stream) cudaStreamDestroy(cu->stream);
     free(cu);
 }
@@ -522,36 +765,85 @@ int grzo_cuda_device_count(void) {
     return n;
 }
 
+static grzo__cuda *grzo__cu_of(const grzo_backend *be) {
+    return be && be->iface == &grzo__cuda_iface ? (grzo__cuda *)be->self : NULL;
+}
+
 grzo_status grzo_backend_cuda_stream(const grzo_backend *be, void **stream_out) {
-    if (!be || !stream_out || be->iface != &grzo__cuda_iface || !be->self) return GRZO_ERR_INVALID_ARG;
-    *stream_out = (void *)((const grzo__cuda *)be->self)->stream;
+    const grzo__cuda *cu = grzo__cu_of(be);
+    if (!cu || !stream_out) return GRZO_ERR_INVALID_ARG;
+    *stream_out = (void *)cu->stream;
+    return GRZO_OK;
+}
+
+grzo_status grzo_backend_cuda_memory(const grzo_backend *be, grzo_cuda_memory *out) {
+    grzo__cuda *cu = grzo__cu_of(be);
+    size_t free_b = 0, total_b = 0;
+    if (!cu || !out) return GRZO_ERR_INVALID_ARG;
+    memset(out, 0, sizeof *out);
+    if (cudaSetDevice(cu->device) != cudaSuccess || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
+        return grzo__cu_fail(cu, "cudaMemGetInfo", cudaGetLastError());
+    out->bytes_now = cu->bytes_now;
+    out->bytes_peak = cu->bytes_peak;
+    out->blas_workspace = cu->blas_workspace ? GRZO__CU_BLAS_WORKSPACE : 0;
+    out->device_free = free_b;
+    out->device_total = total_b;
+    return GRZO_OK;
+}
+
+grzo_status grzo_backend_cuda_reset_peak(const grzo_backend *be) {
+    grzo__cuda *cu = grzo__cu_of(be);
+    if (!cu) return GRZO_ERR_INVALID_ARG;
+    cu->bytes_peak = cu->bytes_now;
+    return GRZO_OK;
+}
+
+static grzo_status grzo__cu_init(grzo__cuda *cu, const grzo_cuda_desc *d) {
+    int k;
+    if (cudaSetDevice(d->device) != cudaSuccess) return GRZO_ERR_BACKEND;
+    if (d->stream) cu->stream = (cudaStream_t)d->stream;
+    else if (cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking) == cudaSuccess) cu->own_stream = 1;
+    else return GRZO_ERR_BACKEND;
+    for (k = 0; k < GRZO__CU_TABLES; k++)
+        if (cudaEventCreateWithFlags(&cu->tables[k].uploaded, cudaEventDisableTiming) != cudaSuccess) return GRZO_ERR_BACKEND;
+    if (cublasCreate(&cu->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(cu->blas, cu->stream) != CUBLAS_STATUS_SUCCESS)
+        return GRZO_ERR_BACKEND;
+    if (grzo__cu_malloc(cu, sizeof(int), (void **)&cu->d_flag) != GRZO_OK || cudaMemsetAsync(cu->d_flag, 0, sizeof(int), cu->stream) != cudaSuccess ||
+        cudaMallocHost((void **)&cu->h_flag, sizeof(int)) != cudaSuccess)
+        return GRZO_ERR_OUT_OF_MEMORY;
+    *cu->h_flag = 0;
+    /* cuBLAS's workspace is ours, so that the accounting sees it */
+    if (grzo__cu_malloc(cu, GRZO__CU_BLAS_WORKSPACE, &cu->blas_workspace) != GRZO_OK ||
+        cublasSetWorkspace(cu->blas, cu->blas_workspace, GRZO__CU_BLAS_WORKSPACE) != CUBLAS_STATUS_SUCCESS)
+        return GRZO_ERR_OUT_OF_MEMORY;
+    /* pedantic: fp32 GEMMs stay fp32 (no TF32), so results can be compared with the CPU's;
+       fast: TF32 tensor ops for fp32 weights (16-bit weights use cublasGemmEx) */
+    if (cublasSetMathMode(cu->blas, cu->math == GRZO_CUDA_MATH_FAST ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH) !=
+        CUBLAS_STATUS_SUCCESS)
+        return GRZO_ERR_BACKEND;
     return GRZO_OK;
 }
 
 grzo_status grzo_backend_cuda_create(const grzo_cuda_desc *desc, grzo_backend *out) {
     grzo_cuda_desc d;
     grzo__cuda *cu;
+    grzo_status s;
     if (!out) return GRZO_ERR_INVALID_ARG;
     out->iface = NULL;
     out->self = NULL;
     if (desc) d = *desc; else memset(&d, 0, sizeof d);
+    if (d.math != GRZO_CUDA_MATH_PEDANTIC && d.math != GRZO_CUDA_MATH_FAST) return GRZO_ERR_INVALID_ARG;
     if (d.device < 0 || d.device >= grzo_cuda_device_count()) return GRZO_ERR_BACKEND;
     if (d.transient_bytes == 0) d.transient_bytes = (size_t)256 << 20;
     cu = (grzo__cuda *)calloc(1, sizeof *cu);
     if (!cu) return GRZO_ERR_OUT_OF_MEMORY;
     cu->device = d.device;
     cu->transient = d.transient_bytes;
-    if (cudaSetDevice(d.device) != cudaSuccess) { free(cu); return GRZO_ERR_BACKEND; }
-    if (d.stream) cu->stream = (cudaStream_t)d.stream;
-    else if (cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking) == cudaSuccess) cu->own_stream = 1;
-    else { free(cu); return GRZO_ERR_BACKEND; }
-    if (cublasCreate(&cu->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(cu->blas, cu->stream) != CUBLAS_STATUS_SUCCESS ||
-        cudaMalloc((void **)&cu->d_flag, sizeof(int)) != cudaSuccess) {
+    cu->math = (int)d.math;
+    if ((s = grzo__cu_init(cu, &d)) != GRZO_OK) {
         grzo__cu_destroy(cu);
-        return GRZO_ERR_BACKEND;
+        return s;
     }
-    /* fp32 GEMMs stay fp32: no TF32 shortcut, so results can be compared with the CPU's */
-    cublasSetMathMode(cu->blas, CUBLAS_PEDANTIC_MATH);
     out->iface = &grzo__cuda_iface;
     out->self = cu;
     return GRZO_OK;

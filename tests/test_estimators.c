@@ -10,7 +10,10 @@
      4. GRZO, CANONICAL, SHARED, MeZO and FZOO apply exactly the documented update, recomputed
         here from grzo_noise_at and the losses we handed in (weight decay rules included);
      5. variance law on linear per-example losses (exact finite differences), Rademacher base:
-        Var(MeZO) / Var(canonical) within 15% of c B + 1 - c for B in {1, 4, 16}, c in {0, .5, 1}. */
+        Var(MeZO) / Var(canonical) within 15% of c B + 1 - c for B in {1, 4, 16}, c in {0, .5, 1};
+     6. in-place MeZO: the documented MeZO update (formula_mezo_inplace), MeZO's trajectory within
+        an fp32 rounding tolerance, bounded restore drift (measured, printed), and restore after a
+        NaN loss or an abort (mezo_inplace). */
 #define GRZO_IMPLEMENTATION
 #include "grzo.h"
 #include "backends/grzo_cpu.h"
@@ -606,12 +609,14 @@ static void test_formula_grzo_family(grzo_estimator est, int dist)
     free(m);
 }
 
-static void test_formula_mezo(int dist)
+/* MEZO and MEZO_INPLACE: the same perturbations (in place: read back from the parameters
+   themselves) and the same update */
+static void test_formula_mezo(grzo_estimator est, int dist)
 {
     multi *m = (multi *)calloc(1, sizeof(multi));
     int64_t B = 4, i, s;
     REQUIRE(m != NULL);
-    multi_init(m, GRZO_ESTIMATOR_MEZO, dist, 0.01f, 0.0625f, 0.5f, 8);
+    multi_init(m, est, dist, 0.01f, 0.0625f, 0.5f, 8);
     for (s = 0; s < 3; s++) {
         rec r;
         grzo_step_report rep;
@@ -910,6 +915,218 @@ static void test_variance_law(void)
     free(L);
 }
 
+/* ============================ 6. in-place MeZO ============================================ */
+static double ulp_of(float x)
+{
+    float a = fabsf(x);
+    return (double)nextafterf(a, INFINITY) - (double)a;
+}
+
+typedef struct ip_loss {
+    const quad *q;
+    int64_t calls, nan_at;      /* the loss of call nan_at is NaN (-1: never) */
+} ip_loss;
+
+static double ip_quad_loss(int64_t e, float *const *p, void *ud)
+{
+    ip_loss *l = (ip_loss *)ud;
+    double v = quad_loss_at(l->q, e % l->q->n_ex, p[0]);
+    return l->calls++ == l->nan_at ? NAN : v;
+}
+
+static void one_init_est(one *o, grzo_estimator est, int dist, float lr, float sigma, float wd, int64_t rows,
+                         int64_t cols, uint32_t stream)
+{
+    grzo_desc d = tu_desc(NULL, est, 0xB0A7ULL, lr, sigma);
+    d.noise = (grzo_noise_dist)dist;
+    d.weight_decay = wd;
+    one_init(o, &d, rows, cols);
+    tu_fill_unif(o->theta, (size_t)o->D, stream, -1, 1);   /* not dyadic: every shift rounds */
+}
+
+/* In-place MeZO against MeZO through the operations, from the same parameters over the same
+   quadratic losses, 50 steps. They differ only by rounding: the "-" pass of the in-place form
+   reads fl(fl(theta + sigma z) - 2 sigma z) instead of fl(theta - sigma z) (one rounding per
+   weight, |.| <= ulp), the restore rounds again, and the losses' differences (~ |grad| ulp
+   sqrt(D)) reach the update through g = (l+ - l-) / (2 sigma). Stated fp32 tolerance, per
+   step: |theta_inplace - theta_mezo| <= 3 ulp(theta) + lr |grad| ulp sqrt(D) / sigma, i.e.
+   max |diff| <= 1e-5 max |theta| after 50 steps at lr = sigma = 1e-3 (measured 4e-6, printed). */
+static void test_mezo_inplace_matches_mezo(int dist)
+{
+    enum { ROWS = 8, COLS = 8, B = 4, T = 50 };
+    quad *q = (quad *)calloc(1, sizeof(quad));
+    one ip, ops;
+    ip_loss l1 = { NULL, 0, -1 }, l2 = { NULL, 0, -1 };
+    double max_diff = 0, max_theta = 0, max_move = 0;
+    int64_t i;
+    int t;
+    REQUIRE(q != NULL);
+    quad_init(q, ROWS * COLS, B, 620);
+    l1.q = l2.q = q;
+    one_init_est(&ip, GRZO_ESTIMATOR_MEZO_INPLACE, dist, 1e-3f, 1e-3f, 0.1f, ROWS, COLS, 630);
+    one_init_est(&ops, GRZO_ESTIMATOR_MEZO, dist, 1e-3f, 1e-3f, 0.1f, ROWS, COLS, 630);
+    for (t = 0; t < T; t++) {
+        grzo_step_report r1, r2;
+        float before = ops.theta[0];
+        REQUIRE_OK(one_step(&ip, B, ip_quad_loss, 1.0, &l1, NULL, &r1));
+        REQUIRE_OK(one_step(&ops, B, ip_quad_loss, 1.0, &l2, NULL, &r2));
+        CHECKF(fabs(r1.loss - r2.loss) <= 1e-5 * fabs(r2.loss), "dist %d step %d: mean loss %.9g (in place) vs %.9g", dist, t,
+               r1.loss, r2.loss);
+        max_move = fmax(max_move, fabs((double)ops.theta[0] - before));
+    }
+    for (i = 0; i < ip.D; i++) {
+        max_diff = fmax(max_diff, fabs((double)ip.theta[i] - ops.theta[i]));
+        max_theta = fmax(max_theta, fabs((double)ops.theta[i]));
+    }
+    printf("  mezo_inplace dist %d: after %d steps max |inplace - mezo| = %.3g (max |theta| %.3g, one step moves ~%.3g)\n",
+           dist, T, max_diff, max_theta, max_move);
+    CHECKF(max_diff <= 1e-5 * max_theta, "dist %d: in-place MeZO left MeZO's trajectory: max diff %.3g > 1e-5 * %.3g", dist,
+           max_diff, max_theta);
+    CHECKF(max_move > 0, "dist %d: the parameters did not move (the comparison would be empty)", dist);
+    one_free(&ip);
+    one_free(&ops);
+    free(q);
+}
+
+/* Restore drift: with equal losses MeZO's update is zero, so whatever moves the parameters is
+   the rounding of the three shifts +sigma z, -2 sigma z, +sigma z. fp32, round to nearest:
+   each shift rounds once (<= ulp/2 of |theta| + 2 sigma |z|), so a step drifts <= 1.5 ulp and
+   T steps <= 1.5 T ulp: the bound checked here. It is not a random walk: the rounding error
+   of theta +- sigma is a fixed function of theta, and theta hardly moves, so for Rademacher z
+   the same two errors recur and the drift of a weight grows linearly until it crosses to
+   another value. Measured (printed), 4096 weights in (-1, 1), sigma = 1e-3, 1000 steps:
+   Rademacher max ~750 ulp(theta_0) = 1.5e-5 absolute (sigma / 65), mean ~10 ulp, 2/3 of the
+   weights bitwise back; Gaussian max 5e-6, mean ~18 ulp, almost none bitwise back. The
+   second check is an empirical guard: drift < sigma / 10 (a missing or doubled restore moves
+   a weight by ~sigma at once). */
+static void test_mezo_inplace_drift(int dist)
+{
+    enum { ROWS = 64, COLS = 64, B = 2, T = 1000 };
+    one o;
+    float *theta0;
+    double max_ulps = 0, sum_ulps = 0, max_abs = 0, max_bound = 0, zmax = dist == GRZO_NOISE_GAUSSIAN ? 6.0 : 1.0;
+    int64_t i, exact = 0;
+    int t;
+    one_init_est(&o, GRZO_ESTIMATOR_MEZO_INPLACE, dist, 1e-3f, 1e-3f, 0.0f, ROWS, COLS, 640);
+    theta0 = (float *)malloc((size_t)o.D * sizeof(float));
+    REQUIRE(theta0 != NULL);
+    memcpy(theta0, o.theta, (size_t)o.D * sizeof(float));
+    for (t = 0; t < T; t++) REQUIRE_OK(one_step(&o, B, zero_loss, 1.0, NULL, NULL, NULL));
+    CHECK(grzo_get_step(o.ctx) == T);
+    for (i = 0; i < o.D; i++) {
+        double d = fabs((double)o.theta[i] - theta0[i]), u = d / ulp_of(theta0[i]);
+        max_ulps = fmax(max_ulps, u);
+        /* drift in units of the worst case 1.5 T ulp(|theta| + 2 sigma |z|max) */
+        max_bound = fmax(max_bound, d / (1.5 * T * ulp_of(fabsf(theta0[i]) + (float)(2e-3 * zmax))));
+        sum_ulps += u;
+        max_abs = fmax(max_abs, d);
+        exact += o.theta[i] == theta0[i];
+    }
+    printf("  mezo_inplace drift dist %d, fp32, %d steps, sigma 1e-3: max %.1f ulp (%.3g abs), mean %.2f ulp, %lld of %lld "
+           "weights bitwise back\n", dist, T, max_ulps, max_abs, sum_ulps / (double)o.D, (long long)exact, (long long)o.D);
+    printf("  (largest drift = %.3g of the worst-case bound 1.5 T ulp)\n", max_bound);
+    CHECKF(max_bound <= 1.0, "dist %d: restore drift exceeds 1.5 T ulp(|theta| + 2 sigma |z|) (%.3g of it)", dist, max_bound);
+    CHECKF(max_abs < 1e-3 / 10, "dist %d: restore drift %.3g after %d steps is not below sigma / 10", dist, max_abs, T);
+    free(theta0);
+    one_free(&o);
+}
+
+/* within the rounding of the shifts: |theta - theta0| <= 2 ulp(|theta0| + 2 sigma |z|max) */
+static int64_t count_not_restored(const one *o, const float *theta0, double sigma_zmax)
+{
+    int64_t i, bad = 0;
+    for (i = 0; i < o->D; i++)
+        if (!(fabs((double)o->theta[i] - theta0[i]) <= 2.0 * ulp_of(fabsf(theta0[i]) + (float)(2.0 * sigma_zmax)))) bad++;
+    return bad;
+}
+
+/* a backend whose synchronize fails on its n-th call (grzo_pass_end calls it once per pass) */
+static int sync_fail_countdown;
+static grzo_status sync_fails_once(void *self)
+{
+    (void)self;
+    return (sync_fail_countdown > 0 && --sync_fail_countdown == 0) ? GRZO_ERR_BACKEND : GRZO_OK;
+}
+
+/* A NaN loss in either pass, a failed forward, or grzo_step_abort between the passes writes the
+   parameters back (within rounding, not bitwise: see grzo.h section 3), applies no update, and
+   leaves the step counter; during a pass the parameters really are theta +- sigma z. */
+static void test_mezo_inplace_restore(void)
+{
+    enum { ROWS = 8, COLS = 8, B = 4 };
+    quad *q = (quad *)calloc(1, sizeof(quad));
+    one o;
+    float theta0[ROWS * COLS];
+    int64_t nan_calls[2] = { 1, B + 2 }, bad, i;   /* a call of pass 0, one of pass 1 */
+    int k;
+    float sigma = 1e-2f;
+    grzo_noise u = { 0xB0A7ULL, 0, 0, GRZO_STREAM_BASE, GRZO_NOISE_RADEMACHER };
+    REQUIRE(q != NULL);
+    quad_init(q, ROWS * COLS, B, 650);
+    one_init_est(&o, GRZO_ESTIMATOR_MEZO_INPLACE, GRZO_NOISE_RADEMACHER, 1e-2f, sigma, 0.1f, ROWS, COLS, 660);
+    memcpy(theta0, o.theta, sizeof theta0);
+    for (k = 0; k < 2; k++) {
+        ip_loss l = { NULL, 0, -1 };
+        l.q = q;
+        l.nan_at = nan_calls[k];
+        memcpy(theta0, o.theta, sizeof theta0);
+        CHECK_ST(one_step(&o, B, ip_quad_loss, 1.0, &l, NULL, NULL), GRZO_ERR_NONFINITE);
+        CHECK(grzo_get_step(o.ctx) == 0);
+        bad = count_not_restored(&o, theta0, sigma);
+        CHECKF(bad == 0, "NaN in pass %d: %lld weights not restored within rounding", k, (long long)bad);
+    }
+    /* the perturbation is in the parameters during a pass; abort between passes restores */
+    {
+        grzo_step_info si;
+        grzo_pass_info pi;
+        float losses[B] = { 1, 2, 3, 4 };
+        int64_t off = 0;
+        memcpy(theta0, o.theta, sizeof theta0);
+        REQUIRE_OK(grzo_step_begin(o.ctx, B, &si));
+        REQUIRE_OK(grzo_pass_begin(o.ctx, &pi));
+        for (i = 0; i < o.D; i++)
+            off += !(fabs((double)o.theta[i] - ((double)theta0[i] + sigma * grzo_noise_at(&u, (uint64_t)i))) <= ulp_of(theta0[i]) * 2);
+        CHECKF(off == 0, "pass 0: %lld parameters are not theta + sigma z in place", (long long)off);
+        REQUIRE_OK(grzo_pass_end(o.ctx, losses));
+        REQUIRE_OK(grzo_pass_begin(o.ctx, &pi));
+        off = 0;
+        for (i = 0; i < o.D; i++)
+            off += !(fabs((double)o.theta[i] - ((double)theta0[i] - sigma * grzo_noise_at(&u, (uint64_t)i))) <= ulp_of(theta0[i]) * 3);
+        CHECKF(off == 0, "pass 1: %lld parameters are not theta - sigma z in place", (long long)off);
+        CHECK_OK(grzo_step_abort(o.ctx));
+        bad = count_not_restored(&o, theta0, sigma);
+        CHECKF(bad == 0, "abort between passes: %lld weights not restored within rounding", (long long)bad);
+        CHECK(grzo_get_step(o.ctx) == 0);
+    }
+    /* a failure the backend reports only at the pass's end (an asynchronous backend's error
+       flag): grzo_pass_end abandons the step, and the parameters come back */
+    {
+        grzo_backend_i failing = *o.be.iface;
+        const grzo_backend_i *orig = o.be.iface;
+        ip_loss l = { NULL, 0, -1 };
+        l.q = q;
+        memcpy(theta0, o.theta, sizeof theta0);   /* each abandoned step rounds anew: compare with just before */
+        failing.synchronize = sync_fails_once;
+        o.be.iface = &failing;   /* the context holds &o.be */
+        sync_fail_countdown = 2;  /* pass 0's synchronize passes, pass 1's fails */
+        CHECK_ST(one_step(&o, B, ip_quad_loss, 1.0, &l, NULL, NULL), GRZO_ERR_BACKEND);
+        CHECKF(strstr(grzo_last_error(o.ctx), "grzo_pass_end") != NULL, "error names grzo_pass_end: %s", grzo_last_error(o.ctx));
+        o.be.iface = orig;
+        CHECK(grzo_get_step(o.ctx) == 0);
+        bad = count_not_restored(&o, theta0, sigma);
+        CHECKF(bad == 0, "backend failure at pass end: %lld weights not restored within rounding", (long long)bad);
+    }
+    /* and training goes on normally afterwards */
+    {
+        ip_loss l = { NULL, 0, -1 };
+        l.q = q;
+        CHECK_OK(one_step(&o, B, ip_quad_loss, 1.0, &l, NULL, NULL));
+        CHECK(grzo_get_step(o.ctx) == 1);
+    }
+    one_free(&o);
+    free(q);
+}
+
 int main(int argc, char **argv)
 {
     tu_args(argc, argv);
@@ -925,8 +1142,15 @@ int main(int argc, char **argv)
     if (tu_case("formula_grzo")) test_formula_grzo_family(GRZO_ESTIMATOR_GRZO, GRZO_NOISE_GAUSSIAN);
     if (tu_case("formula_canonical")) test_formula_grzo_family(GRZO_ESTIMATOR_CANONICAL, GRZO_NOISE_RADEMACHER);
     if (tu_case("formula_shared")) test_formula_grzo_family(GRZO_ESTIMATOR_SHARED, GRZO_NOISE_RADEMACHER);
-    if (tu_case("formula_mezo")) test_formula_mezo(GRZO_NOISE_RADEMACHER);
-    if (tu_case("formula_mezo")) test_formula_mezo(GRZO_NOISE_GAUSSIAN);
+    if (tu_case("formula_mezo")) test_formula_mezo(GRZO_ESTIMATOR_MEZO, GRZO_NOISE_RADEMACHER);
+    if (tu_case("formula_mezo")) test_formula_mezo(GRZO_ESTIMATOR_MEZO, GRZO_NOISE_GAUSSIAN);
+    if (tu_case("formula_mezo_inplace")) test_formula_mezo(GRZO_ESTIMATOR_MEZO_INPLACE, GRZO_NOISE_RADEMACHER);
+    if (tu_case("formula_mezo_inplace")) test_formula_mezo(GRZO_ESTIMATOR_MEZO_INPLACE, GRZO_NOISE_GAUSSIAN);
+    if (tu_case("mezo_inplace")) test_mezo_inplace_matches_mezo(GRZO_NOISE_RADEMACHER);
+    if (tu_case("mezo_inplace")) test_mezo_inplace_matches_mezo(GRZO_NOISE_GAUSSIAN);
+    if (tu_case("mezo_inplace")) test_mezo_inplace_drift(GRZO_NOISE_RADEMACHER);
+    if (tu_case("mezo_inplace")) test_mezo_inplace_drift(GRZO_NOISE_GAUSSIAN);
+    if (tu_case("mezo_inplace")) test_mezo_inplace_restore();
     if (tu_case("formula_fzoo")) test_formula_fzoo(GRZO_NOISE_RADEMACHER);
     if (tu_case("formula_fzoo")) test_formula_fzoo(GRZO_NOISE_GAUSSIAN);
     if (tu_case("variance_law")) test_variance_law();

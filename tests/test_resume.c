@@ -1,5 +1,5 @@
 /* test_resume.c - determinism and checkpoint/resume.
-     1. For GRZO, CANONICAL, SHARED, MeZO and FZOO (reference and CPU backends): N steps straight
+     1. For GRZO, CANONICAL, SHARED, MeZO, FZOO and in-place MeZO (reference and CPU backends): N steps straight
         equal k steps + grzo_checkpoint_save + a fresh context (other seed, lr and parameter
         values) + grzo_checkpoint_load + N - k steps, bitwise (parameters with memcmp, and the
         step reports). The model is a small embedding -> linear -> bias -> tanh -> gain -> linear
@@ -409,12 +409,12 @@ static void test_threads(void)
 
 int main(int argc, char **argv)
 {
-    static const grzo_estimator ests[5] = { GRZO_ESTIMATOR_GRZO, GRZO_ESTIMATOR_CANONICAL, GRZO_ESTIMATOR_SHARED,
-                                            GRZO_ESTIMATOR_MEZO, GRZO_ESTIMATOR_FZOO };
-    static const char *names[5] = { "grzo", "canonical", "shared", "mezo", "fzoo" };
+    static const grzo_estimator ests[6] = { GRZO_ESTIMATOR_GRZO, GRZO_ESTIMATOR_CANONICAL, GRZO_ESTIMATOR_SHARED,
+                                            GRZO_ESTIMATOR_MEZO, GRZO_ESTIMATOR_FZOO, GRZO_ESTIMATOR_MEZO_INPLACE };
+    static const char *names[6] = { "grzo", "canonical", "shared", "mezo", "fzoo", "mezo_inplace" };
     int ei;
     tu_args(argc, argv);
-    for (ei = 0; ei < 5; ei++) {
+    for (ei = 0; ei < 6; ei++) {
         if (!tu_case(names[ei])) continue;
         test_resume(ests[ei], GRZO_NOISE_RADEMACHER, -1);
         test_resume(ests[ei], GRZO_NOISE_RADEMACHER, 2);

@@ -110,7 +110,8 @@ typedef struct options {
 static void usage(FILE *f) {
     fprintf(f,
         "usage: grzo-finetune --model PATH [--tokenizer tok.bin] --task NAME --data DIR [options]\n"
-        "  --estimator grzo|mezo|fzoo|canonical|shared   (default grzo)\n"
+        "  --estimator grzo|mezo|mezo-inplace|fzoo|canonical|shared   (default grzo; mezo-inplace:\n"
+        "               MeZO perturbing the weights in place, its memory-optimal form)\n"
         "  --lr LR (1e-5)  --sigma S (1e-3)  --batch B (16)  --steps N (100)  --warmup N (0)\n"
         "  --eval-every N (0: only before and after)  --seed S (0)  --threads N (all cores)\n"
         "  --device cpu|cuda (cpu)  --dtype f32|bf16|f16 (f32; 16-bit weights need --device cuda)\n"
@@ -131,7 +132,8 @@ static void usage(FILE *f) {
 static int parse_estimator(const char *s, grzo_estimator *out) {
     static const struct { const char *name; grzo_estimator e; } map[] = {
         {"grzo", GRZO_ESTIMATOR_GRZO}, {"mezo", GRZO_ESTIMATOR_MEZO}, {"fzoo", GRZO_ESTIMATOR_FZOO},
-        {"canonical", GRZO_ESTIMATOR_CANONICAL}, {"shared", GRZO_ESTIMATOR_SHARED}};
+        {"canonical", GRZO_ESTIMATOR_CANONICAL}, {"shared", GRZO_ESTIMATOR_SHARED},
+        {"mezo-inplace", GRZO_ESTIMATOR_MEZO_INPLACE}};
     size_t i;
     for (i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strcmp(s, map[i].name)) { *out = map[i].e; return 0; }
@@ -144,6 +146,7 @@ static const char *estimator_name(grzo_estimator e) {
     case GRZO_ESTIMATOR_FZOO: return "fzoo";
     case GRZO_ESTIMATOR_CANONICAL: return "canonical";
     case GRZO_ESTIMATOR_SHARED: return "shared";
+    case GRZO_ESTIMATOR_MEZO_INPLACE: return "mezo-inplace";
     default: return "grzo";
     }
 }
@@ -171,7 +174,7 @@ static int set_option(options *o, opt_id id, const char *v, char *err, size_t er
     case KIND_SEED: return cli_parse_u64(d->flag, v, &o->seed, err, errlen);
     case KIND_TEXT:
         if (id == OPT_ESTIMATOR && parse_estimator(v, &o->estimator)) {
-            snprintf(err, errlen, "--estimator: expected grzo, mezo, fzoo, canonical or shared, got '%.64s'", v);
+            snprintf(err, errlen, "--estimator: expected grzo, mezo, mezo-inplace, fzoo, canonical or shared, got '%.64s'", v);
             return -1;
         }
         if (id == OPT_DEVICE && strcmp(v, "cpu") && strcmp(v, "cuda")) {

@@ -1,0 +1,707 @@
+/* bench_gpu.c - GRZO on the GPU: time and device memory of a fine-tuning step against the
+   inference floor, in-place MeZO, MeZO through the operations, and FZOO (issue 16 item 8).
+
+   Workload (fine-tuning as in MeZO's RTE setup): B = 16 examples, each a context of ~250
+   tokens and 2 candidate continuations (1 and 2 tokens); an example copy forwards both
+   candidates (2 sequences, llm_sequence_logprob) and its loss is the cross-entropy over the
+   two candidates' log-likelihoods. Workloads, each in a fresh backend (clean accounting):
+     floor           plain forward of the 2B copies a GRZO pass runs (4B sequences)
+     GRZO            1 fused pass of 2B copies, update
+     MeZO in place   MeZO's memory-optimal form: 2 passes of B on theta +- sigma z, restore, update
+     MeZO (ops)      MeZO perturbing through the operations (transient per-layer weight)
+     FZOO            N + 1 = 9 passes of B (N = 8 probes)
+   Shapes: SmolLM2-135M (dim 576, 30 layers, 9/3 heads, FFN 1536, vocab 49152, tied; real
+   weights with --model PATH.gguf, else random) and a random Llama-3-8B shape (dim 4096, 32
+   layers, 32/8 heads, FFN 14336, vocab 128256, untied), both stored in --dtype (bf16).
+
+   Per workload: wall time per step from CUDA events on the backend's stream (median of
+   --steps >= 20 steps after --warmup steps), split into forward (inside the passes) and
+   perturbation/update (outside them: in-place MeZO's shifts, the update); peak device
+   memory = the backend's high-water mark (every cudaMalloc it makes, cuBLAS workspace
+   included; grzo_backend_cuda_memory), cross-checked with cudaMemGetInfo (which also sees
+   the CUDA context). Model FLOPs of the forward: 2 x matmul params x tokens + 2 x head
+   params x scored positions + causal attention 4 x heads x head_dim x L(L+1)/2 per layer and
+   sequence; achieved TFLOP/s against the H100 SXM bf16 dense peak (989 TFLOP/s).
+
+   Output: the two tables (time, memory) per shape on stdout, and OUTDIR/bench_gpu.md and
+   OUTDIR/bench_gpu.csv, rewritten after each shape (.tmp files renamed: never half-written;
+   a run stopped by a time limit keeps the shapes it finished).
+
+   usage: bench_gpu [--out DIR] [--model SMOLLM2.gguf] [--shapes smollm2,llama8b] [--steps 20]
+                    [--warmup 3] [--batch 16] [--seq-len 256] [--dtype bf16|f16|f32]
+                    [--math fast|pedantic] [--transient-mb 64] [--quick] [--self-test]
+   --quick: a tiny random model, 3 steps (the Meson test's GPU smoke run).
+   --self-test: the parts that need no GPU (parameter and FLOP counts of both shapes, the
+   median, the report writers); run by Meson. Without a GPU anything else exits 77. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "grzo.h"
+#include "backends/grzo_cuda.h"
+#include "cli_args.h"
+#include "llm.h"
+#include "model.h"
+
+#define MAX_B 64
+#define MAX_STEPS 1000
+#define MAX_PASSES 9             /* FZOO: N + 1 */
+#define FZOO_N 8
+#define H100_BF16_PEAK_TFLOPS 989.0
+#define MAX_CAND_LEN 2
+
+/* ---- shapes and FLOPs (CPU-testable) --------------------------------------------------------- */
+typedef struct shape {
+    const char *name;
+    llm_config cfg;
+} shape;
+
+static llm_config make_cfg(int32_t dim, int32_t hidden, int32_t layers, int32_t heads, int32_t kv, int32_t vocab,
+                           float theta, int32_t tied) {
+    llm_config c;
+    memset(&c, 0, sizeof c);
+    c.dim = dim;
+    c.hidden_dim = hidden;
+    c.n_layers = layers;
+    c.n_heads = heads;
+    c.n_kv_heads = kv;
+    c.head_dim = dim / heads;
+    c.vocab_size = vocab;
+    c.max_seq_len = 4096;
+    c.norm_eps = 1e-5f;
+    c.rope_theta = theta;
+    c.tied_output = tied;
+    return c;
+}
+
+static shape shape_smollm2(void) { shape s = {"SmolLM2-135M", make_cfg(576, 1536, 30, 9, 3, 49152, 100000.0f, 1)}; return s; }
+static shape shape_llama8b(void) { shape s = {"Llama-3-8B (random)", make_cfg(4096, 14336, 32, 32, 8, 128256, 500000.0f, 0)}; return s; }
+static shape shape_quick(void) { shape s = {"tiny (quick)", make_cfg(64, 128, 2, 4, 2, 512, 10000.0f, 1)}; return s; }
+
+/* weights of the matrices every token goes through (attention and FFN of all layers) */
+static double matmul_params_per_token(const llm_config *c) {
+    double hd = c->head_dim, q = (double)c->n_heads * hd, kv = (double)c->n_kv_heads * hd;
+    return (double)c->n_layers * ((double)c->dim * q * 2.0 + (double)c->dim * kv * 2.0 + 3.0 * (double)c->dim * c->hidden_dim);
+}
+
+static double total_params(const llm_config *c) {
+    double emb = (double)c->vocab_size * c->dim;
+    return matmul_params_per_token(c) + (double)c->n_layers * 2.0 * c->dim + c->dim + emb * (c->tied_output ? 1.0 : 2.0);
+}
+
+/* forward FLOPs of sequences of lengths len[] with n_scored head positions in all */
+static double forward_flops(const llm_config *c, const int32_t *len, int64_t n_seqs, int64_t n_scored) {
+    double f = 0, attn_per_pair = 4.0 * (double)c->n_heads * c->head_dim * c->n_layers;
+    int64_t s;
+    for (s = 0; s < n_seqs; s++) {
+        double L = len[s];
+        f += 2.0 * matmul_params_per_token(c) * L + attn_per_pair * L * (L + 1.0) / 2.0;
+    }
+    return f + 2.0 * (double)n_scored * c->vocab_size * c->dim;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static double median(const double *v, int n) {
+    double *w = (double *)malloc((size_t)n * sizeof *w), m;
+    if (!w || n < 1) { free(w); return NAN; }
+    memcpy(w, v, (size_t)n * sizeof *w);
+    qsort(w, (size_t)n, sizeof *w, cmp_double);
+    m = n % 2 ? w[n / 2] : 0.5 * (w[n / 2 - 1] + w[n / 2]);
+    free(w);
+    return m;
+}
+
+/* ---- results and reports (CPU-testable) --------------------------------------------------------- */
+enum { W_FLOOR = 0, W_GRZO, W_MEZO_INPLACE, W_MEZO, W_FZOO, N_WORKLOADS };
+static const char *const workload_names[N_WORKLOADS] = {"floor: inference of the 2B copies", "GRZO", "MeZO in place",
+                                                        "MeZO (through the ops)", "FZOO (N = 8)"};
+static const char *const workload_keys[N_WORKLOADS] = {"floor", "grzo", "mezo_inplace", "mezo_ops", "fzoo"};
+
+typedef struct result {
+    int ok;
+    double fwd_ms, upd_ms, total_ms;   /* medians */
+    double flops;                      /* model FLOPs of the forwards of one step */
+    size_t peak, now;                  /* backend high-water mark and bytes held after the steps */
+    size_t dev_used;                   /* cudaMemGetInfo: total - free, after the steps */
+    int steps;
+} result;
+
+typedef struct text { char *s; size_t len, cap; } text;
+
+typedef struct report {
+    text md, csv;
+    const char *dir;
+} report;
+
+static void text_vappend(text *t, const char *fmt, va_list ap) {
+    va_list aq;
+    int n;
+    va_copy(aq, ap);
+    n = vsnprintf(NULL, 0, fmt, aq);
+    va_end(aq);
+    if (n < 0) return;
+    if (t->len + (size_t)n + 1 > t->cap) {
+        size_t cap = (t->cap + (size_t)n + 1) * 2;
+        char *m = (char *)realloc(t->s, cap);
+        if (!m) return;
+        t->s = m;
+        t->cap = cap;
+    }
+    vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
+    t->len += (size_t)n;
+}
+
+#if defined(__GNUC__)
+static void md_printf(report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void csv_printf(report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#endif
+/* to stdout and to the markdown */
+static void md_printf(report *r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    va_start(ap, fmt);
+    text_vappend(&r->md, fmt, ap);
+    va_end(ap);
+}
+static void csv_printf(report *r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    text_vappend(&r->csv, fmt, ap);
+    va_end(ap);
+}
+
+static void report_shape(report *r, const shape *sh, const result *res, double peak_tflops, const char *dtype) {
+    const result *fl = &res[W_FLOOR];
+    int w;
+    md_printf(r, "\n### %s, %s weights: time per step (median)\n\n", sh->name, dtype);
+    md_printf(r, "| workload | forward ms | perturbation/update ms | total ms | vs floor | model TFLOP | TFLOP/s | of %.0f peak |\n"
+                 "|---|---:|---:|---:|---:|---:|---:|---:|\n", peak_tflops);
+    for (w = 0; w < N_WORKLOADS; w++) {
+        const result *x = &res[w];
+        if (!x->ok) { md_printf(r, "| %s | failed | | | | | | |\n", workload_names[w]); continue; }
+        md_printf(r, "| %s | %.1f | %.1f | %.1f | %.2fx | %.2f | %.1f | %.1f %% |\n", workload_names[w], x->fwd_ms, x->upd_ms,
+                  x->total_ms, fl->ok ? x->total_ms / fl->total_ms : NAN, x->flops * 1e-12,
+                  x->flops / (x->total_ms * 1e-3) * 1e-12, 100.0 * x->flops / (x->total_ms * 1e-3) * 1e-12 / peak_tflops);
+    }
+    md_printf(r, "\n### %s, %s weights: peak device memory\n\n", sh->name, dtype);
+    md_printf(r, "Cross-check: cudaMemGetInfo's device use after the steps, and its part not held by the backend (CUDA "
+                 "context, cuBLAS internals, anything the model allocates itself).\n\n");
+    md_printf(r, "| workload | peak GB | over floor GB | over floor %% | device used GB (cudaMemGetInfo) | not the backend's GB |\n"
+                 "|---|---:|---:|---:|---:|---:|\n");
+    for (w = 0; w < N_WORKLOADS; w++) {
+        const result *x = &res[w];
+        double over = fl->ok ? ((double)x->peak - (double)fl->peak) * 1e-9 : NAN;
+        if (!x->ok) { md_printf(r, "| %s | failed | | | | |\n", workload_names[w]); continue; }
+        md_printf(r, "| %s | %.3f | %+.3f | %+.2f %% | %.3f | %.3f |\n", workload_names[w], (double)x->peak * 1e-9, over,
+                  fl->ok ? 100.0 * over / ((double)fl->peak * 1e-9) : NAN, (double)x->dev_used * 1e-9,
+                  ((double)x->dev_used - (double)x->now) * 1e-9);
+    }
+    if (res[W_GRZO].ok && res[W_MEZO_INPLACE].ok)
+        md_printf(r, "\nGRZO step / in-place MeZO step: %.3fx (target <= 1.0; paper 1.23). GRZO peak over floor: %+.2f %% "
+                     "(target <= +0.5 %%). GRZO %.1f ms/step, %.1f TFLOP/s.\n",
+                  res[W_GRZO].total_ms / res[W_MEZO_INPLACE].total_ms,
+                  fl->ok ? 100.0 * ((double)res[W_GRZO].peak - (double)fl->peak) / (double)fl->peak : NAN, res[W_GRZO].total_ms,
+                  res[W_GRZO].flops / (res[W_GRZO].total_ms * 1e-3) * 1e-12);
+    for (w = 0; w < N_WORKLOADS; w++) {
+        const result *x = &res[w];
+        csv_printf(r, "%s,%s,%s,%d,%.4f,%.4f,%.4f,%.6g,%.4f,%zu,%lld,%.4f,%zu,%d\n", sh->name, dtype, workload_keys[w], x->ok,
+                x->fwd_ms, x->upd_ms, x->total_ms, x->flops, x->ok ? x->flops / (x->total_ms * 1e-3) * 1e-12 : 0.0, x->peak,
+                (long long)((long long)x->peak - (long long)fl->peak),
+                fl->ok && fl->peak ? 100.0 * ((double)x->peak - (double)fl->peak) / (double)fl->peak : 0.0, x->dev_used,
+                x->steps);
+    }
+}
+
+static const char CSV_HEADER[] = "shape,dtype,workload,ok,forward_ms,update_ms,total_ms,model_flops,tflops,peak_bytes,"
+                                 "over_floor_bytes,over_floor_pct,device_used_bytes,steps\n";
+
+static int report_open(report *r, const char *dir) {
+    memset(r, 0, sizeof *r);
+    r->dir = dir;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "bench_gpu: cannot create %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    csv_printf(r, "%s", CSV_HEADER);
+    return 0;
+}
+
+static int write_file(const char *dir, const char *name, const text *t) {
+    char tmp[1100], path[1100];
+    FILE *f;
+    int bad;
+    snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (!(f = fopen(tmp, "w"))) return 1;
+    bad = fwrite(t->s ? t->s : "", 1, t->len, f) != t->len;
+    if (fclose(f) != 0) bad = 1;
+    if (!bad && rename(tmp, path) != 0) bad = 1;
+    if (bad) remove(tmp);
+    return bad;
+}
+
+/* Write (or rewrite) both files from what is reported so far: called after each shape, so a
+   run stopped by a time limit keeps the shapes it finished. Never half-written: .tmp + rename. */
+static int report_flush(report *r) {
+    if (write_file(r->dir, "bench_gpu.csv", &r->csv) || write_file(r->dir, "bench_gpu.md", &r->md)) {
+        fprintf(stderr, "bench_gpu: could not write the report into %s\n", r->dir);
+        return 1;
+    }
+    return 0;
+}
+
+static void report_free(report *r) {
+    free(r->md.s);
+    free(r->csv.s);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- the workload -------------------------------------------------------------------------------- */
+typedef struct options {
+    const char *out, *model, *shapes;
+    int64_t steps, warmup, batch, seq_len, transient_mb;
+    grzo_dtype dtype;
+    grzo_cuda_math math;
+    int quick, self_test;
+} options;
+
+typedef struct example {
+    int32_t *tokens[2];           /* context + candidate k */
+    int32_t len[2], n_context, label;
+} example;
+
+typedef struct bench {
+    const options *o;
+    shape sh;
+    llm_weights *host_w;          /* real weights (host fp32) or NULL: random */
+    example ex[MAX_B];
+    int32_t B;
+    /* per run */
+    grzo_backend be;
+    grzo_ctx *ctx;
+    llm_model m;
+    int have_model;
+    llm_state *st;
+    llm_seq seqs[4 * MAX_B];
+    int32_t n_context[4 * MAX_B];
+    double sums[4 * MAX_B];
+    char err[512];
+} bench;
+
+static void make_examples(bench *b) {
+    uint64_t s = 0x5EEDull;
+    int32_t i, k, t, V = b->sh.cfg.vocab_size;
+    for (i = 0; i < b->B; i++) {
+        example *e = &b->ex[i];
+        e->n_context = (int32_t)b->o->seq_len - 4 - (i * 7) % 16;   /* ~RTE: 236..252 at 256 */
+        if (e->n_context < 2) e->n_context = 2;
+        e->label = i % 2;
+        for (k = 0; k < 2; k++) {
+            e->len[k] = e->n_context + 1 + k;                        /* candidates of 1 and 2 tokens */
+            e->tokens[k] = (int32_t *)malloc((size_t)e->len[k] * sizeof(int32_t));
+        }
+        for (t = 0; t < e->len[1]; t++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            e->tokens[1][t] = (int32_t)((s >> 33) % (uint64_t)V);
+        }
+        memcpy(e->tokens[0], e->tokens[1], (size_t)e->n_context * sizeof(int32_t));
+        e->tokens[0][e->n_context] = (int32_t)((e->tokens[1][e->n_context] + 1) % V);
+    }
+}
+
+/* lengths and scored positions of n copies (2 sequences each), for the FLOP count */
+static double copies_flops(const bench *b, const int64_t *which, int64_t n) {
+    int32_t len[4 * MAX_B];
+    int64_t c, n_scored = 0;
+    for (c = 0; c < n; c++) {
+        const example *e = &b->ex[which[c]];
+        len[2 * c] = e->len[0];
+        len[2 * c + 1] = e->len[1];
+        n_scored += (e->len[0] - e->n_context) + (e->len[1] - e->n_context);
+    }
+    return forward_flops(&b->sh.cfg, len, 2 * n, n_scored);
+}
+
+/* Forward n copies (copy c reads example which[c], both candidates) and write one loss each. */
+static grzo_status forward_copies(bench *b, const int64_t *which, int64_t n, int64_t n_segments, float *losses) {
+    llm_batch batch;
+    int64_t c;
+    int k;
+    grzo_status s;
+    for (c = 0; c < n; c++)
+        for (k = 0; k < 2; k++) {
+            const example *e = &b->ex[which[c]];
+            llm_seq *q = &b->seqs[2 * c + k];
+            memset(q, 0, sizeof *q);
+            q->tokens = e->tokens[k];
+            q->n_tokens = e->len[k];
+            q->segment = c;
+            b->n_context[2 * c + k] = e->n_context;
+        }
+    batch.seqs = b->seqs;
+    batch.n_seqs = (int32_t)(2 * n);
+    batch.n_segments = n_segments;
+    s = llm_sequence_logprob(b->ctx, &b->m, b->st, &batch, b->n_context, b->sums, NULL);
+    if (s != GRZO_OK) {
+        snprintf(b->err, sizeof b->err, "%s", llm_model_error(&b->m));
+        return s;
+    }
+    for (c = 0; c < n; c++) {   /* cross-entropy over the two candidates' log-likelihoods */
+        double a = b->sums[2 * c], g = b->sums[2 * c + 1], mx = a > g ? a : g;
+        double lse = mx + log(exp(a - mx) + exp(g - mx));
+        losses[c] = (float)(lse - (b->ex[which[c]].label ? g : a));
+    }
+    return GRZO_OK;
+}
+
+#define CU_OK(call) ((call) == cudaSuccess)
+
+/* One measured unit (a step, or for the floor one forward). Events on the backend's stream:
+   forward = the time inside the passes, the rest (in-place shifts, update) is "update". */
+static grzo_status timed_unit(bench *b, int w, cudaEvent_t *ev, double *fwd_ms, double *total_ms) {
+    cudaStream_t stream;
+    float losses[2 * MAX_B], ms;
+    int64_t which[2 * MAX_B], c;
+    grzo_step_info si;
+    grzo_status s = GRZO_OK;
+    int32_t p;
+    void *sp;
+    grzo_backend_cuda_stream(&b->be, &sp);
+    stream = (cudaStream_t)sp;
+    *fwd_ms = 0;
+    cudaEventRecord(ev[0], stream);
+    if (w == W_FLOOR) {
+        for (c = 0; c < 2 * b->B; c++) which[c] = c % b->B;
+        s = forward_copies(b, which, 2 * b->B, 0, losses);
+        cudaEventRecord(ev[1], stream);
+        if (s != GRZO_OK || !CU_OK(cudaEventSynchronize(ev[1])) || !CU_OK(cudaEventElapsedTime(&ms, ev[0], ev[1])))
+            return s != GRZO_OK ? s : GRZO_ERR_BACKEND;
+        *fwd_ms = *total_ms = ms;
+        return GRZO_OK;
+    }
+    s = grzo_step_begin(b->ctx, b->B, &si);
+    for (p = 0; s == GRZO_OK && p < si.n_passes; p++) {
+        grzo_pass_info pi;
+        s = grzo_pass_begin(b->ctx, &pi);
+        cudaEventRecord(ev[2 + 2 * p], stream);
+        if (s == GRZO_OK) s = forward_copies(b, pi.example, pi.n_segments, pi.n_segments, losses);
+        if (s == GRZO_OK) s = grzo_pass_end(b->ctx, losses);
+        cudaEventRecord(ev[3 + 2 * p], stream);
+    }
+    if (s == GRZO_OK) s = grzo_step_end(b->ctx, NULL);
+    cudaEventRecord(ev[1], stream);
+    if (s != GRZO_OK) {
+        if (!b->err[0]) snprintf(b->err, sizeof b->err, "%s", grzo_last_error(b->ctx));
+        grzo_step_abort(b->ctx);
+        return s;
+    }
+    if (!CU_OK(cudaEventSynchronize(ev[1])) || !CU_OK(cudaEventElapsedTime(&ms, ev[0], ev[1]))) return GRZO_ERR_BACKEND;
+    *total_ms = ms;
+    for (p = 0; p < si.n_passes; p++) {
+        if (!CU_OK(cudaEventElapsedTime(&ms, ev[2 + 2 * p], ev[3 + 2 * p]))) return GRZO_ERR_BACKEND;
+        *fwd_ms += ms;
+    }
+    return GRZO_OK;
+}
+
+static grzo_estimator estimator_of(int w) {
+    return w == W_GRZO ? GRZO_ESTIMATOR_GRZO : w == W_MEZO_INPLACE ? GRZO_ESTIMATOR_MEZO_INPLACE
+         : w == W_MEZO ? GRZO_ESTIMATOR_MEZO : GRZO_ESTIMATOR_FZOO;
+}
+
+static void run_close(bench *b) {
+    if (b->st) llm_state_free(b->st);
+    if (b->have_model) llm_model_free(&b->m);
+    if (b->ctx) grzo_destroy(b->ctx);
+    if (b->be.iface) grzo_backend_destroy(&b->be);
+    b->st = NULL;
+    b->ctx = NULL;
+    b->have_model = 0;
+}
+
+/* A fresh backend, context, model and state for workload w. */
+static grzo_status run_open(bench *b, int w) {
+    grzo_cuda_desc cd;
+    grzo_desc d;
+    llm_model_desc md;
+    llm_state_desc sd;
+    grzo_status s;
+    memset(&cd, 0, sizeof cd);
+    cd.math = b->o->math;
+    cd.transient_bytes = (size_t)b->o->transient_mb << 20;
+    if ((s = grzo_backend_cuda_create(&cd, &b->be)) != GRZO_OK) {
+        snprintf(b->err, sizeof b->err, "grzo_backend_cuda_create: %s", grzo_status_str(s));
+        return s;
+    }
+    memset(&d, 0, sizeof d);
+    d.backend = &b->be;
+    d.estimator = w == W_FLOOR ? GRZO_ESTIMATOR_GRZO : estimator_of(w);
+    d.lr = 1e-7f;              /* steps must not wreck the model: the time is the same */
+    d.sigma = 1e-3f;
+    d.fzoo_probes = FZOO_N;
+    if ((s = grzo_create(&d, &b->ctx)) != GRZO_OK) {
+        snprintf(b->err, sizeof b->err, "grzo_create: %s", grzo_status_str(s));
+        return s;
+    }
+    memset(&md, 0, sizeof md);
+    md.dtype = b->o->dtype;
+    md.random_init_seed = b->host_w ? 0 : 0xB3C4ull;
+    memset(&b->m, 0, sizeof b->m);
+    if ((s = llm_model_register_ex(b->ctx, &b->m, &b->sh.cfg, b->host_w, &md)) != GRZO_OK) {
+        snprintf(b->err, sizeof b->err, "%s", llm_model_error(&b->m));
+        return s;
+    }
+    b->have_model = 1;
+    memset(&sd, 0, sizeof sd);
+    sd.max_rows = 2 * 2 * (int64_t)b->B * (b->o->seq_len + MAX_CAND_LEN);
+    sd.max_seqs = 4 * b->B;
+    sd.max_outputs = 4 * (int64_t)b->B * MAX_CAND_LEN;
+    sd.max_seq_len = (int32_t)b->o->seq_len + MAX_CAND_LEN;
+    sd.max_segments = 2 * b->B;
+    if ((s = llm_state_create(b->ctx, &b->m, &sd, &b->st)) != GRZO_OK) {
+        snprintf(b->err, sizeof b->err, "%s", llm_model_error(&b->m));
+        return s;
+    }
+    return GRZO_OK;
+}
+
+static void run_workload(bench *b, int w, result *r) {
+    cudaEvent_t ev[2 + 2 * MAX_PASSES];
+    double fwd[MAX_STEPS], tot[MAX_STEPS], upd[MAX_STEPS];
+    int64_t which[2 * MAX_B], c, n_units;
+    grzo_cuda_memory mem;
+    int i, k, n_ev = 2 + 2 * MAX_PASSES;
+    memset(r, 0, sizeof *r);
+    b->err[0] = '\0';
+    for (k = 0; k < n_ev; k++) cudaEventCreate(&ev[k]);
+    printf("  %s ... ", workload_names[w]);
+    fflush(stdout);
+    if (run_open(b, w) != GRZO_OK) goto done;
+    grzo_backend_cuda_reset_peak(&b->be);   /* the peak counts weights, state and everything a step adds */
+    for (i = 0; i < b->o->warmup + b->o->steps; i++) {
+        double f, t;
+        if (timed_unit(b, w, ev, &f, &t) != GRZO_OK) goto done;
+        if (i >= b->o->warmup) {
+            fwd[i - b->o->warmup] = f;
+            tot[i - b->o->warmup] = t;
+            upd[i - b->o->warmup] = t - f;
+        }
+    }
+    if (grzo_backend_cuda_memory(&b->be, &mem) != GRZO_OK) {
+        snprintf(b->err, sizeof b->err, "grzo_backend_cuda_memory failed");
+        goto done;
+    }
+    r->steps = (int)b->o->steps;
+    r->fwd_ms = median(fwd, r->steps);
+    r->upd_ms = median(upd, r->steps);
+    r->total_ms = median(tot, r->steps);
+    r->peak = mem.bytes_peak;
+    r->now = mem.bytes_now;
+    r->dev_used = mem.device_total - mem.device_free;
+    /* model FLOPs of the step's forwards: 2B copies for the floor and GRZO, 2 x B for MeZO, 9 x B for FZOO */
+    n_units = w == W_FZOO ? FZOO_N + 1 : (w == W_FLOOR || w == W_GRZO) ? 1 : 2;
+    for (c = 0; c < 2 * b->B; c++) which[c] = c % b->B;
+    r->flops = (w == W_FLOOR || w == W_GRZO) ? copies_flops(b, which, 2 * b->B) : (double)n_units * copies_flops(b, which, b->B);
+    r->ok = 1;
+done:
+    if (r->ok) printf("%.1f ms/step, peak %.3f GB\n", r->total_ms, (double)r->peak * 1e-9);
+    else printf("FAILED: %s\n", b->err[0] ? b->err : "(no detail)");
+    run_close(b);
+    for (k = 0; k < n_ev; k++) cudaEventDestroy(ev[k]);
+}
+
+/* ---- self-test: what needs no GPU ------------------------------------------------------------------ */
+static int self_test(void) {
+    shape s1 = shape_smollm2(), s2 = shape_llama8b(), s3 = shape_quick();
+    double v[5] = {5, 1, 4, 2, 3}, v2[4] = {4, 1, 3, 2};
+    int32_t len1[1] = {1}, len2[1] = {3};
+    int fails = 0;
+    char dir[256], path[300], line[512];
+    report r;
+    result res[N_WORKLOADS];
+    FILE *f;
+    int w;
+#define ST(c, ...) do { if (!(c)) { fails++; printf("FAIL: " __VA_ARGS__); printf("\n"); } } while (0)
+    /* published parameter counts: SmolLM2-135M 134,515,008; Llama-3-8B 8,030,261,248 */
+    ST(total_params(&s1.cfg) == 134515008.0, "SmolLM2 params %.0f, expected 134515008", total_params(&s1.cfg));
+    ST(total_params(&s2.cfg) == 8030261248.0, "Llama-3-8B params %.0f, expected 8030261248", total_params(&s2.cfg));
+    /* one token: 2 x matmul params + attention over one pair + no head; three tokens: 6 pairs */
+    ST(forward_flops(&s3.cfg, len1, 1, 0) == 2.0 * matmul_params_per_token(&s3.cfg) + 4.0 * 4 * 16 * 2,
+       "FLOPs of one token: %.0f", forward_flops(&s3.cfg, len1, 1, 0));
+    ST(forward_flops(&s3.cfg, len2, 1, 1) ==
+           6.0 * matmul_params_per_token(&s3.cfg) + 4.0 * 4 * 16 * 2 * 6 + 2.0 * 512 * 64,
+       "FLOPs of three tokens and one scored position: %.0f", forward_flops(&s3.cfg, len2, 1, 1));
+    ST(median(v, 5) == 3.0 && median(v2, 4) == 2.5 && v[0] == 5, "median (and it must not reorder its input)");
+    /* the writers: a report of made-up results has both tables and one CSV row per workload */
+    snprintf(dir, sizeof dir, "%s/bench_gpu_selftest_%ld", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)time(NULL));
+    memset(res, 0, sizeof res);
+    for (w = 0; w < N_WORKLOADS; w++) {
+        res[w].ok = 1;
+        res[w].total_ms = 10.0 * (w + 1);
+        res[w].fwd_ms = 8.0 * (w + 1);
+        res[w].upd_ms = 2.0 * (w + 1);
+        res[w].flops = 1e12;
+        res[w].peak = (size_t)1000000000 + (size_t)w * 5000000;
+        res[w].now = res[w].peak;
+        res[w].dev_used = res[w].peak + 500000000;
+        res[w].steps = 20;
+    }
+    if (report_open(&r, dir) != 0) return 1;
+    report_shape(&r, &s3, res, H100_BF16_PEAK_TFLOPS, "bf16");
+    ST(r.md.s && strstr(r.md.s, "peak device memory") && strstr(r.md.s, "GRZO step / in-place MeZO step: 0.667x"),
+       "markdown lacks the tables or the ratio");
+    ST(r.md.s && strstr(r.md.s, "| GRZO | 16.0 | 4.0 | 20.0 | 2.00x |"), "time row of GRZO");
+    ST(r.md.s && strstr(r.md.s, "| GRZO | 1.005 | +0.005 | +0.50 % | 1.505 | 0.500 |"), "memory row of GRZO");
+    ST(report_flush(&r) == 0, "report_flush");
+    report_free(&r);
+    snprintf(path, sizeof path, "%s/bench_gpu.csv", dir);
+    f = fopen(path, "r");
+    ST(f != NULL, "no %s", path);
+    if (f) {
+        int n = 0;
+        while (fgets(line, sizeof line, f)) n++;
+        fclose(f);
+        ST(n == 1 + N_WORKLOADS, "CSV has %d lines, expected %d", n, 1 + N_WORKLOADS);
+        remove(path);
+    }
+    snprintf(path, sizeof path, "%s/bench_gpu.md", dir);
+    ST(remove(path) == 0, "no %s", path);
+    rmdir(dir);
+    printf("%s: bench_gpu self-test\n", fails ? "FAIL" : "ok");
+    return fails ? 1 : 0;
+#undef ST
+}
+
+/* ---- main ------------------------------------------------------------------------------------------ */
+static int parse_options(int argc, char **argv, options *o) {
+    char err[256];
+    int i;
+    memset(o, 0, sizeof *o);
+    o->out = "bench_gpu_out";
+    o->shapes = "smollm2,llama8b";
+    o->steps = 20;
+    o->warmup = 3;
+    o->batch = 16;
+    o->seq_len = 256;
+    o->transient_mb = 64;
+    o->dtype = GRZO_DTYPE_BF16;
+    o->math = GRZO_CUDA_MATH_FAST;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int rc = 0;
+        if (!strcmp(a, "--quick")) { o->quick = 1; continue; }
+        if (!strcmp(a, "--self-test")) { o->self_test = 1; continue; }
+        if (!v) { fprintf(stderr, "bench_gpu: %s needs a value\n", a); return 1; }
+        i++;
+        if (!strcmp(a, "--out")) o->out = v;
+        else if (!strcmp(a, "--model")) o->model = v;
+        else if (!strcmp(a, "--shapes")) o->shapes = v;
+        else if (!strcmp(a, "--steps")) rc = cli_parse_int(a, v, 1, MAX_STEPS, &o->steps, err, sizeof err);
+        else if (!strcmp(a, "--warmup")) rc = cli_parse_int(a, v, 0, 100, &o->warmup, err, sizeof err);
+        else if (!strcmp(a, "--batch")) rc = cli_parse_int(a, v, 1, MAX_B, &o->batch, err, sizeof err);
+        else if (!strcmp(a, "--seq-len")) rc = cli_parse_int(a, v, 4, 4000, &o->seq_len, err, sizeof err);
+        else if (!strcmp(a, "--transient-mb")) rc = cli_parse_int(a, v, 1, 1 << 20, &o->transient_mb, err, sizeof err);
+        else if (!strcmp(a, "--dtype")) {
+            if (!strcmp(v, "bf16")) o->dtype = GRZO_DTYPE_BF16;
+            else if (!strcmp(v, "f16")) o->dtype = GRZO_DTYPE_F16;
+            else if (!strcmp(v, "f32")) o->dtype = GRZO_DTYPE_F32;
+            else { snprintf(err, sizeof err, "--dtype: expected bf16, f16 or f32, got '%s'", v); rc = -1; }
+        } else if (!strcmp(a, "--math")) {
+            if (!strcmp(v, "fast")) o->math = GRZO_CUDA_MATH_FAST;
+            else if (!strcmp(v, "pedantic")) o->math = GRZO_CUDA_MATH_PEDANTIC;
+            else { snprintf(err, sizeof err, "--math: expected fast or pedantic, got '%s'", v); rc = -1; }
+        } else { fprintf(stderr, "bench_gpu: unknown option %s\n", a); return 1; }
+        if (rc) { fprintf(stderr, "bench_gpu: %s\n", err); return 1; }
+    }
+    if (o->steps < 20 && !o->quick) {
+        fprintf(stderr, "bench_gpu: --steps must be >= 20 (medians of fewer steps are not reported; --quick is the smoke run)\n");
+        return 1;
+    }
+    return 0;
+}
+
+static const char *dtype_name(grzo_dtype t) { return t == GRZO_DTYPE_BF16 ? "bf16" : t == GRZO_DTYPE_F16 ? "f16" : "f32"; }
+
+int main(int argc, char **argv) {
+    options o;
+    bench b;
+    report r;
+    shape shapes[3];
+    int n_shapes = 0, si, w, rc = 0, i;
+    char err[512];
+    llm_config mcfg;
+    llm_weights mw;
+    struct cudaDeviceProp prop;
+    if (parse_options(argc, argv, &o)) return 2;
+    if (o.self_test) return self_test();
+    if (grzo_cuda_device_count() == 0) {
+        printf("SKIP: no CUDA device or driver\n");
+        return 77;
+    }
+    if (o.quick) {
+        shapes[n_shapes++] = shape_quick();
+        if (o.steps >= 20) o.steps = 3;
+        o.warmup = 1;
+        o.batch = 2;
+        o.seq_len = 16;
+    } else {
+        if (strstr(o.shapes, "smollm2")) shapes[n_shapes++] = shape_smollm2();
+        if (strstr(o.shapes, "llama8b")) shapes[n_shapes++] = shape_llama8b();
+        if (n_shapes == 0) { fprintf(stderr, "bench_gpu: --shapes: expected smollm2 and/or llama8b, got '%s'\n", o.shapes); return 2; }
+    }
+    memset(&mw, 0, sizeof mw);
+    if (o.model && llm_load(o.model, &mcfg, &mw, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_gpu: %s\n", err);
+        return 1;
+    }
+    if (report_open(&r, o.out) != 0) { llm_weights_free(&mw); return 1; }
+    cudaGetDeviceProperties(&prop, 0);
+    md_printf(&r, "## grzo %s bench_gpu\n\ncommand:", grzo_version());
+    for (i = 0; i < argc; i++) md_printf(&r, " %s", argv[i]);
+    md_printf(&r, "\n\ndevice %s (%d SMs, %.1f GB); math %s; B = %lld examples x 2 candidates, contexts of ~%lld tokens; "
+                  "%lld steps after %lld warm-up (median); transient budget %lld MiB; peak = %.0f TFLOP/s (H100 SXM bf16 dense)\n",
+              prop.name, prop.multiProcessorCount, (double)prop.totalGlobalMem * 1e-9,
+              o.math == GRZO_CUDA_MATH_FAST ? "fast (tensor cores)" : "pedantic fp32", (long long)o.batch, (long long)o.seq_len,
+              (long long)o.steps, (long long)o.warmup, (long long)o.transient_mb, H100_BF16_PEAK_TFLOPS);
+    for (si = 0; si < n_shapes; si++) {
+        result res[N_WORKLOADS];
+        memset(&b, 0, sizeof b);
+        b.o = &o;
+        b.sh = shapes[si];
+        b.B = (int32_t)o.batch;
+        if (o.model && si == 0 && !o.quick && !strcmp(shapes[si].name, "SmolLM2-135M")) {
+            b.sh.cfg = mcfg;           /* the file's own config (rope theta, eps, ...) */
+            b.sh.name = "SmolLM2-135M (weights from --model)";
+            b.host_w = &mw;
+        }
+        if (b.sh.cfg.max_seq_len < o.seq_len + MAX_CAND_LEN) b.sh.cfg.max_seq_len = (int32_t)o.seq_len + MAX_CAND_LEN;
+        make_examples(&b);
+        printf("\n%s: %.1fM parameters, %s\n", b.sh.name, total_params(&b.sh.cfg) * 1e-6, dtype_name(o.dtype));
+        for (w = 0; w < N_WORKLOADS; w++) {
+            run_workload(&b, w, &res[w]);
+            if (!res[w].ok) rc = 1;
+        }
+        report_shape(&r, &b.sh, res, H100_BF16_PEAK_TFLOPS, dtype_name(o.dtype));
+        if (report_flush(&r) != 0) rc = 1;
+        for (i = 0; i < b.B; i++) { free(b.ex[i].tokens[0]); free(b.ex[i].tokens[1]); }
+    }
+    printf("\nwrote %s/bench_gpu.md and %s/bench_gpu.csv\n", o.out, o.out);
+    report_free(&r);
+    llm_weights_free(&mw);
+    return rc;
+}

@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+# bench/gpu/run.sh - validate and profile grzo on one NVIDIA GPU, in one command (issue 16 item 7).
+#
+#   bash bench/gpu/run.sh OUTDIR [SMOLLM2-135M-Instruct.gguf]
+#   bash bench/gpu/run.sh --report-only OUTDIR     # rebuild OUTDIR/report.md and the plots
+#
+# Stages, each with its own time budget (the whole run stays under ~8m40s on one H100; a
+# stage that finishes early leaves its time to the later ones):
+#   1. build   meson setup build-gpu -Dcuda=enabled -Dgpu_archs=90 (its own build folder), ninja
+#   2. tests   meson test --suite cuda (kernels against CPU references; they skip without a GPU)
+#   3. bench   bench_gpu: time and device memory of the floor, GRZO, in-place MeZO, MeZO, FZOO
+#              on SmolLM2-135M (the given GGUF's weights, else random) and a Llama-3-8B shape
+#   4. tune    grzo-finetune --device cuda --dtype bf16 on stories260K (and SmolLM2 when given):
+#              GRZO vs MeZO vs FZOO, each until its share of the time budget ends (SIGINT:
+#              grzo-finetune saves and stops); steps/s and losses from its log.jsonl
+#   5. report  OUTDIR/report.md and PNG plots (python3 + matplotlib, else gnuplot, else none)
+# No network is needed: the models are stories260K (in the repository), shapes initialised on
+# the spot, and the optional GGUF. Nothing is installed. Progress lines start with [mm:ss].
+# Exit status: 0 when every stage passed, 1 when one failed (the report says which), 2 on usage.
+set -u -o pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${GRZO_GPU_BUILD:-$REPO/build-gpu}
+START=$(date +%s)
+# stage caps in seconds (sum 520)
+CAP_BUILD=150 CAP_TESTS=90 CAP_BENCH=170 CAP_TUNE=90 CAP_REPORT=20
+
+usage() { echo "usage: bash bench/gpu/run.sh OUTDIR [SMOLLM2.gguf] | --report-only OUTDIR" >&2; exit 2; }
+elapsed() { echo $(( $(date +%s) - START )); }
+say() { local e; e=$(elapsed); printf '[%02d:%02d] %s\n' $((e / 60)) $((e % 60)) "$*"; }
+die() { say "run.sh: $*" >&2; exit 1; }
+# seconds a stage may take: what is left of the whole budget minus what the later stages need
+budget() { local reserve=$1 left; left=$(( START + CAP_BUILD + CAP_TESTS + CAP_BENCH + CAP_TUNE + CAP_REPORT - $(date +%s) - reserve )); [ "$left" -lt 10 ] && left=10; echo "$left"; }
+
+# a stage's outcome, kept in OUTDIR/stage-NAME.txt ("status|seconds") for the report
+record() { printf '%s|%s\n' "$2" "$3" > "$OUT/stage-$1.txt"; }
+stage_field() { local f="$OUT/stage-$1.txt"; [ -s "$f" ] || { [ "$2" = 1 ] && echo "not run"; return; }; cut -d'|' -f"$2" "$f"; }
+
+# ---- report (also usable alone, from the files of an earlier run) --------------------------------
+plot_python() {
+    python3 - "$OUT" <<'PY'
+import csv, json, os, sys
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+out = sys.argv[1]
+made = []
+path = os.path.join(out, "bench", "bench_gpu.csv")
+if os.path.exists(path):
+    rows = [r for r in csv.DictReader(open(path)) if r["ok"] == "1"]
+    shapes = sorted({r["shape"] for r in rows}, key=lambda s: [r["shape"] for r in rows].index(s))
+    for key, ylabel, fname in (("total_ms", "ms per step", "bench_time.png"), ("over_floor_pct", "peak over floor (%)", "bench_memory.png")):
+        fig, axes = plt.subplots(1, max(1, len(shapes)), figsize=(6 * max(1, len(shapes)), 4), squeeze=False)
+        for ax, shape in zip(axes[0], shapes):
+            rs = [r for r in rows if r["shape"] == shape]
+            ax.bar([r["workload"] for r in rs], [float(r[key]) for r in rs], color="tab:blue")
+            ax.set_title(shape); ax.set_ylabel(ylabel); ax.tick_params(axis="x", rotation=30)
+        fig.tight_layout(); fig.savefig(os.path.join(out, fname), dpi=110); plt.close(fig); made.append(fname)
+tune = os.path.join(out, "tune")
+runs = sorted(d for d in os.listdir(tune)) if os.path.isdir(tune) else []
+logs = {}
+for d in runs:
+    p = os.path.join(tune, d, "log.jsonl")
+    if os.path.exists(p):
+        pts = [json.loads(l) for l in open(p) if l.strip()]
+        pts = [q for q in pts if "loss" in q]
+        if pts: logs[d] = pts
+if logs:
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4))
+    for d, pts in logs.items():
+        a.plot([q["step"] for q in pts], [q["loss"] for q in pts], label=d, lw=0.8)
+        b.plot([q.get("elapsed", 0) for q in pts], [q["loss"] for q in pts], label=d, lw=0.8)
+    a.set_xlabel("step"); b.set_xlabel("seconds"); a.set_ylabel("training loss"); a.legend(fontsize=7)
+    fig.tight_layout(); fig.savefig(os.path.join(out, "tune_loss.png"), dpi=110); plt.close(fig); made.append("tune_loss.png")
+print(" ".join(made))
+PY
+}
+
+plot_gnuplot() {   # the fine-tuning losses only (the bench tables are in the report)
+    local f args=() d
+    for f in "$OUT"/tune/*/log.jsonl; do
+        [ -s "$f" ] || continue
+        d=$(basename "$(dirname "$f")")
+        sed -n 's/.*"step":\([0-9]*\),"loss":\([-0-9.e+]*\).*"elapsed":\([0-9.]*\).*/\1 \2 \3/p' "$f" > "$OUT/tune/$d.dat"
+        args+=("'$OUT/tune/$d.dat' using 1:2 with lines title '$d'")
+    done
+    [ ${#args[@]} -gt 0 ] || return 0
+    local IFS=,
+    gnuplot -e "set terminal png size 900,400; set output '$OUT/tune_loss.png'; set xlabel 'step'; set ylabel 'training loss'; plot ${args[*]}" \
+        2> "$OUT/gnuplot.log" && echo "tune_loss.png"
+}
+
+tune_table() {
+    local f d st
+    echo "| run | status | steps | seconds | steps/s | first loss | mean loss of the last 20 |"
+    echo "|---|---|---:|---:|---:|---:|---:|"
+    for f in "$OUT"/tune/*/log.jsonl; do
+        [ -e "$f" ] || continue
+        d=$(basename "$(dirname "$f")")
+        st=$(cat "$OUT/tune/$d.status" 2>/dev/null || echo "?")
+        awk -v run="$d" -v st="$st" -F'[:,}]' '
+            { for (i = 1; i < NF; i++) { if ($i ~ /"loss"/) l = $(i + 1); if ($i ~ /"elapsed"/) e = $(i + 1) }
+              n++; loss[n] = l; el = e }
+            END { if (n == 0) { printf "| %s | %s | 0 | | | | |\n", run, st; exit }
+                  m = 0; k = 0; for (i = (n > 20 ? n - 19 : 1); i <= n; i++) { m += loss[i]; k++ }
+                  printf "| %s | %s | %d | %.1f | %.2f | %.4f | %.4f |\n", run, st, n, el, (el > 0 ? n / el : 0), loss[1], m / k }' "$f"
+    done
+    for f in "$OUT"/tune/*.status; do
+        [ -e "$f" ] || continue
+        d=$(basename "$f" .status)
+        [ -e "$OUT/tune/$d/log.jsonl" ] || echo "| $d | $(cat "$f") | 0 | | | | |"
+    done
+}
+
+write_report() {
+    local plots tmp="$OUT/report.md.tmp" s
+    if python3 -c "import matplotlib" 2> /dev/null; then plots=$(plot_python 2> "$OUT/plot.log") || plots=""
+    elif command -v gnuplot > /dev/null; then plots=$(plot_gnuplot)
+    else plots=""; fi
+    {
+        echo "# grzo on the GPU: validation and profile"
+        echo
+        echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?'), device: $(cat "$OUT/device.txt" 2>/dev/null || echo '?')"
+        echo
+        echo "| stage | status | seconds |"
+        echo "|---|---|---:|"
+        for s in build tests bench tune; do
+            echo "| $s | $(stage_field "$s" 1) | $(stage_field "$s" 2) |"
+        done
+        echo
+        echo "## Tests (meson test --suite cuda)"
+        echo
+        if [ -s "$OUT/tests.log" ]; then
+            echo '```'
+            grep -E '^ *[0-9]+/[0-9]+ ' "$OUT/tests.log" | sed 's/^ *//'
+            grep -E '^(Ok|Fail|Skipped|Timeout|Expected Fail|Unexpected Pass): ' "$OUT/tests.log"
+            echo '```'
+            grep -q ' FAIL \| TIMEOUT ' "$OUT/tests.log" && echo "Failures: see $OUT/tests.log (their output is printed there)."
+        else echo "not run"; fi
+        echo
+        echo "## Benchmark (bench_gpu)"
+        if [ -s "$OUT/bench/bench_gpu.md" ]; then sed 's/^## /### /' "$OUT/bench/bench_gpu.md"
+        else echo; echo "no results; log: $OUT/bench.log"; tail -5 "$OUT/bench.log" 2>/dev/null | sed 's/^/    /'; fi
+        echo
+        echo "## Fine-tuning comparison (grzo-finetune --device cuda --dtype bf16)"
+        echo
+        if [ -d "$OUT/tune" ]; then tune_table; else echo "not run"; fi
+        for s in $plots; do echo; echo "![$s]($s)"; done
+        [ -n "$plots" ] || { echo; echo "(no plots: neither python3 with matplotlib nor gnuplot here)"; }
+    } > "$tmp" && mv "$tmp" "$OUT/report.md"
+}
+
+# ---- arguments --------------------------------------------------------------------------------
+if [ "${1:-}" = "--report-only" ]; then
+    [ $# -eq 2 ] || usage
+    OUT=$2
+    [ -d "$OUT" ] || die "no such folder: $OUT"
+    write_report && say "wrote $OUT/report.md"
+    exit 0
+fi
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then usage; fi
+OUT=$1
+GGUF=${2:-}
+[ -z "$GGUF" ] || [ -f "$GGUF" ] || die "no such model file: $GGUF"
+[ -z "$GGUF" ] || GGUF=$(cd "$(dirname "$GGUF")" && pwd)/$(basename "$GGUF")
+mkdir -p "$OUT" || die "cannot create $OUT"
+OUT=$(cd "$OUT" && pwd)
+
+# ---- preflight: fail clearly, before spending any time ------------------------------------------
+command -v nvcc > /dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && export PATH=$PATH:/usr/local/cuda/bin; }
+command -v nvcc > /dev/null || die "nvcc not found (install the CUDA toolkit, or put it on PATH): this script builds the CUDA backend"
+if ! command -v meson > /dev/null || ! command -v ninja > /dev/null; then die "meson and ninja are needed"; fi
+command -v nvidia-smi > /dev/null || die "nvidia-smi not found: no NVIDIA driver on this machine"
+if ! nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/device.txt" 2> "$OUT/nvidia-smi.log" \
+   || [ ! -s "$OUT/device.txt" ]; then
+    die "no usable NVIDIA GPU (nvidia-smi: $(head -1 "$OUT/nvidia-smi.log"))"
+fi
+say "device: $(head -1 "$OUT/device.txt"); output in $OUT"
+rc=0
+
+# ---- 1. build ------------------------------------------------------------------------------------
+say "1/5 build ($BUILD, -Dcuda=enabled -Dgpu_archs=90)"
+t0=$(date +%s)
+b=$(budget $((CAP_TESTS + CAP_BENCH + CAP_TUNE + CAP_REPORT)))
+if { [ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" "$REPO" -Dcuda=enabled -Dgpu_archs=90 -Dbuildtype=release; } > "$OUT/build.log" 2>&1 \
+   && timeout "$b" ninja -C "$BUILD" >> "$OUT/build.log" 2>&1; then
+    record build passed $(( $(date +%s) - t0 ))
+else
+    rc=1
+    record build "FAILED (build.log)" $(( $(date +%s) - t0 ))
+    tail -20 "$OUT/build.log"
+    write_report
+    die "build failed; see $OUT/build.log and $OUT/report.md"
+fi
+if [ ! -x "$BUILD/tests/test_cuda" ] || [ ! -x "$BUILD/bench/bench_gpu" ]; then
+    record build "FAILED: $BUILD has no CUDA programs (was it configured without CUDA? remove it)" $(( $(date +%s) - t0 ))
+    write_report
+    die "$BUILD has no test_cuda/bench_gpu: configured without CUDA? remove the folder and run again"
+fi
+say "    built in $(stage_field build 2) s"
+
+# ---- 2. tests ------------------------------------------------------------------------------------
+say "2/5 meson test --suite cuda"
+t0=$(date +%s)
+b=$(budget $((CAP_BENCH + CAP_TUNE + CAP_REPORT)))
+if timeout "$b" meson test -C "$BUILD" --suite cuda --print-errorlogs --num-processes 1 > "$OUT/tests.log" 2>&1; then
+    record tests passed $(( $(date +%s) - t0 ))
+else
+    record tests "FAILED (tests.log)" $(( $(date +%s) - t0 ))
+    rc=1
+fi
+grep -E '^(Ok|Fail|Skipped|Timeout): ' "$OUT/tests.log" | tr '\n' ' ' | sed 's/^/    /'; echo
+grep -E ' (FAIL|TIMEOUT) ' "$OUT/tests.log" | sed 's/^/    /'
+
+# ---- 3. benchmark ------------------------------------------------------------------------------------
+say "3/5 bench_gpu (SmolLM2-135M ${GGUF:+from $GGUF }and the Llama-3-8B shape)"
+t0=$(date +%s)
+b=$(budget $((CAP_TUNE + CAP_REPORT)))
+timeout "$b" "$BUILD/bench/bench_gpu" --out "$OUT/bench" --steps 20 --warmup 2 ${GGUF:+--model "$GGUF"} 2>&1 | tee "$OUT/bench.log" \
+    | grep --line-buffered -E '^  |parameters|^bench_gpu'
+if [ "${PIPESTATUS[0]}" -eq 0 ]; then
+    record bench passed $(( $(date +%s) - t0 ))
+else
+    record bench "FAILED or out of time ($b s; bench.log)" $(( $(date +%s) - t0 ))
+    rc=1
+fi
+
+# ---- 4. fine-tuning ------------------------------------------------------------------------------------
+say "4/5 fine-tuning: GRZO vs MeZO vs FZOO on the GPU"
+t0=$(date +%s)
+mkdir -p "$OUT/tune"
+FT=$BUILD/examples/finetune/grzo-finetune
+# SST-2: the full task when this checkout has it (shared/ or $GRZO_SST2_DIR), else the repository's sample
+SST2=${GRZO_SST2_DIR:-$REPO/shared/data/SST-2}
+[ -s "$SST2/train.tsv" ] || SST2=/work/shared/data/SST-2
+if [ -s "$SST2/train.tsv" ] && [ "$(wc -l < "$SST2/train.tsv")" -gt 1000 ]; then sizes=(--n-train 1000 --n-dev 32 --n-test 64)
+else SST2=$REPO/tests/data/tasks/SST-2; sizes=(--n-dev 2 --n-test 2); fi
+say "    data: $SST2"
+models=("stories260K|--model $REPO/tests/data/stories260K.bin --tokenizer $REPO/tests/data/tok512.bin")
+[ -z "$GGUF" ] || models+=("smollm2|--model $GGUF")
+n_runs=$(( ${#models[@]} * 3 ))
+per_run=$(( ($(budget "$CAP_REPORT") - 5) / n_runs ))
+tune_ok=1
+for entry in "${models[@]}"; do
+    name=${entry%%|*}
+    read -r -a margs <<< "${entry#*|}"
+    for est in grzo mezo fzoo; do
+        run=$name-$est
+        rm -rf "${OUT:?}/tune/$run"
+        say "    $run (at most $per_run s)"
+        timeout -s INT -k 10 "$per_run" "$FT" "${margs[@]}" --task sst2 --data "$SST2" --estimator "$est" \
+            --device cuda --dtype bf16 --batch 16 --steps 400 --lr 1e-4 --sigma 1e-3 --eval-every 0 --seed 1 \
+            "${sizes[@]}" --out "$OUT/tune/$run" > "$OUT/tune/$run.log" 2>&1
+        st=$?
+        case $st in
+            0) echo "done" > "$OUT/tune/$run.status" ;;
+            124|130) echo "stopped by its time budget ($per_run s)" > "$OUT/tune/$run.status" ;;
+            *) tune_ok=0
+               if grep -qi "device\|dtype\|unknown option" "$OUT/tune/$run.log" && [ ! -s "$OUT/tune/$run/log.jsonl" ]; then
+                   echo "REFUSED: grzo-finetune does not run --device cuda --dtype bf16 here: $(tail -1 "$OUT/tune/$run.log")" > "$OUT/tune/$run.status"
+               else
+                   echo "FAILED (exit $st): $(tail -1 "$OUT/tune/$run.log")" > "$OUT/tune/$run.status"
+               fi ;;
+        esac
+        say "      $(cat "$OUT/tune/$run.status"); $( [ -s "$OUT/tune/$run/log.jsonl" ] && wc -l < "$OUT/tune/$run/log.jsonl" || echo 0) steps logged"
+    done
+done
+if [ "$tune_ok" = 1 ]; then record tune passed $(( $(date +%s) - t0 )); else record tune "FAILED (see the table)" $(( $(date +%s) - t0 )); rc=1; fi
+
+# ---- 5. report ------------------------------------------------------------------------------------
+say "5/5 report"
+write_report
+say "wrote $OUT/report.md (total $(elapsed) s)"
+exit $rc

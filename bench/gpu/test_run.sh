@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The CPU-side logic of bench/gpu/run.sh: usage errors, a missing model file, and the report
+# written from an earlier run's files (--report-only) with its stage, test, benchmark and
+# fine-tuning sections. The GPU stages themselves run only on a GPU machine.
+# usage: test_run.sh WORK_DIR
+set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+work=$1
+fail() { echo "FAIL: $*"; exit 1; }
+rm -rf "$work" && mkdir -p "$work" || exit 1
+
+bash "$here/run.sh" > "$work/usage.out" 2>&1
+[ $? -eq 2 ] || fail "no arguments: want exit 2"
+grep -q "usage:" "$work/usage.out" || fail "no usage line: $(cat "$work/usage.out")"
+bash "$here/run.sh" "$work/out" /no/such/model.gguf > "$work/model.out" 2>&1
+[ $? -eq 1 ] || fail "missing model file: want exit 1"
+grep -q "no such model file" "$work/model.out" || fail "missing model file: $(cat "$work/model.out")"
+[ ! -e "$work/out/report.md" ] || fail "a failed preflight wrote a report"
+
+# an earlier run's files
+o=$work/rep
+mkdir -p "$o/bench" "$o/tune/tiny-grzo" || exit 1
+printf 'shape,dtype,workload,ok,forward_ms,update_ms,total_ms,model_flops,tflops,peak_bytes,over_floor_bytes,over_floor_pct,device_used_bytes,steps\n' > "$o/bench/bench_gpu.csv"
+printf 'T,bf16,floor,1,10,0,10,1e12,100,1000,0,0,2000,20\nT,bf16,grzo,1,15,1,16,1e12,60,1005,5,0.5,2000,20\n' >> "$o/bench/bench_gpu.csv"
+printf '## grzo bench_gpu\n\n| workload | total ms |\n|---|---:|\n| GRZO | 16.0 |\n' > "$o/bench/bench_gpu.md"
+for s in 0 1 2; do printf '{"step":%d,"loss":%d.5,"lr":1e-4,"elapsed":%d.0}\n' "$s" $((3 - s)) $((s + 1)); done > "$o/tune/tiny-grzo/log.jsonl"
+echo "stopped by its time budget (30 s)" > "$o/tune/tiny-grzo.status"
+echo "REFUSED: grzo-finetune does not run --device cuda --dtype bf16 here: unknown option '--device'" > "$o/tune/tiny-mezo.status"
+printf 'passed|42\n' > "$o/stage-build.txt"
+printf 'FAILED (tests.log)|7\n' > "$o/stage-tests.txt"
+printf ' 1/1 grzo:cuda / cuda_parity FAIL 1.0s\nOk:                 0\nFail:               1\n' > "$o/tests.log"
+bash "$here/run.sh" --report-only "$o" > "$work/report.out" 2>&1 || fail "--report-only: $(cat "$work/report.out")"
+r=$o/report.md
+[ -s "$r" ] || fail "no report.md"
+grep -q '^| build | passed | 42 |$' "$r" || fail "stage table: build"
+grep -q '^| tests | FAILED (tests.log) | 7 |$' "$r" || fail "stage table: tests"
+grep -q '^| bench | not run |' "$r" || fail "stage table: bench"
+grep -q 'cuda_parity FAIL' "$r" || fail "test lines"
+grep -q '^### grzo bench_gpu' "$r" || fail "the benchmark's markdown (headings one level down)"
+grep -q '^| tiny-grzo | stopped by its time budget (30 s) | 3 | 3.0 | 1.00 | 3.5000 | 2.5000 |$' "$r" || fail "fine-tuning row: $(grep tiny-grzo "$r")"
+grep -q '^| tiny-mezo | REFUSED: .*--device' "$r" || fail "the refusal of grzo-finetune is not reported"
+if python3 -c "import matplotlib" 2> /dev/null || command -v gnuplot > /dev/null; then
+    [ -s "$o/tune_loss.png" ] || fail "a plotter is here but no tune_loss.png"
+    grep -q '!\[tune_loss.png\]' "$r" || fail "plot not linked"
+else
+    grep -q 'no plots' "$r" || fail "no plotter, and the report does not say so"
+fi
+[ ! -e "$o/report.md.tmp" ] || fail "temporary report left behind"
+echo "ok: run.sh CPU-side logic"
