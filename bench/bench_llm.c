@@ -21,6 +21,8 @@
    usage: bench_llm --model PATH [--data SST2_TSV] [--batch 16] [--rounds 5] [--threads N]
                     [--transient-mb M] [--algo auto|per-example|two-gemm] [--part all|time|memory]
    --transient-mb and --algo set grzo_cpu_desc.transient_bytes and .linear_algo.
+   Every label of the SST-2 file must be 0 or 1 (else it exits 1 naming the line); the
+   counts of each, in the file and among the B examples, are printed with the context.
    The model path may also come from $GRZO_LLM_MODEL; without either, or when the file is
    missing, it exits 77 (skip). */
 #define _POSIX_C_SOURCE 200809L
