@@ -21,6 +21,8 @@
    usage: bench_llm --model PATH [--data SST2_TSV] [--batch 16] [--rounds 5] [--threads N]
                     [--transient-mb M] [--algo auto|per-example|two-gemm] [--part all|time|memory]
    --transient-mb and --algo set grzo_cpu_desc.transient_bytes and .linear_algo.
+   Every label of the SST-2 file must be 0 or 1 (else it exits 1 naming the line); the
+   counts of each, in the file and among the B examples, are printed with the context.
    The model path may also come from $GRZO_LLM_MODEL; without either, or when the file is
    missing, it exits 77 (skip). */
 #define _POSIX_C_SOURCE 200809L
@@ -40,6 +42,7 @@
 
 #include "grzo.h"
 #include "backends/grzo_cpu.h"
+#include "cli_args.h"
 #include "llm.h"
 #include "model.h"
 
@@ -71,6 +74,7 @@ typedef struct workload {
     int32_t B;
     int32_t cand[2];              /* " terrible", " great" */
     int synthetic;
+    long file_labels[2];          /* labels 0 and 1 in the whole SST-2 file */
 } workload;
 
 typedef struct bench {
@@ -109,10 +113,64 @@ static int32_t first_token(const llm_tokenizer *tok, const char *text) {
     return ids[0];
 }
 
+/* One line of SST-2's train.tsv, "sentence<TAB>label" (the sentence ends with a space before
+   the tab). SST2_LINE: *label is 0 or 1 and the line is cut to the sentence without its
+   trailing spaces; SST2_HEADER: the "sentence<TAB>label" header; SST2_BAD: anything else,
+   e.g. a label other than 0 or 1. The label is read before the sentence is trimmed: trimming
+   first moved the tab pointer onto the sentence's last space, and every label read as 0. */
+enum { SST2_LINE, SST2_HEADER, SST2_BAD };
+static int sst2_line(char *line, int32_t *label) {
+    char *tab = strrchr(line, '\t'), *field;
+    size_t n;
+    if (!tab) return SST2_BAD;
+    field = tab + 1;
+    n = strcspn(field, "\r\n");
+    if (n == 5 && !strncmp(field, "label", 5)) return SST2_HEADER;
+    if (n != 1 || (field[0] != '0' && field[0] != '1')) return SST2_BAD;
+    *label = field[0] - '0';
+    *tab = '\0';
+    while (tab > line && tab[-1] == ' ') *--tab = '\0';
+    return SST2_LINE;
+}
+
+/* Checks every label of the SST-2 file and counts them (n_label[0], n_label[1]); 1 when the
+   file cannot be opened (the caller falls back to synthetic data), -1 with a message when it
+   is not an SST-2 train file (a benchmark must not mislabel its data). */
+static int sst2_check(const char *path, long n_label[2]) {
+    char line[4096];
+    long lineno = 0;
+    int32_t label;
+    FILE *f = fopen(path, "r");
+    n_label[0] = n_label[1] = 0;
+    if (!f) return 1;
+    while (fgets(line, sizeof line, f)) {
+        int kind;
+        lineno++;
+        if (!strchr(line, '\n') && !feof(f)) {
+            fprintf(stderr, "bench_llm: %s:%ld: line longer than %d bytes\n", path, lineno, (int)sizeof line - 1);
+            fclose(f);
+            return -1;
+        }
+        kind = sst2_line(line, &label);
+        if (kind == SST2_LINE) n_label[label]++;
+        else if (kind == SST2_BAD || lineno > 1) {
+            fprintf(stderr, "bench_llm: %s:%ld: expected \"sentence<TAB>0\" or \"sentence<TAB>1\"\n", path, lineno);
+            fclose(f);
+            return -1;
+        }
+    }
+    fclose(f);
+    if (n_label[0] + n_label[1] == 0) {
+        fprintf(stderr, "bench_llm: %s: no labeled sentences\n", path);
+        return -1;
+    }
+    return 0;
+}
+
 /* SST-2 sentences whose prompt has 30-60 tokens; 0 when B of them were found. */
 static int sst2_examples(const options *o, bench *b) {
     char line[4096], err[256], prompt[4200];
-    int32_t bos = llm_tokenizer_wants_bos(b->tok) ? 1 : 0, n;
+    int32_t bos = llm_tokenizer_wants_bos(b->tok) ? 1 : 0, n, label;
     FILE *f = fopen(o->data, "r");
     workload *wl = &b->wl;
     wl->B = 0;
@@ -120,16 +178,13 @@ static int sst2_examples(const options *o, bench *b) {
     wl->cand[0] = first_token(b->tok, " terrible");
     wl->cand[1] = first_token(b->tok, " great");
     while (wl->B < o->batch && fgets(line, sizeof line, f)) {
-        char *tab = strrchr(line, '\t');
         example *e = &wl->ex[wl->B];
-        if (!tab || !isdigit((unsigned char)tab[1])) continue;   /* the header */
-        *tab = '\0';
-        while (tab > line && tab[-1] == ' ') *--tab = '\0';
+        if (sst2_line(line, &label) != SST2_LINE) continue;   /* the header (sst2_check vetted the rest) */
         snprintf(prompt, sizeof prompt, "%s It was", line);
         if (llm_tokenize(b->tok, prompt, bos, e->tokens, MAX_PROMPT, &n, err, sizeof err) != 0) continue;
         if (n < MIN_PROMPT || n > 60) continue;
         e->n_tokens = n;
-        e->label = atoi(tab + 1) ? 1 : 0;
+        e->label = label;
         wl->B++;
     }
     fclose(f);
@@ -162,6 +217,7 @@ static int bench_open(const options *o, bench *b) {
     llm_state_desc sd;
     int k;
     memset(b, 0, sizeof *b);
+    if (sst2_check(o->data, b->wl.file_labels) < 0) return 1;
     if (llm_load(o->model, &b->cfg, &b->w, &b->tok, err, sizeof err) != 0) {
         fprintf(stderr, "bench_llm: %s\n", err);
         return 1;
@@ -460,7 +516,35 @@ static int bench_memory(const options *o) {
 }
 
 /* ---- main --------------------------------------------------------------------------------------- */
-static int parse_options(int argc, char **argv, options *o) {
+#define USAGE "usage: bench_llm --model PATH [--data SST2_TSV] [--batch B] [--rounds R] [--threads N] " \
+              "[--transient-mb M] [--algo auto|per-example|two-gemm] [--part all|time|memory]"
+
+/* Formats a one-line refusal into err; returns 1. */
+static int refuse(char *err, size_t n, const char *fmt, const char *arg) {
+    snprintf(err, n, fmt, arg);
+    return 1;
+}
+
+/* One numeric option, each with its range; 0 ok, else 1 with the message in err. */
+static int parse_number(const char *a, const char *v, options *o, char *err, size_t n) {
+    static const struct {
+        const char *name;
+        int64_t lo, hi;
+    } num[] = {{"--batch", 1, MAX_B}, {"--rounds", 1, MAX_ROUNDS}, {"--threads", 0, 1024}, {"--transient-mb", 1, 65536}};
+    int64_t x;
+    int k;
+    for (k = 0; k < 4 && strcmp(a, num[k].name); k++) {}
+    if (k == 4) return refuse(err, n, "unknown option '%s'; " USAGE, a);
+    if (cli_parse_int(a, v, num[k].lo, num[k].hi, &x, err, n) != 0) return 1;
+    if (k == 0) o->batch = (int32_t)x;
+    else if (k == 1) o->rounds = (int32_t)x;
+    else if (k == 2) o->threads = (int32_t)x;
+    else o->transient_mb = x;
+    return 0;
+}
+
+/* 0 ok, else 1 with a one-line message in err. */
+static int parse_options(int argc, char **argv, options *o, char *err, size_t n) {
     int i;
     memset(o, 0, sizeof *o);
     o->model = getenv("GRZO_LLM_MODEL");
@@ -469,23 +553,35 @@ static int parse_options(int argc, char **argv, options *o) {
     o->rounds = 5;
     o->transient_mb = 32;
     o->part = "all";
-    for (i = 1; i + 1 < argc; i += 2) {
+    for (i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
+        if (i + 1 == argc) return refuse(err, n, "%s needs a value; " USAGE, a);
         if (!strcmp(a, "--model")) o->model = v;
         else if (!strcmp(a, "--data")) o->data = v;
-        else if (!strcmp(a, "--batch")) o->batch = atoi(v);
-        else if (!strcmp(a, "--rounds")) o->rounds = atoi(v);
-        else if (!strcmp(a, "--threads")) o->threads = atoi(v);
-        else if (!strcmp(a, "--transient-mb")) o->transient_mb = atoll(v);
         else if (!strcmp(a, "--mem-child")) o->mem_child = v;
-        else if (!strcmp(a, "--part")) o->part = v;
-        else if (!strcmp(a, "--algo")) o->algo = !strcmp(v, "per-example") ? 1 : !strcmp(v, "two-gemm") ? 2 : !strcmp(v, "auto") ? 0 : -1;
-        else return 1;
+        else if (!strcmp(a, "--part")) {
+            if (strcmp(v, "all") && strcmp(v, "time") && strcmp(v, "memory"))
+                return refuse(err, n, "--part: expected all, time or memory, got '%s'", v);
+            o->part = v;
+        } else if (!strcmp(a, "--algo")) {
+            o->algo = !strcmp(v, "per-example") ? 1 : !strcmp(v, "two-gemm") ? 2 : !strcmp(v, "auto") ? 0 : -1;
+            if (o->algo < 0) return refuse(err, n, "--algo: expected auto, per-example or two-gemm, got '%s'", v);
+        } else if (parse_number(a, v, o, err, n)) {
+            return 1;
+        }
     }
-    if (i != argc) return 1;
-    return o->batch < 1 || o->batch > MAX_B || o->rounds < 1 || o->rounds > MAX_ROUNDS || o->threads < 0 ||
-           o->transient_mb < 1 || o->algo < 0 ||
-           (strcmp(o->part, "all") && strcmp(o->part, "time") && strcmp(o->part, "memory"));
+    return 0;
+}
+
+/* The label balance, so that a reader can see the data was read right (SST-2's train file
+   is 44 % negative, 56 % positive). */
+static void print_labels(const options *o, const workload *wl) {
+    int32_t i, pos = 0;
+    for (i = 0; i < wl->B; i++) pos += wl->ex[i].label;
+    if (wl->file_labels[0] + wl->file_labels[1] > 0)
+        printf("SST-2 file %s: %ld sentences labeled 0 (negative), %ld labeled 1 (positive)\n", o->data,
+               wl->file_labels[0], wl->file_labels[1]);
+    printf("labels of the B examples: %d negative, %d positive\n", (int)(wl->B - pos), (int)pos);
 }
 
 static void print_context(int argc, char **argv, const options *o, const bench *b) {
@@ -507,6 +603,7 @@ static void print_context(int argc, char **argv, const options *o, const bench *
            b->wl.synthetic ? "SYNTHETIC token sequences (no SST-2 file or tokenizer)" : "SST-2 training sentences + \" It was\"");
     for (i = 0; i < b->wl.B; i++) printf(" %d", b->wl.ex[i].n_tokens);
     printf("; candidates %d / %d; sigma 1e-3, lr 1e-7\n", b->wl.cand[0], b->wl.cand[1]);
+    print_labels(o, &b->wl);
 }
 
 int main(int argc, char **argv) {
@@ -514,9 +611,9 @@ int main(int argc, char **argv) {
     bench b;
     FILE *f;
     int rc;
-    if (parse_options(argc, argv, &o)) {
-        fprintf(stderr, "usage: %s --model PATH [--data SST2_TSV] [--batch B] [--rounds R] [--threads N] "
-                        "[--transient-mb M] [--algo auto|per-example|two-gemm] [--part all|time|memory]\n", argv[0]);
+    char err[512];
+    if (parse_options(argc, argv, &o, err, sizeof err)) {
+        fprintf(stderr, "bench_llm: %s\n", err);
         return 2;
     }
     if (!o.model) o.model = DEFAULT_MODEL;

@@ -22,8 +22,8 @@
    per-round ratios with its 10th and 90th percentiles, not a ratio of means.
 
    Build (from the repository root):
-     cc -std=c99 -O3 -march=native -fopenmp -DGRZO_USE_OPENBLAS -I. \
-        -I/usr/include/x86_64-linux-gnu/openblas-openmp bench/bench_mlp.c \
+     cc -std=c99 -O3 -march=native -fopenmp -DGRZO_USE_OPENBLAS -I. -Iexamples/common \
+        -I/usr/include/x86_64-linux-gnu/openblas-openmp bench/bench_mlp.c examples/common/cli_args.c \
         -L/usr/lib/x86_64-linux-gnu/openblas-openmp \
         -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -lm -o bench_mlp
    Run:  ./bench_mlp [--rounds N] [--threads T] [--quick] */
@@ -32,8 +32,8 @@
 #define GRZO_IMPLEMENTATION
 #include "grzo.h"
 #include "backends/grzo_cpu.h"
+#include "cli_args.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,23 +80,12 @@ static void print_usage(FILE *f, const char *prog)
             prog, DEFAULT_ROUNDS, QUICK_ROUNDS);
 }
 
-static int parse_int(const char *text, long lo, long hi, long *out)
-{
-    char *end = NULL;
-    long v;
-    errno = 0;
-    v = strtol(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi)
-        return 0;
-    *out = v;
-    return 1;
-}
-
 /* returns 0 to run, 1 after --help, 2 on a bad argument (message printed) */
 static int parse_options(int argc, char **argv, bench_config *cfg)
 {
-    long rounds = -1, v;
+    int64_t rounds = -1, v;
     int i;
+    char err[256];
     memset(cfg, 0, sizeof *cfg);
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -116,13 +105,13 @@ static int parse_options(int argc, char **argv, bench_config *cfg)
             if (strcmp(a, "--mem-child") == 0) {
                 cfg->mem_child = val;
             } else if (strcmp(a, "--rounds") == 0) {
-                if (!parse_int(val, 1, 100000, &rounds)) {
-                    fprintf(stderr, "%s: --rounds wants an integer in [1, 100000], got '%s'\n", argv[0], val);
+                if (cli_parse_int(a, val, 1, 100000, &rounds, err, sizeof err) != 0) {
+                    fprintf(stderr, "%s: %s\n", argv[0], err);
                     return 2;
                 }
             } else {
-                if (!parse_int(val, 0, 1024, &v)) {
-                    fprintf(stderr, "%s: --threads wants an integer in [0, 1024], got '%s'\n", argv[0], val);
+                if (cli_parse_int(a, val, 0, 1024, &v, err, sizeof err) != 0) {
+                    fprintf(stderr, "%s: %s\n", argv[0], err);
                     return 2;
                 }
                 cfg->threads = (int32_t)v;

@@ -9,8 +9,8 @@
    then B "-" copies) and a MeZO or FZOO pass forwards B rows.
 
    Build (from the repository root):
-     cc -std=c99 -O3 -march=native -fopenmp -DGRZO_USE_OPENBLAS -I. \
-        -I/usr/include/x86_64-linux-gnu/openblas-openmp examples/demo.c \
+     cc -std=c99 -O3 -march=native -fopenmp -DGRZO_USE_OPENBLAS -I. -Iexamples/common \
+        -I/usr/include/x86_64-linux-gnu/openblas-openmp examples/demo.c examples/common/cli_args.c \
         -L/usr/lib/x86_64-linux-gnu/openblas-openmp \
         -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -lm -o demo
    Run:  ./demo            (about 10 s on the 2-core dev machine)
@@ -33,8 +33,8 @@
 #define GRZO_IMPLEMENTATION
 #include "grzo.h"
 #include "backends/grzo_cpu.h"
+#include "cli_args.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,50 +119,32 @@ static void print_usage(FILE *f, const char *prog)
             (double)DEFAULT_LR_FZOO);
 }
 
-/* parses a whole decimal integer in [lo, hi]; anything else is an error */
-static int parse_int64(const char *text, int64_t lo, int64_t hi, int64_t *out)
+/* The value of option a (one that takes a value); 0 ok, else -1 with the message in err. */
+static int parse_value(demo_options *opt, const char *a, const char *val, int64_t *steps, char *err, size_t n)
 {
-    char *end = NULL;
-    long long v;
-    errno = 0;
-    v = strtoll(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi)
+    static const cli_range unit = {0.0, 1.0, 1, 0};   /* sigma and learning rates: (0, 1] */
+    int64_t v;
+    if (strcmp(a, "--steps") == 0) return cli_parse_int(a, val, 1, 100000000, steps, err, n);
+    if (strcmp(a, "--batch") == 0) return cli_parse_int(a, val, 1, 65536, &opt->batch, err, n);
+    if (strcmp(a, "--seed") == 0) return cli_parse_u64(a, val, &opt->seed, err, n);
+    if (strcmp(a, "--threads") == 0) {
+        if (cli_parse_int(a, val, 0, 1024, &v, err, n) != 0) return -1;
+        opt->threads = (int32_t)v;
         return 0;
-    *out = (int64_t)v;
-    return 1;
-}
-
-static int parse_uint64(const char *text, uint64_t *out)
-{
-    char *end = NULL;
-    unsigned long long v;
-    if (text[0] == '-')   /* strtoull would accept "-1" as a huge number */
-        return 0;
-    errno = 0;
-    v = strtoull(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0')
-        return 0;
-    *out = (uint64_t)v;
-    return 1;
-}
-
-static int parse_positive_float(const char *text, float *out)
-{
-    char *end = NULL;
-    double v;
-    errno = 0;
-    v = strtod(text, &end);
-    if (errno != 0 || end == text || *end != '\0' || !(v > 0.0) || !isfinite(v))
-        return 0;
-    *out = (float)v;
-    return 1;
+    }
+    return cli_parse_float(a, val, unit, strcmp(a, "--sigma") == 0     ? &opt->sigma
+                                             : strcmp(a, "--lr-grzo") == 0 ? &opt->lr[0]
+                                             : strcmp(a, "--lr-mezo") == 0 ? &opt->lr[1]
+                                                                           : &opt->lr[2],
+                           err, n);
 }
 
 /* returns 0 to run, 1 after --help, 2 on a bad argument (message printed) */
 static int parse_options(int argc, char **argv, demo_options *opt)
 {
-    int64_t steps = -1, v;
+    int64_t steps = -1;
     int i;
+    char err[256];
     opt->batch = DEFAULT_BATCH;
     opt->seed = DEFAULT_SEED;
     opt->threads = DEFAULT_THREADS;
@@ -195,36 +177,9 @@ static int parse_options(int argc, char **argv, demo_options *opt)
             return 2;
         }
         i++;
-        if (strcmp(a, "--steps") == 0) {
-            if (!parse_int64(val, 1, 100000000, &steps)) {
-                fprintf(stderr, "%s: --steps wants an integer in [1, 1e8], got '%s'\n", argv[0], val);
-                return 2;
-            }
-        } else if (strcmp(a, "--batch") == 0) {
-            if (!parse_int64(val, 1, 65536, &opt->batch)) {
-                fprintf(stderr, "%s: --batch wants an integer in [1, 65536], got '%s'\n", argv[0], val);
-                return 2;
-            }
-        } else if (strcmp(a, "--seed") == 0) {
-            if (!parse_uint64(val, &opt->seed)) {
-                fprintf(stderr, "%s: --seed wants a non-negative integer, got '%s'\n", argv[0], val);
-                return 2;
-            }
-        } else if (strcmp(a, "--threads") == 0) {
-            if (!parse_int64(val, 0, 1024, &v)) {
-                fprintf(stderr, "%s: --threads wants an integer in [0, 1024], got '%s'\n", argv[0], val);
-                return 2;
-            }
-            opt->threads = (int32_t)v;
-        } else {
-            float *dst = strcmp(a, "--sigma") == 0     ? &opt->sigma
-                         : strcmp(a, "--lr-grzo") == 0 ? &opt->lr[0]
-                         : strcmp(a, "--lr-mezo") == 0 ? &opt->lr[1]
-                                                       : &opt->lr[2];
-            if (!parse_positive_float(val, dst)) {
-                fprintf(stderr, "%s: %s wants a positive number, got '%s'\n", argv[0], a, val);
-                return 2;
-            }
+        if (parse_value(opt, a, val, &steps, err, sizeof err) != 0) {
+            fprintf(stderr, "%s: %s\n", argv[0], err);
+            return 2;
         }
     }
     opt->steps = steps > 0 ? steps : (opt->quick ? DEFAULT_QUICK_STEPS : DEFAULT_STEPS);

@@ -70,7 +70,9 @@ static inline int llm__errf(char *err, size_t errlen, const char *fmt, ...)
     return 1;
 }
 
-/* Read a whole file into memory (malloc'd; caller frees). Refuses files over max_bytes. */
+/* Read a whole file into memory (malloc'd; caller frees): the one place the loaders read
+   files. Refuses anything but a regular file ("<path>: is a directory") and files over
+   max_bytes; open and read errors carry strerror ("<path>: cannot open: Permission denied"). */
 int llm__read_file(const char *path, size_t max_bytes, uint8_t **data, size_t *size, char *err, size_t errlen);
 
 #endif /* GRZO_LLM_INTERNAL_H */

@@ -11,10 +11,16 @@
 
    GGUF references: the GGUF v3 spec (ggml docs/gguf.md) and ggml's block layouts
    (ggml-common.h, dequantize_row_* in ggml-quants.c); no code is taken from them. */
+#if !defined(_WIN32)
+#define _POSIX_C_SOURCE 200809L   /* fstat, fileno */
+#endif
+
+#include <errno.h>
 #include <float.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "llm.h"
 #include "llm_internal.h"
@@ -39,36 +45,47 @@ static int add_u64(uint64_t a, uint64_t b, uint64_t *out)
 /* ------------------------------------------------------------------------------------ */
 /* Reading whole files.                                                                  */
 
+/* The size comes from fstat, not fseek/ftell: fopen succeeds on a directory, whose
+   "size" by fseek/ftell is LONG_MAX (which became "out of memory reading
+   9223372036854775807 bytes"). Only regular files are read; errors name the path and
+   the system's reason (permission denied, no such file, ...). */
 int llm__read_file(const char *path, size_t max_bytes, uint8_t **data, size_t *size, char *err, size_t errlen)
 {
     FILE *f;
-    long end;
+    struct stat st;
     uint8_t *buf;
     size_t n;
+    int e;
 
     *data = NULL;
     *size = 0;
     if (!path) return llm__errf(err, errlen, "no file name given");
     f = fopen(path, "rb");
-    if (!f) return llm__errf(err, errlen, "%s: cannot open", path);
-    if (fseek(f, 0, SEEK_END) != 0 || (end = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    if (!f) return llm__errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fileno(f), &st) != 0) {
+        e = errno;
         fclose(f);
-        return llm__errf(err, errlen, "%s: cannot determine the file size", path);
+        return llm__errf(err, errlen, "%s: cannot open: %s", path, strerror(e));
     }
-    if ((unsigned long)end > max_bytes) {
+    if (!S_ISREG(st.st_mode)) {
         fclose(f);
-        return llm__errf(err, errlen, "%s: %ld bytes is more than this loader accepts", path, end);
+        return llm__errf(err, errlen, "%s: %s", path, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
     }
-    n = (size_t)end;
+    if ((uint64_t)st.st_size > (uint64_t)max_bytes) {
+        fclose(f);
+        return llm__errf(err, errlen, "%s: %lld bytes is more than this loader accepts", path, (long long)st.st_size);
+    }
+    n = (size_t)st.st_size;
     buf = (uint8_t *)malloc(n ? n : 1);
     if (!buf) {
         fclose(f);
         return llm__errf(err, errlen, "%s: out of memory reading %zu bytes", path, n);
     }
     if (n && fread(buf, 1, n, f) != n) {
+        e = ferror(f) ? errno : 0;
         free(buf);
         fclose(f);
-        return llm__errf(err, errlen, "%s: read error", path);
+        return llm__errf(err, errlen, "%s: cannot read: %s", path, e ? strerror(e) : "the file shrank while it was read");
     }
     fclose(f);
     *data = buf;

@@ -1,8 +1,8 @@
 /* grzo-probe - measures what the GRZO paper's theory predicts, one table per subcommand.
 
    Build (from the repository root; meson builds the same program as grzo-probe):
-     cc -std=c99 -O2 -fopenmp -DGRZO_USE_OPENBLAS -I. \
-        -I/usr/include/x86_64-linux-gnu/openblas-openmp examples/probe/[a-z]*.c \
+     cc -std=c99 -O2 -fopenmp -DGRZO_USE_OPENBLAS -I. -Iexamples/common \
+        -I/usr/include/x86_64-linux-gnu/openblas-openmp examples/probe/[a-z]*.c examples/common/cli_args.c \
         -L/usr/lib/x86_64-linux-gnu/openblas-openmp \
         -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -lm -o grzo-probe
    Run:   ./grzo-probe cosine           (see --help; each default run takes under 2 minutes)
@@ -13,8 +13,8 @@
 
 #define GRZO_IMPLEMENTATION
 #include "probe.h"
+#include "cli_args.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -66,23 +66,12 @@ static void usage(FILE *f) {
             "exit status: 0 ok, 1 a --check claim failed, 2 bad arguments, 3 runtime error\n");
 }
 
+/* one line on stderr */
 static int bad_usage(const char *fmt, const char *arg) {
     fprintf(stderr, "grzo-probe: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(try grzo-probe --help)\n");
+    fprintf(stderr, " (try grzo-probe --help)\n");
     return PROBE_EXIT_USAGE;
-}
-
-/* whole-string unsigned integer in [lo, hi] */
-static int parse_count(const char *s, unsigned long long lo, unsigned long long hi, unsigned long long *out) {
-    char *end;
-    unsigned long long v;
-    if (!s || !*s || *s == '-' || *s == '+') return -1;
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
 }
 
 static int default_threads(void) {
@@ -103,7 +92,8 @@ static int parse_args(int argc, char **argv, probe_opts *o, int *sub) {
     strcpy(o->out_dir, "probe-out");
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
-        unsigned long long v;
+        int64_t threads;
+        char err[256];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 1; }
         else if (!strcmp(a, "--quick")) o->quick = 1;
         else if (!strcmp(a, "--check")) o->check = 1;
@@ -117,11 +107,10 @@ static int parse_args(int argc, char **argv, probe_opts *o, int *sub) {
                 if (!*val || strlen(val) >= sizeof o->out_dir) return bad_usage("--out: bad folder name '%s'", val);
                 strcpy(o->out_dir, val);
             } else if (!strcmp(a, "--seed")) {
-                if (parse_count(val, 0, UINT64_MAX, &v) != 0) return bad_usage("--seed: '%s' is not a non-negative integer", val);
-                o->seed = (uint64_t)v;
+                if (cli_parse_u64(a, val, &o->seed, err, sizeof err) != 0) return bad_usage("%s", err);
             } else {
-                if (parse_count(val, 1, 256, &v) != 0) return bad_usage("--threads: '%s' is not an integer in [1, 256]", val);
-                o->threads = (int)v;
+                if (cli_parse_int(a, val, 1, 256, &threads, err, sizeof err) != 0) return bad_usage("%s", err);
+                o->threads = (int)threads;
             }
         } else if (a[0] == '-') {
             return bad_usage("unknown option '%s'", a);

@@ -9,8 +9,18 @@
      tables, and every float lands where the layout says;
    - every prefix of a checkpoint, header edits (zero, negative and huge sizes, INT32_MIN
      vocab, heads that do not divide, llama2.c's versioned "ak42" export) and random flips
-     give an error, never a crash or a huge allocation. */
+     give an error, never a crash or a huge allocation;
+   - paths that are not readable files (shared by every loader: llm__read_file): a
+     directory as a model or tokenizer gives "<path>: is a directory" (it used to give
+     "out of memory reading 9223372036854775807 bytes"), a missing file and an unreadable
+     one give the system's reason (no such file, permission denied; the latter is only
+     checked when not running as root, whom file modes do not stop). */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
 #include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "llm_test.h"
 #include "toy_model.h"
@@ -196,6 +206,49 @@ static void test_damage(void)
     free(full);
 }
 
+/* Every loader that takes a path refuses it with an error containing want. */
+static void expect_path_refused(const char *path, const char *want)
+{
+    llm_config c;
+    llm_weights w;
+    llm_tokenizer *t = NULL;
+    char err[512];
+    int k;
+    for (k = 0; k < 3; k++) {
+        int rc;
+        const char *what = k == 0 ? "llm_load" : k == 1 ? "llm_tokenizer_load_llama2c" : "llm_tokenizer_load_gguf";
+        err[0] = '\0';
+        t = NULL;
+        if (k == 0) rc = llm_load(path, &c, &w, &t, err, sizeof err);
+        else if (k == 1) rc = llm_tokenizer_load_llama2c(path, 0, &t, err, sizeof err);
+        else rc = llm_tokenizer_load_gguf(path, &t, err, sizeof err);
+        CHECKF(rc != 0 && t == NULL, "%s(%s) succeeded", what, path);
+        CHECKF(strstr(err, path) != NULL && strstr(err, want) != NULL, "%s(%s): \"%s\" lacks \"%s\"", what, path, err,
+               want);
+        if (rc == 0 && k == 0) llm_weights_free(&w);
+        llm_tokenizer_free(t);
+    }
+}
+
+static void test_paths(const char *dir)
+{
+    char missing[4096], unreadable[64] = "/tmp/grzo_llm_unreadable_XXXXXX", below[128];
+    int fd;
+    expect_path_refused(dir, "is a directory");
+    snprintf(missing, sizeof missing, "%s/no-such-model.bin", dir);
+    expect_path_refused(missing, strerror(ENOENT));
+    fd = mkstemp(unreadable);
+    REQUIRE(fd >= 0, "mkstemp: %s", strerror(errno));
+    REQUIRE(write(fd, "x", 1) == 1, "write: %s", strerror(errno));
+    close(fd);
+    snprintf(below, sizeof below, "%s/model.bin", unreadable);   /* a file used as a folder */
+    expect_path_refused(below, strerror(ENOTDIR));
+    REQUIRE(chmod(unreadable, 0) == 0, "chmod: %s", strerror(errno));
+    if (access(unreadable, R_OK) != 0) expect_path_refused(unreadable, strerror(EACCES));
+    else printf("test_paths: running as root, file modes do not stop reads: permission denied not checked\n");
+    remove(unreadable);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -205,5 +258,6 @@ int main(int argc, char **argv)
     test_stories260k(argv[1]);
     test_synthetic();
     test_damage();
+    test_paths(argv[1]);
     return lt_finish("test_llm_llama2c");
 }
