@@ -102,6 +102,14 @@ print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
         [ -e "$f" ] || continue
         case ${f##*/} in grzo-finetune|grzo-generate|grzo-probe) ;; *) die "installed: bin/${f##*/}";; esac
     done
+    # the installed programs load the OpenBLAS the build linked (install_rpath), not whichever
+    # libopenblas.so.0 the system's alternatives select
+    if [ "$openblas" = enabled ] && [ "$examples" = true ] && [ -n "$pkgconf" ]; then
+        blas_libdir=$("$pkgconf" --variable=libdir openblas) || die "pkg-config --variable=libdir openblas"
+        got=$(ldd "$root/bin/grzo-probe" | awk '/libopenblas/ { print $3 }')
+        [ "$(dirname "$got")" -ef "$blas_libdir" ] ||
+            die "the installed grzo-probe loads ${got:-no libopenblas}, not the one in $blas_libdir"
+    fi
     echo "files: $(cd "$root" && find . -type f | sort | tr '\n' ' ')"
     ;;
 *) die "unknown case";;
