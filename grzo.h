@@ -1950,7 +1950,9 @@ static grzo_status grzo__parse_header(grzo_ctx *ctx, const uint8_t *h, grzo__ckp
         if (grzo__validate_desc(&out->d, msg, sizeof msg) != GRZO_OK)
             return grzo__fail(ctx, GRZO_ERR_FORMAT, "checkpoint: invalid optimizer settings: %s", msg);
     }
-    if (out->step >= (uint64_t)UINT32_MAX || out->degenerate_total > out->step)
+    /* UINT32_MAX is the exhausted counter that 2^32 - 1 steps leave (grzo_step_begin then
+       refuses): a saved context in that state must load again */
+    if (out->step > (uint64_t)UINT32_MAX || out->degenerate_total > out->step)
         return grzo__fail(ctx, GRZO_ERR_FORMAT, "checkpoint: invalid step counters");
     if (out->n_blocks != ctx->n_blocks)
         return grzo__fail(ctx, GRZO_ERR_FORMAT, "checkpoint: %u blocks, the context has %u", (unsigned)out->n_blocks, (unsigned)ctx->n_blocks);
