@@ -103,6 +103,7 @@ enum {
 #define FZOO_PROBES 3
 #define N_ESTIMATORS 3
 #define TABLE_ROWS 15        /* about this many progress rows, whatever --steps is */
+#define POINTS_PER_ROW 4     /* the curves (--csv) have this many points per table row */
 
 static const int layer_in[N_LAYERS] = { D_IN, D_HID, D_HID };
 static const int layer_out[N_LAYERS] = { D_HID, D_HID, D_OUT };
@@ -871,8 +872,10 @@ static void curve_summary(const curves *c, int e, int64_t point, double *mean, d
     *mean = s / (double)c->n_problems;
 }
 
-/* evaluates every student (outside a step) and prints the row of means over the problems */
-static grzo_status record_point(problem *probs, curves *c, int64_t steps_done, int64_t batch)
+/* evaluates every student (outside a step); prints the row of means over the problems
+   when print is set */
+static grzo_status record_point(problem *probs, curves *c, int64_t steps_done, int64_t batch,
+                                int print)
 {
     int64_t p, point = c->used++;
     int e;
@@ -884,6 +887,8 @@ static grzo_status record_point(problem *probs, curves *c, int64_t steps_done, i
             if (s != GRZO_OK)
                 return s;
         }
+    if (!print)
+        return GRZO_OK;
     printf("| %6lld | %9lld |", (long long)steps_done, (long long)(steps_done * 2 * batch));
     for (e = 0; e < N_ESTIMATORS; e++) {
         double mean, lo, hi;
@@ -895,14 +900,31 @@ static grzo_status record_point(problem *probs, curves *c, int64_t steps_done, i
     return GRZO_OK;
 }
 
-static int64_t progress_interval(int64_t steps)
+/* steps between table rows (divided by POINTS_PER_ROW: between curve points) */
+static int64_t progress_interval(int64_t steps, int points_per_row)
 {
-    int64_t every = steps / TABLE_ROWS;
+    int64_t every = steps / TABLE_ROWS / points_per_row;
     return every < 1 ? 1 : every;
 }
 
-/* the curves as CSV (step, forward rows, then mean/min/max per estimator), written to a
-   temporary name and renamed, so a failed run leaves no half-written file */
+/* GRZO's loss over MeZO's at a point, paired by seed: mean, min, max over the problems */
+static void ratio_summary(const curves *c, int64_t point, double *mean, double *lo, double *hi)
+{
+    int64_t p;
+    double s = 0.0;
+    *lo = *hi = 1.0;
+    for (p = 0; p < c->n_problems; p++) {
+        double r = *curve_at(c, p, EST_GRZO, point) / *curve_at(c, p, EST_MEZO, point);
+        s += r;
+        if (p == 0 || r < *lo) *lo = r;
+        if (p == 0 || r > *hi) *hi = r;
+    }
+    *mean = s / (double)c->n_problems;
+}
+
+/* the curves as CSV (step, forward rows, mean/min/max per estimator, then GRZO/MeZO paired
+   by seed), written to a temporary name and renamed, so a failed run leaves no
+   half-written file */
 static int write_csv(const char *path, const curves *c, int64_t batch)
 {
     size_t len = strlen(path) + 5;
@@ -921,7 +943,7 @@ static int write_csv(const char *path, const curves *c, int64_t batch)
     for (e = 0; e < N_ESTIMATORS; e++)
         fprintf(f, ",%s_mean,%s_min,%s_max", estimator_names[e], estimator_names[e],
                 estimator_names[e]);
-    fprintf(f, "\n");
+    fprintf(f, ",GRZO_over_MeZO_mean,GRZO_over_MeZO_min,GRZO_over_MeZO_max\n");
     for (r = 0; r < c->used; r++) {
         fprintf(f, "%lld,%lld", (long long)c->step[r], (long long)(c->step[r] * 2 * batch));
         for (e = 0; e < N_ESTIMATORS; e++) {
@@ -929,7 +951,11 @@ static int write_csv(const char *path, const curves *c, int64_t batch)
             curve_summary(c, e, r, &mean, &lo, &hi);
             fprintf(f, ",%.6g,%.6g,%.6g", mean, lo, hi);
         }
-        fprintf(f, "\n");
+        {
+            double mean, lo, hi;
+            ratio_summary(c, r, &mean, &lo, &hi);
+            fprintf(f, ",%.6g,%.6g,%.6g\n", mean, lo, hi);
+        }
     }
     ok = !ferror(f);
     ok = (fclose(f) == 0) && ok;
@@ -1098,7 +1124,7 @@ static int run_demo(const demo_options *opt)
     grzo_backend be;
     problem *probs;
     curves c;
-    int64_t step, every, p;
+    int64_t step, row_every, point_every, p;
     outcome result;
     double t_start = now_seconds();
     int e, rc = 1;
@@ -1106,10 +1132,11 @@ static int run_demo(const demo_options *opt)
     if (create_cpu_backend(opt->threads, &be) != GRZO_OK)
         return 1;
     probs = xcalloc((size_t)opt->seeds, sizeof *probs);
-    every = progress_interval(opt->steps);
+    row_every = progress_interval(opt->steps, 1);
+    point_every = progress_interval(opt->steps, POINTS_PER_ROW);
     memset(&c, 0, sizeof c);
     c.n_problems = opt->seeds;
-    c.n_points = opt->steps / every + 2;
+    c.n_points = opt->steps / point_every + opt->steps / row_every + 2;
     c.step = xcalloc((size_t)c.n_points, sizeof(int64_t));
     c.loss = xcalloc((size_t)(c.n_points * c.n_problems * N_ESTIMATORS), sizeof(double));
     for (p = 0; p < opt->seeds; p++)
@@ -1118,7 +1145,9 @@ static int run_demo(const demo_options *opt)
     print_header(opt, &be, probs);
 
     for (step = 0; step < opt->steps; step++) {
-        if (step % every == 0 && record_point(probs, &c, step, opt->batch) != GRZO_OK)
+        int row = step % row_every == 0;
+        if ((row || step % point_every == 0) &&
+            record_point(probs, &c, step, opt->batch, row) != GRZO_OK)
             goto done;
         for (p = 0; p < opt->seeds; p++) {
             draw_batch(probs[p].seed, step, opt->batch, probs[p].train.n, probs[p].batch_rows);
@@ -1127,7 +1156,7 @@ static int run_demo(const demo_options *opt)
                     goto done;
         }
     }
-    if (record_point(probs, &c, opt->steps, opt->batch) != GRZO_OK)
+    if (record_point(probs, &c, opt->steps, opt->batch, 1) != GRZO_OK)
         goto done;
     if (print_summary(probs, opt, &c, &result) != GRZO_OK)
         goto done;
