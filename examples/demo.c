@@ -60,7 +60,7 @@
    from then on and ends at 0.0133 +- 0.0043 against MeZO's 0.0187 +- 0.0072 and FZOO's
    0.0234 +- 0.0083, below MeZO on 4 of the 5 seeds (seed 5: 0.0130 against 0.0125). At
    this size a GRZO step takes about 1.7 times MeZO's wall time for the same rows (its
-   per-example perturbed GEMMs; README "Performance"). */
+   per-example perturbed GEMMs; README "Performance (CPU)"). */
 #define _POSIX_C_SOURCE 200809L
 
 #define GRZO_IMPLEMENTATION
