@@ -161,7 +161,7 @@ static void print_usage(FILE *f, const char *prog)
             "  --steps N      training steps per estimator (default %d; %d with --quick)\n"
             "  --seeds K      problems (seeds S, S+1, ..., S+K-1) run side by side\n"
             "                 (default %d; %d with --quick)\n"
-            "  --batch B      examples per step (default %d); every estimator forwards 2B rows\n"
+            "  --batch B      examples per step, even (default %d); every estimator forwards 2B rows\n"
             "  --seed S       first seed of the problem, the init and the perturbations (default %d)\n"
             "  --threads T    CPU backend threads, 0 = OpenMP default (default %d: the model\n"
             "                 is so small that more threads only add fork/join waits)\n"
@@ -187,7 +187,15 @@ static int parse_value(demo_options *opt, const char *a, const char *val, int64_
     int64_t v;
     if (strcmp(a, "--steps") == 0) return cli_parse_int(a, val, 1, 100000000, steps, err, n);
     if (strcmp(a, "--seeds") == 0) return cli_parse_int(a, val, 1, MAX_SEEDS, seeds, err, n);
-    if (strcmp(a, "--batch") == 0) return cli_parse_int(a, val, 1, 65536, &opt->batch, err, n);
+    if (strcmp(a, "--batch") == 0) {   /* even: FZOO's 4 passes of B/2 rows are then 2B */
+        if (cli_parse_int(a, val, 2, 65536, &v, err, n) != 0) return -1;
+        if (v % 2 != 0) {
+            snprintf(err, n, "--batch: expected an even integer in [2, 65536], got '%s'", val);
+            return -1;
+        }
+        opt->batch = v;
+        return 0;
+    }
     if (strcmp(a, "--seed") == 0) return cli_parse_u64(a, val, &opt->seed, err, n);
     if (strcmp(a, "--threads") == 0) {
         if (cli_parse_int(a, val, 0, 1024, &v, err, n) != 0) return -1;
@@ -656,13 +664,11 @@ static grzo_status student_add_blocks(student *s, const mlp *init)
     return GRZO_OK;
 }
 
-/* examples per step: B for GRZO and MeZO; B/2 for FZOO, whose N+1 = 4 passes then forward
-   2B rows too */
+/* examples per step: B for GRZO and MeZO; B/2 for FZOO (B is even), whose N+1 = 4 passes
+   then forward 2B rows too */
 static int64_t examples_per_step(int e, int64_t batch)
 {
-    int64_t half = batch / 2;
-    if (e != EST_FZOO) return batch;
-    return half > 0 ? half : 1;
+    return e == EST_FZOO ? batch / 2 : batch;
 }
 
 static grzo_status student_create(student *s, int e, const demo_options *opt, uint64_t seed,
