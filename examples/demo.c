@@ -1034,8 +1034,9 @@ static void print_header(const demo_options *opt, const grzo_backend *be, const 
            grzo_version(), D_IN, D_HID, D_HID, D_OUT, (long long)parameter_count());
     printf("task B: the pretrained network's outputs shifted by +-%.1f std each, every weight "
            "changed by %.0f%%;\n", (double)TASK_B_SHIFT, 100.0 * TASK_B_WEIGHT_CHANGE);
-    printf("        %d train / %d test examples, loss 0 reachable; the pretrained network "
-           "scores %.4f (mean over seeds)\n", N_TRAIN, N_TEST, mean_of(init, opt->seeds));
+    printf("        inputs: a mean shared by all + %.2f x N(0, 1); %d train / %d test examples, "
+           "loss 0 reachable;\n        the pretrained network scores %.4f on it (mean over "
+           "seeds)\n", (double)INPUT_SPREAD, N_TRAIN, N_TEST, mean_of(init, opt->seeds));
     printf("run: %lld seeds (%llu..%llu) side by side, %lld steps, batch %lld, sigma %g, "
            "backend %s with %d threads\n",
            (long long)opt->seeds, (unsigned long long)opt->seed,
