@@ -74,3 +74,16 @@ PY
     GRZO_SMOLLM_GGUF="$(pwd)/$dir/$name"
     export GRZO_SMOLLM_GGUF
 }
+
+# llama.cpp's `gguf` Python package (pure Python; numpy comes from Debian) for
+# test_llm_export_gguf_py, which reads grzo-export's files with it: installed once into
+# build/pylib (pinned version, no dependencies). Without pip or PyPI the test skips and
+# says why (CI's summary counts that skip as a failure).
+grzo_fetch_gguf_py() {
+    local dir=build/pylib
+    [ -f "$dir/gguf/gguf_reader.py" ] && return 0
+    if ! python3 -m pip install --quiet --no-deps --disable-pip-version-check --target "$dir" gguf==0.19.0 >/dev/null 2>&1; then
+        echo "grzo: note: could not install the gguf package from PyPI (pip missing or offline): test_llm_export_gguf_py will skip"
+    fi
+    return 0
+}

@@ -14,8 +14,11 @@
    - refusals, each leaving no file (and an earlier file at --out intact, no temporary left
      behind): a checkpoint of another model (the error names the first differing block when
      the checkpoint's size matches; grzo_checkpoint_load compares the size first),
-     a llama2.c original (argv[1]: tests/data/stories260K.bin), an unwritable --out. */
-#define _POSIX_C_SOURCE 200809L   /* mkdtemp */
+     a llama2.c original (argv[1]: tests/data/stories260K.bin), an unwritable --out.
+   With SCRIPT PYLIB PYTHON... after the data directory, the four exports are also read by
+   the `gguf` Python package (gguf_read_export.py; PYLIB is prepended to PYTHONPATH, where
+   tests/run.sh installs it): skipped (77) when no interpreter imports it. */
+#define _POSIX_C_SOURCE 200809L   /* mkdtemp, setenv */
 #include <dirent.h>
 #include <math.h>
 #include <unistd.h>
@@ -28,6 +31,32 @@
 #include "model.h"
 
 static char dir[256];
+
+/* The first interpreter that imports gguf (and numpy) with PYLIB on its path, or NULL. */
+static const char *python_with_gguf(const char *pylib, char **candidates, int n)
+{
+    static char cmd[1024];
+    const char *old = getenv("PYTHONPATH");
+    char path[2048];
+    int i;
+    snprintf(path, sizeof path, "%s%s%s", pylib, old && *old ? ":" : "", old && *old ? old : "");
+    setenv("PYTHONPATH", path, 1);
+    for (i = 0; i < n; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' -c 'import numpy, gguf' >/dev/null 2>&1", candidates[i]);
+        if (system(cmd) == 0) return candidates[i];
+    }
+    return NULL;
+}
+
+/* gguf_read_export.py over the original and the four exports of test_types. */
+static int read_with_gguf_package(const char *script, const char *python, const char *orig)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s/f32.gguf' '%s/f16.gguf' '%s/bf16.gguf' '%s/q8_0.gguf'", python, script, orig,
+             dir, dir, dir, dir);
+    fflush(stdout);
+    return system(cmd);
+}
 
 /* Every weight of a model as (name, values, count), in a fixed order. */
 #define MAX_T 64
@@ -344,7 +373,12 @@ int main(int argc, char **argv)
     llm_export_format fmt;
     const char *tmp = getenv("TMPDIR");
 
-    REQUIRE(argc == 2, "usage: test_llm_export DATA_DIR");
+    const char *python = NULL;
+    REQUIRE(argc == 2 || argc >= 5, "usage: test_llm_export DATA_DIR [SCRIPT PYLIB PYTHON...]");
+    if (argc >= 5 && !(python = python_with_gguf(argv[3], argv + 4, argc - 4))) {
+        printf("SKIP: no interpreter imports the gguf package (tests/run.sh installs it into %s)\n", argv[3]);
+        return 77;
+    }
     snprintf(llama2c, sizeof llama2c, "%s/stories260K.bin", argv[1]);
     snprintf(dir, sizeof dir, "%s/grzo_export_XXXXXX", tmp && *tmp ? tmp : "/tmp");
     REQUIRE(mkdtemp(dir) != NULL, "mkdtemp");
@@ -360,6 +394,7 @@ int main(int argc, char **argv)
     test_f32_round_trip(orig, &cfg, &tuned, ckpt);
     test_types(orig, &cfg, &tuned, ckpt);
     test_refusals(orig, ckpt, llama2c);
+    if (python) CHECKF(read_with_gguf_package(argv[2], python, orig) == 0, "the gguf package's reader disagrees (above)");
     llm_weights_free(&tuned);
     if (!lt_failures) {
         DIR *d = opendir(dir);
