@@ -1,7 +1,7 @@
 # Sourced by tests/run.sh and examples/run-demo.sh: installs what the build needs on
 # Debian 12 (as root, with apt-get) when it is missing, and pins OpenBLAS's OpenMP build.
 grzo_install_deps() {
-    local pkgs="meson ninja-build gcc g++ pkg-config libopenblas-openmp-dev gnuplot-nox python3 python3-numpy"
+    local pkgs="meson ninja-build gcc g++ pkg-config libopenblas-openmp-dev gnuplot-nox python3 python3-numpy python3-yaml"
     local missing="" p
     for p in $pkgs; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
@@ -75,7 +75,7 @@ PY
     export GRZO_SMOLLM_GGUF
 }
 
-# llama.cpp's `gguf` Python package (pure Python; numpy comes from Debian) for
+# llama.cpp's `gguf` Python package (pure Python; numpy and yaml, which it imports, come from Debian) for
 # test_llm_export_gguf_py, which reads grzo-export's files with it: installed once into
 # build/pylib (pinned version, no dependencies). Without pip or PyPI the test skips and
 # says why (CI's summary counts that skip as a failure).
