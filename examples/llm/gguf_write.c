@@ -477,7 +477,10 @@ int llm_gguf_type_parse(const char *name, llm_gguf_type *out)
     static const char *const names[] = {"f32", "f16", "bf16", "q8_0"};
     int i;
     for (i = 0; name && i < 4; i++)
-        if (!strcmp(name, names[i])) return *out = (llm_gguf_type)i, 0;
+        if (!strcmp(name, names[i])) {
+            if (out) *out = (llm_gguf_type)i;
+            return 0;
+        }
     return 1;
 }
 

@@ -33,7 +33,7 @@ typedef enum llm_gguf_type {
     LLM_GGUF_Q8_0 = 3
 } llm_gguf_type;
 
-/* "f32", "f16", "bf16", "q8_0" -> type; returns nonzero for anything else. */
+/* "f32", "f16", "bf16", "q8_0" -> type (out may be NULL: only check); nonzero for anything else. */
 int llm_gguf_type_parse(const char *name, llm_gguf_type *out);
 
 /* Write cfg/w as a GGUF with the metadata of `original` (a GGUF file image that llm_load

@@ -70,3 +70,12 @@ int llm_export(const char *model, const char *checkpoint, const char *out_path, 
     free(image);
     return rc;
 }
+
+int llm_export_as(const char *model, const char *checkpoint, const char *out_path, const char *type_name, char *err,
+                  size_t errlen)
+{
+    llm_gguf_type type;
+    if (llm_gguf_type_parse(type_name, &type))
+        return llm__errf(err, errlen, "unknown export type '%s' (expected f32, f16, bf16 or q8_0)", type_name ? type_name : "");
+    return llm_export(model, checkpoint, out_path, LLM_EXPORT_GGUF, type, err, errlen);
+}

@@ -25,4 +25,9 @@ int llm_export_format_parse(const char *name, llm_export_format *out);
 int llm_export(const char *model, const char *checkpoint, const char *out_path, llm_export_format format,
                llm_gguf_type type, char *err, size_t errlen);
 
+/* llm_export to GGUF with the type named as on the command line ("f32", "f16", "bf16",
+   "q8_0"): grzo-finetune --export's one call. */
+int llm_export_as(const char *model, const char *checkpoint, const char *out_path, const char *type_name, char *err,
+                  size_t errlen);
+
 #endif /* GRZO_LLM_EXPORT_H */
