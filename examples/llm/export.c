@@ -1,16 +1,19 @@
 /* export.c - grzo-export: a fine-tuned model out of grzo, for llama.cpp, Ollama & co.
 
-   grzo-export --model ORIGINAL --checkpoint CKPT --out PATH [--format gguf] [--type f32|f16|bf16|q8_0]
+   grzo-export --model ORIGINAL --checkpoint CKPT --out PATH [--format gguf|safetensors]
+               [--type f32|f16|bf16|q8_0]
 
-   --model       the GGUF the run fine-tuned (grzo-finetune --model); its metadata, tokenizer
-                 and tensor names are copied (a llama2.c original is refused: it has neither)
+   --model       the model the run fine-tuned (grzo-finetune --model): for GGUF output a GGUF,
+                 whose metadata, tokenizer and tensor names are copied (a llama2.c original
+                 is refused: it has neither); for safetensors a GGUF or llama2.c file
    --checkpoint  the run's checkpoint (grzo-finetune's OUT/checkpoint.grzo); it must be of
                  this model: a block whose name or shape differs is named in the error
-   --out         the file to write (through a temporary file and a rename: a failed export
-                 leaves nothing, and an earlier file there intact)
-   --format      gguf (default)
+   --out         the file (GGUF) or the new folder (safetensors) to write, through a temporary
+                 name and a rename: a failed export leaves nothing (and an earlier GGUF intact)
+   --format      gguf (default) or safetensors: a Hugging Face folder, model.safetensors with
+                 transformers' names and Q/K row order + config.json (safetensors_write.h)
    --type        the matrices' type: f32 (default, the fine-tuned weights bit for bit), f16,
-                 bf16 or q8_0 (ggml's Q8_0 blocks); norm gains stay f32 (gguf_write.h)
+                 bf16 or q8_0 (ggml's Q8_0 blocks, GGUF only); GGUF norm gains stay f32
    Errors are one line on stderr with exit status 1 (2 for bad options). */
 #include <stdio.h>
 #include <string.h>
@@ -24,7 +27,7 @@ typedef struct options {
 } options;
 
 static void usage(void) {
-    fprintf(stderr, "usage: grzo-export --model ORIGINAL.gguf --checkpoint CKPT --out PATH [--format gguf] "
+    fprintf(stderr, "usage: grzo-export --model ORIGINAL --checkpoint CKPT --out PATH [--format gguf|safetensors] "
                     "[--type f32|f16|bf16|q8_0]\n");
 }
 
@@ -33,7 +36,8 @@ static int parse_option(const char *a, const char *v, options *o, char *err, siz
     else if (!strcmp(a, "--checkpoint")) o->checkpoint = v;
     else if (!strcmp(a, "--out")) o->out = v;
     else if (!strcmp(a, "--format")) {
-        if (llm_export_format_parse(v, &o->format)) return snprintf(err, errlen, "--format: expected gguf, got '%s'", v), -1;
+        if (llm_export_format_parse(v, &o->format))
+            return snprintf(err, errlen, "--format: expected gguf or safetensors, got '%s'", v), -1;
     } else if (!strcmp(a, "--type")) {
         if (llm_gguf_type_parse(v, &o->type))
             return snprintf(err, errlen, "--type: expected f32, f16, bf16 or q8_0, got '%s'", v), -1;

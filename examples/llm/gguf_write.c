@@ -198,7 +198,7 @@ static uint32_t f32_bits(float f)
 }
 
 /* binary32 -> binary16, round to nearest even; overflow to inf, NaN stays NaN. */
-static uint16_t f32_to_f16(float f)
+uint16_t llm__f32_to_f16(float f)
 {
     uint32_t x = f32_bits(f), sign = (x >> 16) & 0x8000u, mag = x & 0x7fffffffu;
     if (mag >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (mag > 0x7f800000u ? 0x200u : 0));
@@ -220,8 +220,8 @@ static uint16_t f32_to_f16(float f)
     }
 }
 
-/* binary32 -> bfloat16, round to nearest even; NaN stays a (quiet) NaN. */
-static uint16_t f32_to_bf16(float f)
+/* binary32 -> bfloat16, round to nearest even; NaN stays a (quiet) NaN (ggml's rule). */
+uint16_t llm__f32_to_bf16(float f)
 {
     uint32_t x = f32_bits(f);
     if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
@@ -361,8 +361,8 @@ static void write_q8_0(FILE *f, const float *x, uint64_t n)
         for (j = 0; j < 32; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
         d = amax / 127.0f;
         id = d != 0.0f ? 1.0f / d : 0.0f;
-        blk[0] = (uint8_t)(f32_to_f16(d) & 0xff);
-        blk[1] = (uint8_t)(f32_to_f16(d) >> 8);
+        blk[0] = (uint8_t)(llm__f32_to_f16(d) & 0xff);
+        blk[1] = (uint8_t)(llm__f32_to_f16(d) >> 8);
         for (j = 0; j < 32; j++) blk[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
         fwrite(blk, 1, sizeof blk, f);
     }
@@ -380,10 +380,10 @@ static void write_tensor(FILE *f, const out_tensor *o, uint64_t n)
         for (i = 0; i < n; i++) put_le(f, f32_bits(o->src[i]), 4);
         break;
     case GGML_F16:
-        for (i = 0; i < n; i++) put_le(f, f32_to_f16(o->src[i]), 2);
+        for (i = 0; i < n; i++) put_le(f, llm__f32_to_f16(o->src[i]), 2);
         break;
     case GGML_BF16:
-        for (i = 0; i < n; i++) put_le(f, f32_to_bf16(o->src[i]), 2);
+        for (i = 0; i < n; i++) put_le(f, llm__f32_to_bf16(o->src[i]), 2);
         break;
     default: write_q8_0(f, o->src, n); break;
     }

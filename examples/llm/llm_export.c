@@ -10,6 +10,7 @@
 int llm_export_format_parse(const char *name, llm_export_format *out)
 {
     if (name && !strcmp(name, "gguf")) return *out = LLM_EXPORT_GGUF, 0;
+    if (name && !strcmp(name, "safetensors")) return *out = LLM_EXPORT_SAFETENSORS, 0;
     return 1;
 }
 
@@ -41,6 +42,18 @@ static int apply_checkpoint(const char *checkpoint, const llm_config *cfg, llm_w
     return rc;
 }
 
+/* The weights in the requested format; tok (NULL for llama2.c) gives config.json's ids. */
+static int write_format(const uint8_t *image, size_t size, const llm_config *cfg, const llm_weights *w,
+                        const llm_tokenizer *tok, llm_export_format format, llm_gguf_type type, const char *out_path,
+                        char *err, size_t errlen)
+{
+    static const llm_st_dtype st_of[] = {LLM_ST_F32, LLM_ST_F16, LLM_ST_BF16};
+    if (format == LLM_EXPORT_GGUF) return llm_gguf_write(image, size, cfg, w, type, out_path, err, errlen);
+    /* llama2.c's run.c: BOS 1, EOS 2 */
+    return llm_safetensors_write(cfg, w, st_of[type], tok ? llm_tokenizer_bos(tok) : 1, tok ? llm_tokenizer_eos(tok) : 2,
+                                 out_path, err, errlen);
+}
+
 int llm_export(const char *model, const char *checkpoint, const char *out_path, llm_export_format format,
                llm_gguf_type type, char *err, size_t errlen)
 {
@@ -48,24 +61,31 @@ int llm_export(const char *model, const char *checkpoint, const char *out_path, 
     size_t size = 0;
     llm_config cfg;
     llm_weights w;
-    int rc;
+    llm_tokenizer *tok = NULL;
+    int rc, is_gguf;
     memset(&w, 0, sizeof w);
-    if (!model || !checkpoint || !out_path || !out_path[0] || format != LLM_EXPORT_GGUF)
+    if (!model || !checkpoint || !out_path || !out_path[0] || (unsigned)format > LLM_EXPORT_SAFETENSORS ||
+        (unsigned)type > LLM_GGUF_Q8_0)
         return llm__errf(err, errlen, "llm_export: missing or invalid argument");
+    if (format == LLM_EXPORT_SAFETENSORS && type == LLM_GGUF_Q8_0)
+        return llm__errf(err, errlen, "safetensors holds f32, f16 or bf16 weights, not q8_0");
     if (llm__read_file(model, SIZE_MAX, &image, &size, err, errlen)) return 1;
-    if (size < 4 || memcmp(image, "GGUF", 4) != 0) {
+    is_gguf = size >= 4 && memcmp(image, "GGUF", 4) == 0;
+    if (format == LLM_EXPORT_GGUF && !is_gguf) {
         free(image);
         return llm__errf(err, errlen, "%s is a llama2.c checkpoint: a GGUF export copies the metadata and tokenizer of a "
-                         "GGUF original, which a llama2.c file does not have (convert it to GGUF first)", model);
+                         "GGUF original, which a llama2.c file does not have (export --format safetensors, or convert "
+                         "it to GGUF first)", model);
     }
-    rc = llm_load_memory(image, size, &cfg, &w, NULL, err, errlen);
+    rc = llm_load_memory(image, size, &cfg, &w, is_gguf ? &tok : NULL, err, errlen);
     if (rc) {
         char msg[384];
         snprintf(msg, sizeof msg, "%s", err);
         llm__errf(err, errlen, "%s: %s", model, msg);
     }
     rc = rc || apply_checkpoint(checkpoint, &cfg, &w, err, errlen) ||
-         llm_gguf_write(image, size, &cfg, &w, type, out_path, err, errlen);
+         write_format(image, size, &cfg, &w, tok, format, type, out_path, err, errlen);
+    llm_tokenizer_free(tok);
     llm_weights_free(&w);
     free(image);
     return rc;

@@ -1,15 +1,23 @@
 #!/usr/bin/env python3
 """Read grzo-export's GGUF files with the `gguf` package (llama.cpp's own Python reader).
 
-usage: gguf_read_export.py ORIGINAL F32 F16 BF16 Q8_0   (exports of one fine-tuned model)
+usage: gguf_read_export.py ORIGINAL F32 F16 BF16 Q8_0 [SAFETENSORS_DIR]   (exports of one model)
 
 Checks, for each export: every key-value pair of the original is present with the same
 type and bytes (general.file_type excepted: it must be the written type's llama_ftype);
 the tensors have the original's names, order and shapes; matrices have the requested type
 and norm gains stay F32; the data is what the package's own quantizers make of the f32
 export's weights, byte for byte (numpy's float16 conversion, gguf.quants for BF16 and
-Q8_0: "bit-exact with ggml's reference"). Exit 0 pass, 1 fail, 77 skip (no gguf package).
+Q8_0: "bit-exact with ggml's reference").
+The safetensors folder (f32), read with plain json/numpy: the header's offsets tile the
+data exactly; every tensor has transformers' name and shape; llama.cpp's own HF -> GGUF
+permutation of q_proj/k_proj (convert_hf_to_gguf.py's LlamaModel.permute) applied to the
+folder's tensors gives the f32 GGUF's attn_q/attn_k bit for bit, the other tensors equal
+theirs; config.json agrees with the GGUF metadata.
+Exit 0 pass, 1 fail, 77 skip (no gguf package).
 """
+import json
+import os
 import sys
 
 try:
@@ -41,7 +49,66 @@ def fields(reader):
     return out
 
 
-def main(orig_path, paths):
+def permute(w, n_head):
+    """convert_hf_to_gguf.py's LlamaModel.permute: HF rows -> GGUF's adjacent rotary pairs."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+HF_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+            "output.weight": "lm_head.weight"}
+HF_LAYER = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+            "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
+            "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
+
+
+def hf_name(gguf_name):
+    if gguf_name in HF_NAMES:
+        return HF_NAMES[gguf_name]
+    _, layer, kind, _ = gguf_name.split(".")
+    return f"model.layers.{layer}.{HF_LAYER[kind]}.weight"
+
+
+def check_safetensors(folder, f32):
+    data = open(os.path.join(folder, "model.safetensors"), "rb").read()
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + n])
+    header.pop("__metadata__", None)
+    body = data[8 + n:]
+    spans = sorted(tuple(v["data_offsets"]) for v in header.values())
+    check(spans[0][0] == 0 and spans[-1][1] == len(body) and all(a[1] == b[0] for a, b in zip(spans, spans[1:])),
+          "safetensors: data_offsets do not tile the data")
+    meta = {k: f32.fields[k].contents() for k in f32.fields if k.startswith("llama.")}
+    heads, kv_heads = meta["llama.attention.head_count"], meta["llama.attention.head_count_kv"]
+    tensors = {}
+    for name, v in header.items():
+        check(v["dtype"] == "F32", f"safetensors: {name} is {v['dtype']}")
+        a, b = v["data_offsets"]
+        tensors[name] = np.frombuffer(body[a:b], dtype="<f4").reshape(v["shape"])
+    check(len(tensors) == len(f32.tensors), f"safetensors: {len(tensors)} tensors, the GGUF {len(f32.tensors)}")
+    for t in f32.tensors:
+        name = hf_name(t.name)
+        shape = [int(d) for d in reversed(t.shape)] if len(t.shape) > 1 else [int(t.shape[0])]   # ne reversed
+        want = np.array(t.data, dtype=np.float32).reshape(shape)
+        got = tensors.get(name)
+        check(got is not None, f"safetensors: {name} is missing")
+        if got is None:
+            continue
+        if name.endswith("q_proj.weight"):
+            got = permute(got, heads)
+        elif name.endswith("k_proj.weight"):
+            got = permute(got, kv_heads)
+        check(got.shape == want.shape and np.array_equal(got, want), f"safetensors: {name} differs from GGUF {t.name}")
+    cfg = json.load(open(os.path.join(folder, "config.json")))
+    for key, gkey in [("hidden_size", "llama.embedding_length"), ("intermediate_size", "llama.feed_forward_length"),
+                      ("num_hidden_layers", "llama.block_count"), ("num_attention_heads", "llama.attention.head_count"),
+                      ("num_key_value_heads", "llama.attention.head_count_kv")]:
+        check(cfg.get(key) == meta[gkey], f"config.json: {key} {cfg.get(key)} != {gkey} {meta[gkey]}")
+    check(abs(cfg["rope_theta"] - meta["llama.rope.freq_base"]) <= 1e-6 * meta["llama.rope.freq_base"], "config.json: rope_theta")
+    check(cfg["tie_word_embeddings"] == ("output.weight" not in [t.name for t in f32.tensors]), "config.json: tie")
+    check(cfg["architectures"] == ["LlamaForCausalLM"], "config.json: architectures")
+
+
+def main(orig_path, paths, st_folder):
     orig = gguf.GGUFReader(orig_path)
     want_fields = fields(orig)
     f32 = gguf.GGUFReader(paths["f32"])
@@ -71,6 +138,8 @@ def main(orig_path, paths):
             theirs = np.asarray(theirs).view(np.uint8).reshape(-1)
             check(mine.shape == theirs.shape and np.array_equal(mine, theirs),
                   f"{kind}: {t.name} bytes differ from gguf.quants.quantize ({want_type.name})")
+    if st_folder:
+        check_safetensors(st_folder, f32)
     print(f"gguf {getattr(gguf, '__version__', '')} read the original and {len(paths)} exports:"
           f" {len(want_fields)} keys, {len(orig.tensors)} tensors each")
     for f in failures:
@@ -79,7 +148,8 @@ def main(orig_path, paths):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 6:
+    if len(sys.argv) not in (6, 7):
         print(__doc__)
         sys.exit(1)
-    sys.exit(main(sys.argv[1], dict(zip(["f32", "f16", "bf16", "q8_0"], sys.argv[2:]))))
+    sys.exit(main(sys.argv[1], dict(zip(["f32", "f16", "bf16", "q8_0"], sys.argv[2:6])),
+                  sys.argv[6] if len(sys.argv) == 7 else None))

@@ -11,6 +11,9 @@
      rounding: f16 |d| <= 2^-11 |x| (+2^-25 below 2^-14), bf16 |d| <= 2^-8 |x|, q8_0
      |d| <= max|block| (1/254 + 2^-11) per 32-value block; and not bit for bit (the type
      was really written); file sizes q8_0 < f16 = bf16 < f32;
+   - safetensors (--format safetensors): v_proj bit for bit, q_proj's rows in HF's
+     half-split order, lm_head present for the untied toy and absent for stories260K (a
+     llama2.c original works here); an existing folder and q8_0 are refused;
    - refusals, each leaving no file (and an earlier file at --out intact, no temporary left
      behind): a checkpoint of another model (the error names the first differing block when
      the checkpoint's size matches; grzo_checkpoint_load compares the size first),
@@ -52,8 +55,8 @@ static const char *python_with_gguf(const char *pylib, char **candidates, int n)
 static int read_with_gguf_package(const char *script, const char *python, const char *orig)
 {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s/f32.gguf' '%s/f16.gguf' '%s/bf16.gguf' '%s/q8_0.gguf'", python, script, orig,
-             dir, dir, dir, dir);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s/f32.gguf' '%s/f16.gguf' '%s/bf16.gguf' '%s/q8_0.gguf' '%s/st_f32'", python,
+             script, orig, dir, dir, dir, dir, dir);
     fflush(stdout);
     return system(cmd);
 }
@@ -314,6 +317,84 @@ static void test_types(const char *orig, const llm_config *cfg, const llm_weight
            size[1], size[2], size[3]);
 }
 
+/* The bytes of tensor `name` in a model.safetensors image (header parsed by string search:
+   the writer's own format, checked independently by gguf_read_export.py). */
+static const float *st_tensor(const uint8_t *img, size_t n, const char *name)
+{
+    char key[128];
+    const char *at;
+    unsigned long long begin, end, hlen = 0;
+    int i;
+    for (i = 7; i >= 0; i--) hlen = hlen << 8 | img[i];
+    if (n < 8 || hlen > n - 8) return NULL;
+    snprintf(key, sizeof key, "\"%s\":{", name);
+    at = strstr((const char *)img + 8, key);
+    if (!at || !(at = strstr(at, "\"data_offsets\":[")) || sscanf(at, "\"data_offsets\":[%llu,%llu]", &begin, &end) != 2 ||
+        end > n - 8 - hlen)
+        return NULL;
+    return (const float *)(const void *)(img + 8 + hlen + begin);
+}
+
+static void test_safetensors(const char *orig, const llm_config *c, const llm_weights *tuned, const char *ckpt)
+{
+    char out[512], path[600], err[512] = "";
+    uint8_t *img;
+    size_t n = 0;
+    const float *q, *v;
+    int hd = c->head_dim;
+    snprintf(out, sizeof out, "%s/st_f32", dir);
+    REQUIRE(llm_export(orig, ckpt, out, LLM_EXPORT_SAFETENSORS, LLM_GGUF_F32, err, sizeof err) == 0, "safetensors: %s", err);
+    snprintf(path, sizeof path, "%s/config.json", out);
+    CHECK(file_exists(path));
+    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    img = lt_read_file(path, &n);
+    REQUIRE(img != NULL, "no model.safetensors");
+    v = st_tensor(img, n, "model.layers.1.self_attn.v_proj.weight");
+    q = st_tensor(img, n, "model.layers.0.self_attn.q_proj.weight");
+    CHECK(v && memcmp(v, tuned->layers[1].wv, (size_t)c->n_kv_heads * hd * c->dim * sizeof(float)) == 0);
+    /* HF row 1 of head 0 (first half, pair 1) is our row 2 (pair 1, first element); HF row
+       hd/2 (second half, pair 0) is our row 1 */
+    CHECK(q && memcmp(q + (size_t)c->dim, tuned->layers[0].wq + 2 * (size_t)c->dim, (size_t)c->dim * sizeof(float)) == 0);
+    CHECK(q && memcmp(q + (size_t)(hd / 2) * c->dim, tuned->layers[0].wq + (size_t)c->dim, (size_t)c->dim * sizeof(float)) == 0);
+    CHECK(st_tensor(img, n, "lm_head.weight") != NULL && st_tensor(img, n, "model.norm.weight") != NULL);
+    free(img);
+    /* refusals: the folder exists already; q8_0; neither leaves anything */
+    CHECK(llm_export(orig, ckpt, out, LLM_EXPORT_SAFETENSORS, LLM_GGUF_F32, err, sizeof err) != 0);
+    CHECKF(strstr(err, "exists") != NULL, "%s", err);
+    snprintf(out, sizeof out, "%s/st_q8", dir);
+    CHECK(llm_export(orig, ckpt, out, LLM_EXPORT_SAFETENSORS, LLM_GGUF_Q8_0, err, sizeof err) != 0);
+    CHECK(!file_exists(out));
+    snprintf(out, sizeof out, "%s/st_bf16", dir);
+    CHECK(llm_export(orig, ckpt, out, LLM_EXPORT_SAFETENSORS, LLM_GGUF_BF16, err, sizeof err) == 0);
+    CHECK(temporaries_left() == 0);
+}
+
+/* A llama2.c original has no metadata to copy, but a safetensors folder needs none. */
+static void test_safetensors_llama2c(const char *llama2c)
+{
+    llm_config c;
+    llm_weights w;
+    session s;
+    char ckpt[512], out[512], path[600], err[512] = "";
+    uint8_t *img;
+    size_t n = 0;
+    const float *e;
+    REQUIRE(llm_load(llama2c, &c, &w, NULL, err, sizeof err) == 0, "%s", err);
+    snprintf(ckpt, sizeof ckpt, "%s/stories.grzo", dir);
+    session_open(&s, &c, &w);
+    REQUIRE(grzo_checkpoint_save(s.ctx, ckpt) == GRZO_OK, "checkpoint: %s", grzo_last_error(s.ctx));
+    session_close(&s);
+    snprintf(out, sizeof out, "%s/st_stories", dir);
+    REQUIRE(llm_export(llama2c, ckpt, out, LLM_EXPORT_SAFETENSORS, LLM_GGUF_F32, err, sizeof err) == 0, "%s", err);
+    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    img = lt_read_file(path, &n);
+    e = img ? st_tensor(img, n, "model.embed_tokens.weight") : NULL;
+    CHECK(e && memcmp(e, w.tok_emb, (size_t)c.vocab_size * c.dim * sizeof(float)) == 0);
+    CHECK(img && st_tensor(img, n, "lm_head.weight") == NULL);   /* stories260K ties its head */
+    free(img);
+    llm_weights_free(&w);
+}
+
 static void test_refusals(const char *orig, const char *ckpt, const char *llama2c)
 {
     toy_opts other = toy_defaults();
@@ -393,6 +474,8 @@ int main(int argc, char **argv)
     CHECK(llm_export_format_parse("ggml", &fmt) != 0);
     test_f32_round_trip(orig, &cfg, &tuned, ckpt);
     test_types(orig, &cfg, &tuned, ckpt);
+    test_safetensors(orig, &cfg, &tuned, ckpt);
+    test_safetensors_llama2c(llama2c);
     test_refusals(orig, ckpt, llama2c);
     if (python) CHECKF(read_with_gguf_package(argv[2], python, orig) == 0, "the gguf package's reader disagrees (above)");
     llm_weights_free(&tuned);
@@ -400,7 +483,13 @@ int main(int argc, char **argv)
         DIR *d = opendir(dir);
         struct dirent *e;
         while (d && (e = readdir(d)) != NULL)
-            if (e->d_name[0] != '.') unlink(lt_path(dir, e->d_name));
+            if (e->d_name[0] != '.' && unlink(lt_path(dir, e->d_name)) != 0) {   /* a safetensors folder */
+                char sub[600];
+                snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+                unlink(lt_path(sub, "model.safetensors"));
+                unlink(lt_path(sub, "config.json"));
+                rmdir(sub);
+            }
         if (d) closedir(d);
         rmdir(dir);
     }
