@@ -80,7 +80,7 @@ static size_t dtype_size(llm_st_dtype d)
 /* The JSON header (malloc'd), padded with spaces to a multiple of 8. */
 static char *header_json(const st_tensor *t, int n, llm_st_dtype dt, size_t *len)
 {
-    size_t cap = 256 + (size_t)n * 192, k = 0;
+    size_t cap = 256 + (size_t)n * 320, k = 0;   /* an entry is under 200 bytes */
     uint64_t off = 0;
     char *h = (char *)malloc(cap);
     int i;
