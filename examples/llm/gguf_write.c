@@ -8,10 +8,11 @@
    References: the GGUF v3 spec (ggml docs/gguf.md), ggml's Q8_0 block and
    quantize_row_q8_0_ref, llama.cpp's llama_ftype numbers; no code is taken from them. */
 #if !defined(_WIN32)
-#define _POSIX_C_SOURCE 200809L   /* mkstemp, fsync, fdopen */
+#define _POSIX_C_SOURCE 200809L   /* fsync, fdopen */
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -441,18 +442,19 @@ static void write_gguf(FILE *f, const uint8_t *d, const orig_gguf *g, const out_
     }
 }
 
-/* Write through a temporary file in out_path's directory and a rename. */
+/* Write through a temporary file in out_path's directory and a rename. The temporary is
+   created with open(O_EXCL) and mode 0666 rather than mkstemp, whose 0600 would make the
+   export unreadable to other users whatever the umask says. */
 static int write_file_atomically(const char *out_path, const uint8_t *d, const orig_gguf *g, const out_tensor *out,
                                  llm_gguf_type type, char *err, size_t errlen)
 {
     size_t len = strlen(out_path);
-    char *tmp = (char *)malloc(len + 16);
+    char *tmp = (char *)malloc(len + 32);
     FILE *f = NULL;
     int fd, ok;
     if (!tmp) return llm__errf(err, errlen, "out of memory");
-    memcpy(tmp, out_path, len);
-    memcpy(tmp + len, ".tmp-XXXXXX", 12);
-    fd = mkstemp(tmp);
+    snprintf(tmp, len + 32, "%s.tmp-%ld", out_path, (long)getpid());
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
     if (fd < 0 || !(f = fdopen(fd, "wb"))) {
         int e = errno;
         if (fd >= 0) close(fd), unlink(tmp);

@@ -14,7 +14,7 @@
        hf[h*hd + j*hd/2 + i] = ours[h*hd + 2*i + j]     (i < hd/2, j in {0, 1})
    for every query head (Wq) and key/value head (Wk); Wv and Wo are unchanged. */
 #if !defined(_WIN32)
-#define _POSIX_C_SOURCE 200809L   /* mkdtemp, fsync */
+#define _POSIX_C_SOURCE 200809L   /* fsync */
 #endif
 
 #include <errno.h>
@@ -211,10 +211,9 @@ int llm_safetensors_write(const llm_config *cfg, const llm_weights *w, llm_st_dt
     if (stat(out_dir, &sb) == 0)
         return llm__errf(err, errlen, "%s already exists: the safetensors export writes a new folder", out_dir);
     len = strlen(out_dir);
-    if (len > sizeof path - 64 || !(tmp = (char *)malloc(len + 16))) return llm__errf(err, errlen, "%s: path too long", out_dir);
-    memcpy(tmp, out_dir, len);
-    memcpy(tmp + len, ".tmp-XXXXXX", 12);
-    if (!mkdtemp(tmp)) {
+    if (len > sizeof path - 64 || !(tmp = (char *)malloc(len + 32))) return llm__errf(err, errlen, "%s: path too long", out_dir);
+    snprintf(tmp, len + 32, "%s.tmp-%ld", out_dir, (long)getpid());
+    if (mkdir(tmp, 0777) != 0) {   /* not mkdtemp: its 0700 would ignore the umask */
         int e = errno;
         free(tmp);
         return llm__errf(err, errlen, "%s: cannot create: %s", out_dir, strerror(e));
