@@ -13,7 +13,9 @@ The safetensors folder (f32), read with plain json/numpy: the header's offsets t
 data exactly; every tensor has transformers' name and shape; llama.cpp's own HF -> GGUF
 permutation of q_proj/k_proj (convert_hf_to_gguf.py's LlamaModel.permute) applied to the
 folder's tensors gives the f32 GGUF's attn_q/attn_k bit for bit, the other tensors equal
-theirs; config.json agrees with the GGUF metadata.
+theirs; config.json agrees with the GGUF metadata; and a numpy forward in transformers'
+convention (rotate_half over each head's two halves) on the folder gives the logits of the
+same forward in GGUF's convention (adjacent pairs) on the f32 GGUF, within 1e-9 (float64).
 Exit 0 pass, 1 fail, 77 skip (no gguf package).
 """
 import json
@@ -68,6 +70,44 @@ def hf_name(gguf_name):
     return f"model.layers.{layer}.{HF_LAYER[kind]}.weight"
 
 
+def forward(weights, cfg, tokens, half_split):
+    """Llama logits (float64). weights: HF names. half_split: transformers' rotary (pairs
+    (i, i + hd/2)); otherwise GGUF/llama.cpp's adjacent pairs (2i, 2i + 1)."""
+    w = {k: v.astype(np.float64) for k, v in weights.items()}
+    heads, kv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    n, eps = len(tokens), cfg["rms_norm_eps"]
+    inv = cfg["rope_theta"] ** (-np.arange(0, hd, 2) / hd)
+    ang = np.arange(n)[:, None] * inv[None, :]
+    cos, sin = np.cos(ang), np.sin(ang)
+
+    def rope(x):   # x: n, heads, hd
+        a, b = (x[..., :hd // 2], x[..., hd // 2:]) if half_split else (x[..., 0::2], x[..., 1::2])
+        ra, rb = a * cos[:, None] - b * sin[:, None], a * sin[:, None] + b * cos[:, None]
+        return np.concatenate([ra, rb], -1) if half_split else np.stack([ra, rb], -1).reshape(x.shape)
+
+    def norm(x, g):
+        return g * x / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
+
+    x = w["model.embed_tokens.weight"][tokens]
+    mask = np.triu(np.full((n, n), -np.inf), 1)
+    for layer in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{layer}."
+        h = norm(x, w[p + "input_layernorm.weight"])
+        q = rope((h @ w[p + "self_attn.q_proj.weight"].T).reshape(n, heads, hd))
+        k = rope((h @ w[p + "self_attn.k_proj.weight"].T).reshape(n, kv, hd))
+        v = (h @ w[p + "self_attn.v_proj.weight"].T).reshape(n, kv, hd)
+        k, v = np.repeat(k, heads // kv, 1), np.repeat(v, heads // kv, 1)
+        s = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(hd) + mask
+        s = np.exp(s - s.max(-1, keepdims=True))
+        s /= s.sum(-1, keepdims=True)
+        x = x + np.einsum("hqk,khd->qhd", s, v).reshape(n, heads * hd) @ w[p + "self_attn.o_proj.weight"].T
+        h = norm(x, w[p + "post_attention_layernorm.weight"])
+        g, u = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
+        x = x + (g / (1 + np.exp(-g)) * u) @ w[p + "mlp.down_proj.weight"].T
+    head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
+    return norm(x, w["model.norm.weight"]) @ head.T
+
+
 def check_safetensors(folder, f32):
     data = open(os.path.join(folder, "model.safetensors"), "rb").read()
     n = int.from_bytes(data[:8], "little")
@@ -99,6 +139,13 @@ def check_safetensors(folder, f32):
             got = permute(got, kv_heads)
         check(got.shape == want.shape and np.array_equal(got, want), f"safetensors: {name} differs from GGUF {t.name}")
     cfg = json.load(open(os.path.join(folder, "config.json")))
+    gguf_weights = {hf_name(t.name): np.array(t.data, dtype=np.float32).reshape(tensors[hf_name(t.name)].shape)
+                    for t in f32.tensors}
+    tokens = [3, 17, 5, 29, 1, 11, 7, 2]
+    hf = forward(tensors, cfg, tokens, half_split=True)
+    ours = forward(gguf_weights, cfg, tokens, half_split=False)
+    check(np.abs(hf - ours).max() <= 1e-9 * max(1.0, np.abs(ours).max()),
+          f"safetensors: transformers-convention logits differ from the GGUF's by {np.abs(hf - ours).max():.3g}")
     for key, gkey in [("hidden_size", "llama.embedding_length"), ("intermediate_size", "llama.feed_forward_length"),
                       ("num_hidden_layers", "llama.block_count"), ("num_attention_heads", "llama.attention.head_count"),
                       ("num_key_value_heads", "llama.attention.head_count_kv")]:
