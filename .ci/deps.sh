@@ -1,7 +1,7 @@
 # Sourced by tests/run.sh and examples/run-demo.sh: installs what the build needs on
 # Debian 12 (as root, with apt-get) when it is missing, and pins OpenBLAS's OpenMP build.
 grzo_install_deps() {
-    local pkgs="meson ninja-build gcc g++ pkg-config libopenblas-openmp-dev gnuplot-nox python3 python3-numpy"
+    local pkgs="meson ninja-build gcc g++ pkg-config libopenblas-openmp-dev gnuplot-nox python3 python3-numpy python3-yaml"
     local missing="" p
     for p in $pkgs; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
@@ -73,4 +73,17 @@ PY
     fi
     GRZO_SMOLLM_GGUF="$(pwd)/$dir/$name"
     export GRZO_SMOLLM_GGUF
+}
+
+# llama.cpp's `gguf` Python package (pure Python; numpy and yaml, which it imports, come from Debian) for
+# test_llm_export_gguf_py, which reads grzo-export's files with it: installed once into
+# build/pylib (pinned version, no dependencies). Without pip or PyPI the test skips and
+# says why (CI's summary counts that skip as a failure).
+grzo_fetch_gguf_py() {
+    local dir=build/pylib
+    [ -f "$dir/gguf/gguf_reader.py" ] && return 0
+    if ! python3 -m pip install --quiet --no-deps --disable-pip-version-check --target "$dir" gguf==0.19.0 >/dev/null 2>&1; then
+        echo "grzo: note: could not install the gguf package from PyPI (pip missing or offline): test_llm_export_gguf_py will skip"
+    fi
+    return 0
 }

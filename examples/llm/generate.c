@@ -2,9 +2,11 @@
 
    grzo-generate --model PATH [--tokenizer tok.bin] [--prompt TEXT] [--steps N]
                  [--temperature T] [--seed S] [--threads N] [--device cpu|cuda]
-                 [--dtype f32|bf16|f16]
+                 [--dtype f32|bf16|f16] [--checkpoint CKPT]
 
    --model      GGUF (tokenizer embedded) or llama2.c checkpoint (.bin; give --tokenizer)
+   --checkpoint the weights of a grzo checkpoint of this model (grzo-finetune's
+                OUT/checkpoint.grzo, saved with the same --dtype) replace the model's
    --steps      positions in all, prompt included, as llama2.c's -n (default 256)
    --temperature 0 (default) is greedy decoding; above 0 samples softmax(logits / T)
    --threads    the CPU backend's and OpenMP's thread count (default: all cores)
@@ -35,7 +37,7 @@
 #include "model.h"
 
 typedef struct options {
-    const char *model, *tokenizer, *prompt, *device;
+    const char *model, *tokenizer, *prompt, *device, *checkpoint;
     int32_t steps, threads;
     float temperature;
     uint64_t seed;
@@ -45,7 +47,7 @@ typedef struct options {
 static void usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s --model PATH [--tokenizer tok.bin] [--prompt TEXT] [--steps N] [--temperature T]\n"
-            "          [--seed S] [--threads N] [--device cpu|cuda] [--dtype f32|bf16|f16]\n",
+            "          [--seed S] [--threads N] [--device cpu|cuda] [--dtype f32|bf16|f16] [--checkpoint CKPT]\n",
             argv0);
 }
 
@@ -64,6 +66,7 @@ static int parse_option(const char *a, const char *v, options *o, char *err, siz
     if (!strcmp(a, "--model")) o->model = v;
     else if (!strcmp(a, "--tokenizer")) o->tokenizer = v;
     else if (!strcmp(a, "--prompt")) o->prompt = v;
+    else if (!strcmp(a, "--checkpoint")) o->checkpoint = v;
     else if (!strcmp(a, "--steps")) {
         if (cli_parse_int(a, v, 1, 1 << 24, &n, err, errlen)) return -1;
         o->steps = (int32_t)n;
@@ -164,6 +167,10 @@ static int open_session(const options *o, session *s) {
     memset(&md, 0, sizeof md);
     md.dtype = o->dtype;
     gs = llm_model_register_ex(s->ctx, &s->m, &s->cfg, &s->w, &md);
+    if (gs == GRZO_OK && o->checkpoint && grzo_checkpoint_load(s->ctx, o->checkpoint) != GRZO_OK) {
+        fprintf(stderr, "grzo-generate: %s: %s\n", o->checkpoint, grzo_last_error(s->ctx));
+        return 1;
+    }
     if (gs == GRZO_OK) {
         memset(&sd, 0, sizeof sd);
         sd.max_rows = o->steps;

@@ -88,7 +88,7 @@ import json, sys
 print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))') || die "no prefix"
     root=$dest$prefix
     want="include/grzo/grzo.h include/grzo/backends/grzo_cpu.h"
-    [ "$examples" = true ] && want="$want bin/grzo-finetune bin/grzo-generate bin/grzo-probe"
+    [ "$examples" = true ] && want="$want bin/grzo-export bin/grzo-finetune bin/grzo-generate bin/grzo-probe"
     [ "$cuda" = enabled ] && want="$want include/grzo/backends/grzo_cuda.h"
     for f in $want; do [ -f "$root/$f" ] || die "not installed: $f"; done
     for pc in grzo $([ "$cuda" = enabled ] && echo grzo-cuda); do
@@ -100,7 +100,7 @@ print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
     # programs of the source tree only: tests, benchmarks and the demo stay out of bin/
     for f in "$root"/bin/*; do
         [ -e "$f" ] || continue
-        case ${f##*/} in grzo-finetune|grzo-generate|grzo-probe) ;; *) die "installed: bin/${f##*/}";; esac
+        case ${f##*/} in grzo-export|grzo-finetune|grzo-generate|grzo-probe) ;; *) die "installed: bin/${f##*/}";; esac
     done
     # the installed programs load the OpenBLAS the build linked (install_rpath), not whichever
     # libopenblas.so.0 the system's alternatives select

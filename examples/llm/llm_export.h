@@ -1,0 +1,36 @@
+/* llm_export.h - a fine-tuned model out of grzo: the original model file plus a grzo
+   checkpoint of it, written as a file other tools load (grzo-export, grzo-finetune --export).
+
+   The original is loaded (llm_load), registered as F32 blocks on the CPU backend
+   (llm_model_register), the checkpoint is loaded into those blocks (grzo_checkpoint_load
+   checks every block's name, kind, dtype and shape, and names the first that differs) and
+   the weights are written in the requested format (gguf_write.h for GGUF). */
+#ifndef GRZO_LLM_EXPORT_H
+#define GRZO_LLM_EXPORT_H
+
+#include <stddef.h>
+
+#include "gguf_write.h"
+#include "safetensors_write.h"
+
+typedef enum llm_export_format {
+    LLM_EXPORT_GGUF = 0,
+    LLM_EXPORT_SAFETENSORS = 1    /* a folder: model.safetensors + config.json (safetensors_write.h) */
+} llm_export_format;
+
+/* "gguf", "safetensors" -> format; nonzero for anything else. */
+int llm_export_format_parse(const char *name, llm_export_format *out);
+
+/* Write `model` with the weights of `checkpoint` to out_path. A GGUF export needs a GGUF
+   original (its metadata and tokenizer are copied); a llama2.c original is refused. A
+   safetensors export takes any original and the types f32, f16, bf16 (q8_0 is refused).
+   Returns 0, or nonzero with one line in err; nothing is left at out_path on failure. */
+int llm_export(const char *model, const char *checkpoint, const char *out_path, llm_export_format format,
+               llm_gguf_type type, char *err, size_t errlen);
+
+/* llm_export to GGUF with the type named as on the command line ("f32", "f16", "bf16",
+   "q8_0"): grzo-finetune --export's one call. */
+int llm_export_as(const char *model, const char *checkpoint, const char *out_path, const char *type_name, char *err,
+                  size_t errlen);
+
+#endif /* GRZO_LLM_EXPORT_H */

@@ -1,0 +1,497 @@
+/* test_llm_export.c - grzo -> GGUF -> grzo (llm_export.h, gguf_write.h).
+
+   A generated GGUF (toy_model.h: GQA, untied head, every metadata value type, alignment
+   64) is loaded, its weights are changed as a fine-tune would change them, saved as a grzo
+   checkpoint, exported with llm_export and loaded back with llm_load:
+   - f32: every weight bit for bit; the original's metadata section byte for byte, followed
+     by general.file_type = 0 (appended: the toy has none); a re-export of the export at
+     q8_0 replaces that key in place (same count, value 7); greedy generation from the
+     export gives the same tokens as the model it came from;
+   - f16 / bf16 / q8_0: norm gains bit for bit (kept f32), matrices within the type's
+     rounding: f16 |d| <= 2^-11 |x| (+2^-25 below 2^-14), bf16 |d| <= 2^-8 |x|, q8_0
+     |d| <= max|block| (1/254 + 2^-11) per 32-value block; and not bit for bit (the type
+     was really written); file sizes q8_0 < f16 = bf16 < f32;
+   - safetensors (--format safetensors): v_proj bit for bit, q_proj's rows in HF's
+     half-split order, lm_head present for the untied toy and absent for stories260K (a
+     llama2.c original works here); an existing folder and q8_0 are refused;
+   - refusals, each leaving no file (and an earlier file at --out intact, no temporary left
+     behind): a checkpoint of another model (the error names the first differing block when
+     the checkpoint's size matches; grzo_checkpoint_load compares the size first),
+     a llama2.c original (argv[1]: tests/data/stories260K.bin), an unwritable --out.
+   With SCRIPT PYLIB PYTHON... after the data directory, the four exports are also read by
+   the `gguf` Python package (gguf_read_export.py; PYLIB is prepended to PYTHONPATH, where
+   tests/run.sh installs it): skipped (77) when no interpreter imports it. */
+#define _POSIX_C_SOURCE 200809L   /* mkdtemp, setenv */
+#include <dirent.h>
+#include <math.h>
+#include <unistd.h>
+
+#include "llm_test.h"
+#include "toy_model.h"
+#include "grzo.h"
+#include "backends/grzo_cpu.h"
+#include "llm_export.h"
+#include "model.h"
+
+static char dir[256];
+
+/* The first interpreter that imports gguf (and numpy) with PYLIB on its path, or NULL. */
+static const char *python_with_gguf(const char *pylib, char **candidates, int n)
+{
+    static char cmd[1024];
+    const char *old = getenv("PYTHONPATH");
+    char path[2048];
+    int i;
+    snprintf(path, sizeof path, "%s%s%s", pylib, old && *old ? ":" : "", old && *old ? old : "");
+    setenv("PYTHONPATH", path, 1);
+    for (i = 0; i < n; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' -c 'import numpy, gguf' >/dev/null 2>&1", candidates[i]);
+        if (system(cmd) == 0) return candidates[i];
+    }
+    return NULL;
+}
+
+/* gguf_read_export.py over the original and the four exports of test_types. */
+static int read_with_gguf_package(const char *script, const char *python, const char *orig)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s/f32.gguf' '%s/f16.gguf' '%s/bf16.gguf' '%s/q8_0.gguf' '%s/st_f32'", python,
+             script, orig, dir, dir, dir, dir, dir);
+    fflush(stdout);
+    return system(cmd);
+}
+
+/* Every weight of a model as (name, values, count), in a fixed order. */
+#define MAX_T 64
+typedef struct tensor_list {
+    char name[MAX_T][48];
+    const float *p[MAX_T];
+    uint64_t n[MAX_T];
+    int is_vector[MAX_T];
+    int count;
+} tensor_list;
+
+static void list_add(tensor_list *t, const char *name, const float *p, uint64_t n, int vec)
+{
+    snprintf(t->name[t->count], sizeof t->name[0], "%s", name);
+    t->p[t->count] = p;
+    t->n[t->count] = n;
+    t->is_vector[t->count++] = vec;
+}
+
+static void list_weights(const llm_config *c, const llm_weights *w, tensor_list *t)
+{
+    uint64_t dim = (uint64_t)c->dim, q = (uint64_t)c->n_heads * (uint64_t)c->head_dim;
+    uint64_t kv = (uint64_t)c->n_kv_heads * (uint64_t)c->head_dim, ffn = (uint64_t)c->hidden_dim * dim;
+    char nm[48];
+    int l;
+    memset(t, 0, sizeof *t);
+    list_add(t, "token_embd", w->tok_emb, (uint64_t)c->vocab_size * dim, 0);
+    for (l = 0; l < c->n_layers; l++) {
+        const llm_layer *L = &w->layers[l];
+#define ADD(s, f, n, v) snprintf(nm, sizeof nm, "blk.%d." s, l), list_add(t, nm, L->f, n, v);
+        ADD("attn_norm", attn_norm, dim, 1) ADD("attn_q", wq, q * dim, 0) ADD("attn_k", wk, kv * dim, 0)
+        ADD("attn_v", wv, kv * dim, 0) ADD("attn_output", wo, q * dim, 0) ADD("ffn_norm", ffn_norm, dim, 1)
+        ADD("ffn_gate", w1, ffn, 0) ADD("ffn_down", w2, ffn, 0) ADD("ffn_up", w3, ffn, 0)
+#undef ADD
+    }
+    list_add(t, "output_norm", w->final_norm, dim, 1);
+    if (!c->tied_output) list_add(t, "output", w->output, (uint64_t)c->vocab_size * dim, 0);
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    REQUIRE(f && fwrite(p, 1, n, f) == n && fclose(f) == 0, "cannot write %s", path);
+}
+
+static int file_exists(const char *path)
+{
+    return access(path, F_OK) == 0;
+}
+
+static int temporaries_left(void)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)) != NULL) n += strstr(e->d_name, ".tmp-") != NULL;
+    if (d) closedir(d);
+    return n;
+}
+
+/* A grzo context over w (F32, CPU: the blocks point into w). */
+typedef struct session {
+    grzo_backend be;
+    grzo_ctx *ctx;
+    llm_model m;
+} session;
+
+static void session_open(session *s, const llm_config *cfg, llm_weights *w)
+{
+    grzo_desc d;
+    memset(s, 0, sizeof *s);
+    REQUIRE(grzo_backend_cpu_create(NULL, &s->be) == GRZO_OK, "cpu backend");
+    memset(&d, 0, sizeof d);
+    d.backend = &s->be;
+    REQUIRE(grzo_create(&d, &s->ctx) == GRZO_OK, "grzo_create");
+    REQUIRE(llm_model_register(s->ctx, &s->m, cfg, w) == GRZO_OK, "register: %s", llm_model_error(&s->m));
+}
+
+static void session_close(session *s)
+{
+    llm_model_free(&s->m);
+    grzo_destroy(s->ctx);
+    grzo_backend_destroy(&s->be);
+}
+
+/* The toy GGUF at path, fine-tuned (every weight moved a little) and checkpointed. */
+static void make_original(const toy_opts *o, const char *gguf, const char *ckpt, llm_config *cfg, llm_weights *w)
+{
+    toy_model toy;
+    char err[512] = "";
+    tensor_list t;
+    session s;
+    lt_rng r = {7};
+    int i;
+    uint64_t k;
+    toy_build(o, &toy);
+    write_file(gguf, toy.file, toy.size);
+    toy_free(&toy);
+    REQUIRE(llm_load(gguf, cfg, w, NULL, err, sizeof err) == 0, "load %s: %s", gguf, err);
+    list_weights(cfg, w, &t);
+    for (i = 0; i < t.count; i++)
+        for (k = 0; k < t.n[i]; k++) ((float *)t.p[i])[k] += (float)((double)lt_below(&r, 2001) - 1000.0) * 1e-5f;
+    session_open(&s, cfg, w);
+    REQUIRE(grzo_checkpoint_save(s.ctx, ckpt) == GRZO_OK, "checkpoint: %s", grzo_last_error(s.ctx));
+    session_close(&s);
+}
+
+/* The largest error the type's rounding allows for value x (in block of max |x| amax). */
+static double allowed(llm_gguf_type type, double x, double amax)
+{
+    switch (type) {
+    case LLM_GGUF_F16: return fabs(x) * ldexp(1, -11) + ldexp(1, -25);
+    case LLM_GGUF_BF16: return fabs(x) * ldexp(1, -8) + ldexp(1, -133);
+    case LLM_GGUF_Q8_0: return amax * (1.0 / 254 + ldexp(1, -11)) * (1 + 1e-6);
+    default: return 0;
+    }
+}
+
+/* Compare b (loaded from an export of `type`) with a; returns how many values differ. */
+static uint64_t compare(const llm_config *c, const llm_weights *a, const llm_weights *b, llm_gguf_type type)
+{
+    tensor_list ta, tb;
+    uint64_t differ = 0, k, j;
+    int i;
+    list_weights(c, a, &ta);
+    list_weights(c, b, &tb);
+    for (i = 0; i < ta.count; i++) {
+        if (type == LLM_GGUF_F32 || ta.is_vector[i]) {
+            CHECKF(memcmp(ta.p[i], tb.p[i], ta.n[i] * sizeof(float)) == 0, "%s differs (type %d)", ta.name[i], (int)type);
+            continue;
+        }
+        for (k = 0; k < ta.n[i]; k += 32) {
+            double amax = 0;
+            for (j = k; j < k + 32 && j < ta.n[i]; j++) amax = fmax(amax, fabs(ta.p[i][j]));
+            for (j = k; j < k + 32 && j < ta.n[i]; j++) {
+                double d = fabs((double)ta.p[i][j] - tb.p[i][j]);
+                differ += d != 0;
+                CHECKF(d <= allowed(type, ta.p[i][j], amax), "%s[%llu]: %.9g exported as %.9g (type %d, allowed %.3g)",
+                       ta.name[i], (unsigned long long)j, ta.p[i][j], tb.p[i][j], (int)type, allowed(type, ta.p[i][j], amax));
+            }
+        }
+    }
+    return differ;
+}
+
+static size_t find_bytes(const uint8_t *hay, size_t n, const void *needle, size_t m)
+{
+    size_t i;
+    for (i = 0; i + m <= n; i++)
+        if (memcmp(hay + i, needle, m) == 0) return i;
+    return (size_t)-1;
+}
+
+/* The greedy continuation of a fixed prompt. */
+static int32_t greedy(session *s, int32_t *tokens)
+{
+    llm_state_desc sd;
+    llm_state *st;
+    llm_generate_desc g;
+    int32_t n_total = 0;
+    memset(&sd, 0, sizeof sd);
+    sd.max_rows = 24;
+    sd.max_seqs = 1;
+    sd.max_outputs = 1;
+    sd.max_seq_len = 24;
+    REQUIRE(llm_state_create(s->ctx, &s->m, &sd, &st) == GRZO_OK, "state: %s", llm_model_error(&s->m));
+    memset(&g, 0, sizeof g);
+    g.steps = 24;
+    g.stop[0] = g.stop[1] = -1;
+    tokens[0] = 3, tokens[1] = 17;
+    REQUIRE(llm_generate(s->ctx, &s->m, st, tokens, 2, &g, &n_total) == GRZO_OK, "generate: %s", llm_model_error(&s->m));
+    llm_state_free(st);
+    return n_total;
+}
+
+static void test_f32_round_trip(const char *orig, const llm_config *cfg, llm_weights *tuned, const char *ckpt)
+{
+    char out[512], out2[512], err[512] = "";
+    llm_config c2;
+    llm_weights w2;
+    uint8_t *a, *b, *e;
+    size_t na = 0, nb = 0, ne = 0, info, kv_len;
+    static const uint8_t first_info[] = {18, 0, 0, 0, 0, 0, 0, 0, 'o', 'u', 't', 'p', 'u', 't', '_', 'n', 'o', 'r', 'm'};
+    int32_t t1[25], t2[25], n1, n2;
+    session s1, s2;
+
+    snprintf(out, sizeof out, "%s/f32.gguf", dir);
+    REQUIRE(llm_export(orig, ckpt, out, LLM_EXPORT_GGUF, LLM_GGUF_F32, err, sizeof err) == 0, "export: %s", err);
+    REQUIRE(llm_load(out, &c2, &w2, NULL, err, sizeof err) == 0, "load export: %s", err);
+    CHECK(memcmp(cfg, &c2, sizeof c2) == 0);
+    CHECK(compare(cfg, tuned, &w2, LLM_GGUF_F32) == 0);
+
+    /* metadata: the original's pairs byte for byte, then general.file_type = ALL_F32 */
+    a = lt_read_file(orig, &na);
+    b = lt_read_file(out, &nb);
+    REQUIRE(a && b, "read back");
+    info = find_bytes(a, na, first_info, sizeof first_info);   /* toy_build writes output_norm first */
+    REQUIRE(info != (size_t)-1 && info > 24, "first tensor info not found");
+    kv_len = info - 24;
+    CHECK(memcmp(a + 8, b + 8, 8) == 0);                                   /* tensor count */
+    CHECK(b[16] == (uint8_t)(a[16] + 1) && memcmp(a + 17, b + 17, 7) == 0); /* one more pair */
+    CHECK(nb > 24 + kv_len && memcmp(a + 24, b + 24, kv_len) == 0);
+    {
+        static const uint8_t ft[] = {17, 0, 0, 0, 0, 0, 0, 0, 'g', 'e', 'n', 'e', 'r', 'a', 'l', '.', 'f', 'i', 'l', 'e',
+                                     '_', 't', 'y', 'p', 'e', 4, 0, 0, 0, 0, 0, 0, 0};
+        CHECK(memcmp(b + 24 + kv_len, ft, sizeof ft) == 0);
+        /* an original that has general.file_type: replaced in place (same count, value 7 = Q8_0) */
+        snprintf(out2, sizeof out2, "%s/q8_from_export.gguf", dir);
+        REQUIRE(llm_export(out, ckpt, out2, LLM_EXPORT_GGUF, LLM_GGUF_Q8_0, err, sizeof err) == 0, "re-export: %s", err);
+        e = lt_read_file(out2, &ne);
+        REQUIRE(e != NULL, "read back");
+        CHECK(memcmp(e + 8, b + 8, 16) == 0);
+        CHECK(memcmp(e + 24, b + 24, kv_len + sizeof ft - 4) == 0);
+        CHECK(e[24 + kv_len + sizeof ft - 4] == 7);
+        free(e);
+    }
+    free(a);
+    free(b);
+
+    /* the same text: greedy tokens of the fine-tuned model and of its export */
+    session_open(&s1, cfg, tuned);
+    session_open(&s2, &c2, &w2);
+    n1 = greedy(&s1, t1);
+    n2 = greedy(&s2, t2);
+    CHECK(n1 > 2 && n1 == n2 && memcmp(t1, t2, (size_t)n1 * sizeof(int32_t)) == 0);
+    session_close(&s1);
+    session_close(&s2);
+    llm_weights_free(&w2);
+}
+
+static void test_types(const char *orig, const llm_config *cfg, const llm_weights *tuned, const char *ckpt)
+{
+    static const llm_gguf_type types[] = {LLM_GGUF_F32, LLM_GGUF_F16, LLM_GGUF_BF16, LLM_GGUF_Q8_0};
+    static const char *const names[] = {"f32", "f16", "bf16", "q8_0"};
+    size_t size[4] = {0};
+    int i;
+    for (i = 0; i < 4; i++) {
+        char out[512], err[512] = "";
+        llm_config c2;
+        llm_weights w2;
+        uint8_t *img;
+        llm_gguf_type parsed;
+        snprintf(out, sizeof out, "%s/%s.gguf", dir, names[i]);
+        CHECK(llm_gguf_type_parse(names[i], &parsed) == 0 && parsed == types[i]);
+        REQUIRE(llm_export(orig, ckpt, out, LLM_EXPORT_GGUF, types[i], err, sizeof err) == 0, "export %s: %s", names[i], err);
+        REQUIRE(llm_load(out, &c2, &w2, NULL, err, sizeof err) == 0, "load %s: %s", names[i], err);
+        CHECK(memcmp(cfg, &c2, sizeof c2) == 0);
+        if (types[i] == LLM_GGUF_F32) CHECK(compare(cfg, tuned, &w2, types[i]) == 0);
+        else CHECKF(compare(cfg, tuned, &w2, types[i]) > 0, "%s export equals the f32 weights: not converted", names[i]);
+        img = lt_read_file(out, &size[i]);
+        free(img);
+        llm_weights_free(&w2);
+    }
+    CHECKF(size[3] < size[1] && size[1] == size[2] && size[2] < size[0], "sizes f32 %zu f16 %zu bf16 %zu q8_0 %zu", size[0],
+           size[1], size[2], size[3]);
+}
+
+/* The bytes of tensor `name` in a model.safetensors image (header parsed by string search:
+   the writer's own format, checked independently by gguf_read_export.py). */
+static const float *st_tensor(const uint8_t *img, size_t n, const char *name)
+{
+    char key[128];
+    const char *at;
+    unsigned long long begin, end, hlen = 0;
+    int i;
+    for (i = 7; i >= 0; i--) hlen = hlen << 8 | img[i];
+    if (n < 8 || hlen > n - 8) return NULL;
+    snprintf(key, sizeof key, "\"%s\":{", name);
+    at = strstr((const char *)img + 8, key);
+    if (!at || !(at = strstr(at, "\"data_offsets\":[")) || sscanf(at, "\"data_offsets\":[%llu,%llu]", &begin, &end) != 2 ||
+        end > n - 8 - hlen)
+        return NULL;
+    return (const float *)(const void *)(img + 8 + hlen + begin);
+}
+
+static void test_safetensors(const char *orig, const llm_config *c, const llm_weights *tuned, const char *ckpt)
+{
+    char out[512], path[600], err[512] = "";
+    uint8_t *img;
+    size_t n = 0;
+    const float *q, *v;
+    int hd = c->head_dim;
+    snprintf(out, sizeof out, "%s/st_f32", dir);
+    REQUIRE(llm_export(orig, ckpt, out, LLM_EXPORT_SAFETENSORS, LLM_GGUF_F32, err, sizeof err) == 0, "safetensors: %s", err);
+    snprintf(path, sizeof path, "%s/config.json", out);
+    CHECK(file_exists(path));
+    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    img = lt_read_file(path, &n);
+    REQUIRE(img != NULL, "no model.safetensors");
+    v = st_tensor(img, n, "model.layers.1.self_attn.v_proj.weight");
+    q = st_tensor(img, n, "model.layers.0.self_attn.q_proj.weight");
+    CHECK(v && memcmp(v, tuned->layers[1].wv, (size_t)c->n_kv_heads * hd * c->dim * sizeof(float)) == 0);
+    /* HF row 1 of head 0 (first half, pair 1) is our row 2 (pair 1, first element); HF row
+       hd/2 (second half, pair 0) is our row 1 */
+    CHECK(q && memcmp(q + (size_t)c->dim, tuned->layers[0].wq + 2 * (size_t)c->dim, (size_t)c->dim * sizeof(float)) == 0);
+    CHECK(q && memcmp(q + (size_t)(hd / 2) * c->dim, tuned->layers[0].wq + (size_t)c->dim, (size_t)c->dim * sizeof(float)) == 0);
+    CHECK(st_tensor(img, n, "lm_head.weight") != NULL && st_tensor(img, n, "model.norm.weight") != NULL);
+    free(img);
+    /* refusals: the folder exists already; q8_0; neither leaves anything */
+    CHECK(llm_export(orig, ckpt, out, LLM_EXPORT_SAFETENSORS, LLM_GGUF_F32, err, sizeof err) != 0);
+    CHECKF(strstr(err, "exists") != NULL, "%s", err);
+    snprintf(out, sizeof out, "%s/st_q8", dir);
+    CHECK(llm_export(orig, ckpt, out, LLM_EXPORT_SAFETENSORS, LLM_GGUF_Q8_0, err, sizeof err) != 0);
+    CHECK(!file_exists(out));
+    snprintf(out, sizeof out, "%s/st_bf16", dir);
+    CHECK(llm_export(orig, ckpt, out, LLM_EXPORT_SAFETENSORS, LLM_GGUF_BF16, err, sizeof err) == 0);
+    CHECK(temporaries_left() == 0);
+}
+
+/* A llama2.c original has no metadata to copy, but a safetensors folder needs none. */
+static void test_safetensors_llama2c(const char *llama2c)
+{
+    llm_config c;
+    llm_weights w;
+    session s;
+    char ckpt[512], out[512], path[600], err[512] = "";
+    uint8_t *img;
+    size_t n = 0;
+    const float *e;
+    REQUIRE(llm_load(llama2c, &c, &w, NULL, err, sizeof err) == 0, "%s", err);
+    snprintf(ckpt, sizeof ckpt, "%s/stories.grzo", dir);
+    session_open(&s, &c, &w);
+    REQUIRE(grzo_checkpoint_save(s.ctx, ckpt) == GRZO_OK, "checkpoint: %s", grzo_last_error(s.ctx));
+    session_close(&s);
+    snprintf(out, sizeof out, "%s/st_stories", dir);
+    REQUIRE(llm_export(llama2c, ckpt, out, LLM_EXPORT_SAFETENSORS, LLM_GGUF_F32, err, sizeof err) == 0, "%s", err);
+    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    img = lt_read_file(path, &n);
+    e = img ? st_tensor(img, n, "model.embed_tokens.weight") : NULL;
+    CHECK(e && memcmp(e, w.tok_emb, (size_t)c.vocab_size * c.dim * sizeof(float)) == 0);
+    CHECK(img && st_tensor(img, n, "lm_head.weight") == NULL);   /* stories260K ties its head */
+    free(img);
+    llm_weights_free(&w);
+}
+
+static void test_refusals(const char *orig, const char *ckpt, const char *llama2c)
+{
+    toy_opts other = toy_defaults();
+    llm_config c;
+    llm_weights w;
+    char other_gguf[512], other_ckpt[512], out[512], err[512] = "";
+    uint8_t *kept;
+    size_t n = 0;
+
+    /* a checkpoint of another model of the same payload size (one key/value head instead
+       of two, 32 more tokens): refused, the error names the first differing block */
+    other.kv_heads = 1;
+    other.vocab = 72;
+    other.untied = 1;
+    snprintf(other_gguf, sizeof other_gguf, "%s/other.gguf", dir);
+    snprintf(other_ckpt, sizeof other_ckpt, "%s/other.grzo", dir);
+    make_original(&other, other_gguf, other_ckpt, &c, &w);
+    llm_weights_free(&w);
+    snprintf(out, sizeof out, "%s/refused.gguf", dir);
+    CHECK(llm_export(orig, other_ckpt, out, LLM_EXPORT_GGUF, LLM_GGUF_F32, err, sizeof err) != 0);
+    CHECKF(strstr(err, "'token_embd'") != NULL, "the error does not name the block: %s", err);
+    CHECK(!file_exists(out));
+    /* another size (wider feed-forward): refused (grzo compares the payload size first) */
+    other = toy_defaults();
+    other.hidden = 128;
+    other.untied = 1;
+    make_original(&other, other_gguf, other_ckpt, &c, &w);
+    llm_weights_free(&w);
+    CHECK(llm_export(orig, other_ckpt, out, LLM_EXPORT_GGUF, LLM_GGUF_F32, err, sizeof err) != 0);
+    CHECK(!file_exists(out));
+
+    /* an earlier file at --out survives a failed export */
+    write_file(out, "keep", 4);
+    CHECK(llm_export(orig, other_ckpt, out, LLM_EXPORT_GGUF, LLM_GGUF_Q8_0, err, sizeof err) != 0);
+    kept = lt_read_file(out, &n);
+    CHECK(kept && n == 4 && memcmp(kept, "keep", 4) == 0);
+    free(kept);
+    unlink(out);
+
+    /* a llama2.c original: no metadata or tokenizer to copy */
+    CHECK(llm_export(llama2c, ckpt, out, LLM_EXPORT_GGUF, LLM_GGUF_F32, err, sizeof err) != 0);
+    CHECKF(strstr(err, "llama2.c") != NULL, "%s", err);
+    CHECK(!file_exists(out));
+
+    /* an unwritable --out */
+    CHECK(llm_export(orig, ckpt, "/nonexistent-grzo-dir/x.gguf", LLM_EXPORT_GGUF, LLM_GGUF_F32, err, sizeof err) != 0);
+    CHECKF(strstr(err, "/nonexistent-grzo-dir/x.gguf") != NULL, "%s", err);
+    CHECK(temporaries_left() == 0);
+}
+
+int main(int argc, char **argv)
+{
+    toy_opts o = toy_defaults();
+    llm_config cfg;
+    llm_weights tuned;
+    char orig[512], ckpt[512], llama2c[512];
+    llm_export_format fmt;
+    const char *tmp = getenv("TMPDIR");
+
+    const char *python = NULL;
+    REQUIRE(argc == 2 || argc >= 5, "usage: test_llm_export DATA_DIR [SCRIPT PYLIB PYTHON...]");
+    if (argc >= 5 && !(python = python_with_gguf(argv[3], argv + 4, argc - 4))) {
+        printf("SKIP: no interpreter imports the gguf package (tests/run.sh installs it into %s)\n", argv[3]);
+        return 77;
+    }
+    snprintf(llama2c, sizeof llama2c, "%s/stories260K.bin", argv[1]);
+    snprintf(dir, sizeof dir, "%s/grzo_export_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    REQUIRE(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(orig, sizeof orig, "%s/original.gguf", dir);
+    snprintf(ckpt, sizeof ckpt, "%s/tuned.grzo", dir);
+    o.untied = 1;
+    o.extra_kv = 1;
+    o.alignment = 64;
+    make_original(&o, orig, ckpt, &cfg, &tuned);
+
+    CHECK(llm_export_format_parse("gguf", &fmt) == 0 && fmt == LLM_EXPORT_GGUF);
+    CHECK(llm_export_format_parse("ggml", &fmt) != 0);
+    test_f32_round_trip(orig, &cfg, &tuned, ckpt);
+    test_types(orig, &cfg, &tuned, ckpt);
+    test_safetensors(orig, &cfg, &tuned, ckpt);
+    test_safetensors_llama2c(llama2c);
+    test_refusals(orig, ckpt, llama2c);
+    if (python) CHECKF(read_with_gguf_package(argv[2], python, orig) == 0, "the gguf package's reader disagrees (above)");
+    llm_weights_free(&tuned);
+    if (!lt_failures) {
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        while (d && (e = readdir(d)) != NULL)
+            if (e->d_name[0] != '.' && unlink(lt_path(dir, e->d_name)) != 0) {   /* a safetensors folder */
+                char sub[600];
+                snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+                unlink(lt_path(sub, "model.safetensors"));
+                unlink(lt_path(sub, "config.json"));
+                rmdir(sub);
+            }
+        if (d) closedir(d);
+        rmdir(dir);
+    }
+    return lt_finish("test_llm_export");
+}
