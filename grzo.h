@@ -145,11 +145,12 @@
      term when the gradients spread over D coordinates, and matters only for a few dominant
      coordinates. For exchangeable gradients (equal norms, pairwise cosine c, Gaussian or large
      D) both reduce to closed forms:
-         relative SE   = sqrt(Var)/B_eff = (B - B_eff) sqrt(2 / (K B (B-1))) / B_eff
-         relative bias = -2 (B - B_eff)(B_eff - 1) / (K B (B-1))   (|.| <= 1/(2K): negligible)
-     so K = 2 (B - B_eff)^2 / (eps^2 B (B-1) B_eff^2) probes give relative standard error eps:
-     at B_eff = 1 (no alignment) K ~ 2 (B-1) / (B eps^2), about 200 for eps = 10%; at
-     B_eff = B (perfect alignment) the estimate is exact. The reported standard error is the
+         relative SE   = sqrt(Var) / B_eff = (B - B_eff) sqrt(2 / (K B (B-1)))
+         relative bias = -2 (B - B_eff)(B_eff - 1) / (K B (B-1))   (|.| <= 2/K: negligible)
+     so K = 2 (B - B_eff)^2 / (eps^2 B (B-1)) probes give relative standard error eps: at
+     B_eff = 1 (no alignment) K = 2 (B-1) / (B eps^2), about 200 for eps = 10%; never more
+     than 2 B / ((B-1) eps^2) (B_eff -> 0, cancelling gradients); at B_eff = B (perfect
+     alignment) the estimate is exact. c_w's standard error is B_eff's over B - 1. The reported standard error is the
      delta method's, from the K residuals a_k - B_eff_hat b_k (sample variance, K - 1): it
      needs no model of the gradients (the jackknife over the K draws agrees with it to
      O(1/K) and costs the same; the delta method is the one with the closed form above).
