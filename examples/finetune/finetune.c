@@ -7,7 +7,7 @@
                  [--batch B] [--steps N] [--warmup N] [--eval-every N] [--seed S]
                  [--threads N] [--checkpoint PATH] [--save-every N] [--log PATH] [--out DIR]
                  [--n-train N] [--n-dev N] [--n-test N] [--max-len N] [--fzoo-probes N]
-                 [--resume | --overwrite]
+                 [--resume | --overwrite] [--diagnose [--diagnose-probes K]]
 
    What a step does (MeZO's protocol, the estimator's perturbations):
    - B training examples are drawn with replacement by the counter RNG from (seed, step),
