@@ -150,10 +150,10 @@
      so K = 2 (B - B_eff)^2 / (eps^2 B (B-1)) probes give relative standard error eps: at
      B_eff = 1 (no alignment) K = 2 (B-1) / (B eps^2), about 200 for eps = 10%; never more
      than 2 B / ((B-1) eps^2) (B_eff -> 0, cancelling gradients); at B_eff = B (perfect
-     alignment) the estimate is exact. c_w's standard error is B_eff's over B - 1. The reported standard error is the
-     delta method's, from the K residuals a_k - B_eff_hat b_k (sample variance, K - 1): it
-     needs no model of the gradients (the jackknife over the K draws agrees with it to
-     O(1/K) and costs the same; the delta method is the one with the closed form above).
+     alignment) the estimate is exact. The reported standard error is the delta method's,
+     from the K residuals a_k - B_eff_hat b_k (sample variance, K - 1): it needs no model of
+     the gradients (the jackknife over the K draws agrees with it to O(1/K) and costs the
+     same; the delta method is the one with the closed form above). c_w's is B_eff's / (B-1).
      The 95% interval is B_eff_hat +- 1.96 SE clipped to [0, B]; its coverage tends to 95% as
      K grows (grzo-probe alignment measures it). Float losses add a noise floor: keep
      |delta| >> ulp(loss), i.e. sigma not too small for the loss's precision.
