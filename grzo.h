@@ -23,6 +23,7 @@
      1. Configuration macros
      2. Step by step (the recipe)
      3. Estimators
+     3b. Will GRZO help? The alignment diagnostic (B_eff)
      4. Errors, memory, threads, determinism
      5. Backends
      6. Checkpoint format
@@ -108,6 +109,58 @@
        checkpoint or evaluate then; grzo_perturbed_params returns the current (perturbed)
        values. Embeddings are perturbed in every row (the rows a pass will read are unknown
        before it runs), so a pass costs two full sweeps over the parameters.
+
+   3b. WILL GRZO HELP? THE ALIGNMENT DIAGNOSTIC
+     GRZO's gain over MeZO depends on the data: Var(MeZO)/Var(GRZO) ~ B_eff = 1^T G 1 / tr(G)
+     (SPEC's variance law), G_ij = <g_i, g_j> the Gram matrix of the per-example gradients,
+     B_eff = 1 + (B-1) c_w with c_w the norm-weighted mean pairwise cosine. grzo estimates G
+     from forward passes of ONE fixed batch, with parameters left bitwise unchanged:
+         grzo_align_begin(ctx, B, K, &si);          // instead of grzo_step_begin
+         for (k = 0; k < K; k++) {                   // K probes, each an ordinary pass
+             grzo_pass_begin(ctx, &pi); ...forward the same batch... grzo_pass_end(ctx, losses);
+         }
+         grzo_align_end(ctx, gram_or_NULL, &rep);    // B_eff, c_w, intervals, predicted ratios
+     or grzo_align(ctx, B, K, forward, user, gram, &rep) with a grzo_step-style callback.
+     Probe k is the SHARED estimator's pass (Z_i = U_k for every example, "+" copies 0..B-1,
+     "-" copies B..2B-1), whatever desc.estimator is (in-place MeZO too: the probes perturb
+     through the operations, never the parameters). U_k is keyed (seed, step = grzo_get_step,
+     block, stream = GRZO_STREAM_ALIGN0 + k): no training stream is reused and a diagnostic
+     repeated at a later step draws fresh noise. Nothing is updated, the step counter does
+     not move, checkpoints are refused until grzo_align_end/grzo_step_abort. Memory: B x B
+     doubles for the Gram sum and 2 K doubles; nothing per parameter. Every backend works
+     (the probes are plain passes). A non-finite loss ends the diagnostic (GRZO_ERR_NONFINITE).
+     The estimator. delta_ki = l_i(theta + sigma U_k) - l_i(theta - sigma U_k)
+     = 2 sigma <g_i, u_k> + O(sigma^3). With a_k = (1^T delta_k)^2 and b_k = |delta_k|^2:
+         G_hat = sum_k delta_k delta_k^T / (4 sigma^2 K)     (unbiased up to O(sigma^2))
+         B_eff_hat = sum_k a_k / sum_k b_k = 1^T G_hat 1 / tr(G_hat)   (sigma cancels).
+     Moments. For z with iid entries of variance 1 and fourth moment mu4 (Gaussian 3,
+     Rademacher 1), Cov(z^T A z, z^T C z) = 2 tr(A C) + (mu4 - 3) sum_d A_dd C_dd. The ratio
+     estimator's residual a_k - B_eff b_k = 4 sigma^2 u^T M u with M = Gam^T (J - B_eff I) Gam
+     (Gam the B x D matrix of per-example gradients, J = 1 1^T), so to first order
+         Var(B_eff_hat) = [2 tr(((J - B_eff I) G)^2) + (mu4 - 3) sum_d M_dd^2] / (K tr(G)^2),
+         M_dd = (sum_i g_id)^2 - B_eff sum_i g_id^2,
+         bias = -Cov(a - B_eff b, b) / (K E[b]^2)
+              = -[2 tr((J - B_eff I) G^2) + (mu4 - 3) sum_d M_dd sum_i g_id^2] / (K tr(G)^2).
+     The Rademacher term (mu4 - 3 = -2) lowers the variance; it is a 1/D fraction of the first
+     term when the gradients spread over D coordinates, and matters only for a few dominant
+     coordinates. For exchangeable gradients (equal norms, pairwise cosine c, Gaussian or large
+     D) both reduce to closed forms:
+         relative SE   = sqrt(Var) / B_eff = (B - B_eff) sqrt(2 / (K B (B-1)))
+         relative bias = -2 (B - B_eff)(B_eff - 1) / (K B (B-1))   (|.| <= 2/K: negligible)
+     so K = 2 (B - B_eff)^2 / (eps^2 B (B-1)) probes give relative standard error eps: at
+     B_eff = 1 (no alignment) K = 2 (B-1) / (B eps^2), about 200 for eps = 10%; never more
+     than 2 B / ((B-1) eps^2) (B_eff -> 0, cancelling gradients); at B_eff = B (perfect
+     alignment) the estimate is exact. The reported standard error is the delta method's,
+     from the K residuals a_k - B_eff_hat b_k (sample variance, K - 1): it needs no model of
+     the gradients (the jackknife over the K draws agrees with it to O(1/K) and costs the
+     same; the delta method is the one with the closed form above). c_w's is B_eff's / (B-1).
+     The 95% interval is B_eff_hat +- 1.96 SE clipped to [0, B]; its coverage tends to 95% as
+     K grows (grzo-probe alignment measures it). Float losses add a noise floor: keep
+     |delta| >> ulp(loss), i.e. sigma not too small for the loss's precision.
+     Predicted ratios (SPEC): variance Var(MeZO)/Var(GRZO) = B_eff (Rademacher base noise);
+     cosine with the true gradient cos(GRZO)/cos(MeZO) = sqrt(pi B_eff / B) G((B+1)/2) / G(B/2)
+     for large D (G the Gamma function; MeZO's cosine is the mean of a folded normal), which
+     is not sqrt(B_eff): ~1.25 sqrt(B_eff) for large B (grzo_align_cos_ratio).
 
    4. ERRORS, MEMORY, THREADS, DETERMINISM
      Every public function returns grzo_status (GRZO_OK = 0, errors < 0);
@@ -272,6 +325,9 @@ typedef struct grzo_noise {   /* block = registration index (grzo_block.id - 1) 
 #define GRZO_STREAM_ROUND 3u           /* stochastic-rounding bits of the update */
 #define GRZO_STREAM_ROUND_INPLACE 4u   /* 4, 5, 6: in-place MeZO's +sigma, -2 sigma, restore */
 #define GRZO_STREAM_FZOO0 16u
+#define GRZO_STREAM_ALIGN0 0x4000u     /* alignment probe k: stream 0x4000 + k (section 3b) */
+#define GRZO_ALIGN_MAX_PROBES 0xC000   /* streams 0x4000 .. 0xFFFF */
+#define GRZO_ALIGN_MAX_EXAMPLES 4096   /* the Gram sum is B x B doubles */
 #define GRZO_USER_BLOCK 0xFFFFFFFFu
 #define GRZO_MAX_INDEX ((uint64_t)1 << 48)   /* elements per (block, stream) */
 
@@ -500,6 +556,33 @@ GRZO_API grzo_status grzo_perturbed_params(grzo_ctx *ctx, grzo_block b, int64_t 
    NULL) is set to 1 when the guard was used. Returns GRZO_ERR_NONFINITE for NaN/Inf input. */
 GRZO_API grzo_status grzo_group_normalize(const double *delta, int64_t n, double eps, double *a,
                                           int32_t *degenerate);
+
+/* ---- alignment diagnostic (section 3b): B_eff from K shared-perturbation probes ---- */
+typedef struct grzo_align_report {
+    int64_t n_examples;               /* B */
+    int32_t n_probes;                 /* K */
+    int64_t step;                     /* grzo_get_step at the diagnostic (keys its noise) */
+    double b_eff, b_eff_se;           /* 1^T G 1 / tr(G) and its delta-method standard error */
+    double b_eff_lo, b_eff_hi;        /* 95% interval: b_eff -+ 1.96 se, clipped to [0, B] */
+    double c_w, c_w_se;               /* (B_eff - 1) / (B - 1): norm-weighted mean pairwise cosine */
+    double var_ratio;                 /* predicted Var(MeZO) / Var(GRZO) = B_eff (Rademacher) */
+    double cos_ratio;                 /* predicted cos(GRZO) / cos(MeZO), large D (section 3b) */
+    double cos_ratio_lo, cos_ratio_hi;/* the B_eff interval mapped through the same formula */
+    double mean_sq_grad;              /* tr(G_hat) / B: mean |g_i|^2 */
+} grzo_align_report;
+
+/* Start the diagnostic on B examples with K probes: K passes of 2B copies follow (the pass
+   API as in a step, the same batch each time); si (may be NULL) describes them (lr = 0).
+   B in [2, GRZO_ALIGN_MAX_EXAMPLES], K in [2, GRZO_ALIGN_MAX_PROBES]; only between steps. */
+GRZO_API grzo_status grzo_align_begin(grzo_ctx *ctx, int64_t n_examples, int32_t n_probes, grzo_step_info *si);
+/* After the K-th pass: the report, and G_hat (B x B, row-major) into gram unless NULL.
+   The context returns to between steps, also on failure (every delta 0: GRZO_ERR_NONFINITE). */
+GRZO_API grzo_status grzo_align_end(grzo_ctx *ctx, double *gram, grzo_align_report *out);
+/* begin, K passes through forward (as grzo_step), end */
+GRZO_API grzo_status grzo_align(grzo_ctx *ctx, int64_t n_examples, int32_t n_probes, grzo_forward_fn forward,
+                                void *user_data, double *gram, grzo_align_report *out);
+/* sqrt(pi b_eff / B) Gamma((B+1)/2) / Gamma(B/2): predicted cos(GRZO)/cos(MeZO), large D */
+GRZO_API double grzo_align_cos_ratio(double b_eff, int64_t n_examples);
 
 GRZO_API grzo_status grzo_checkpoint_save(grzo_ctx *ctx, const char *path);
 GRZO_API grzo_status grzo_checkpoint_load(grzo_ctx *ctx, const char *path);
@@ -1010,6 +1093,9 @@ struct grzo_ctx {
     float *coeff;                /* max(copies * B, probes) */
     int64_t *even_offsets;       /* even split of the current op */
     int64_t cap_segs, cap_losses, cap_coeff;   /* what the buffers above hold */
+    int align;                   /* 1: the passes in flight are alignment probes (section 3b) */
+    double *align_gram;          /* B x B: sum_k delta_k delta_k^T */
+    double *align_ab;            /* 2 K: probe k's (1^T delta_k)^2 and |delta_k|^2 */
     char err[256];
 };
 
@@ -1119,11 +1205,19 @@ static void grzo__free_step_buffers(grzo_ctx *ctx) {
 
 static grzo_status grzo__inplace_restore(grzo_ctx *ctx);
 
+static void grzo__align_free(grzo_ctx *ctx) {
+    grzo__free(ctx, ctx->align_gram);
+    grzo__free(ctx, ctx->align_ab);
+    ctx->align_gram = ctx->align_ab = NULL;
+    ctx->align = 0;
+}
+
 GRZO__DEF void grzo_destroy(grzo_ctx *ctx) {
     uint32_t i;
     if (!ctx) return;
     grzo__inplace_restore(ctx);   /* destroyed mid-step: leave the parameters as they were */
     for (i = 0; i < ctx->n_blocks; i++) grzo_backend_free(ctx->desc.backend, ctx->blocks[i].touched);
+    grzo__align_free(ctx);
     grzo__free(ctx, ctx->blocks);
     grzo__free_step_buffers(ctx);
     grzo__free(ctx, ctx);
@@ -1213,9 +1307,10 @@ static int grzo__is_grzo_family(grzo_estimator e) {
 static int grzo__is_mezo(grzo_estimator e) {
     return e == GRZO_ESTIMATOR_MEZO || e == GRZO_ESTIMATOR_MEZO_INPLACE;
 }
-static int grzo__inplace(const grzo_ctx *ctx) { return ctx->desc.estimator == GRZO_ESTIMATOR_MEZO_INPLACE; }
+/* alignment probes are SHARED passes through the operations, whatever the estimator */
+static int grzo__inplace(const grzo_ctx *ctx) { return !ctx->align && ctx->desc.estimator == GRZO_ESTIMATOR_MEZO_INPLACE; }
 static int grzo__flipout(const grzo_ctx *ctx) {
-    return ctx->desc.estimator == GRZO_ESTIMATOR_GRZO || ctx->desc.estimator == GRZO_ESTIMATOR_CANONICAL;
+    return !ctx->align && (ctx->desc.estimator == GRZO_ESTIMATOR_GRZO || ctx->desc.estimator == GRZO_ESTIMATOR_CANONICAL);
 }
 
 static void grzo__plan(const grzo_desc *d, int32_t *n_passes, int32_t *copies) {
@@ -1229,13 +1324,14 @@ static void grzo__pass_layout(grzo_ctx *ctx) {
     int64_t c, n = (int64_t)ctx->copies * ctx->B;
     for (c = 0; c < n; c++) {
         ctx->seg_example[c] = c % ctx->B;
-        if (grzo__is_grzo_family(ctx->desc.estimator)) ctx->seg_sign[c] = c < ctx->B ? 1 : -1;
+        if (ctx->align || grzo__is_grzo_family(ctx->desc.estimator)) ctx->seg_sign[c] = c < ctx->B ? 1 : -1;
         else if (grzo__is_mezo(ctx->desc.estimator)) ctx->seg_sign[c] = ctx->pass == 0 ? 1 : -1;
         else ctx->seg_sign[c] = ctx->pass == 0 ? 0 : 1;           /* FZOO: clean, then probes */
     }
 }
 
-/* U of a block for the current step; FZOO probe j uses stream 16 + j. */
+/* U of a block for the current step; FZOO probe j uses stream 16 + j, alignment probe k
+   stream GRZO_STREAM_ALIGN0 + k. */
 static grzo_noise grzo__base_noise(const grzo_ctx *ctx, uint32_t block_index, int32_t pass) {
     grzo_noise n;
     n.seed = ctx->desc.seed;
@@ -1243,20 +1339,24 @@ static grzo_noise grzo__base_noise(const grzo_ctx *ctx, uint32_t block_index, in
     n.block = block_index;
     n.stream = GRZO_STREAM_BASE;
     if (ctx->desc.estimator == GRZO_ESTIMATOR_FZOO && pass > 0) n.stream = GRZO_STREAM_FZOO0 + (uint32_t)(pass - 1);
+    if (ctx->align) n.stream = GRZO_STREAM_ALIGN0 + (uint32_t)pass;
     n.dist = (uint32_t)ctx->desc.noise;
     return n;
 }
 
 /* The step buffers are sized from the settings (estimator, FZOO probes) as well as B, and a
    checkpoint load may replace the settings between steps: compare every size, never B alone. */
+static grzo_status grzo__ensure_buffers(grzo_ctx *ctx, int64_t segs, int64_t n_losses, int64_t n_coeff);
 static grzo_status grzo__ensure_step_buffers(grzo_ctx *ctx, int64_t B) {
     int32_t n_passes, copies;
-    int64_t segs, n_losses, n_coeff;
+    int64_t segs;
     grzo__plan(&ctx->desc, &n_passes, &copies);
     segs = (int64_t)copies * B;
-    n_losses = (int64_t)n_passes * segs;
     /* one coefficient per example (GRZO family), per probe pass (FZOO) or one (MeZO) */
-    n_coeff = segs > n_passes ? segs : n_passes;
+    return grzo__ensure_buffers(ctx, segs, (int64_t)n_passes * segs, segs > n_passes ? segs : n_passes);
+}
+
+static grzo_status grzo__ensure_buffers(grzo_ctx *ctx, int64_t segs, int64_t n_losses, int64_t n_coeff) {
     if (segs <= ctx->cap_segs && n_losses <= ctx->cap_losses && n_coeff <= ctx->cap_coeff) return GRZO_OK;
     /* grow only, so that alternating settings do not reallocate every step */
     if (segs < ctx->cap_segs) segs = ctx->cap_segs;
@@ -1382,6 +1482,7 @@ GRZO__DEF grzo_status grzo_step_abort(grzo_ctx *ctx) {
     if (!ctx) return GRZO_ERR_INVALID_ARG;
     if (ctx->state == GRZO__IDLE) return GRZO_OK;
     ctx->state = GRZO__IDLE;
+    grzo__align_free(ctx);
     s = grzo__inplace_restore(ctx);
     if (s != GRZO_OK) {
         grzo__clear_touched(ctx);
@@ -1389,6 +1490,21 @@ GRZO__DEF grzo_status grzo_step_abort(grzo_ctx *ctx) {
     }
     s = grzo__clear_touched(ctx);
     return s == GRZO_OK ? GRZO_OK : grzo__backend_fail(ctx, s, "grzo_step_abort");
+}
+
+/* One alignment probe: delta_i = l_i^+ - l_i^-, added to the Gram sum and the ratio's terms. */
+static void grzo__align_accumulate(grzo_ctx *ctx, const float *losses) {
+    int64_t B = ctx->B, i, j;
+    double sum = 0.0, sq = 0.0;
+    for (i = 0; i < B; i++) {
+        double di = (double)losses[i] - (double)losses[B + i];
+        double *row = ctx->align_gram + (size_t)i * (size_t)B;
+        for (j = 0; j < B; j++) row[j] += di * ((double)losses[j] - (double)losses[B + j]);
+        sum += di;
+        sq += di * di;
+    }
+    ctx->align_ab[2 * ctx->pass] = sum * sum;
+    ctx->align_ab[2 * ctx->pass + 1] = sq;
 }
 
 GRZO__DEF grzo_status grzo_pass_end(grzo_ctx *ctx, const float *losses) {
@@ -1417,7 +1533,8 @@ GRZO__DEF grzo_status grzo_pass_end(grzo_ctx *ctx, const float *losses) {
                               (long long)c, bad, (long long)ctx->step);
         }
     }
-    memcpy(ctx->losses + (size_t)ctx->pass * (size_t)n, losses, (size_t)n * sizeof(float));
+    if (ctx->align) grzo__align_accumulate(ctx, losses);
+    else memcpy(ctx->losses + (size_t)ctx->pass * (size_t)n, losses, (size_t)n * sizeof(float));
     ctx->pass++;
     ctx->state = GRZO__IN_STEP;
     return GRZO_OK;
@@ -1561,6 +1678,7 @@ GRZO__DEF grzo_status grzo_step_end(grzo_ctx *ctx, grzo_step_report *out) {
     uint32_t i;
     grzo_status s;
     if (!ctx) return GRZO_ERR_INVALID_ARG;
+    if (ctx->align) return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_step_end: an alignment diagnostic is in flight (grzo_align_end)");
     if (ctx->state != GRZO__IN_STEP || ctx->pass != ctx->n_passes)
         return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_step_end: %s", ctx->state == GRZO__IN_PASS ? "a pass is in flight (grzo_pass_end first)"
                           : ctx->state == GRZO__IDLE ? "no step in flight" : "passes remain to be run");
@@ -1620,6 +1738,125 @@ GRZO__DEF grzo_status grzo_step(grzo_ctx *ctx, int64_t n_examples, grzo_forward_
         if (s != GRZO_OK) { grzo_step_abort(ctx); return s; }
     }
     return grzo_step_end(ctx, out);
+}
+
+/* ---- the alignment diagnostic (section 3b) --------------------------------------------------------- */
+GRZO__DEF double grzo_align_cos_ratio(double b_eff, int64_t n_examples) {
+    double B = (double)n_examples;
+    if (n_examples < 1 || !(b_eff >= 0.0)) return NAN;
+    return sqrt(3.14159265358979323846 * b_eff / B) * exp(lgamma(0.5 * (B + 1.0)) - lgamma(0.5 * B));
+}
+
+GRZO__DEF grzo_status grzo_align_begin(grzo_ctx *ctx, int64_t n_examples, int32_t n_probes, grzo_step_info *si) {
+    if (!ctx) return GRZO_ERR_INVALID_ARG;
+    if (ctx->state != GRZO__IDLE) return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_align_begin: a step or diagnostic is already in flight (end or abort it)");
+    if (n_examples < 2 || n_examples > GRZO_ALIGN_MAX_EXAMPLES)
+        return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_align_begin: n_examples must be in [2, %d] (got %lld): B_eff compares examples",
+                          GRZO_ALIGN_MAX_EXAMPLES, (long long)n_examples);
+    if (n_probes < 2 || n_probes > GRZO_ALIGN_MAX_PROBES)
+        return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_align_begin: n_probes must be in [2, %d] (got %d): the standard error needs two draws",
+                          GRZO_ALIGN_MAX_PROBES, (int)n_probes);
+    if (ctx->step >= (int64_t)UINT32_MAX)
+        return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_align_begin: the RNG step counter is exhausted (2^32 steps)");
+    ctx->align_gram = (double *)grzo__alloc(ctx, (size_t)n_examples * (size_t)n_examples * sizeof(double));
+    ctx->align_ab = (double *)grzo__alloc(ctx, (size_t)n_probes * 2 * sizeof(double));
+    if (!ctx->align_gram || !ctx->align_ab || grzo__ensure_buffers(ctx, 2 * n_examples, 2 * n_examples, 2 * n_examples) != GRZO_OK) {
+        grzo__align_free(ctx);
+        return grzo__fail(ctx, GRZO_ERR_OUT_OF_MEMORY, "grzo_align_begin: out of memory");
+    }
+    memset(ctx->align_gram, 0, (size_t)n_examples * (size_t)n_examples * sizeof(double));
+    ctx->align = 1;
+    ctx->B = n_examples;
+    ctx->n_passes = n_probes;
+    ctx->copies = 2;
+    ctx->pass = 0;
+    ctx->state = GRZO__IN_STEP;
+    if (si) {
+        si->step = ctx->step;
+        si->n_examples = n_examples;
+        si->n_passes = n_probes;
+        si->copies_per_pass = 2;
+        si->lr = 0.0f;
+    }
+    return GRZO_OK;
+}
+
+/* B_eff = sum a / sum b and its delta-method standard error from the residuals a_k - B_eff b_k. */
+static void grzo__align_ratio(const double *ab, int32_t K, double *r, double *se) {
+    double sa = 0.0, sb = 0.0, ss = 0.0, mean_b;
+    int32_t k;
+    for (k = 0; k < K; k++) { sa += ab[2 * k]; sb += ab[2 * k + 1]; }
+    *r = sa / sb;
+    for (k = 0; k < K; k++) { double e = ab[2 * k] - *r * ab[2 * k + 1]; ss += e * e; }
+    mean_b = sb / (double)K;
+    *se = sqrt(ss / (double)(K - 1) / (double)K) / mean_b;
+}
+
+GRZO__DEF grzo_status grzo_align_end(grzo_ctx *ctx, double *gram, grzo_align_report *out) {
+    grzo_align_report rep;
+    double B, scale, tr = 0.0, half;
+    int64_t i, n;
+    grzo_status s;
+    if (!ctx) return GRZO_ERR_INVALID_ARG;
+    if (!ctx->align || ctx->state != GRZO__IN_STEP || ctx->pass != ctx->n_passes)
+        return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_align_end: %s", !ctx->align ? "no alignment diagnostic in flight (grzo_align_begin)"
+                          : ctx->state == GRZO__IN_PASS ? "a probe is in flight (grzo_pass_end first)" : "probes remain to be run");
+    memset(&rep, 0, sizeof rep);
+    B = (double)ctx->B;
+    n = ctx->B * ctx->B;
+    for (i = 0; i < ctx->B; i++) tr += ctx->align_gram[i * ctx->B + i];
+    if (!(tr > 0.0)) {
+        grzo_step_abort(ctx);
+        return grzo__fail(ctx, GRZO_ERR_NONFINITE, "grzo_align_end: every loss difference was 0, B_eff is undefined (the losses do not "
+                          "depend on the parameters, or sigma is below the losses' precision)");
+    }
+    rep.n_examples = ctx->B;
+    rep.n_probes = ctx->n_passes;
+    rep.step = ctx->step;
+    grzo__align_ratio(ctx->align_ab, ctx->n_passes, &rep.b_eff, &rep.b_eff_se);
+    half = 1.959963984540054 * rep.b_eff_se;
+    rep.b_eff_lo = rep.b_eff - half < 0.0 ? 0.0 : rep.b_eff - half;
+    rep.b_eff_hi = rep.b_eff + half > B ? B : rep.b_eff + half;
+    rep.c_w = (rep.b_eff - 1.0) / (B - 1.0);
+    rep.c_w_se = rep.b_eff_se / (B - 1.0);
+    rep.var_ratio = rep.b_eff;
+    rep.cos_ratio = grzo_align_cos_ratio(rep.b_eff, ctx->B);
+    rep.cos_ratio_lo = grzo_align_cos_ratio(rep.b_eff_lo, ctx->B);
+    rep.cos_ratio_hi = grzo_align_cos_ratio(rep.b_eff_hi, ctx->B);
+    scale = 1.0 / (4.0 * (double)ctx->desc.sigma * (double)ctx->desc.sigma * (double)ctx->n_passes);
+    rep.mean_sq_grad = tr * scale / B;
+    if (gram) for (i = 0; i < n; i++) gram[i] = ctx->align_gram[i] * scale;
+    s = grzo__clear_touched(ctx);
+    ctx->state = GRZO__IDLE;
+    grzo__align_free(ctx);
+    if (s != GRZO_OK) return grzo__backend_fail(ctx, s, "grzo_align_end: clearing row maps");
+    if (out) *out = rep;
+    return GRZO_OK;
+}
+
+GRZO__DEF grzo_status grzo_align(grzo_ctx *ctx, int64_t n_examples, int32_t n_probes, grzo_forward_fn forward,
+                                 void *user_data, double *gram, grzo_align_report *out) {
+    int32_t p;
+    grzo_status s;
+    if (!ctx) return GRZO_ERR_INVALID_ARG;
+    if (!forward) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_align: forward is NULL");
+    s = grzo_align_begin(ctx, n_examples, n_probes, NULL);
+    if (s != GRZO_OK) return s;
+    for (p = 0; p < n_probes; p++) {
+        grzo_pass_info pi;
+        s = grzo_pass_begin(ctx, &pi);
+        if (s == GRZO_OK) {
+            s = forward(ctx, &pi, ctx->scratch_losses, user_data);
+            if (s != GRZO_OK) {
+                grzo_step_abort(ctx);
+                if (!ctx->err[0]) grzo__fail(ctx, s, "grzo_align: the forward callback failed");
+                return s;
+            }
+            s = grzo_pass_end(ctx, ctx->scratch_losses);
+        }
+        if (s != GRZO_OK) { grzo_step_abort(ctx); return s; }
+    }
+    return grzo_align_end(ctx, gram, out);
 }
 
 /* ---- the perturbed building blocks ------------------------------------------------------------------ */

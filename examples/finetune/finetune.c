@@ -7,7 +7,7 @@
                  [--batch B] [--steps N] [--warmup N] [--eval-every N] [--seed S]
                  [--threads N] [--checkpoint PATH] [--save-every N] [--log PATH] [--out DIR]
                  [--n-train N] [--n-dev N] [--n-test N] [--max-len N] [--fzoo-probes N]
-                 [--resume | --overwrite]
+                 [--resume | --overwrite] [--diagnose [--diagnose-probes K]]
 
    What a step does (MeZO's protocol, the estimator's perturbations):
    - B training examples are drawn with replacement by the counter RNG from (seed, step),
@@ -56,7 +56,8 @@ typedef enum opt_id {
     OPT_MODEL, OPT_TOKENIZER, OPT_TASK, OPT_DATA, OPT_ESTIMATOR,
     OPT_LR, OPT_SIGMA, OPT_BATCH, OPT_STEPS, OPT_WARMUP, OPT_EVAL_EVERY, OPT_SAVE_EVERY, OPT_SEED,
     OPT_THREADS, OPT_MAX_LEN, OPT_FZOO_PROBES, OPT_N_TRAIN, OPT_N_DEV, OPT_N_TEST,
-    OPT_DEVICE, OPT_DTYPE, OPT_CHECKPOINT, OPT_LOG, OPT_OUT, OPT_EXPORT, OPT_EXPORT_TYPE, OPT_COUNT
+    OPT_DEVICE, OPT_DTYPE, OPT_CHECKPOINT, OPT_LOG, OPT_OUT, OPT_EXPORT, OPT_EXPORT_TYPE, OPT_DIAGNOSE_PROBES,
+    OPT_COUNT
 } opt_id;
 
 typedef enum opt_kind { KIND_PATH, KIND_TEXT, KIND_INT, KIND_FLOAT, KIND_SEED } opt_kind;
@@ -96,6 +97,7 @@ static const opt_def OPTS[OPT_COUNT] = {
     {"--out", NULL, KIND_PATH, 0, 0, 1},
     {"--export", NULL, KIND_PATH, 0, 0, 1},        /* grzo-export at the end (llm_export.h) */
     {"--export-type", NULL, KIND_TEXT, 0, 0, 1},
+    {"--diagnose-probes", NULL, KIND_INT, 2, GRZO_ALIGN_MAX_PROBES, 1},   /* --diagnose: not the run's identity */
 };
 
 #define SAVE_SECONDS_DEFAULT 600.0   /* --save-every 0: a checkpoint every 10 minutes */
@@ -108,6 +110,7 @@ typedef struct options {
     uint64_t seed;
     grzo_estimator estimator;
     int resume, overwrite;
+    int diagnose;                     /* --diagnose: B_eff before training (not recorded) */
 } options;
 
 static void usage(FILE *f) {
@@ -126,6 +129,11 @@ static void usage(FILE *f) {
         "  --fzoo-probes N (8)\n"
         "  --export PATH  at the end, the fine-tuned model as a GGUF (as grzo-export; a GGUF --model)\n"
         "  --export-type f32|f16|bf16|q8_0 (f32)\n"
+        "  --diagnose   before training, estimate B_eff of the first batch from forward passes\n"
+        "               (grzo.h section 3b): its 95%% interval, the predicted GRZO/MeZO variance and\n"
+        "               cosine ratios, and whether GRZO, MeZO or neither should do better\n"
+        "  --diagnose-probes K (64: K passes of 2B copies, ~K steps' forwards; at B_eff ~ 1 the\n"
+        "               relative error is ~sqrt(2/K))\n"
         "  --resume     continue the run in OUT from its checkpoint: settings not given are taken\n"
         "               from OUT/run.json; a given setting that differs is refused, except\n"
         "               --steps, --eval-every, --save-every, --threads, --data and the paths\n"
@@ -213,7 +221,7 @@ static void default_options(options *o) {
     o->str[OPT_ESTIMATOR] = "grzo";
     o->estimator = GRZO_ESTIMATOR_GRZO;
     o->real[OPT_LR] = 1e-5f; o->real[OPT_SIGMA] = 1e-3f;
-    o->num[OPT_BATCH] = 16; o->num[OPT_STEPS] = 100; o->num[OPT_FZOO_PROBES] = 8;
+    o->num[OPT_BATCH] = 16; o->num[OPT_STEPS] = 100; o->num[OPT_FZOO_PROBES] = 8; o->num[OPT_DIAGNOSE_PROBES] = 64;
     o->num[OPT_N_TRAIN] = o->num[OPT_N_DEV] = o->num[OPT_N_TEST] = -1;   /* the task's defaults */
     o->str[OPT_OUT] = "finetune-out";
     o->str[OPT_DEVICE] = "cpu";
@@ -230,6 +238,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
         if (!strcmp(a, "--resume")) { o->resume = 1; continue; }
         if (!strcmp(a, "--overwrite")) { o->overwrite = 1; continue; }
+        if (!strcmp(a, "--diagnose")) { o->diagnose = 1; continue; }
         for (id = 0; id < OPT_COUNT && strcmp(a, OPTS[id].flag); id++) {}
         if (id == OPT_COUNT) { snprintf(err, errlen, "unknown option '%.64s' (see --help)", a); return -1; }
         if (!v) { snprintf(err, errlen, "%s needs a value", a); return -1; }
@@ -238,6 +247,8 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         i++;
     }
     if (o->resume && o->overwrite) { snprintf(err, errlen, "--resume and --overwrite contradict each other"); return -1; }
+    if (o->text[OPT_DIAGNOSE_PROBES] && !o->diagnose) { snprintf(err, errlen, "--diagnose-probes needs --diagnose"); return -1; }
+    if (o->diagnose && o->num[OPT_BATCH] < 2) { snprintf(err, errlen, "--diagnose needs --batch >= 2 (B_eff compares the examples of a batch)"); return -1; }
     return 0;
 }
 
@@ -1082,6 +1093,44 @@ static int start_resumed(run *r, char *err, size_t errlen) {
     return 0;
 }
 
+/* ---- --diagnose: will GRZO help on this task? ------------------------------------------------------ */
+#define DIAGNOSE_GAIN 1.25   /* a B_eff interval above this: GRZO; below 1 / this: MeZO */
+
+static const char *recommendation(const grzo_align_report *a) {
+    if (a->b_eff_lo > DIAGNOSE_GAIN) return "GRZO (the examples' gradients align: lower variance than MeZO at the same forward budget)";
+    if (a->b_eff_hi < 1.0 / DIAGNOSE_GAIN) return "MeZO (the examples' gradients cancel: GRZO's per-example estimate is the noisier)";
+    if (a->b_eff_lo >= 1.0 / DIAGNOSE_GAIN && a->b_eff_hi <= DIAGNOSE_GAIN)
+        return "no difference expected (nearly orthogonal per-example gradients: choose by cost)";
+    return "inconclusive at this many probes (raise --diagnose-probes; grzo.h section 3b gives the K needed)";
+}
+
+/* Before training: B_eff of the batch the next step draws, from --diagnose-probes shared-
+   perturbation passes (grzo_align). Parameters, step counter and data order are untouched
+   (grzo.h section 3b), so the run trains exactly as it would without --diagnose. */
+static int diagnose(run *r, char *err, size_t errlen) {
+    grzo_align_report a;
+    int64_t B = r->o.num[OPT_BATCH], step = grzo_get_step(r->ctx);
+    int32_t K = (int32_t)r->o.num[OPT_DIAGNOSE_PROBES];
+    double t0 = now();
+    grzo_status s;
+    pick_batch(r, step);
+    s = grzo_align(r->ctx, B, K, train_forward, r, NULL, &a);
+    if (s != GRZO_OK) {
+        snprintf(err, errlen, "--diagnose: %s: %s", grzo_status_str(s),
+                 llm_model_error(&r->model)[0] ? llm_model_error(&r->model) : grzo_last_error(r->ctx));
+        return -1;
+    }
+    printf("diagnose at step %lld, B = %lld: %d probes (%d forward passes of %lld copies, %.1f s)\n", (long long)step,
+           (long long)B, (int)K, (int)K, (long long)(2 * B), now() - t0);
+    printf("  B_eff = %.2f +- %.2f (95%% interval [%.2f, %.2f]), c_w = %.3f +- %.3f\n", a.b_eff, a.b_eff_se, a.b_eff_lo,
+           a.b_eff_hi, a.c_w, a.c_w_se);
+    printf("  predicted Var(MeZO)/Var(GRZO) = %.2f, cos(GRZO)/cos(MeZO) = %.2f [%.2f, %.2f]\n", a.var_ratio, a.cos_ratio,
+           a.cos_ratio_lo, a.cos_ratio_hi);
+    printf("  recommendation: %s\n", recommendation(&a));
+    fflush(stdout);
+    return 0;
+}
+
 /* ---- main --------------------------------------------------------------------------------------- */
 static int fail(run *r, int code, const char *err) {
     fprintf(stderr, "grzo-finetune: %s\n", err);
@@ -1109,6 +1158,7 @@ int main(int argc, char **argv) {
     if (load_everything(&r, err, sizeof err) || setup_optimizer(&r, err, sizeof err)) return fail(&r, 1, err);
     tasks_describe(&r.data, stderr);
     if (r.o.resume ? start_resumed(&r, err, sizeof err) : start_fresh(&r, err, sizeof err)) return fail(&r, 1, err);
+    if (r.o.diagnose && diagnose(&r, err, sizeof err)) return fail(&r, 1, err);
     if (!(logf = fopen(r.path_log, r.o.resume ? "a" : "w"))) {
         snprintf(err, sizeof err, "cannot open the log %s: %s", r.path_log, strerror(errno));
         return fail(&r, 1, err);

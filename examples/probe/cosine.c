@@ -88,11 +88,6 @@ typedef struct cosine_row {
     double grzo, grzo_se, mezo, mezo_se, ratio, ratio_se, b_eff, theory;
 } cosine_row;
 
-/* large-D ratio of mean cosines, GRZO over MeZO (see the top comment) */
-static double theory_ratio(double b_eff, int B) {
-    return sqrt(3.14159265358979323846 * b_eff / B) * exp(lgamma(0.5 * (B + 1)) - lgamma(0.5 * B));
-}
-
 static cosine_row summarize(const cosine_job *j, int b, double c) {
     cosine_row w;
     running_stat g = {0, 0, 0}, m = {0, 0, 0};
@@ -110,7 +105,7 @@ static cosine_row summarize(const cosine_job *j, int b, double c) {
     /* delta method; the pairing (shared batches) is ignored, which errs on the wide side */
     w.ratio_se = fabs(w.ratio) * sqrt(pow(w.grzo_se / w.grzo, 2) + pow(w.mezo_se / w.mezo, 2));
     w.b_eff = b_eff_of(c, w.B);
-    w.theory = theory_ratio(w.b_eff, w.B);
+    w.theory = grzo_align_cos_ratio(w.b_eff, w.B);   /* large-D ratio (see the top comment) */
     return w;
 }
 

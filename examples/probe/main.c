@@ -33,6 +33,7 @@ static const subcommand SUBCOMMANDS[] = {
     {"quant", probe_quant, "update norm without and with W4 fake quantization"},
     {"batch", probe_batch, "GRZO training loss for B = 4, 8, 16, 32"},
     {"ablation", probe_ablation, "GRZO vs no group normalization vs no per-example perturbation"},
+    {"alignment", probe_alignment, "forward-only B_eff (will GRZO help?) vs the exact one from backprop"},
 };
 enum { N_SUBCOMMANDS = (int)(sizeof SUBCOMMANDS / sizeof SUBCOMMANDS[0]) };
 
@@ -60,7 +61,8 @@ static void usage(FILE *f) {
             "  --out DIR     folder for the CSV, gnuplot script and PNG (default probe-out)\n"
             "  --no-plot     do not run gnuplot\n"
             "  --sabotage    run MeZO wherever GRZO or canonical is named, to show that --check\n"
-            "                catches a wrong estimator (variance, cosine, quant)\n"
+            "                catches a wrong estimator (variance, cosine, quant); alignment:\n"
+            "                each \"-\" copy reads the next example (a mislaid copy layout)\n"
             "  --help        this text\n"
             "\n"
             "exit status: 0 ok, 1 a --check claim failed, 2 bad arguments, 3 runtime error\n");
@@ -125,7 +127,7 @@ static int parse_args(int argc, char **argv, probe_opts *o, int *sub) {
             if (*sub == -2) return bad_usage("unknown subcommand '%s'", a);
         }
     }
-    if (!have_sub) return bad_usage("%s", "no subcommand given (variance, cosine, quant, batch, ablation or all)");
+    if (!have_sub) return bad_usage("%s", "no subcommand given (variance, cosine, quant, batch, ablation, alignment or all)");
     return 0;
 }
 

@@ -472,6 +472,41 @@ grzo_status model_draw(probe_model *m, const dataset *d, const int *idx, int B, 
     return GRZO_OK;
 }
 
+/* The alignment diagnostic (grzo.h section 3b) on examples idx[0..B-1]: K probes, each a
+   shared-perturbation pass over the same batch. shift_minus (the alignment probe's sabotage)
+   feeds each "-" copy the next example of the batch instead of its own, the bug of a forward
+   that mislays the copy layout: the differences then hold l_i - l_{i+1} and --check must fail. */
+grzo_status model_align(probe_model *m, const dataset *d, const int *idx, int B, int K, int shift_minus,
+                        grzo_align_report *rep) {
+    grzo_step_info si;
+    grzo_status s = GRZO_OK;
+    int32_t p;
+    PROBE_PASS(ensure_rows(m, 2 * (int64_t)B));
+    PROBE_TRY(grzo_align_begin(m->ctx, B, K, &si), "grzo_align_begin", m->ctx);
+    for (p = 0; s == GRZO_OK && p < si.n_passes; p++) {
+        grzo_pass_info pi;
+        int64_t c;
+        s = grzo_pass_begin(m->ctx, &pi);
+        if (s != GRZO_OK) { probe_report(s, "grzo_pass_begin", m->ctx); break; }
+        for (c = 0; c < pi.n_segments; c++) {
+            int64_t e = pi.example[c];
+            if (shift_minus && pi.sign[c] < 0) e = (e + 1) % B;
+            gather_example(m, d, c, idx[e]);
+        }
+        s = forward_rows(m, pi.n_segments, m->losses);
+        if (s == GRZO_OK) {
+            s = grzo_pass_end(m->ctx, m->losses);
+            if (s != GRZO_OK) probe_report(s, "grzo_pass_end", m->ctx);
+        }
+    }
+    if (s != GRZO_OK) {
+        grzo_step_abort(m->ctx);
+        return s;
+    }
+    PROBE_TRY(grzo_align_end(m->ctx, NULL, rep), "grzo_align_end", m->ctx);
+    return GRZO_OK;
+}
+
 grzo_status model_train_step(probe_model *m, const dataset *d, const int *idx, int B, grzo_step_report *rep) {
     grzo_step_info si;
     grzo_status s = begin_and_run(m, d, idx, B, NULL, &si);

@@ -142,6 +142,11 @@ grzo_status model_mean_loss(probe_model *m, const dataset *d, double *mean_loss)
 grzo_status model_draw(probe_model *m, const dataset *d, const int *idx, int B, weight_transform transform,
                        double *g_hat, grzo_step_report *rep, double *delta);
 
+/* grzo's alignment diagnostic (grzo_align_begin, K passes, grzo_align_end) on examples
+   idx[0..B-1], parameters untouched. shift_minus != 0 sabotages the copy layout (model.c). */
+grzo_status model_align(probe_model *m, const dataset *d, const int *idx, int B, int K, int shift_minus,
+                        grzo_align_report *rep);
+
 /* One training step (parameters kept). Returns GRZO_ERR_NONFINITE when grzo abandoned it. */
 grzo_status model_train_step(probe_model *m, const dataset *d, const int *idx, int B, grzo_step_report *rep);
 
@@ -213,5 +218,6 @@ int probe_cosine(const probe_opts *o);
 int probe_quant(const probe_opts *o);
 int probe_batch(const probe_opts *o);
 int probe_ablation(const probe_opts *o);
+int probe_alignment(const probe_opts *o);
 
 #endif /* GRZO_PROBE_H */
