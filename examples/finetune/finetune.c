@@ -7,7 +7,7 @@
                  [--batch B] [--steps N] [--warmup N] [--eval-every N] [--seed S]
                  [--threads N] [--checkpoint PATH] [--save-every N] [--log PATH] [--out DIR]
                  [--n-train N] [--n-dev N] [--n-test N] [--max-len N] [--fzoo-probes N]
-                 [--resume | --overwrite] [--diagnose [--diagnose-probes K]]
+                 [--resume | --overwrite] [--diagnose [--diagnose-probes K] [--diagnose-every N]]
 
    What a step does (MeZO's protocol, the estimator's perturbations):
    - B training examples are drawn with replacement by the counter RNG from (seed, step),
@@ -20,7 +20,8 @@
      on dev and test before training, dev every --eval-every steps, test at the end.
    Outputs in --out (default finetune-out): run.json (the run's settings, which --resume
    compares and reuses), log.jsonl (one line per step: step, loss, lr, elapsed seconds, and
-   dev_acc when evaluated), indices.txt (the sampled examples, so a run can be reproduced
+   dev_acc when evaluated; with --diagnose, a {"step":S,"diagnose":{...}} line before step S
+   for each diagnostic), indices.txt (the sampled examples, so a run can be reproduced
    exactly), results.json (what actually ran, and the accuracies), loss.png (gnuplot, when
    installed; run without a shell, so no path is ever a command). All but the log are
    written through a temporary file and a rename. The checkpoint is saved every --save-every steps
@@ -57,6 +58,7 @@ typedef enum opt_id {
     OPT_LR, OPT_SIGMA, OPT_BATCH, OPT_STEPS, OPT_WARMUP, OPT_EVAL_EVERY, OPT_SAVE_EVERY, OPT_SEED,
     OPT_THREADS, OPT_MAX_LEN, OPT_FZOO_PROBES, OPT_N_TRAIN, OPT_N_DEV, OPT_N_TEST,
     OPT_DEVICE, OPT_DTYPE, OPT_CHECKPOINT, OPT_LOG, OPT_OUT, OPT_EXPORT, OPT_EXPORT_TYPE, OPT_DIAGNOSE_PROBES,
+    OPT_DIAGNOSE_EVERY,
     OPT_COUNT
 } opt_id;
 
@@ -98,6 +100,7 @@ static const opt_def OPTS[OPT_COUNT] = {
     {"--export", NULL, KIND_PATH, 0, 0, 1},        /* grzo-export at the end (llm_export.h) */
     {"--export-type", NULL, KIND_TEXT, 0, 0, 1},
     {"--diagnose-probes", NULL, KIND_INT, 2, GRZO_ALIGN_MAX_PROBES, 1},   /* --diagnose: not the run's identity */
+    {"--diagnose-every", NULL, KIND_INT, 0, 1000000000, 1},
 };
 
 #define SAVE_SECONDS_DEFAULT 600.0   /* --save-every 0: a checkpoint every 10 minutes */
@@ -110,7 +113,8 @@ typedef struct options {
     uint64_t seed;
     grzo_estimator estimator;
     int resume, overwrite;
-    int diagnose;                     /* --diagnose: B_eff before training (not recorded) */
+    int diagnose;                     /* --diagnose: B_eff before training, and every
+                                         --diagnose-every steps (not recorded) */
 } options;
 
 static void usage(FILE *f) {
@@ -134,6 +138,8 @@ static void usage(FILE *f) {
         "               cosine ratios, and whether GRZO, MeZO or neither should do better\n"
         "  --diagnose-probes K (64: K passes of 2B copies, ~K steps' forwards; at B_eff ~ 1 the\n"
         "               relative error is ~sqrt(2/K))\n"
+        "  --diagnose-every N (0: only before training) also before every N-th step, on the batch\n"
+        "               that step draws; each diagnostic is a line of the log (the training is unchanged)\n"
         "  --resume     continue the run in OUT from its checkpoint: settings not given are taken\n"
         "               from OUT/run.json; a given setting that differs is refused, except\n"
         "               --steps, --eval-every, --save-every, --threads, --data and the paths\n"
@@ -248,6 +254,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
     }
     if (o->resume && o->overwrite) { snprintf(err, errlen, "--resume and --overwrite contradict each other"); return -1; }
     if (o->text[OPT_DIAGNOSE_PROBES] && !o->diagnose) { snprintf(err, errlen, "--diagnose-probes needs --diagnose"); return -1; }
+    if (o->text[OPT_DIAGNOSE_EVERY] && !o->diagnose) { snprintf(err, errlen, "--diagnose-every needs --diagnose"); return -1; }
     if (o->diagnose && o->num[OPT_BATCH] < 2) { snprintf(err, errlen, "--diagnose needs --batch >= 2 (B_eff compares the examples of a batch)"); return -1; }
     return 0;
 }
@@ -371,6 +378,8 @@ typedef struct run {
     tasks_json manifest;              /* run.json of a resumed run (options point into it) */
     int have_manifest;
     double elapsed_before;            /* training seconds of the run before a resume */
+    double diagnose_seconds;          /* --diagnose-every: time in diagnostics during training,
+                                         left out of the log's elapsed time */
 } run;
 
 static volatile sig_atomic_t interrupted = 0;   /* set by SIGINT: checkpoint and stop */
@@ -1104,14 +1113,24 @@ static const char *recommendation(const grzo_align_report *a) {
     return "inconclusive at this many probes (raise --diagnose-probes; grzo.h section 3b gives the K needed)";
 }
 
-/* Before training: B_eff of the batch the next step draws, from --diagnose-probes shared-
-   perturbation passes (grzo_align). Parameters, step counter and data order are untouched
-   (grzo.h section 3b), so the run trains exactly as it would without --diagnose. */
-static int diagnose(run *r, char *err, size_t errlen) {
+/* The diagnostic as a line of the log; it has no "loss" or "elapsed" key, so the plots and the
+   elapsed time a resume takes from the log pass it by, and its "step" lets a resume trim it. */
+static void log_diagnose(FILE *f, int64_t step, const grzo_align_report *a, int32_t probes, double seconds) {
+    fprintf(f, "{\"step\":%lld,\"diagnose\":{\"b_eff\":%.6g,\"b_eff_se\":%.6g,\"b_eff_lo\":%.6g,\"b_eff_hi\":%.6g,"
+               "\"c_w\":%.6g,\"c_w_se\":%.6g,\"probes\":%d,\"seconds\":%.3f}}\n",
+            (long long)step, a->b_eff, a->b_eff_se, a->b_eff_lo, a->b_eff_hi, a->c_w, a->c_w_se, (int)probes, seconds);
+    fflush(f);
+}
+
+/* Before training, and before every --diagnose-every-th step: B_eff of the batch the next step
+   draws, from --diagnose-probes shared-perturbation passes (grzo_align), printed and logged.
+   Parameters, step counter and data order are untouched (grzo.h section 3b), so the run
+   trains exactly as it would without --diagnose. */
+static int diagnose(run *r, FILE *log, char *err, size_t errlen) {
     grzo_align_report a;
     int64_t B = r->o.num[OPT_BATCH], step = grzo_get_step(r->ctx);
     int32_t K = (int32_t)r->o.num[OPT_DIAGNOSE_PROBES];
-    double t0 = now();
+    double t0 = now(), seconds;
     grzo_status s;
     pick_batch(r, step);
     s = grzo_align(r->ctx, B, K, train_forward, r, NULL, &a);
@@ -1120,8 +1139,10 @@ static int diagnose(run *r, char *err, size_t errlen) {
                  llm_model_error(&r->model)[0] ? llm_model_error(&r->model) : grzo_last_error(r->ctx));
         return -1;
     }
+    seconds = now() - t0;
+    log_diagnose(log, step, &a, K, seconds);
     printf("diagnose at step %lld, B = %lld: %d probes (%d forward passes of %lld copies, %.1f s)\n", (long long)step,
-           (long long)B, (int)K, (int)K, (long long)(2 * B), now() - t0);
+           (long long)B, (int)K, (int)K, (long long)(2 * B), seconds);
     printf("  B_eff = %.2f +- %.2f (95%% interval [%.2f, %.2f]), c_w = %.3f +- %.3f\n", a.b_eff, a.b_eff_se, a.b_eff_lo,
            a.b_eff_hi, a.c_w, a.c_w_se);
     printf("  predicted Var(MeZO)/Var(GRZO) = %.2f, cos(GRZO)/cos(MeZO) = %.2f [%.2f, %.2f]\n", a.var_ratio, a.cos_ratio,
@@ -1158,11 +1179,11 @@ int main(int argc, char **argv) {
     if (load_everything(&r, err, sizeof err) || setup_optimizer(&r, err, sizeof err)) return fail(&r, 1, err);
     tasks_describe(&r.data, stderr);
     if (r.o.resume ? start_resumed(&r, err, sizeof err) : start_fresh(&r, err, sizeof err)) return fail(&r, 1, err);
-    if (r.o.diagnose && diagnose(&r, err, sizeof err)) return fail(&r, 1, err);
     if (!(logf = fopen(r.path_log, r.o.resume ? "a" : "w"))) {
         snprintf(err, sizeof err, "cannot open the log %s: %s", r.path_log, strerror(errno));
         return fail(&r, 1, err);
     }
+    if (r.o.diagnose && diagnose(&r, logf, err, sizeof err)) { fclose(logf); return fail(&r, 1, err); }
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
@@ -1171,12 +1192,17 @@ int main(int argc, char **argv) {
     for (step = first_step; step < r.o.num[OPT_STEPS] && !interrupted; step = grzo_get_step(r.ctx)) {
         grzo_step_report rep;
         double elapsed, dev = -1;
-        int64_t eval_every = r.o.num[OPT_EVAL_EVERY];
+        int64_t eval_every = r.o.num[OPT_EVAL_EVERY], diagnose_every = r.o.num[OPT_DIAGNOSE_EVERY];
+        if (r.o.diagnose && diagnose_every > 0 && step > first_step && step % diagnose_every == 0) {
+            double t0 = now();
+            if (diagnose(&r, logf, err, sizeof err)) { fclose(logf); return fail(&r, 1, err); }
+            r.diagnose_seconds += now() - t0;
+        }
         pick_batch(&r, step);
         s = grzo_step(r.ctx, r.o.num[OPT_BATCH], train_forward, &r, &rep);
         if (s != GRZO_OK) goto failed;
         if (eval_every > 0 && (step + 1) % eval_every == 0 && (s = evaluate(&r, &r.dev, &dev)) != GRZO_OK) goto failed;
-        elapsed = r.elapsed_before + (now() - t_train0);
+        elapsed = r.elapsed_before + (now() - t_train0 - r.diagnose_seconds);
         log_line(logf, step, &rep, elapsed, dev);
         progress(&r, step + 1, rep.loss, (double)(step + 1 - first_step) / (now() - t_train0));
         if (dev >= 0 && isatty(fileno(stderr))) fprintf(stderr, "\n  dev accuracy %.4f at step %lld\n", dev, (long long)step + 1);
@@ -1198,7 +1224,7 @@ int main(int argc, char **argv) {
     printf("after %lld steps (%s, lr %g, sigma %g, B %lld): dev accuracy %.4f, test accuracy %.4f\n", (long long)grzo_get_step(r.ctx),
            estimator_name(r.o.estimator), (double)r.o.real[OPT_LR], (double)r.o.real[OPT_SIGMA], (long long)r.o.num[OPT_BATCH],
            r.dev_acc, r.test_acc);
-    r.seconds = r.elapsed_before + now() - t_train0;
+    r.seconds = r.elapsed_before + now() - t_train0 - r.diagnose_seconds;
     if (write_atomically(r.path_results, write_results_json, &r, err, sizeof err)) return fail(&r, 1, err);
     if (r.o.str[OPT_EXPORT] && llm_export_as(r.o.str[OPT_MODEL], r.path_ckpt, r.o.str[OPT_EXPORT], r.o.str[OPT_EXPORT_TYPE], err, sizeof err))
         return fail(&r, 1, err);
