@@ -12,7 +12,8 @@
 #              on SmolLM2-135M (the given GGUF's weights, else random) and a Llama-3-8B shape
 #   4. tune    grzo-finetune --device cuda --dtype bf16 on stories260K (and SmolLM2 when given):
 #              GRZO vs MeZO vs FZOO, each until its share of the time budget ends (SIGINT:
-#              grzo-finetune saves and stops); steps/s and losses from its log.jsonl
+#              grzo-finetune saves and stops); steps/s and losses from its log.jsonl, and for
+#              GRZO and MeZO the forward-only B_eff (--diagnose) at step 0 and every 100 steps
 #   5. report  OUTDIR/report.md and PNG plots (python3 + matplotlib, else gnuplot, else none)
 # No network is needed: the models are stories260K (in the repository), shapes initialised on
 # the spot, and the optional GGUF. Nothing is installed. Progress lines start with [mm:ss].
@@ -99,6 +100,7 @@ tune_table() {
         d=$(basename "$(dirname "$f")")
         st=$(cat "$OUT/tune/$d.status" 2>/dev/null || echo "?")
         awk -v run="$d" -v st="$st" -F'[:,}]' '
+            /"diagnose"/ { next }
             { for (i = 1; i < NF; i++) { if ($i ~ /"loss"/) l = $(i + 1); if ($i ~ /"elapsed"/) e = $(i + 1) }
               n++; loss[n] = l; el = e }
             END { if (n == 0) { printf "| %s | %s | 0 | | | | |\n", run, st; exit }
@@ -109,6 +111,22 @@ tune_table() {
         [ -e "$f" ] || continue
         d=$(basename "$f" .status)
         [ -e "$OUT/tune/$d/log.jsonl" ] || echo "| $d | $(cat "$f") | 0 | | | | |"
+    done
+}
+
+# the B_eff each run logged (grzo-finetune --diagnose-every): one small table per run
+diagnose_tables() {
+    local f d
+    for f in "$OUT"/tune/*/log.jsonl; do
+        grep -q '"diagnose"' "$f" 2> /dev/null || continue
+        d=$(basename "$(dirname "$f")")
+        echo
+        echo "B_eff of $d (forward-only, the batch the step draws; 95% interval):"
+        echo
+        echo "| step | B_eff | interval |"
+        echo "|---:|---:|---|"
+        sed -n 's/^{"step":\([0-9]*\),"diagnose":{"b_eff":\([^,]*\),.*"b_eff_lo":\([^,]*\),"b_eff_hi":\([^,]*\),.*/\1 \2 \3 \4/p' "$f" |
+            awk '{ printf "| %d | %.2f | [%.2f, %.2f] |\n", $1, $2, $3, $4 }'
     done
 }
 
@@ -144,7 +162,7 @@ write_report() {
         echo
         echo "## Fine-tuning comparison (grzo-finetune --device cuda --dtype bf16)"
         echo
-        if [ -d "$OUT/tune" ]; then tune_table; else echo "not run"; fi
+        if [ -d "$OUT/tune" ]; then tune_table; diagnose_tables; else echo "not run"; fi
         for s in $plots; do echo; echo "![$s]($s)"; done
         [ -n "$plots" ] || { echo; echo "(no plots: neither python3 with matplotlib nor gnuplot here)"; }
     } > "$tmp" && mv "$tmp" "$OUT/report.md"
@@ -250,11 +268,13 @@ for entry in "${models[@]}"; do
         # the CPU grid's choice (README, fine-tuning results): GRZO's normalized step diverges
         # at 1e-4 where MeZO is at its best
         lr=1e-4; [ "$est" = grzo ] && lr=1e-5
+        # GRZO's and MeZO's curves come with the B_eff that explains them (issue 15 item 5)
+        diag=(); [ "$est" = fzoo ] || diag=(--diagnose --diagnose-every 100 --diagnose-probes 32)
         rm -rf "${OUT:?}/tune/$run"
         say "    $run (at most $per_run s)"
         timeout -s INT -k 10 "$per_run" "$FT" "${margs[@]}" --task sst2 --data "$SST2" --estimator "$est" \
             --device cuda --dtype bf16 --batch 16 --steps 400 --lr "$lr" --sigma 1e-3 --eval-every 0 --seed 1 \
-            "${sizes[@]}" --out "$OUT/tune/$run" > "$OUT/tune/$run.log" 2>&1
+            "${sizes[@]}" "${diag[@]}" --out "$OUT/tune/$run" > "$OUT/tune/$run.log" 2>&1
         st=$?
         case $st in
             0) echo "done" > "$OUT/tune/$run.status" ;;
@@ -266,7 +286,8 @@ for entry in "${models[@]}"; do
                    echo "FAILED (exit $st): $(tail -1 "$OUT/tune/$run.log")" > "$OUT/tune/$run.status"
                fi ;;
         esac
-        say "      $(cat "$OUT/tune/$run.status"); $( [ -s "$OUT/tune/$run/log.jsonl" ] && wc -l < "$OUT/tune/$run/log.jsonl" || echo 0) steps logged"
+        logged=$(grep -c '"loss"' "$OUT/tune/$run/log.jsonl" 2> /dev/null)
+        say "      $(cat "$OUT/tune/$run.status"); ${logged:-0} steps logged"
     done
 done
 if [ "$tune_ok" = 1 ]; then record tune passed $(( $(date +%s) - t0 )); else record tune "FAILED (see the table)" $(( $(date +%s) - t0 )); rc=1; fi
