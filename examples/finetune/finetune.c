@@ -100,7 +100,7 @@ static const opt_def OPTS[OPT_COUNT] = {
     {"--export", NULL, KIND_PATH, 0, 0, 1},        /* grzo-export at the end (llm_export.h) */
     {"--export-type", NULL, KIND_TEXT, 0, 0, 1},
     {"--diagnose-probes", NULL, KIND_INT, 2, GRZO_ALIGN_MAX_PROBES, 1},   /* --diagnose: not the run's identity */
-    {"--diagnose-every", NULL, KIND_INT, 0, 1000000000, 1},
+    {"--diagnose-every", NULL, KIND_INT, 0, 1000000000, 1},                  /* likewise */
 };
 
 #define SAVE_SECONDS_DEFAULT 600.0   /* --save-every 0: a checkpoint every 10 minutes */
