@@ -23,7 +23,10 @@ mkdir -p "$o/bench" "$o/tune/tiny-grzo" || exit 1
 printf 'shape,dtype,workload,ok,forward_ms,update_ms,total_ms,model_flops,tflops,peak_bytes,over_floor_bytes,over_floor_pct,device_used_bytes,steps\n' > "$o/bench/bench_gpu.csv"
 printf 'T,bf16,floor,1,10,0,10,1e12,100,1000,0,0,2000,20\nT,bf16,grzo,1,15,1,16,1e12,60,1005,5,0.5,2000,20\n' >> "$o/bench/bench_gpu.csv"
 printf '## grzo bench_gpu\n\n| workload | total ms |\n|---|---:|\n| GRZO | 16.0 |\n' > "$o/bench/bench_gpu.md"
-for s in 0 1 2; do printf '{"step":%d,"loss":%d.5,"lr":1e-4,"elapsed":%d.0}\n' "$s" $((3 - s)) $((s + 1)); done > "$o/tune/tiny-grzo/log.jsonl"
+{
+    printf '{"step":0,"diagnose":{"b_eff":3.6312,"b_eff_se":0.31,"b_eff_lo":3.0236,"b_eff_hi":4.2388,"c_w":0.175,"c_w_se":0.021,"probes":32,"seconds":1.5}}\n'
+    for s in 0 1 2; do printf '{"step":%d,"loss":%d.5,"lr":1e-4,"elapsed":%d.0}\n' "$s" $((3 - s)) $((s + 1)); done
+} > "$o/tune/tiny-grzo/log.jsonl"
 echo "stopped by its time budget (30 s)" > "$o/tune/tiny-grzo.status"
 echo "REFUSED: grzo-finetune does not run --device cuda --dtype bf16 here: unknown option '--device'" > "$o/tune/tiny-mezo.status"
 printf 'passed|42\n' > "$o/stage-build.txt"
@@ -39,6 +42,7 @@ grep -q 'cuda_parity FAIL' "$r" || fail "test lines"
 grep -q '^### grzo bench_gpu' "$r" || fail "the benchmark's markdown (headings one level down)"
 grep -q '^| tiny-grzo | stopped by its time budget (30 s) | 3 | 3.0 | 1.00 | 3.5000 | 2.5000 |$' "$r" || fail "fine-tuning row: $(grep tiny-grzo "$r")"
 grep -q '^| tiny-mezo | REFUSED: .*--device' "$r" || fail "the refusal of grzo-finetune is not reported"
+grep -q '^| 0 | 3.63 | \[3.02, 4.24\] |$' "$r" || fail "the logged B_eff of tiny-grzo is not in the report"
 if python3 -c "import matplotlib" 2> /dev/null || command -v gnuplot > /dev/null; then
     [ -s "$o/tune_loss.png" ] || fail "a plotter is here but no tune_loss.png"
     grep -q '!\[tune_loss.png\]' "$r" || fail "plot not linked"
