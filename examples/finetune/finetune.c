@@ -1228,7 +1228,7 @@ int main(int argc, char **argv) {
     if (write_atomically(r.path_results, write_results_json, &r, err, sizeof err)) return fail(&r, 1, err);
     if (r.o.str[OPT_EXPORT] && llm_export_as(r.o.str[OPT_MODEL], r.path_ckpt, r.o.str[OPT_EXPORT], r.o.str[OPT_EXPORT_TYPE], err, sizeof err))
         return fail(&r, 1, err);
-    plot_loss(&r);
+    if (r.o.num[OPT_STEPS] > 0) plot_loss(&r);   /* --steps 0 (evaluation, --diagnose): no curve to draw */
     cleanup(&r);
     return 0;
 failed:
