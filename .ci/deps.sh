@@ -1,7 +1,7 @@
 # Sourced by tests/run.sh and examples/run-demo.sh: installs what the build needs on
 # Debian 12 (as root, with apt-get) when it is missing, and pins OpenBLAS's OpenMP build.
 grzo_install_deps() {
-    local pkgs="meson ninja-build gcc g++ pkg-config libopenblas-openmp-dev gnuplot-nox python3 python3-numpy python3-yaml"
+    local pkgs="meson ninja-build gcc g++ pkg-config libopenblas-openmp-dev gnuplot-nox python3 python3-numpy python3-yaml python3-pip"
     local missing="" p
     for p in $pkgs; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
@@ -82,7 +82,8 @@ PY
 grzo_fetch_gguf_py() {
     local dir=build/pylib
     [ -f "$dir/gguf/gguf_reader.py" ] && return 0
-    if ! python3 -m pip install --quiet --no-deps --disable-pip-version-check --target "$dir" gguf==0.19.0 >/dev/null 2>&1; then
+    # --target: a private folder, so Debian 12's externally-managed Python is not touched
+    if ! PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet --no-deps --disable-pip-version-check --target "$dir" gguf==0.19.0 >/dev/null 2>&1; then
         echo "grzo: note: could not install the gguf package from PyPI (pip missing or offline): test_llm_export_gguf_py will skip"
     fi
     return 0
