@@ -1714,29 +1714,37 @@ GRZO__DEF grzo_status grzo_step_end(grzo_ctx *ctx, grzo_step_report *out) {
     return GRZO_OK;
 }
 
-GRZO__DEF grzo_status grzo_step(grzo_ctx *ctx, int64_t n_examples, grzo_forward_fn forward,
-                                void *user_data, grzo_step_report *out) {
-    grzo_step_info si;
+/* The passes of a step or a diagnostic begun by the caller, each through the forward
+   callback; on any failure the step (or diagnostic) is abandoned. who names the caller. */
+static grzo_status grzo__run_passes(grzo_ctx *ctx, int32_t n_passes, grzo_forward_fn forward, void *user_data,
+                                    const char *who) {
     int32_t p;
-    grzo_status s;
-    if (!ctx) return GRZO_ERR_INVALID_ARG;
-    if (!forward) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_step: forward is NULL");
-    s = grzo_step_begin(ctx, n_examples, &si);
-    if (s != GRZO_OK) return s;
-    for (p = 0; p < si.n_passes; p++) {
+    for (p = 0; p < n_passes; p++) {
         grzo_pass_info pi;
-        s = grzo_pass_begin(ctx, &pi);
+        grzo_status s = grzo_pass_begin(ctx, &pi);
         if (s == GRZO_OK) {
             s = forward(ctx, &pi, ctx->scratch_losses, user_data);
             if (s != GRZO_OK) {
                 grzo_step_abort(ctx);
-                if (!ctx->err[0]) grzo__fail(ctx, s, "grzo_step: the forward callback failed");
+                if (!ctx->err[0]) grzo__fail(ctx, s, "%s: the forward callback failed", who);
                 return s;
             }
             s = grzo_pass_end(ctx, ctx->scratch_losses);
         }
         if (s != GRZO_OK) { grzo_step_abort(ctx); return s; }
     }
+    return GRZO_OK;
+}
+
+GRZO__DEF grzo_status grzo_step(grzo_ctx *ctx, int64_t n_examples, grzo_forward_fn forward,
+                                void *user_data, grzo_step_report *out) {
+    grzo_status s;
+    if (!ctx) return GRZO_ERR_INVALID_ARG;
+    if (!forward) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_step: forward is NULL");
+    s = grzo_step_begin(ctx, n_examples, NULL);
+    if (s != GRZO_OK) return s;
+    s = grzo__run_passes(ctx, ctx->n_passes, forward, user_data, "grzo_step");
+    if (s != GRZO_OK) return s;
     return grzo_step_end(ctx, out);
 }
 
@@ -1836,26 +1844,13 @@ GRZO__DEF grzo_status grzo_align_end(grzo_ctx *ctx, double *gram, grzo_align_rep
 
 GRZO__DEF grzo_status grzo_align(grzo_ctx *ctx, int64_t n_examples, int32_t n_probes, grzo_forward_fn forward,
                                  void *user_data, double *gram, grzo_align_report *out) {
-    int32_t p;
     grzo_status s;
     if (!ctx) return GRZO_ERR_INVALID_ARG;
     if (!forward) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_align: forward is NULL");
     s = grzo_align_begin(ctx, n_examples, n_probes, NULL);
     if (s != GRZO_OK) return s;
-    for (p = 0; p < n_probes; p++) {
-        grzo_pass_info pi;
-        s = grzo_pass_begin(ctx, &pi);
-        if (s == GRZO_OK) {
-            s = forward(ctx, &pi, ctx->scratch_losses, user_data);
-            if (s != GRZO_OK) {
-                grzo_step_abort(ctx);
-                if (!ctx->err[0]) grzo__fail(ctx, s, "grzo_align: the forward callback failed");
-                return s;
-            }
-            s = grzo_pass_end(ctx, ctx->scratch_losses);
-        }
-        if (s != GRZO_OK) { grzo_step_abort(ctx); return s; }
-    }
+    s = grzo__run_passes(ctx, n_probes, forward, user_data, "grzo_align");
+    if (s != GRZO_OK) return s;
     return grzo_align_end(ctx, gram, out);
 }
 
