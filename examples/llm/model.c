@@ -345,7 +345,6 @@ static grzo_status llm__place_tensors(llm_model *m, llm__tensor *t, int32_t n, i
         t[i].owned = 1;
     }
     if (s == GRZO_OK && seed) s = llm__alloc_owned(m, largest, &zero);   /* the zero source of the random init */
-    if (s == GRZO_OK && (s = m->ops->settle(m->be)) != GRZO_OK) llm__fail(m, s, "llm_model_register: device not ready");
     for (i = 0; i < n && s == GRZO_OK; i++)
         s = seed ? llm__random_fill(m, &t[i], (uint32_t)i, seed, zero)
                  : llm__upload_converted(m, t[i].src, t[i].rows * t[i].cols, m->dtype, t[i].data);
@@ -513,12 +512,6 @@ static grzo_status llm__backend_buffer(llm_model *m, llm_state *st, int64_t coun
     return GRZO_OK;
 }
 
-/* Fresh backend buffers are ready for the ops' work (see llm_ops.settle). */
-static grzo_status llm__settle(llm_model *m, llm_state *st) {
-    grzo_status s = st->ops->settle(st->be);
-    return s == GRZO_OK ? GRZO_OK : llm__fail(m, s, "llm: the %s device did not settle after an allocation", st->be->iface->name);
-}
-
 /* cos/sin of pos * theta^(-2i/head_dim), computed in double: float angles drift at large positions */
 static void llm__fill_rope(const llm_config *c, int32_t max_pos, float *cos_t, float *sin_t) {
     int32_t half = c->head_dim / 2, p, i;
@@ -566,7 +559,7 @@ static grzo_status llm__alloc_activations(llm_model *m, llm_state *st) {
         grzo_status s = llm__backend_buffer(m, st, b[i].count, b[i].width, b[i].elem, b[i].p);
         if (s != GRZO_OK) return s;
     }
-    return llm__settle(m, st);
+    return GRZO_OK;
 }
 
 static grzo_status llm__alloc_host_tables(llm_model *m, llm_state *st) {
@@ -827,10 +820,8 @@ static grzo_status llm__forward_rows(grzo_ctx *ctx, llm_model *m, llm_state *st,
 
 /* The state's logits buffer (backend memory, max_outputs x vocab), allocated on first use. */
 static grzo_status llm__logits_buffer(llm_model *m, llm_state *st) {
-    grzo_status s;
     if (st->logits) return GRZO_OK;
-    s = llm__backend_buffer(m, st, st->cap.max_outputs, m->cfg.vocab_size, sizeof(float), (void **)&st->logits);
-    return s == GRZO_OK ? llm__settle(m, st) : s;
+    return llm__backend_buffer(m, st, st->cap.max_outputs, m->cfg.vocab_size, sizeof(float), (void **)&st->logits);
 }
 
 /* Run and time a checked batch outside the cache; logits in backend memory. */
@@ -990,7 +981,6 @@ static grzo_status llm__generate_buffers(llm_model *m, llm_state *st) {
         s = llm__backend_buffer(m, st, cache, (int64_t)m->cfg.n_kv_heads * m->cfg.head_dim, sizeof(float), (void **)&st->cache_k);
     if (s == GRZO_OK && !st->cache_v)
         s = llm__backend_buffer(m, st, cache, (int64_t)m->cfg.n_kv_heads * m->cfg.head_dim, sizeof(float), (void **)&st->cache_v);
-    if (s == GRZO_OK) s = llm__settle(m, st);
     if (s == GRZO_OK) s = llm__logits_buffer(m, st);
     if (s == GRZO_OK && st->device && !st->gen_logits) {
         st->gen_logits = (float *)malloc((size_t)m->cfg.vocab_size * sizeof(float));

@@ -66,11 +66,6 @@ static void cpu_destroy(llm_ops_state *os) {
     free(os);
 }
 
-static grzo_status cpu_settle(const grzo_backend *be) {
-    (void)be;
-    return GRZO_OK;
-}
-
 static grzo_status cpu_upload_layout(llm_ops_state *os, const llm_layout *host, int32_t *ids) {
     os->lay = *host;
     memcpy(ids, host->ids, (size_t)host->n_rows * sizeof(int32_t));
@@ -283,5 +278,5 @@ static const char *cpu_last_error(const llm_ops_state *os) {
 }
 
 const llm_ops llm_ops_cpu = {
-    "cpu", cpu_create, cpu_destroy, cpu_settle, cpu_upload_layout, cpu_rms_normalize, cpu_rope, cpu_attention,
+    "cpu", cpu_create, cpu_destroy, cpu_upload_layout, cpu_rms_normalize, cpu_rope, cpu_attention,
     cpu_swiglu, cpu_add_into, cpu_gather_rows, cpu_cache_append, cpu_token_logprob, cpu_last_error};

@@ -6,8 +6,8 @@
    Synchronization: none inside a forward except token_logprob, whose n values go to the
    host. The batch's tables go through pinned staging buffers with asynchronous copies; an
    event guards the staging buffers against the next batch overwriting them too early.
-   Fresh backend allocations are zero-filled by the backend outside its stream, so settle
-   synchronizes the device once after allocating (never inside a forward). */
+   Fresh backend allocations are zero-filled on the backend's own stream, so the kernels
+   that follow on it see them ready without any wait. */
 #include "ops.h"
 #include "backends/grzo_cuda.h"
 
@@ -267,13 +267,6 @@ __global__ static void llm__k_attention(float *q, const float *k, const float *v
 }
 
 /* ---- the table ------------------------------------------------------------------------------ */
-static grzo_status cu_settle(const grzo_backend *be) {
-    cudaError_t e;
-    (void)be;
-    e = cudaDeviceSynchronize();
-    return e == cudaSuccess ? GRZO_OK : GRZO_ERR_BACKEND;
-}
-
 static void cu_destroy(llm_ops_state *os) {
     const grzo_backend *be;
     void *dev[] = {os ? os->seq_row0 : NULL, os ? os->out_row : NULL, os ? os->seq_pad : NULL, os ? os->seq_len : NULL,
@@ -483,5 +476,5 @@ static grzo_status cu_token_logprob(llm_ops_state *os, const float *logits, int3
 static const char *cu_last_error(const llm_ops_state *os) { return os ? os->err : ""; }
 
 extern "C" const llm_ops llm_ops_cuda = {
-    "cuda", cu_create, cu_destroy, cu_settle, cu_upload_layout, cu_rms_normalize, cu_rope, cu_attention,
+    "cuda", cu_create, cu_destroy, cu_upload_layout, cu_rms_normalize, cu_rope, cu_attention,
     cu_swiglu, cu_add_into, cu_gather_rows, cu_cache_append, cu_token_logprob, cu_last_error};

@@ -43,7 +43,7 @@ static const char *data_dir;
 /* ---- device buffers ------------------------------------------------------------------------ */
 static void *dev_alloc(size_t bytes) {
     void *p = NULL;
-    if (grzo_backend_alloc(&gpu, bytes ? bytes : 4, &p) != GRZO_OK || llm_ops_cuda.settle(&gpu) != GRZO_OK) {
+    if (grzo_backend_alloc(&gpu, bytes ? bytes : 4, &p) != GRZO_OK) {
         fprintf(stderr, "FATAL: cannot allocate %zu bytes of device memory\n", bytes);
         exit(1);
     }
