@@ -198,37 +198,6 @@ static uint32_t f32_bits(float f)
     return u;
 }
 
-/* binary32 -> binary16, round to nearest even; overflow to inf, NaN stays NaN. */
-uint16_t llm__f32_to_f16(float f)
-{
-    uint32_t x = f32_bits(f), sign = (x >> 16) & 0x8000u, mag = x & 0x7fffffffu;
-    if (mag >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (mag > 0x7f800000u ? 0x200u : 0));
-    if (mag >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);   /* rounds past 65504: inf */
-    if (mag < 0x38800000u) {                                        /* below 2^-14: subnormal or 0 */
-        uint32_t man = (mag & 0x7fffffu) | 0x800000u, e = mag >> 23, shift, half, rest, v;
-        if (e < 102) return (uint16_t)sign;                         /* below half the smallest subnormal */
-        shift = 126 - e;                                            /* value = man * 2^(e-150) -> units of 2^-24 */
-        v = man >> shift;
-        rest = man & ((1u << shift) - 1);
-        half = 1u << (shift - 1);
-        if (rest > half || (rest == half && (v & 1))) v++;
-        return (uint16_t)(sign | v);
-    }
-    {
-        uint32_t v = ((mag >> 13) - (112u << 10)), rest = mag & 0x1fffu;
-        if (rest > 0x1000u || (rest == 0x1000u && (v & 1))) v++;   /* a carry into the exponent is right */
-        return (uint16_t)(sign | v);
-    }
-}
-
-/* binary32 -> bfloat16, round to nearest even; NaN stays a (quiet) NaN (ggml's rule). */
-uint16_t llm__f32_to_bf16(float f)
-{
-    uint32_t x = f32_bits(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
-    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
-
 /* ------------------------------------------------------------------------------------ */
 /* Output tensors.                                                                       */
 

@@ -41,8 +41,4 @@ int llm_gguf_type_parse(const char *name, llm_gguf_type *out);
 int llm_gguf_write(const uint8_t *original, size_t original_size, const llm_config *cfg, const llm_weights *w,
                    llm_gguf_type type, const char *out_path, char *err, size_t errlen);
 
-/* The writers' 16-bit conversions (round to nearest even), shared with safetensors_write.c. */
-uint16_t llm__f32_to_f16(float f);
-uint16_t llm__f32_to_bf16(float f);
-
 #endif /* GRZO_LLM_GGUF_WRITE_H */

@@ -15,6 +15,12 @@
 
 #include "llm.h"
 
+/* binary32 -> binary16 / bfloat16, rounding to nearest even (load.c, beside the readers'
+   widening): the one conversion of the module, used by the GGUF and safetensors writers and
+   by model.c when it stores weights in a 16-bit dtype. */
+uint16_t llm__f32_to_f16(float f);
+uint16_t llm__f32_to_bf16(float f);
+
 /* A byte string that is not NUL-terminated (a view into a file image). */
 typedef struct llm_bytes {
     const char *p;

@@ -21,6 +21,7 @@
 #ifdef LLM_HAVE_CUDA
 #include "backends/grzo_cuda.h"
 #endif
+#include "llm_internal.h"
 #include "ops.h"
 
 struct llm_state {
@@ -236,30 +237,6 @@ static grzo_status llm__query_backend(grzo_ctx *ctx, llm_model *m, const grzo_ba
 
 static size_t llm__dtype_bytes(grzo_dtype t) { return t == GRZO_DTYPE_BF16 || t == GRZO_DTYPE_F16 ? 2u : 4u; }
 
-/* IEEE binary32 to bfloat16 / binary16, rounding to nearest even (NaN stays NaN). */
-static uint16_t llm__to_bf16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40u);
-    return (uint16_t)((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
-}
-
-static uint16_t llm__to_f16(float f) {
-    uint32_t x, ax;
-    uint16_t sign;
-    memcpy(&x, &f, 4);
-    sign = (uint16_t)((x >> 16) & 0x8000u);
-    ax = x & 0x7FFFFFFFu;
-    if (ax > 0x7F800000u) return (uint16_t)(sign | 0x7E00u);      /* NaN */
-    if (ax >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u);     /* rounds to 65520 or more: infinity */
-    if (ax < 0x38800000u) {                                        /* below 2^-14: a subnormal half */
-        float a;
-        memcpy(&a, &ax, 4);
-        return (uint16_t)(sign | (uint16_t)lrintf(a * 16777216.0f));   /* units of 2^-24, exact scaling */
-    }
-    return (uint16_t)(sign | (uint16_t)((ax + 0xFFFu + ((ax >> 13) & 1u) - 0x38000000u) >> 13));
-}
-
 /* Upload n host floats to dst converted to dtype, through a bounded host buffer. */
 static grzo_status llm__upload_converted(llm_model *m, const float *src, int64_t n, grzo_dtype dtype, void *dst) {
     enum { CHUNK = 1 << 20 };
@@ -274,7 +251,7 @@ static grzo_status llm__upload_converted(llm_model *m, const float *src, int64_t
     for (i0 = 0; i0 < n; i0 += CHUNK) {
         int64_t c = n - i0 < CHUNK ? n - i0 : CHUNK;
         grzo_status s;
-        for (i = 0; i < c; i++) buf[i] = dtype == GRZO_DTYPE_BF16 ? llm__to_bf16(src[i0 + i]) : llm__to_f16(src[i0 + i]);
+        for (i = 0; i < c; i++) buf[i] = dtype == GRZO_DTYPE_BF16 ? llm__f32_to_bf16(src[i0 + i]) : llm__f32_to_f16(src[i0 + i]);
         s = grzo_backend_upload(m->be, (uint16_t *)dst + i0, buf, (size_t)c * sizeof(uint16_t));
         if (s != GRZO_OK) {
             free(buf);
