@@ -1,9 +1,8 @@
 /* gguf_write.c - GGUF v3 output with the original's metadata (see gguf_write.h).
 
-   The original's layout is walked again here with a bounds-checked cursor: llm_load keeps
-   only what the forward needs (llm_config, fp32 weights), while the writer needs every
-   key-value pair's bytes and every tensor info. The walk is defensive although the caller
-   already had llm_load accept the same image: the writer is also a public function.
+   The original's layout (every key-value pair's bytes, every tensor info) comes from the
+   loader's own validated GGUF parse (llm__gguf_layout in load.c), so an original is read
+   by one parser, the fuzzed one.
 
    References: the GGUF v3 spec (ggml docs/gguf.md), ggml's Q8_0 block and
    quantize_row_q8_0_ref, llama.cpp's llama_ftype numbers; no code is taken from them. */
@@ -22,170 +21,14 @@
 #include "gguf_write.h"
 #include "llm_internal.h"
 
-enum { GGUF_UINT32 = 4, GGUF_BOOL = 7, GGUF_STRING = 8, GGUF_ARRAY = 9, GGUF_NTYPES = 13 };
+enum { GGUF_UINT32 = 4 };   /* the one value type the writer emits (general.file_type) */
 enum { GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q4_1 = 3, GGML_Q8_0 = 8, GGML_BF16 = 30 };
 /* llama.cpp's llama_ftype for general.file_type */
 enum { FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_F16 = 1, FTYPE_MOSTLY_Q8_0 = 7, FTYPE_MOSTLY_BF16 = 32 };
 
-#define GGUF_MAX_DIMS 4
-
-/* ------------------------------------------------------------------------------------ */
-/* Walking the original: the byte range of each key-value pair and each tensor info.     */
-
-typedef struct walker {
-    const uint8_t *p;
-    size_t n, pos;
-    int bad;
-} walker;
-
-static uint64_t get_le(const uint8_t *b, int bytes)
-{
-    uint64_t v = 0;
-    int i;
-    for (i = bytes - 1; i >= 0; i--) v = v << 8 | b[i];
-    return v;
-}
-
-static uint64_t take(walker *r, int bytes)
-{
-    uint64_t v;
-    if (r->bad || (size_t)bytes > r->n - r->pos) {
-        r->bad = 1;
-        return 0;
-    }
-    v = get_le(r->p + r->pos, bytes);
-    r->pos += (size_t)bytes;
-    return v;
-}
-
-static void skip(walker *r, uint64_t k)
-{
-    if (r->bad || k > (uint64_t)(r->n - r->pos)) r->bad = 1;
-    else r->pos += (size_t)k;
-}
-
-static llm_bytes take_str(walker *r)
-{
-    llm_bytes s = {NULL, 0};
-    uint64_t len = take(r, 8);
-    if (r->bad || len > (uint64_t)(r->n - r->pos)) {
-        r->bad = 1;
-        return s;
-    }
-    s.p = (const char *)r->p + r->pos;
-    s.n = (size_t)len;
-    r->pos += (size_t)len;
-    return s;
-}
-
-static uint32_t scalar_size(uint32_t type)
-{
-    static const uint8_t size[GGUF_NTYPES] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
-    return type < GGUF_NTYPES ? size[type] : 0;
-}
-
-static void skip_value(walker *r, uint32_t type)
-{
-    if (type == GGUF_STRING) {
-        take_str(r);
-    } else if (type == GGUF_ARRAY) {
-        uint32_t elem = (uint32_t)take(r, 4);
-        uint64_t count = take(r, 8), i;
-        if (elem == GGUF_STRING) {
-            for (i = 0; i < count && !r->bad; i++) take_str(r);
-        } else if (!scalar_size(elem) || count > (uint64_t)(r->n - r->pos) / scalar_size(elem)) {
-            r->bad = 1;
-        } else {
-            skip(r, count * scalar_size(elem));
-        }
-    } else if (scalar_size(type)) {
-        skip(r, scalar_size(type));
-    } else {
-        r->bad = 1;
-    }
-}
-
-typedef struct orig_kv {
-    llm_bytes name;
-    size_t start, end;         /* the whole pair: key, type, value */
-} orig_kv;
-
-typedef struct orig_tensor {
-    llm_bytes name;
-    uint32_t n_dims, type;
-    uint64_t ne[GGUF_MAX_DIMS], n_elements, offset;
-} orig_tensor;
-
-typedef struct orig_gguf {
-    uint64_t n_kv, n_tensors, alignment, data_start;
-    orig_kv *kv;
-    orig_tensor *t;
-} orig_gguf;
-
-static void orig_free(orig_gguf *g)
-{
-    free(g->kv);
-    free(g->t);
-    memset(g, 0, sizeof *g);
-}
-
 static int name_is(llm_bytes a, const char *s)
 {
     return a.n == strlen(s) && memcmp(a.p, s, a.n) == 0;
-}
-
-static int walk_tensor_info(walker *r, orig_tensor *t)
-{
-    uint32_t d;
-    t->name = take_str(r);
-    t->n_dims = (uint32_t)take(r, 4);
-    if (r->bad || t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS) return 1;
-    t->n_elements = 1;
-    for (d = 0; d < GGUF_MAX_DIMS; d++) t->ne[d] = d < t->n_dims ? take(r, 8) : 1;
-    for (d = 0; d < t->n_dims; d++) {
-        if (t->ne[d] != 0 && t->n_elements > UINT64_MAX / t->ne[d]) return 1;
-        t->n_elements *= t->ne[d];
-    }
-    t->type = (uint32_t)take(r, 4);
-    t->offset = take(r, 8);
-    return r->bad;
-}
-
-static int walk_original(const uint8_t *d, size_t n, orig_gguf *g, char *err, size_t errlen)
-{
-    walker r = {d, n, 0, 0};
-    uint64_t i;
-    memset(g, 0, sizeof *g);
-    if (n < 24 || memcmp(d, "GGUF", 4) != 0 || get_le(d + 4, 4) != 3)
-        return llm__errf(err, errlen, "the original is not a GGUF v3 file");
-    r.pos = 8;
-    g->n_tensors = take(&r, 8);
-    g->n_kv = take(&r, 8);
-    /* a pair takes at least 13 bytes, a tensor info at least 32 */
-    if (g->n_kv > n / 13 || g->n_tensors > n / 32) return llm__errf(err, errlen, "the original GGUF is corrupt");
-    g->kv = (orig_kv *)calloc((size_t)g->n_kv + 1, sizeof *g->kv);
-    g->t = (orig_tensor *)calloc((size_t)g->n_tensors + 1, sizeof *g->t);
-    if (!g->kv || !g->t) return llm__errf(err, errlen, "out of memory");
-    g->alignment = 32;
-    for (i = 0; i < g->n_kv && !r.bad; i++) {
-        orig_kv *kv = &g->kv[i];
-        uint32_t type;
-        kv->start = r.pos;
-        kv->name = take_str(&r);
-        type = (uint32_t)take(&r, 4);
-        if (!r.bad && name_is(kv->name, "general.alignment") && type == GGUF_UINT32 && r.n - r.pos >= 4)
-            g->alignment = get_le(d + r.pos, 4);
-        skip_value(&r, type);
-        kv->end = r.pos;
-    }
-    for (i = 0; i < g->n_tensors && !r.bad; i++)
-        if (walk_tensor_info(&r, &g->t[i])) r.bad = 1;
-    if (r.bad) return llm__errf(err, errlen, "the original GGUF is truncated or corrupt");
-    if (g->alignment == 0 || (g->alignment & (g->alignment - 1)) != 0)
-        return llm__errf(err, errlen, "the original's general.alignment %llu is not a power of two",
-                         (unsigned long long)g->alignment);
-    g->data_start = ((uint64_t)r.pos + g->alignment - 1) / g->alignment * g->alignment;
-    return 0;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -258,13 +101,13 @@ static uint32_t ggml_type_of(llm_gguf_type t)
 }
 
 /* What each tensor becomes (see gguf_write.h: 1-D stays F32, Q8_0 falls back to F16). */
-static int plan_tensors(const uint8_t *d, size_t n, const orig_gguf *g, const llm_config *c, const llm_weights *w,
+static int plan_tensors(const uint8_t *d, size_t n, const llm_gguf_layout *g, const llm_config *c, const llm_weights *w,
                         llm_gguf_type type, out_tensor *out, char *err, size_t errlen)
 {
     uint64_t i, offset = 0;
     if (g->n_tensors && g->data_start > n) return llm__errf(err, errlen, "the original GGUF has no tensor data section");
     for (i = 0; i < g->n_tensors; i++) {
-        const orig_tensor *t = &g->t[i];
+        const llm_gguf_tensor_info *t = &g->t[i];
         out_tensor *o = &out[i];
         uint64_t count = 0;
         o->src = weight_of(t->name, c, w, &count);
@@ -366,7 +209,7 @@ static uint32_t file_type_of(llm_gguf_type t)
 }
 
 /* Header, metadata (general.file_type replaced or appended), tensor infos, data. */
-static void write_gguf(FILE *f, const uint8_t *d, const orig_gguf *g, const out_tensor *out, llm_gguf_type type)
+static void write_gguf(FILE *f, const uint8_t *d, const llm_gguf_layout *g, const out_tensor *out, llm_gguf_type type)
 {
     static const llm_bytes file_type = {"general.file_type", 17};
     uint64_t i, pos = 0, has_ft = 0;
@@ -394,7 +237,7 @@ static void write_gguf(FILE *f, const uint8_t *d, const orig_gguf *g, const out_
         pos += 8 + 17 + 8;
     }
     for (i = 0; i < g->n_tensors; i++) {
-        const orig_tensor *t = &g->t[i];
+        const llm_gguf_tensor_info *t = &g->t[i];
         uint32_t k;
         put_str(f, t->name);
         put_le(f, t->n_dims, 4);
@@ -414,7 +257,7 @@ static void write_gguf(FILE *f, const uint8_t *d, const orig_gguf *g, const out_
 /* Write through a temporary file in out_path's directory and a rename. The temporary is
    created with open(O_EXCL) and mode 0666 rather than mkstemp, whose 0600 would make the
    export unreadable to other users whatever the umask says. */
-static int write_file_atomically(const char *out_path, const uint8_t *d, const orig_gguf *g, const out_tensor *out,
+static int write_file_atomically(const char *out_path, const uint8_t *d, const llm_gguf_layout *g, const out_tensor *out,
                                  llm_gguf_type type, char *err, size_t errlen)
 {
     size_t len = strlen(out_path);
@@ -458,23 +301,20 @@ int llm_gguf_type_parse(const char *name, llm_gguf_type *out)
 int llm_gguf_write(const uint8_t *original, size_t original_size, const llm_config *cfg, const llm_weights *w,
                    llm_gguf_type type, const char *out_path, char *err, size_t errlen)
 {
-    orig_gguf g;
+    llm_gguf_layout g;
     out_tensor *out;
     int rc;
     if (!original || !cfg || !w || !w->arena || !out_path || !out_path[0] || (unsigned)type > LLM_GGUF_Q8_0)
         return llm__errf(err, errlen, "llm_gguf_write: missing or invalid argument");
-    if (walk_original(original, original_size, &g, err, errlen)) {
-        orig_free(&g);
-        return 1;
-    }
+    if (llm__gguf_layout(original, original_size, &g, err, errlen)) return 1;
     out = (out_tensor *)calloc((size_t)g.n_tensors + 1, sizeof *out);
     if (!out) {
-        orig_free(&g);
+        llm__gguf_layout_free(&g);
         return llm__errf(err, errlen, "out of memory");
     }
     rc = plan_tensors(original, original_size, &g, cfg, w, type, out, err, errlen) ||
          write_file_atomically(out_path, original, &g, out, type, err, errlen);
     free(out);
-    orig_free(&g);
+    llm__gguf_layout_free(&g);
     return rc;
 }

@@ -27,6 +27,29 @@ typedef struct llm_bytes {
     size_t n;
 } llm_bytes;
 
+/* A GGUF file's byte layout, from the loader's validated parse (load.c), for the writer
+   that copies the original's metadata (gguf_write.c): each key-value pair's byte range
+   (key, type and value) and each tensor info. Names are views into the file image. */
+typedef struct llm_gguf_kv_span {
+    llm_bytes name;
+    size_t start, end;
+} llm_gguf_kv_span;
+
+typedef struct llm_gguf_tensor_info {
+    llm_bytes name;
+    uint32_t n_dims, type;
+    uint64_t ne[4], n_elements, offset;   /* ne fastest-varying first, unused dims 1; offset in the data section */
+} llm_gguf_tensor_info;
+
+typedef struct llm_gguf_layout {
+    uint64_t n_kv, n_tensors, alignment, data_start;
+    llm_gguf_kv_span *kv;
+    llm_gguf_tensor_info *t;
+} llm_gguf_layout;
+
+int llm__gguf_layout(const uint8_t *d, size_t n, llm_gguf_layout *out, char *err, size_t errlen);
+void llm__gguf_layout_free(llm_gguf_layout *g);
+
 /* The tokenizer kinds. */
 enum {
     LLM_TOK_SPM = 1,  /* SentencePiece-style BPE: merge the best-scoring adjacent pair first */

@@ -629,6 +629,7 @@ typedef struct gguf_file {
     gguf_tensor *tensors;
     name_index kv_ix, t_ix;
     uint64_t alignment;
+    uint64_t header_end;   /* end of the tensor infos, before the alignment padding */
     uint64_t data_start;
     char *err;
     size_t errlen;
@@ -848,6 +849,7 @@ static int gguf_parse(gguf_file *g, const uint8_t *d, size_t n, char *err, size_
     }
 
     /* the data section starts at the next multiple of the alignment */
+    g->header_end = (uint64_t)r.pos;
     g->data_start = ((uint64_t)r.pos + g->alignment - 1) / g->alignment * g->alignment;
     if (g->n_tensors == 0) return 0;
     if (g->data_start > n) return llm__errf(err, errlen, "truncated GGUF file: the tensor data section is missing");
@@ -862,6 +864,58 @@ static int gguf_parse(gguf_file *g, const uint8_t *d, size_t n, char *err, size_
                              (int)t->name.n, t->name.p, (unsigned long long)t->n_bytes, (unsigned long long)t->offset);
     }
     return gguf_check_overlaps(g);
+}
+
+/* The byte layout of a GGUF file for a writer that copies its metadata (llm_internal.h),
+   from the same validated parse the loader uses. */
+int llm__gguf_layout(const uint8_t *d, size_t n, llm_gguf_layout *out, char *err, size_t errlen)
+{
+    gguf_file g;
+    uint64_t i;
+    memset(out, 0, sizeof *out);
+    if (gguf_parse(&g, d, n, err, errlen)) {
+        gguf_free(&g);
+        return 1;
+    }
+    out->kv = (llm_gguf_kv_span *)calloc((size_t)g.n_kv + 1, sizeof *out->kv);
+    out->t = (llm_gguf_tensor_info *)calloc((size_t)g.n_tensors + 1, sizeof *out->t);
+    if (!out->kv || !out->t) {
+        gguf_free(&g);
+        llm__gguf_layout_free(out);
+        return llm__errf(err, errlen, "out of memory");
+    }
+    out->n_kv = g.n_kv;
+    out->n_tensors = g.n_tensors;
+    out->alignment = g.alignment;
+    out->data_start = g.data_start;
+    /* a pair starts with its key's u64 length; it ends where the next pair, the first
+       tensor info or the header ends */
+    for (i = 0; i < g.n_kv; i++) {
+        out->kv[i].name = g.kv[i].name;
+        out->kv[i].start = (size_t)((const uint8_t *)g.kv[i].name.p - d) - 8;
+        out->kv[i].end = i + 1 < g.n_kv ? (size_t)((const uint8_t *)g.kv[i + 1].name.p - d) - 8
+                         : g.n_tensors ? (size_t)((const uint8_t *)g.tensors[0].name.p - d) - 8
+                                       : (size_t)g.header_end;
+    }
+    for (i = 0; i < g.n_tensors; i++) {
+        const gguf_tensor *t = &g.tensors[i];
+        llm_gguf_tensor_info *o = &out->t[i];
+        o->name = t->name;
+        o->n_dims = t->n_dims;
+        o->type = t->type;
+        memcpy(o->ne, t->ne, sizeof o->ne);
+        o->n_elements = t->n_elements;
+        o->offset = t->offset;
+    }
+    gguf_free(&g);
+    return 0;
+}
+
+void llm__gguf_layout_free(llm_gguf_layout *g)
+{
+    free(g->kv);
+    free(g->t);
+    memset(g, 0, sizeof *g);
 }
 
 /* ------------------------------------------------------------------------------------ */
