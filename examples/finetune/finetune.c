@@ -45,6 +45,7 @@
 #include "llm_export.h"
 #include "model.h"
 #include "tasks.h"
+#include "json.h"
 #include "cli_args.h"
 #include "gnuplot_run.h"
 
@@ -375,7 +376,7 @@ typedef struct run {
     char *path_log, *path_ckpt, *path_indices, *path_results, *path_png, *path_manifest;
     double zs_dev, zs_test;           /* zero-shot accuracies (recorded in run.json) */
     double dev_acc, test_acc, seconds;/* after training, for results.json */
-    tasks_json manifest;              /* run.json of a resumed run (options point into it) */
+    json_value manifest;              /* run.json of a resumed run (options point into it) */
     int have_manifest;
     double elapsed_before;            /* training seconds of the run before a resume */
     double diagnose_seconds;          /* --diagnose-every: time in diagnostics during training,
@@ -711,9 +712,9 @@ static void add_conflict(char *list, size_t n, const char *flag, const char *giv
 }
 
 /* The recorded value of one setting, as text for messages. */
-static void recorded_text(const tasks_json *v, char *buf, size_t n) {
-    if (v->type == TASKS_JSON_STRING) snprintf(buf, n, "%s", v->string);
-    else if (v->type == TASKS_JSON_NUMBER) snprintf(buf, n, "%.9g", v->number);
+static void recorded_text(const json_value *v, char *buf, size_t n) {
+    if (v->type == JSON_STRING) snprintf(buf, n, "%s", v->string);
+    else if (v->type == JSON_NUMBER) snprintf(buf, n, "%.9g", v->number);
     else snprintf(buf, n, "none");
 }
 
@@ -725,14 +726,14 @@ static int resume_settings(run *r, char *err, size_t errlen) {
     char *text;
     size_t size, at = 0;
     char conflicts[900] = "", rec[256];
-    const tasks_json *root, *v;
+    const json_value *root, *v;
     int id;
     if (access(r->path_manifest, F_OK) != 0 && errno == ENOENT) {
         snprintf(err, errlen, "--resume: no run to continue in '%s' (no run.json)", o->str[OPT_OUT]);
         return -1;
     }
     if (!(text = read_text_file(r->path_manifest, &size, err, errlen))) return -1;
-    if (tasks_json_parse(text, size, &r->manifest, &at, err, errlen)) {
+    if (json_parse(text, size, &r->manifest, &at, err, errlen)) {
         char why[512];
         snprintf(why, sizeof why, "%s", err);
         snprintf(err, errlen, "%s: %s", r->path_manifest, why);
@@ -742,7 +743,7 @@ static int resume_settings(run *r, char *err, size_t errlen) {
     free(text);
     r->have_manifest = 1;
     root = &r->manifest;
-    if (!(v = tasks_json_get(root, "grzo_finetune_run")) || !v->is_integer || v->integer != 1) {
+    if (!(v = json_get(root, "grzo_finetune_run")) || !v->is_integer || v->integer != 1) {
         snprintf(err, errlen, "%s: not a grzo-finetune run manifest", r->path_manifest);
         return -1;
     }
@@ -751,14 +752,14 @@ static int resume_settings(run *r, char *err, size_t errlen) {
         const char *given = o->text[id];
         int differs = 0;
         if (!d->key) continue;
-        if (!(v = tasks_json_get(root, d->key))) { snprintf(err, errlen, "%s: no \"%s\"", r->path_manifest, d->key); return -1; }
+        if (!(v = json_get(root, d->key))) { snprintf(err, errlen, "%s: no \"%s\"", r->path_manifest, d->key); return -1; }
         recorded_text(v, rec, sizeof rec);
-        if (v->type == TASKS_JSON_NULL) {   /* no tokenizer was given */
+        if (v->type == JSON_NULL) {   /* no tokenizer was given */
             if (given && !d->may_change) add_conflict(conflicts, sizeof conflicts, d->flag, given, "the run", "none");
             continue;
         }
-        if ((d->kind == KIND_INT && !v->is_integer) || (d->kind == KIND_FLOAT && v->type != TASKS_JSON_NUMBER) ||
-            (d->kind != KIND_INT && d->kind != KIND_FLOAT && v->type != TASKS_JSON_STRING)) {
+        if ((d->kind == KIND_INT && !v->is_integer) || (d->kind == KIND_FLOAT && v->type != JSON_NUMBER) ||
+            (d->kind != KIND_INT && d->kind != KIND_FLOAT && v->type != JSON_STRING)) {
             snprintf(err, errlen, "%s: \"%s\" has the wrong type", r->path_manifest, d->key);
             return -1;
         }
@@ -766,7 +767,7 @@ static int resume_settings(run *r, char *err, size_t errlen) {
         if (!given) {
             /* a recorded value passes the same checks as a typed one */
             char num[64];
-            const char *t = v->type == TASKS_JSON_STRING ? v->string : num;
+            const char *t = v->type == JSON_STRING ? v->string : num;
             if (d->kind == KIND_INT) snprintf(num, sizeof num, "%lld", v->integer);
             else snprintf(num, sizeof num, "%.9g", v->number);
             if (set_option(o, (opt_id)id, t, err, errlen)) return -1;
@@ -779,10 +780,10 @@ static int resume_settings(run *r, char *err, size_t errlen) {
         case KIND_TEXT: differs = strcmp(o->str[id], v->string) != 0; break;
         case KIND_PATH: {
             char want_key[32], ident[64];
-            const tasks_json *want;
+            const json_value *want;
             snprintf(want_key, sizeof want_key, "%s_id", d->key);
-            want = tasks_json_get(root, want_key);
-            differs = !want || want->type != TASKS_JSON_STRING || file_identity(given, ident, sizeof ident) != 0 ||
+            want = json_get(root, want_key);
+            differs = !want || want->type != JSON_STRING || file_identity(given, ident, sizeof ident) != 0 ||
                       strcmp(ident, want->string) != 0;
             if (differs) snprintf(rec, sizeof rec, "%s, a different file", v->string);
             break;
@@ -794,8 +795,8 @@ static int resume_settings(run *r, char *err, size_t errlen) {
         snprintf(err, errlen, "--resume: %s was made with other settings: %s", r->path_manifest, conflicts);
         return -1;
     }
-    if ((v = tasks_json_get(root, "zero_shot_dev_acc")) && v->type == TASKS_JSON_NUMBER) r->zs_dev = v->number;
-    if ((v = tasks_json_get(root, "zero_shot_test_acc")) && v->type == TASKS_JSON_NUMBER) r->zs_test = v->number;
+    if ((v = json_get(root, "zero_shot_dev_acc")) && v->type == JSON_NUMBER) r->zs_dev = v->number;
+    if ((v = json_get(root, "zero_shot_test_acc")) && v->type == JSON_NUMBER) r->zs_test = v->number;
     return 0;
 }
 
@@ -1044,7 +1045,7 @@ static void cleanup(run *r) {
     tasks_free(&r->data);
     if (r->tok) llm_tokenizer_free(r->tok);
     llm_weights_free(&r->w);
-    if (r->have_manifest) tasks_json_free(&r->manifest);
+    if (r->have_manifest) json_free(&r->manifest);
     free(r->path_log); free(r->path_ckpt); free(r->path_indices); free(r->path_results); free(r->path_png); free(r->path_manifest);
 }
 

@@ -3,6 +3,7 @@
    templates, the task table, sampling, loading, indices files, directory resolution, and
    the --help / log printers. */
 #include "tasks.h"
+#include "json.h"
 
 #include <errno.h>
 #include <float.h>
@@ -200,30 +201,6 @@ static size_t utf8_first_bad(const char *s, size_t n, int *is_nul)
     return n;
 }
 
-static void utf8_put(sbuf *b, uint32_t cp)
-{
-    char t[4];
-    if (cp < 0x80) {
-        t[0] = (char)cp;
-        sb_put(b, t, 1);
-    } else if (cp < 0x800) {
-        t[0] = (char)(0xC0 | (cp >> 6));
-        t[1] = (char)(0x80 | (cp & 0x3F));
-        sb_put(b, t, 2);
-    } else if (cp < 0x10000) {
-        t[0] = (char)(0xE0 | (cp >> 12));
-        t[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        t[2] = (char)(0x80 | (cp & 0x3F));
-        sb_put(b, t, 3);
-    } else {
-        t[0] = (char)(0xF0 | (cp >> 18));
-        t[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-        t[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        t[3] = (char)(0x80 | (cp & 0x3F));
-        sb_put(b, t, 4);
-    }
-}
-
 /* Python's str.isspace(): MeZO's .strip()/.lstrip()/.rstrip() remove exactly these. */
 static int py_isspace(uint32_t cp)
 {
@@ -368,468 +345,8 @@ static int streq_nocase(const char *a, const char *b)
     return *a == *b;
 }
 
-/* ======================================================================================
-   JSON reader (strict RFC 8259)
-   ====================================================================================== */
-
-#define JSON_MAX_DEPTH 128
-
-typedef struct jparser {
-    const char *s;
-    size_t n, pos;
-    int depth;
-    char *err;
-    size_t errlen;
-    size_t err_at;
-} jparser;
-
-static int jp_fail(jparser *p, size_t at, const char *fmt, ...) TASKS_PRINTF(3, 4);
-static int jp_fail(jparser *p, size_t at, const char *fmt, ...)
-{
-    va_list ap;
-    p->err_at = at;
-    if (p->err && p->errlen) {
-        va_start(ap, fmt);
-        vsnprintf(p->err, p->errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
-/* A byte for an error message: printable ASCII as itself, anything else as hex. */
-static const char *jp_describe_byte(unsigned char c, char buf[8])
-{
-    if (c >= 0x21 && c < 0x7F) { buf[0] = '\''; buf[1] = (char)c; buf[2] = '\''; buf[3] = 0; }
-    else sprintf(buf, "0x%02X", c);
-    return buf;
-}
-
-static void jp_skip_ws(jparser *p)
-{
-    while (p->pos < p->n) {
-        char c = p->s[p->pos];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
-        p->pos++;
-    }
-}
-
-static int hex4(const char *s, uint32_t *out)
-{
-    uint32_t v = 0;
-    int i;
-    for (i = 0; i < 4; i++) {
-        char c = s[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') v |= (uint32_t)(c - 'A' + 10);
-        else return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-/* \uXXXX at p->pos (pointing at the backslash); combines a surrogate pair. */
-static int jp_unicode_escape(jparser *p, sbuf *b)
-{
-    size_t at = p->pos;
-    uint32_t cp, lo;
-    if (p->n - p->pos < 6 || hex4(p->s + p->pos + 2, &cp))
-        return jp_fail(p, at, "invalid \\u escape (four hex digits expected)");
-    p->pos += 6;
-    if (cp >= 0xDC00 && cp <= 0xDFFF)
-        return jp_fail(p, at, "unpaired low surrogate \\u%04X", (unsigned)cp);
-    if (cp >= 0xD800 && cp <= 0xDBFF) {
-        if (p->n - p->pos < 6 || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u' ||
-            hex4(p->s + p->pos + 2, &lo) || lo < 0xDC00 || lo > 0xDFFF)
-            return jp_fail(p, at, "unpaired high surrogate \\u%04X (a \\uDC00-\\uDFFF escape must follow)",
-                           (unsigned)cp);
-        p->pos += 6;
-        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-    }
-    if (cp == 0) return jp_fail(p, at, "\\u0000 is not supported (text fields are C strings)");
-    utf8_put(b, cp);
-    return 0;
-}
-
-/* A string starting at the opening quote; the decoded text goes to *out (malloc'd). */
-static int jp_string(jparser *p, char **out, size_t *out_len)
-{
-    size_t start = p->pos;
-    sbuf b = {0};
-    p->pos++;
-    for (;;) {
-        unsigned char c;
-        if (p->pos >= p->n) {
-            sb_free(&b);
-            return jp_fail(p, start, "unterminated string");
-        }
-        c = (unsigned char)p->s[p->pos];
-        if (c == '"') {
-            p->pos++;
-            break;
-        }
-        if (c == '\\') {
-            char e;
-            if (p->pos + 1 >= p->n) {
-                sb_free(&b);
-                return jp_fail(p, start, "unterminated string");
-            }
-            e = p->s[p->pos + 1];
-            switch (e) {
-            case '"': sb_putc(&b, '"'); break;
-            case '\\': sb_putc(&b, '\\'); break;
-            case '/': sb_putc(&b, '/'); break;
-            case 'b': sb_putc(&b, '\b'); break;
-            case 'f': sb_putc(&b, '\f'); break;
-            case 'n': sb_putc(&b, '\n'); break;
-            case 'r': sb_putc(&b, '\r'); break;
-            case 't': sb_putc(&b, '\t'); break;
-            case 'u':
-                if (jp_unicode_escape(p, &b)) {
-                    sb_free(&b);
-                    return -1;
-                }
-                continue;
-            default: {
-                char d[8];
-                sb_free(&b);
-                return jp_fail(p, p->pos, "invalid escape \\%s", jp_describe_byte((unsigned char)e, d));
-            }
-            }
-            p->pos += 2;
-            continue;
-        }
-        if (c < 0x20) {
-            sb_free(&b);
-            return jp_fail(p, p->pos, "control character 0x%02X in a string (must be escaped)", c);
-        }
-        if (c < 0x80) {
-            sb_putc(&b, (char)c);
-            p->pos++;
-        } else {
-            size_t l = utf8_seq((const unsigned char *)p->s + p->pos, p->n - p->pos, NULL);
-            if (!l) {
-                sb_free(&b);
-                return jp_fail(p, p->pos, "invalid UTF-8 in a string");
-            }
-            sb_put(&b, p->s + p->pos, l);
-            p->pos += l;
-        }
-    }
-    if (!b.p) sb_put(&b, "", 0);
-    if (b.oom) {
-        sb_free(&b);
-        return jp_fail(p, start, "out of memory");
-    }
-    *out = b.p;
-    *out_len = b.len;
-    return 0;
-}
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
-
-static int jp_number(jparser *p, tasks_json *out)
-{
-    size_t start = p->pos, len;
-    int integral = 1;
-    char small[64], *buf = small;
-    double d;
-    if (p->s[p->pos] == '-') p->pos++;
-    if (p->pos >= p->n || !is_digit(p->s[p->pos]))
-        return jp_fail(p, start, "invalid number (a digit must follow '-')");
-    if (p->s[p->pos] == '0') {
-        p->pos++;
-        if (p->pos < p->n && is_digit(p->s[p->pos]))
-            return jp_fail(p, start, "invalid number (leading zeros are not allowed)");
-    } else {
-        while (p->pos < p->n && is_digit(p->s[p->pos])) p->pos++;
-    }
-    if (p->pos < p->n && p->s[p->pos] == '.') {
-        integral = 0;
-        p->pos++;
-        if (p->pos >= p->n || !is_digit(p->s[p->pos]))
-            return jp_fail(p, start, "invalid number (a digit must follow '.')");
-        while (p->pos < p->n && is_digit(p->s[p->pos])) p->pos++;
-    }
-    if (p->pos < p->n && (p->s[p->pos] == 'e' || p->s[p->pos] == 'E')) {
-        integral = 0;
-        p->pos++;
-        if (p->pos < p->n && (p->s[p->pos] == '+' || p->s[p->pos] == '-')) p->pos++;
-        if (p->pos >= p->n || !is_digit(p->s[p->pos]))
-            return jp_fail(p, start, "invalid number (a digit must follow the exponent)");
-        while (p->pos < p->n && is_digit(p->s[p->pos])) p->pos++;
-    }
-    len = p->pos - start;
-    if (len >= sizeof small) {
-        buf = (char *)malloc(len + 1);
-        if (!buf) return jp_fail(p, start, "out of memory");
-    }
-    memcpy(buf, p->s + start, len);
-    buf[len] = '\0';
-    d = strtod(buf, NULL);
-    if (buf != small) free(buf);
-    if (d > DBL_MAX || d < -DBL_MAX) return jp_fail(p, start, "number out of range");
-    out->type = TASKS_JSON_NUMBER;
-    out->number = d;
-    if (integral) {
-        /* exact integer value, so labels like 1 never go through a double */
-        int neg = p->s[start] == '-', ok = 1;
-        unsigned long long v = 0, limit = (unsigned long long)LLONG_MAX + (neg ? 1u : 0u);
-        size_t i;
-        for (i = start + (size_t)neg; i < p->pos; i++) {
-            unsigned digit = (unsigned)(p->s[i] - '0');
-            if (v > (limit - digit) / 10) { ok = 0; break; }
-            v = v * 10 + digit;
-        }
-        if (ok) {
-            out->is_integer = 1;
-            if (!neg) out->integer = (long long)v;
-            else if (v == (unsigned long long)LLONG_MAX + 1u) out->integer = LLONG_MIN;
-            else out->integer = -(long long)v;
-        }
-    }
-    return 0;
-}
-
-static int jp_literal(jparser *p, const char *word, tasks_json_type type, tasks_json *out)
-{
-    size_t len = strlen(word);
-    if (p->n - p->pos < len || memcmp(p->s + p->pos, word, len) != 0)
-        return jp_fail(p, p->pos, "invalid literal (expected %s)", word);
-    p->pos += len;
-    out->type = type;
-    return 0;
-}
-
-static int jp_value(jparser *p, tasks_json *out);
-
-/* Growable array of values while an array or object is parsed. */
-typedef struct jvec {
-    tasks_json *v;
-    char **keys;
-    size_t n, cap;
-} jvec;
-
-static int jvec_push(jvec *a, int with_keys)
-{
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 8;
-        tasks_json *nv;
-        if (cap > SIZE_MAX / sizeof(tasks_json)) return -1;
-        nv = (tasks_json *)realloc(a->v, cap * sizeof *nv);
-        if (!nv) return -1;
-        a->v = nv;
-        if (with_keys) {
-            char **nk = (char **)realloc(a->keys, cap * sizeof *nk);
-            if (!nk) return -1;
-            a->keys = nk;
-        }
-        a->cap = cap;
-    }
-    memset(&a->v[a->n], 0, sizeof a->v[a->n]);
-    if (with_keys) a->keys[a->n] = NULL;
-    a->n++;
-    return 0;
-}
-
-static void jvec_free(jvec *a)
-{
-    size_t i;
-    for (i = 0; i < a->n; i++) {
-        tasks_json_free(&a->v[i]);
-        if (a->keys) free(a->keys[i]);
-    }
-    free(a->v);
-    free(a->keys);
-    a->v = NULL;
-    a->keys = NULL;
-    a->n = a->cap = 0;
-}
-
-static int jp_array(jparser *p, tasks_json *out)
-{
-    jvec a = {0};
-    size_t open = p->pos;
-    if (++p->depth > JSON_MAX_DEPTH) return jp_fail(p, open, "nesting deeper than %d levels", JSON_MAX_DEPTH);
-    p->pos++;
-    jp_skip_ws(p);
-    if (p->pos < p->n && p->s[p->pos] == ']') {
-        p->pos++;
-    } else {
-        for (;;) {
-            if (jvec_push(&a, 0)) { jvec_free(&a); return jp_fail(p, p->pos, "out of memory"); }
-            if (jp_value(p, &a.v[a.n - 1])) { jvec_free(&a); return -1; }
-            jp_skip_ws(p);
-            if (p->pos >= p->n) { jvec_free(&a); return jp_fail(p, open, "unterminated array"); }
-            if (p->s[p->pos] == ']') { p->pos++; break; }
-            if (p->s[p->pos] != ',') {
-                char d[8];
-                jvec_free(&a);
-                return jp_fail(p, p->pos, "expected ',' or ']' in an array, found %s",
-                               jp_describe_byte((unsigned char)p->s[p->pos], d));
-            }
-            p->pos++;
-            jp_skip_ws(p);
-            if (p->pos < p->n && p->s[p->pos] == ']') { jvec_free(&a); return jp_fail(p, p->pos, "trailing comma in an array"); }
-        }
-    }
-    p->depth--;
-    out->type = TASKS_JSON_ARRAY;
-    out->items = a.v;
-    out->n = a.n;
-    return 0;
-}
-
-static int key_cmp(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Sorting a copy of the key pointers finds duplicates in n log n, so a hostile line with
-   many keys cannot make this quadratic. */
-static const char *first_duplicate_key(char **keys, size_t n)
-{
-    char **sorted;
-    const char *dup = NULL;
-    size_t i;
-    if (n < 2) return NULL;
-    sorted = (char **)malloc(n * sizeof *sorted);
-    if (!sorted) return NULL;
-    memcpy(sorted, keys, n * sizeof *sorted);
-    qsort(sorted, n, sizeof *sorted, key_cmp);
-    for (i = 1; i < n && !dup; i++)
-        if (strcmp(sorted[i - 1], sorted[i]) == 0) dup = sorted[i];
-    free(sorted);
-    return dup;
-}
-
-static int jp_object(jparser *p, tasks_json *out)
-{
-    jvec a = {0};
-    size_t open = p->pos;
-    if (++p->depth > JSON_MAX_DEPTH) return jp_fail(p, open, "nesting deeper than %d levels", JSON_MAX_DEPTH);
-    p->pos++;
-    jp_skip_ws(p);
-    if (p->pos < p->n && p->s[p->pos] == '}') {
-        p->pos++;
-    } else {
-        for (;;) {
-            size_t klen;
-            if (p->pos >= p->n) { jvec_free(&a); return jp_fail(p, open, "unterminated object"); }
-            if (p->s[p->pos] != '"') {
-                char d[8];
-                jvec_free(&a);
-                return jp_fail(p, p->pos, "expected a string key in an object, found %s",
-                               jp_describe_byte((unsigned char)p->s[p->pos], d));
-            }
-            if (jvec_push(&a, 1)) { jvec_free(&a); return jp_fail(p, p->pos, "out of memory"); }
-            if (jp_string(p, &a.keys[a.n - 1], &klen)) { jvec_free(&a); return -1; }
-            jp_skip_ws(p);
-            if (p->pos >= p->n || p->s[p->pos] != ':') { jvec_free(&a); return jp_fail(p, p->pos, "expected ':' after a key"); }
-            p->pos++;
-            if (jp_value(p, &a.v[a.n - 1])) { jvec_free(&a); return -1; }
-            jp_skip_ws(p);
-            if (p->pos >= p->n) { jvec_free(&a); return jp_fail(p, open, "unterminated object"); }
-            if (p->s[p->pos] == '}') { p->pos++; break; }
-            if (p->s[p->pos] != ',') {
-                char d[8];
-                jvec_free(&a);
-                return jp_fail(p, p->pos, "expected ',' or '}' in an object, found %s",
-                               jp_describe_byte((unsigned char)p->s[p->pos], d));
-            }
-            p->pos++;
-            jp_skip_ws(p);
-            if (p->pos < p->n && p->s[p->pos] == '}') { jvec_free(&a); return jp_fail(p, p->pos, "trailing comma in an object"); }
-        }
-    }
-    {
-        const char *dup = first_duplicate_key(a.keys, a.n);
-        if (dup) {
-            int r = jp_fail(p, open, "duplicate key \"%s\"", dup);
-            jvec_free(&a);
-            return r;
-        }
-    }
-    p->depth--;
-    out->type = TASKS_JSON_OBJECT;
-    out->items = a.v;
-    out->keys = a.keys;
-    out->n = a.n;
-    return 0;
-}
-
-static int jp_value(jparser *p, tasks_json *out)
-{
-    char c;
-    jp_skip_ws(p);
-    if (p->pos >= p->n) return jp_fail(p, p->pos, "unexpected end of input (a value was expected)");
-    c = p->s[p->pos];
-    switch (c) {
-    case '{': return jp_object(p, out);
-    case '[': return jp_array(p, out);
-    case '"':
-        out->type = TASKS_JSON_STRING;
-        return jp_string(p, &out->string, &out->string_len);
-    case 't': return jp_literal(p, "true", TASKS_JSON_TRUE, out);
-    case 'f': return jp_literal(p, "false", TASKS_JSON_FALSE, out);
-    case 'n': return jp_literal(p, "null", TASKS_JSON_NULL, out);
-    default:
-        if (c == '-' || is_digit(c)) return jp_number(p, out);
-        {
-            char d[8];
-            return jp_fail(p, p->pos, "unexpected %s (a value was expected)", jp_describe_byte((unsigned char)c, d));
-        }
-    }
-}
-
-int tasks_json_parse(const char *text, size_t len, tasks_json *out, size_t *err_offset, char *err, size_t errlen)
-{
-    jparser p;
-    memset(out, 0, sizeof *out);
-    memset(&p, 0, sizeof p);
-    p.s = text;
-    p.n = len;
-    p.err = err;
-    p.errlen = errlen;
-    if (jp_value(&p, out) == 0) {
-        jp_skip_ws(&p);
-        if (p.pos == p.n) return 0;
-        {
-            char d[8];
-            tasks_json_free(out);
-            jp_fail(&p, p.pos, "unexpected %s after the value", jp_describe_byte((unsigned char)text[p.pos], d));
-        }
-    }
-    memset(out, 0, sizeof *out);
-    if (err_offset) *err_offset = p.err_at;
-    return -1;
-}
-
-void tasks_json_free(tasks_json *v)
-{
-    size_t i;
-    if (!v) return;
-    if (v->type == TASKS_JSON_ARRAY || v->type == TASKS_JSON_OBJECT) {
-        for (i = 0; i < v->n; i++) {
-            tasks_json_free(&v->items[i]);
-            if (v->keys) free(v->keys[i]);
-        }
-        free(v->items);
-        free(v->keys);
-    }
-    free(v->string);
-    memset(v, 0, sizeof *v);
-}
-
-const tasks_json *tasks_json_get(const tasks_json *v, const char *key)
-{
-    size_t i;
-    if (!v || v->type != TASKS_JSON_OBJECT) return NULL;
-    for (i = 0; i < v->n; i++)
-        if (strcmp(v->keys[i], key) == 0) return &v->items[i];
-    return NULL;
-}
 
 /* ======================================================================================
    Pools: the examples of one file, before sampling. A unit holds the raw text fields a
@@ -903,9 +420,9 @@ static int pool_add(rd *r, const unit *u)
 
 /* ---- JSON field access with messages that name the field ---- */
 
-static const tasks_json *jfield(rd *r, const tasks_json *obj, const char *where, const char *key)
+static const json_value *jfield(rd *r, const json_value *obj, const char *where, const char *key)
 {
-    const tasks_json *v = tasks_json_get(obj, key);
+    const json_value *v = json_get(obj, key);
     if (!v) {
         if (strcmp(key, "label") == 0)
             rd_fail(r, "missing \"%s%s\" (an unlabeled split such as a SuperGLUE test.jsonl cannot be used)", where, key);
@@ -915,12 +432,12 @@ static const tasks_json *jfield(rd *r, const tasks_json *obj, const char *where,
     return v;
 }
 
-static const char *jtext(rd *r, const tasks_json *obj, const char *where, const char *key)
+static const char *jtext(rd *r, const json_value *obj, const char *where, const char *key)
 {
-    const tasks_json *v = jfield(r, obj, where, key);
+    const json_value *v = jfield(r, obj, where, key);
     char *s;
     if (!v) return NULL;
-    if (v->type != TASKS_JSON_STRING) {
+    if (v->type != JSON_STRING) {
         rd_fail(r, "\"%s%s\" must be a string", where, key);
         return NULL;
     }
@@ -929,28 +446,28 @@ static const char *jtext(rd *r, const tasks_json *obj, const char *where, const 
     return s;
 }
 
-static int jbool(rd *r, const tasks_json *obj, const char *where, const char *key, int *out)
+static int jbool(rd *r, const json_value *obj, const char *where, const char *key, int *out)
 {
-    const tasks_json *v = jfield(r, obj, where, key);
+    const json_value *v = jfield(r, obj, where, key);
     if (!v) return -1;
-    if (v->type != TASKS_JSON_TRUE && v->type != TASKS_JSON_FALSE)
+    if (v->type != JSON_TRUE && v->type != JSON_FALSE)
         return rd_fail(r, "\"%s%s\" must be true or false", where, key);
-    *out = v->type == TASKS_JSON_TRUE;
+    *out = v->type == JSON_TRUE;
     return 0;
 }
 
 /* An integer label in [0, n); accept_bool also takes false/true as 0/1 (MultiRC's answers
    are 0/1 in SuperGLUE, HF casts them with bool()). */
-static int jint_label(rd *r, const tasks_json *obj, const char *where, const char *key, int n, int accept_bool,
+static int jint_label(rd *r, const json_value *obj, const char *where, const char *key, int n, int accept_bool,
                       int *out)
 {
-    const tasks_json *v = jfield(r, obj, where, key);
+    const json_value *v = jfield(r, obj, where, key);
     if (!v) return -1;
-    if (accept_bool && (v->type == TASKS_JSON_TRUE || v->type == TASKS_JSON_FALSE)) {
-        *out = v->type == TASKS_JSON_TRUE;
+    if (accept_bool && (v->type == JSON_TRUE || v->type == JSON_FALSE)) {
+        *out = v->type == JSON_TRUE;
         return 0;
     }
-    if (v->type != TASKS_JSON_NUMBER || !v->is_integer || v->integer < 0 || v->integer >= n)
+    if (v->type != JSON_NUMBER || !v->is_integer || v->integer < 0 || v->integer >= n)
         return rd_fail(r, "\"%s%s\" must be an integer from 0 to %d", where, key, n - 1);
     *out = (int)v->integer;
     return 0;
@@ -974,13 +491,13 @@ static void join_words(const char *const *words, char *buf, size_t len)
         used += (size_t)snprintf(buf + used, len - used, "%s\"%s\"", i ? ", " : "", words[i]);
 }
 
-static int jword_label(rd *r, const tasks_json *obj, const char *key, const char *const *words, int *out)
+static int jword_label(rd *r, const json_value *obj, const char *key, const char *const *words, int *out)
 {
-    const tasks_json *v = jfield(r, obj, "", key);
+    const json_value *v = jfield(r, obj, "", key);
     char list[256];
     if (!v) return -1;
     join_words(words, list, sizeof list);
-    if (v->type != TASKS_JSON_STRING) return rd_fail(r, "\"%s\" must be one of %s", key, list);
+    if (v->type != JSON_STRING) return rd_fail(r, "\"%s\" must be one of %s", key, list);
     *out = word_index(v->string, words);
     if (*out < 0) return rd_fail(r, "\"%s\" is \"%.40s\", not one of %s", key, v->string, list);
     return 0;
@@ -1003,7 +520,7 @@ static const char *const CB_LABELS[] = {"entailment", "contradiction", "neutral"
 /* LM-BFF's MnliProcessor/SnliProcessor.get_labels() order. */
 static const char *const NLI_LABELS[] = {"contradiction", "entailment", "neutral", NULL};
 
-static int premise_hypothesis_json(rd *r, const tasks_json *o, const char *const *labels)
+static int premise_hypothesis_json(rd *r, const json_value *o, const char *const *labels)
 {
     unit u;
     memset(&u, 0, sizeof u);
@@ -1013,8 +530,8 @@ static int premise_hypothesis_json(rd *r, const tasks_json *o, const char *const
     return pool_add(r, &u);
 }
 
-static int rte_json(rd *r, const tasks_json *o) { return premise_hypothesis_json(r, o, RTE_LABELS); }
-static int cb_json(rd *r, const tasks_json *o) { return premise_hypothesis_json(r, o, CB_LABELS); }
+static int rte_json(rd *r, const json_value *o) { return premise_hypothesis_json(r, o, RTE_LABELS); }
+static int cb_json(rd *r, const json_value *o) { return premise_hypothesis_json(r, o, CB_LABELS); }
 
 /* SuperGLUE's BoolQ passage is "<title> -- <passage>"; MeZO's HF "boolq" has no title. */
 static const char *boolq_strip_title(const char *passage)
@@ -1023,11 +540,11 @@ static const char *boolq_strip_title(const char *passage)
     return sep ? sep + 4 : passage;
 }
 
-static int boolq_json(rd *r, const tasks_json *o)
+static int boolq_json(rd *r, const json_value *o)
 {
     unit u;
     int answer = 0;
-    int superglue = tasks_json_get(o, "label") != NULL || tasks_json_get(o, "answer") == NULL;
+    int superglue = json_get(o, "label") != NULL || json_get(o, "answer") == NULL;
     memset(&u, 0, sizeof u);
     if (!(u.f[0] = jtext(r, o, "", "passage"))) return -1;
     if (!(u.f[1] = jtext(r, o, "", "question"))) return -1;
@@ -1037,7 +554,7 @@ static int boolq_json(rd *r, const tasks_json *o)
     return pool_add(r, &u);
 }
 
-static int wic_json(rd *r, const tasks_json *o)
+static int wic_json(rd *r, const json_value *o)
 {
     unit u;
     memset(&u, 0, sizeof u);
@@ -1048,14 +565,14 @@ static int wic_json(rd *r, const tasks_json *o)
     return pool_add(r, &u);
 }
 
-static int wsc_json(rd *r, const tasks_json *o)
+static int wsc_json(rd *r, const json_value *o)
 {
     unit u;
-    const tasks_json *target;
+    const json_value *target;
     memset(&u, 0, sizeof u);
     if (!(u.f[0] = jtext(r, o, "", "text"))) return -1;
     if (!(target = jfield(r, o, "", "target"))) return -1;
-    if (target->type != TASKS_JSON_OBJECT) return rd_fail(r, "\"target\" must be an object");
+    if (target->type != JSON_OBJECT) return rd_fail(r, "\"target\" must be an object");
     if (!(u.f[1] = jtext(r, target, "target.", "span1_text"))) return -1;
     if (!(u.f[2] = jtext(r, target, "target.", "span2_text"))) return -1;
     if (jbool(r, o, "", "label", &u.label)) return -1;
@@ -1063,32 +580,32 @@ static int wsc_json(rd *r, const tasks_json *o)
 }
 
 /* One unit per (question, answer), in file order, as HF super_glue/multirc flattens it. */
-static int multirc_json(rd *r, const tasks_json *o)
+static int multirc_json(rd *r, const json_value *o)
 {
-    const tasks_json *passage, *questions;
+    const json_value *passage, *questions;
     const char *paragraph;
     size_t qi, ai;
     if (!(passage = jfield(r, o, "", "passage"))) return -1;
-    if (passage->type != TASKS_JSON_OBJECT) return rd_fail(r, "\"passage\" must be an object");
+    if (passage->type != JSON_OBJECT) return rd_fail(r, "\"passage\" must be an object");
     if (!(paragraph = jtext(r, passage, "passage.", "text"))) return -1;
     if (!(questions = jfield(r, passage, "passage.", "questions"))) return -1;
-    if (questions->type != TASKS_JSON_ARRAY) return rd_fail(r, "\"passage.questions\" must be an array");
+    if (questions->type != JSON_ARRAY) return rd_fail(r, "\"passage.questions\" must be an array");
     for (qi = 0; qi < questions->n; qi++) {
-        const tasks_json *q = &questions->items[qi], *answers;
+        const json_value *q = &questions->items[qi], *answers;
         const char *question;
         char where[64];
-        if (q->type != TASKS_JSON_OBJECT) return rd_fail(r, "\"passage.questions[%lu]\" must be an object", (unsigned long)qi);
+        if (q->type != JSON_OBJECT) return rd_fail(r, "\"passage.questions[%lu]\" must be an object", (unsigned long)qi);
         sprintf(where, "passage.questions[%lu].", (unsigned long)qi);
         if (!(question = jtext(r, q, where, "question"))) return -1;
         if (!(answers = jfield(r, q, where, "answers"))) return -1;
-        if (answers->type != TASKS_JSON_ARRAY) return rd_fail(r, "\"%sanswers\" must be an array", where);
+        if (answers->type != JSON_ARRAY) return rd_fail(r, "\"%sanswers\" must be an array", where);
         for (ai = 0; ai < answers->n; ai++) {
-            const tasks_json *a = &answers->items[ai];
+            const json_value *a = &answers->items[ai];
             char awhere[96];
             unit u;
             memset(&u, 0, sizeof u);
             sprintf(awhere, "%sanswers[%lu].", where, (unsigned long)ai);
-            if (a->type != TASKS_JSON_OBJECT) return rd_fail(r, "\"%.90s\" must be an object", awhere);
+            if (a->type != JSON_OBJECT) return rd_fail(r, "\"%.90s\" must be an object", awhere);
             u.f[0] = paragraph;
             u.f[1] = question;
             if (!(u.f[2] = jtext(r, a, awhere, "text"))) return -1;
@@ -1104,7 +621,7 @@ static int is_blank_spaces(const char *s)
     return strip_spaces(slice_of(s)).n == 0;
 }
 
-static int copa_json(rd *r, const tasks_json *o)
+static int copa_json(rd *r, const json_value *o)
 {
     unit u;
     const char *q;
@@ -1336,7 +853,7 @@ static void template_copa(const task_def *t, const unit *u, render_buf *rb)
    The task table
    ====================================================================================== */
 
-typedef int (*json_fn)(rd *r, const tasks_json *obj);
+typedef int (*json_fn)(rd *r, const json_value *obj);
 typedef int (*tsv_fn)(rd *r, const tsv_header *h, char **f, size_t nf);
 
 struct task_def {
@@ -1559,22 +1076,22 @@ static int read_jsonl(const task_def *t, rd *r)
     it.pos = skip_bom(it.s, it.n);
     it.line = 0;
     while (next_line(&it, &s, &n)) {
-        tasks_json obj;
+        json_value obj;
         char msg[512];
         size_t at = 0;
         int rc;
         r->line = it.line;
         if (is_blank_line(s, n)) continue;
-        if (tasks_json_parse(s, n, &obj, &at, msg, sizeof msg)) {
+        if (json_parse(s, n, &obj, &at, msg, sizeof msg)) {
             set_err(r->err, r->errlen, "%s:%ld:%lu: %s", r->p->path, it.line, (unsigned long)at + 1, msg);
             return -1;
         }
-        if (obj.type != TASKS_JSON_OBJECT) {
-            tasks_json_free(&obj);
+        if (obj.type != JSON_OBJECT) {
+            json_free(&obj);
             return rd_fail(r, "the line is not a JSON object");
         }
         rc = t->from_json(r, &obj);
-        tasks_json_free(&obj);
+        json_free(&obj);
         if (rc) return -1;
     }
     return 0;

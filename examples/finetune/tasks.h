@@ -226,38 +226,6 @@ typedef struct tasks_paths {
 int tasks_resolve_dir(const char *task, const char *dir, tasks_paths *out, char *err, size_t errlen);
 void tasks_free_paths(tasks_paths *p);
 
-/* ---- The JSON reader the loaders use (strict RFC 8259), exposed for tests and for
-   other small readers. Strings are decoded to UTF-8 (escapes, \uXXXX, surrogate pairs);
-   raw bytes must be valid UTF-8; \u0000 is rejected (the strings are C strings);
-   duplicate keys are rejected; nesting is limited to 128 levels. Numbers are parsed
-   with strtod (C locale assumed); is_integer says the number had no fraction or exponent
-   and fits in a long long. ---- */
-typedef enum tasks_json_type {
-    TASKS_JSON_NULL, TASKS_JSON_FALSE, TASKS_JSON_TRUE, TASKS_JSON_NUMBER,
-    TASKS_JSON_STRING, TASKS_JSON_ARRAY, TASKS_JSON_OBJECT
-} tasks_json_type;
-
-typedef struct tasks_json tasks_json;
-struct tasks_json {
-    tasks_json_type type;
-    double number;
-    int is_integer;
-    long long integer;
-    char *string;                /* STRING: NUL-terminated UTF-8 */
-    size_t string_len;
-    size_t n;                    /* ARRAY/OBJECT: element count */
-    tasks_json *items;           /* ARRAY: elements; OBJECT: values */
-    char **keys;                 /* OBJECT: keys */
-};
-
-/* Parses exactly one value (surrounded by optional whitespace) from text[0..len).
-   On failure *err_offset (if not NULL) gets the byte offset of the problem. */
-int tasks_json_parse(const char *text, size_t len, tasks_json *out, size_t *err_offset,
-                     char *err, size_t errlen);
-void tasks_json_free(tasks_json *v);
-/* Member of an object, or NULL (also when v is not an object). */
-const tasks_json *tasks_json_get(const tasks_json *v, const char *key);
-
 /* The permutation described above (for tests and tools): writes p[0..n). */
 int tasks_permutation(size_t n, uint64_t seed, size_t *p);
 

@@ -7,6 +7,7 @@
    The expected prompt strings below were written by hand from MeZO's templates.py /
    utils.py and LM-BFF's templates (see tasks.h), not produced by the code under test. */
 #include "tasks.h"
+#include "json.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -185,29 +186,29 @@ static void case_table(void)
 
 /* ====================================================================================== */
 
-static void json_ok(const char *text, tasks_json *v)
+static void json_ok(const char *text, json_value *v)
 {
     char err[256];
-    int rc = tasks_json_parse(text, strlen(text), v, NULL, err, sizeof err);
+    int rc = json_parse(text, strlen(text), v, NULL, err, sizeof err);
     CHECKF(rc == 0, "%s: %s", text, err);
 }
 
 static void json_bad(const char *text, size_t len, size_t want_offset, const char *want_msg)
 {
-    tasks_json v;
+    json_value v;
     char err[256] = "";
     size_t off = 12345;
-    int rc = tasks_json_parse(text, len, &v, &off, err, sizeof err);
+    int rc = json_parse(text, len, &v, &off, err, sizeof err);
     CHECKF(rc != 0, "accepted: %s", text);
     CHECKF(off == want_offset, "%s: offset %lu, want %lu (%s)", text, (unsigned long)off, (unsigned long)want_offset, err);
     CHECKF(strstr(err, want_msg) != NULL, "%s: message \"%s\" lacks \"%s\"", text, err, want_msg);
-    CHECK(v.type == TASKS_JSON_NULL && v.items == NULL && v.string == NULL);
+    CHECK(v.type == JSON_NULL && v.items == NULL && v.string == NULL);
 }
 
 static void case_json(void)
 {
-    tasks_json v;
-    const tasks_json *x;
+    json_value v;
+    const json_value *x;
     char deep[600];
     int i;
 
@@ -215,46 +216,46 @@ static void case_json(void)
             "  \"s\": \"q\\\"b\\\\s\\/ \\b\\f\\n\\r\\t \\u00e9\\u20AC\\ud83d\\ude00 raw\xc3\xa9\xf0\x9f\x98\x80\", "
             "\"e\": \"\"} \r\n",
             &v);
-    CHECK(v.type == TASKS_JSON_OBJECT && v.n == 3);
-    x = tasks_json_get(&v, "a");
-    CHECK(x && x->type == TASKS_JSON_ARRAY && x->n == 10);
+    CHECK(v.type == JSON_OBJECT && v.n == 3);
+    x = json_get(&v, "a");
+    CHECK(x && x->type == JSON_ARRAY && x->n == 10);
     if (x && x->n == 10) {
-        CHECK(x->items[0].type == TASKS_JSON_NUMBER && x->items[0].is_integer && x->items[0].integer == 1);
+        CHECK(x->items[0].type == JSON_NUMBER && x->items[0].is_integer && x->items[0].integer == 1);
         CHECK(x->items[1].is_integer && x->items[1].integer == 0);
         CHECK(!x->items[2].is_integer && x->items[2].number == 250.0);
         CHECK(!x->items[3].is_integer && x->items[3].number == -0.015);
         CHECK(!x->items[4].is_integer && x->items[4].number > 1.2e19); /* does not fit a long long */
-        CHECK(x->items[5].type == TASKS_JSON_TRUE && x->items[6].type == TASKS_JSON_FALSE);
-        CHECK(x->items[7].type == TASKS_JSON_NULL);
-        CHECK(x->items[8].type == TASKS_JSON_OBJECT && x->items[8].n == 0);
-        CHECK(x->items[9].type == TASKS_JSON_ARRAY && x->items[9].n == 0);
+        CHECK(x->items[5].type == JSON_TRUE && x->items[6].type == JSON_FALSE);
+        CHECK(x->items[7].type == JSON_NULL);
+        CHECK(x->items[8].type == JSON_OBJECT && x->items[8].n == 0);
+        CHECK(x->items[9].type == JSON_ARRAY && x->items[9].n == 0);
     }
-    x = tasks_json_get(&v, "s");
-    CHECK(x && x->type == TASKS_JSON_STRING);
+    x = json_get(&v, "s");
+    CHECK(x && x->type == JSON_STRING);
     if (x) {
         CHECK_STR(x->string, "q\"b\\s/ \b\f\n\r\t \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80 raw\xc3\xa9\xf0\x9f\x98\x80");
         CHECK(x->string_len == strlen(x->string));
     }
-    x = tasks_json_get(&v, "e");
-    CHECK(x && x->type == TASKS_JSON_STRING && x->string_len == 0 && x->string && x->string[0] == '\0');
-    CHECK(tasks_json_get(&v, "missing") == NULL);
-    CHECK(tasks_json_get(tasks_json_get(&v, "a"), "x") == NULL);
-    tasks_json_free(&v);
-    CHECK(v.type == TASKS_JSON_NULL);
+    x = json_get(&v, "e");
+    CHECK(x && x->type == JSON_STRING && x->string_len == 0 && x->string && x->string[0] == '\0');
+    CHECK(json_get(&v, "missing") == NULL);
+    CHECK(json_get(json_get(&v, "a"), "x") == NULL);
+    json_free(&v);
+    CHECK(v.type == JSON_NULL);
 
     json_ok("\"\\uD834\\uDD1E\"", &v); /* U+1D11E, upper-case hex */
     CHECK_STR(v.string, "\xf0\x9d\x84\x9e");
-    tasks_json_free(&v);
+    json_free(&v);
     json_ok("-9223372036854775808", &v);
     CHECK(v.is_integer && v.integer == (-9223372036854775807LL - 1));
-    tasks_json_free(&v);
+    json_free(&v);
 
     /* 128 levels are fine, 129 are not */
     for (i = 0; i < 128; i++) deep[i] = '[';
     for (i = 0; i < 128; i++) deep[128 + i] = ']';
     deep[256] = '\0';
     json_ok(deep, &v);
-    tasks_json_free(&v);
+    json_free(&v);
     for (i = 0; i < 129; i++) deep[i] = '[';
     for (i = 0; i < 129; i++) deep[129 + i] = ']';
     deep[258] = '\0';
