@@ -79,7 +79,17 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "qa_score.h"
+
 #define TASKS_MAX_CANDIDATES 6
+#define TASKS_MAX_NEW_TOKENS 50  /* generation tasks: MeZO's max_new_tokens */
+
+/* How a task's predictions are scored. */
+typedef enum tasks_metric {
+    TASKS_METRIC_ACCURACY = 0,   /* argmax of the candidates' scores */
+    TASKS_METRIC_SQUAD,          /* generated answer: SQuAD v1.1 exact match and F1 (qa_score.h) */
+    TASKS_METRIC_DROP            /* generated answer: DROP's exact match and number-aware F1 */
+} tasks_metric;
 
 /* ---- The task table ---- */
 
@@ -97,6 +107,9 @@ typedef struct tasks_info {
                                     0: train as classification over the candidates */
     long default_train, default_dev, default_test;
     const char *origin;          /* where the template comes from */
+    tasks_metric metric;         /* ACCURACY: multiple choice; SQUAD/DROP: a generation task
+                                    (one candidate, the gold answer, to train on; evaluation
+                                    generates the answer and scores it against the golds) */
 } tasks_info;
 
 size_t tasks_count(void);
@@ -124,7 +137,10 @@ typedef struct tasks_example {
     int gold;                    /* index into cand */
     size_t source_index;         /* index of the example in its file (what the indices
                                     file stores; MultiRC: counts answers) */
-    long source_line;            /* 1-based line of the record in its file */
+    long source_line;            /* 1-based line of the record in its file (0: a whole-file
+                                    JSON document, SQuAD/DROP) */
+    const qa_answer *answers;    /* generation tasks: the gold answers to score against */
+    int n_answers;               /* (0 and NULL for multiple choice) */
 } tasks_example;
 
 typedef struct tasks_split {
@@ -147,6 +163,11 @@ typedef struct tasks_set {
     size_t skipped[3];           /* rows without a gold label that were skipped (SNLI "-") */
     void *arena;                 /* owner of every string above */
 } tasks_set;
+
+/* A generation task's prediction against ex's gold answers (the task's metric): exact
+   match and F1 in [0, 1]. Returns -1 for a multiple-choice task, bad arguments or no memory. */
+int tasks_score_prediction(const tasks_info *task, const tasks_example *ex, const char *prediction, double *em,
+                           double *f1);
 
 /* The split by number (TASKS_TRAIN/DEV/TEST); NULL for other values. */
 const tasks_split *tasks_set_split(const tasks_set *set, int which);
