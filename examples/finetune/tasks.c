@@ -1601,7 +1601,10 @@ static int load_pool(const task_def *t, const char *path, pool *p, char *err, si
     else if (streq_nocase(ext, "tsv") && t->from_tsv) rc = read_tsv_with_header(t, &r);
     else rc = read_label_text(t, &r, streq_nocase(ext, "csv"));
     if (rc == 0 && p->n == 0) {
-        set_err(err, errlen, "%s: no examples in the file", path);
+        if (p->skipped)
+            set_err(err, errlen, "%s: no examples in the file (%lu skipped: %s)", path, (unsigned long)p->skipped,
+                    t->info.metric == TASKS_METRIC_DROP ? "no usable answer" : "no gold label");
+        else set_err(err, errlen, "%s: no examples in the file", path);
         rc = -1;
     }
     if (rc) pool_release(p);
