@@ -387,6 +387,12 @@ static int tokenize_split(const llm_tokenizer *t, int bos, int32_t max_len, cons
 /* ---- the run ---------------------------------------------------------------------------------- */
 #define EVAL_CHUNK 8          /* examples scored per forward during evaluation */
 
+/* A generated answer and its scores. */
+typedef struct prediction {
+    char *text;
+    double em, f1;
+} prediction;
+
 typedef struct run {
     options o;
     llm_config cfg;
@@ -401,6 +407,8 @@ typedef struct run {
     int lm_loss;                      /* train on the gold continuation's tokens (COPA, SQuAD, DROP) */
     int generation;                   /* SQuAD, DROP: evaluation generates and scores F1 / EM */
     int32_t *gen_tokens, gen_steps;   /* generation scratch: room for gen_steps + 1 ids */
+    prediction *preds;                /* the test split's answers at its latest evaluation
+                                         (written to predictions.jsonl at the end) */
     /* per-pass scratch */
     int64_t *picked;                  /* the step's B training examples */
     llm_seq *seqs;
@@ -408,7 +416,7 @@ typedef struct run {
     double *means;
     int32_t max_seqs;
     /* the run's files, built from --out/--log/--checkpoint (malloc'd, any length) */
-    char *path_log, *path_ckpt, *path_indices, *path_results, *path_png, *path_manifest;
+    char *path_log, *path_ckpt, *path_indices, *path_results, *path_png, *path_manifest, *path_predictions;
     double zs_dev, zs_test;           /* zero-shot accuracies, or F1 (recorded in run.json) */
     double dev_acc, test_acc, seconds;/* after training, for results.json (F1 for generation) */
     double zs_dev_em, zs_test_em, dev_em, test_em;   /* generation tasks: exact match */
@@ -514,15 +522,28 @@ static grzo_status generate_answer(run *r, const tok_example *ex, char **out) {
         len += strlen(piece);
     }
     text[len] = '\0';
-    text[strcspn(text, "\n")] = '\0';
-    *out = text;
-    return GRZO_OK;
+    *out = qa_utf8_repair(text, strcspn(text, "\n"));   /* up to the newline; bytes a token split read as U+FFFD */
+    free(text);
+    return *out ? GRZO_OK : GRZO_ERR_OUT_OF_MEMORY;
 }
 
-/* A generation task's split: mean F1 and exact match of the generated answers. */
+static void free_predictions(run *r) {
+    size_t i;
+    for (i = 0; r->preds && i < r->test.n; i++) free(r->preds[i].text);
+    free(r->preds);
+    r->preds = NULL;
+}
+
+/* A generation task's split: mean F1 and exact match of the generated answers; the test
+   split's answers are kept for predictions.jsonl. */
 static grzo_status evaluate_generation(run *r, const tok_split *split, double *f1, double *em) {
     size_t i;
+    int keep = split == &r->test;
     *f1 = *em = 0;
+    if (keep) {
+        free_predictions(r);
+        if (!(r->preds = (prediction *)calloc(split->n ? split->n : 1, sizeof *r->preds))) return GRZO_ERR_OUT_OF_MEMORY;
+    }
     for (i = 0; i < split->n; i++) {
         char *answer = NULL;
         double e, f;
@@ -532,7 +553,11 @@ static grzo_status evaluate_generation(run *r, const tok_split *split, double *f
             free(answer);
             return GRZO_ERR_OUT_OF_MEMORY;
         }
-        free(answer);
+        if (keep) {
+            r->preds[i].text = answer;
+            r->preds[i].em = e;
+            r->preds[i].f1 = f;
+        } else free(answer);
         *f1 += f;
         *em += e;
     }
@@ -627,7 +652,8 @@ static int make_paths(run *r, char *err, size_t errlen) {
     r->path_indices = path_join(out, "indices.txt");
     r->path_results = path_join(out, "results.json");
     r->path_png = path_join(out, "loss.png");
-    if (!r->path_log || !r->path_ckpt || !r->path_indices || !r->path_results || !r->path_png) {
+    r->path_predictions = path_join(out, "predictions.jsonl");
+    if (!r->path_log || !r->path_ckpt || !r->path_indices || !r->path_results || !r->path_png || !r->path_predictions) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -652,16 +678,18 @@ static int check_paths(const run *r, char *err, size_t errlen) {
 }
 
 /* The files a run leaves, in the order they are listed in messages. */
-static int run_files(const run *r, const char *files[6]) {
+#define RUN_FILES 7
+static int run_files(const run *r, const char *files[RUN_FILES]) {
     files[0] = r->path_manifest; files[1] = r->path_ckpt; files[2] = r->path_log;
     files[3] = r->path_indices; files[4] = r->path_results; files[5] = r->path_png;
-    return 6;
+    files[6] = r->path_predictions;
+    return RUN_FILES;
 }
 
 /* A new run never mixes its files with an earlier run's: it refuses a folder that holds
    any of them unless told --overwrite. */
 static int refuse_earlier_run(const run *r, char *err, size_t errlen) {
-    const char *files[6];
+    const char *files[RUN_FILES];
     struct stat sb;
     int i, n = run_files(r, files);
     size_t used = 0;
@@ -679,7 +707,7 @@ static int refuse_earlier_run(const run *r, char *err, size_t errlen) {
 
 /* --overwrite: the earlier run's files go (never a directory: unlink refuses those). */
 static int remove_earlier_run(const run *r, char *err, size_t errlen) {
-    const char *files[6];
+    const char *files[RUN_FILES];
     int i, n = run_files(r, files);
     for (i = 0; i < n; i++)
         if (unlink(files[i]) != 0 && errno != ENOENT) {
@@ -1182,6 +1210,8 @@ static void cleanup(run *r) {
     llm_weights_free(&r->w);
     if (r->have_manifest) json_free(&r->manifest);
     free(r->path_log); free(r->path_ckpt); free(r->path_indices); free(r->path_results); free(r->path_png); free(r->path_manifest);
+    free(r->path_predictions);
+    free_predictions(r);
 }
 
 /* results.json: what actually ran (after a resume, the recorded settings and the new budget) */
@@ -1201,6 +1231,19 @@ static void write_results_json(FILE *f, const run *r) {
         fprintf(f, ",\n \"zero_shot_dev_em\":%.6f,\"zero_shot_test_em\":%.6f,\"dev_em\":%.6f,\"test_em\":%.6f", r->zs_dev_em,
                 r->zs_test_em, r->dev_em, r->test_em);
     fprintf(f, "}\n");
+}
+
+/* predictions.jsonl: one line per test question, {"id", "prediction", "em", "f1"} (the id is
+   the file's "id" / "query_id", so the official scripts' predictions can be built from it) */
+static void write_predictions_json(FILE *f, const run *r) {
+    size_t i;
+    for (i = 0; i < r->test.n; i++) {
+        fprintf(f, "{\"id\":");
+        json_string(f, r->data.test.ex[i].id ? r->data.test.ex[i].id : "");
+        fprintf(f, ",\"prediction\":");
+        json_string(f, r->preds[i].text);
+        fprintf(f, ",\"em\":%.6f,\"f1\":%.6f}\n", r->preds[i].em, r->preds[i].f1);
+    }
 }
 
 static int save_checkpoint(run *r, char *err, size_t errlen) {
@@ -1242,6 +1285,7 @@ static int start_resumed(run *r, char *err, size_t errlen) {
         return -1;
     remove(r->path_results);
     remove(r->path_png);
+    remove(r->path_predictions);
     fprintf(stderr, "resumed at step %lld from %s\n", (long long)grzo_get_step(r->ctx), r->path_ckpt);
     return 0;
 }
@@ -1378,6 +1422,7 @@ int main(int argc, char **argv) {
     }
     r.seconds = r.elapsed_before + now() - t_train0 - r.diagnose_seconds;
     if (write_atomically(r.path_results, write_results_json, &r, err, sizeof err)) return fail(&r, 1, err);
+    if (r.generation && write_atomically(r.path_predictions, write_predictions_json, &r, err, sizeof err)) return fail(&r, 1, err);
     if (r.o.str[OPT_EXPORT] && llm_export_as(r.o.str[OPT_MODEL], r.path_ckpt, r.o.str[OPT_EXPORT], r.o.str[OPT_EXPORT_TYPE], err, sizeof err))
         return fail(&r, 1, err);
     if (r.o.num[OPT_STEPS] > 0) plot_loss(&r);   /* --steps 0 (evaluation, --diagnose): no curve to draw */

@@ -36,6 +36,43 @@ size_t qa_utf8_seq(const unsigned char *s, size_t n, uint32_t *cp_out)
     return len;
 }
 
+/* The bytes at s[0..n) that one U+FFFD replaces when s does not start well-formed UTF-8:
+   the maximal subpart of a sequence (a valid lead byte and the continuation bytes that
+   can follow it), else one byte; Python's decoder does the same. */
+static size_t ill_formed_run(const unsigned char *s, size_t n)
+{
+    size_t need, i = 1;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (s[0] >= 0xC2 && s[0] <= 0xDF) need = 2;
+    else if (s[0] >= 0xE0 && s[0] <= 0xEF) { need = 3; lo = s[0] == 0xE0 ? 0xA0 : 0x80; hi = s[0] == 0xED ? 0x9F : 0xBF; }
+    else if (s[0] >= 0xF0 && s[0] <= 0xF4) { need = 4; lo = s[0] == 0xF0 ? 0x90 : 0x80; hi = s[0] == 0xF4 ? 0x8F : 0xBF; }
+    else return 1;
+    if (i >= n || s[i] < lo || s[i] > hi) return 1;
+    for (i = 2; i < need && i < n && (s[i] & 0xC0) == 0x80; i++) {}
+    return i;
+}
+
+char *qa_utf8_repair(const char *s, size_t n)
+{
+    char *out = n > ((size_t)-1) / 3 - 1 ? NULL : (char *)malloc(3 * n + 1), *p = out;
+    size_t i = 0;
+    if (!out) return NULL;
+    while (i < n) {
+        size_t l = qa_utf8_seq((const unsigned char *)s + i, n - i, NULL);
+        if (l && s[i] != '\0') {
+            memcpy(p, s + i, l);
+            p += l;
+            i += l;
+        } else {
+            memcpy(p, "\xEF\xBF\xBD", 3);   /* U+FFFD */
+            p += 3;
+            i += s[i] ? ill_formed_run((const unsigned char *)s + i, n - i) : 1;
+        }
+    }
+    *p = '\0';
+    return out;
+}
+
 int qa_py_isspace(uint32_t cp)
 {
     return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||

@@ -330,6 +330,7 @@ typedef struct unit {
     long line;
     const qa_answer *answers;   /* generation tasks: the gold answers (in the pool's arena) */
     int n_answers;
+    const char *id;             /* generation tasks: the question's id */
 } unit;
 
 typedef struct pool {
@@ -730,7 +731,7 @@ static int squad_question(rd *r, const json_value *qa, const char *where, const 
     memset(&u, 0, sizeof u);
     if (jobject_at(r, qa, where)) return -1;
     snprintf(awhere, sizeof awhere, "%s.", where);
-    if (!(u.f[2] = jtext(r, qa, awhere, "question")) || !jtext(r, qa, awhere, "id")) return -1;
+    if (!(u.f[2] = jtext(r, qa, awhere, "question")) || !(u.id = jtext(r, qa, awhere, "id"))) return -1;
     if (!(answers = jarray(r, qa, awhere, "answers"))) return -1;
     if (answers->n == 0)
         return rd_fail(r, "\"%sanswers\" is empty (SQuAD 2.0's unanswerable questions cannot be trained on: use "
@@ -880,7 +881,7 @@ static int drop_question(rd *r, const json_value *qa, const char *where, const c
     memset(&u, 0, sizeof u);
     if (jobject_at(r, qa, where)) return -1;
     snprintf(w, sizeof w, "%s.", where);
-    if (!(u.f[1] = jtext(r, qa, w, "question")) || !jtext(r, qa, w, "query_id")) return -1;
+    if (!(u.f[1] = jtext(r, qa, w, "question")) || !(u.id = jtext(r, qa, w, "query_id"))) return -1;
     if (!jfield(r, qa, w, "answer")) return -1;
     snprintf(w, sizeof w, "%s.answer", where);
     if (drop_answer_read(r, json_get(qa, "answer"), w, &answer)) return -1;
@@ -1674,7 +1675,8 @@ static int copy_answers(arena *a, const unit *u, tasks_example *ex)
     }
     ex->answers = golds;
     ex->n_answers = u->n_answers;
-    return 0;
+    ex->id = u->id ? arena_strndup(a, u->id, strlen(u->id)) : NULL;
+    return u->id && !ex->id ? -1 : 0;
 }
 
 static int render_example(const task_def *t, const pool *p, const unit *u, size_t index, render_buf *rb, arena *a,

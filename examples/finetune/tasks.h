@@ -141,6 +141,8 @@ typedef struct tasks_example {
                                     JSON document, SQuAD/DROP) */
     const qa_answer *answers;    /* generation tasks: the gold answers to score against */
     int n_answers;               /* (0 and NULL for multiple choice) */
+    const char *id;              /* generation tasks: the question's id in its file (SQuAD "id",
+                                    DROP "query_id"); NULL for multiple choice */
 } tasks_example;
 
 typedef struct tasks_split {
