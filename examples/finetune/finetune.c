@@ -22,7 +22,8 @@
      as for COPA; evaluation decodes greedily from the prompt (at most 50 new tokens, up to
      the first newline, BOS or EOS; MeZO's generation) and scores the text with the task's
      official exact match and F1 (qa_score.h); F1 takes accuracy's place (log: dev_f1 and
-     dev_em; results.json: *_f1 and *_em).
+     dev_em; results.json: *_f1 and *_em; predictions.jsonl: each test question's id,
+     generated answer, EM and F1).
    Outputs in --out (default finetune-out): run.json (the run's settings, which --resume
    compares and reuses), log.jsonl (one line per step: step, loss, lr, elapsed seconds, and
    dev_acc when evaluated; with --diagnose, a {"step":S,"diagnose":{...}} line before step S
@@ -343,7 +344,11 @@ static int tokenize_example(const llm_tokenizer *t, int bos, int32_t max_len, co
             n_text = max_len;
             if (opt > n_text - 1) opt = n_text - 1;
         }
-        if (opt < 1) { snprintf(err, errlen, "example (line %ld) has nothing to score", src->source_line); return -1; }
+        if (opt < 1) {
+            if (src->id) snprintf(err, errlen, "example \"%.100s\" has nothing to score", src->id);
+            else snprintf(err, errlen, "example (line %ld) has nothing to score", src->source_line);
+            return -1;
+        }
         dst->n_tokens[k] = n_text;
         dst->n_context[k] = n_text - opt;
     }

@@ -16,6 +16,18 @@
    continuation on its own: SentencePiece/BPE merge its leading space (" great") with
    the token before it differently, and a lone string gets a dummy-prefix space.
 
+   ---- Generation tasks: SQuAD (v1.1) and DROP ----
+   An example is a question; its one candidate is the training target " <answer>\n" after
+   the context ("...\nAnswer:"), trained with the LM loss on its tokens (MeZO:
+   train_as_classification False, only_train_option). The answer is SQuAD's answers[0], and
+   for DROP HF's answers_spans["spans"][0] of the "answer": its number, else its date
+   ("day month year" stripped), else its first span; a question HF "drop" drops (no answer,
+   or an answer that is a number and a date/spans at once) is skipped and counted in
+   skipped[]. answers holds every gold answer to score against: SQuAD's answers (one span
+   each); DROP's "answer" and "validated_answers" as drop_eval.py reads them (the number,
+   else the spans, else the date). Evaluation (grzo-finetune) generates the answer and
+   tasks_score_prediction scores it (qa_score.h).
+
    ---- Prompt assembly (exactly MeZO's, with no demonstrations) ----
    MeZO builds, per candidate, encode(x) (the context) and verbalize(x, c) (the context
    plus the candidate), then strips ONLY spaces (' ', not newlines) from both ends of
@@ -60,7 +72,11 @@
    ---- Files ----
    The reader is chosen by the file name's extension: .jsonl (SuperGLUE), .tsv (GLUE,
    LM-BFF k-shot, or "label<TAB>sentence" without a header for SST-5/TREC), .csv
-   (LM-BFF "label,sentence" without a header, RFC 4180 quoting). Blank lines are skipped;
+   (LM-BFF "label,sentence" without a header, RFC 4180 quoting), .json (a whole-file JSON
+   document: SQuAD v1.1's train-v1.1.json / dev-v1.1.json, DROP's drop_dataset_train.json /
+   drop_dataset_dev.json; a defect is "path: what" with the value's JSON path, e.g.
+   "dev-v1.1.json: "data[0].paragraphs[2].qas[1].answers" must be an array", and a syntax
+   error "path:line:col: what"). Blank lines are skipped;
    a UTF-8 byte order mark at the start is skipped; every other defect (bad JSON, bad
    UTF-8, NUL bytes, missing or mistyped fields, unknown labels, wrong field counts)
    fails the load with "path:line: what" (JSON syntax errors add the column: 
@@ -230,7 +246,9 @@ void tasks_free_indices(tasks_indices *idx);
 
 /* ---- Finding the files in a directory ----
    For the staged layouts (shared/data/<TASK>, LM-BFF k-shot/16-<seed>, SST-5/TREC
-   original). Looks for, in order:
+   original). SQuAD and DROP: the released names (train-v1.1.json and dev-v1.1.json;
+   drop_dataset_train.json and drop_dataset_dev.json), else train.json and dev.json; dev is
+   carved from train. The other tasks: looks for, in order:
      train: train.jsonl, train.tsv, train.csv, then fewglue32_train.jsonl (FewGLUE's
             32-example subset: BoolQ has no full train file here) - only extensions the
             task reads;
