@@ -18,6 +18,12 @@
      log-likelihood of the gold continuation's tokens.
    - Evaluation: argmax of the candidate scores, accuracy. Zero-shot accuracy is measured
      on dev and test before training, dev every --eval-every steps, test at the end.
+   - SQuAD and DROP (generation tasks): training is the LM loss on the gold answer's tokens,
+     as for COPA; evaluation decodes greedily from the prompt (at most 50 new tokens, up to
+     the first newline, BOS or EOS; MeZO's generation) and scores the text with the task's
+     official exact match and F1 (qa_score.h); F1 takes accuracy's place (log: dev_f1 and
+     dev_em; results.json: *_f1 and *_em; predictions.jsonl: each test question's id,
+     generated answer, EM and F1).
    Outputs in --out (default finetune-out): run.json (the run's settings, which --resume
    compares and reuses), log.jsonl (one line per step: step, loss, lr, elapsed seconds, and
    dev_acc when evaluated; with --diagnose, a {"step":S,"diagnose":{...}} line before step S
@@ -279,9 +285,17 @@ typedef struct tok_example {
     int32_t *tokens[TASKS_MAX_CANDIDATES];   /* context + continuation, BOS first if the model wants it */
     int32_t n_tokens[TASKS_MAX_CANDIDATES];
     int32_t n_context[TASKS_MAX_CANDIDATES]; /* tokens before the scored continuation */
+    int32_t *prompt, n_prompt;               /* generation tasks: the context's tokens to decode from,
+                                                left-truncated to leave room for the answer */
 } tok_example;
 
-typedef struct tok_split { tok_example *ex; size_t n; int32_t max_total, max_len; } tok_split;
+typedef struct tok_split {
+    tok_example *ex;
+    size_t n;
+    int32_t max_total, max_len;
+    int32_t max_generate;        /* generation tasks: the longest prompt + TASKS_MAX_NEW_TOKENS - 1 */
+    const tasks_split *src;      /* the examples (gold answers) behind ex */
+} tok_split;
 
 static int tokenize_alloc(const llm_tokenizer *t, const char *text, int bos, int32_t **ids, int32_t *n, char *err, size_t errlen) {
     int32_t need = 0;
@@ -290,6 +304,16 @@ static int tokenize_alloc(const llm_tokenizer *t, const char *text, int bos, int
     if (!*ids) { snprintf(err, errlen, "out of memory"); return -1; }
     if (llm_tokenize(t, text, bos, *ids, need, n, err, errlen)) return -1;
     return 0;
+}
+
+/* MeZO's encode_prompt for generation: the prompt keeps its last max_len - 50 tokens (and BOS),
+   leaving room for the answer; a model with at most 51 positions keeps half of them. */
+static int32_t prompt_fit(int32_t *ids, int32_t n, int32_t keep_head, int32_t max_len) {
+    int32_t cap = max_len > 0 ? max_len - TASKS_MAX_NEW_TOKENS : n;
+    if (max_len > 0 && cap < 2) cap = max_len / 2 > 1 ? max_len / 2 : 1;
+    if (n <= cap) return n;
+    memmove(ids + keep_head, ids + keep_head + (n - cap), sizeof(int32_t) * (size_t)(cap - keep_head));
+    return cap;
 }
 
 /* MeZO's encode_prompt: the continuation's tokens are the last n(text) - n(context) tokens of
@@ -305,6 +329,11 @@ static int tokenize_example(const llm_tokenizer *t, int bos, int32_t max_len, co
         int32_t *ctx_ids = NULL, n_ctx = 0, n_text = 0, opt, keep_head = bos ? 1 : 0;
         if (tokenize_alloc(t, src->cand[k].text, bos, &dst->tokens[k], &n_text, err, errlen)) return -1;
         if (tokenize_alloc(t, src->cand[k].context, bos, &ctx_ids, &n_ctx, err, errlen)) { free(ctx_ids); return -1; }
+        if (src->n_answers > 0 && k == 0) {   /* a generation task: decoding starts from the context */
+            dst->prompt = ctx_ids;
+            dst->n_prompt = prompt_fit(ctx_ids, n_ctx, keep_head, max_len);
+            ctx_ids = NULL;
+        }
         free(ctx_ids);
         opt = n_text - n_ctx;
         if (opt < 1) opt = 1;             /* a continuation merged into the context: score its last token */
@@ -315,7 +344,11 @@ static int tokenize_example(const llm_tokenizer *t, int bos, int32_t max_len, co
             n_text = max_len;
             if (opt > n_text - 1) opt = n_text - 1;
         }
-        if (opt < 1) { snprintf(err, errlen, "example (line %ld) has nothing to score", src->source_line); return -1; }
+        if (opt < 1) {
+            if (src->id) snprintf(err, errlen, "example \"%.100s\" has nothing to score", src->id);
+            else snprintf(err, errlen, "example (line %ld) has nothing to score", src->source_line);
+            return -1;
+        }
         dst->n_tokens[k] = n_text;
         dst->n_context[k] = n_text - opt;
     }
@@ -325,8 +358,10 @@ static int tokenize_example(const llm_tokenizer *t, int bos, int32_t max_len, co
 static void free_tok_split(tok_split *s) {
     size_t i;
     int k;
-    for (i = 0; i < s->n; i++)
+    for (i = 0; i < s->n; i++) {
         for (k = 0; k < s->ex[i].n_cand; k++) free(s->ex[i].tokens[k]);
+        free(s->ex[i].prompt);
+    }
     free(s->ex);
     memset(s, 0, sizeof *s);
 }
@@ -336,6 +371,7 @@ static int tokenize_split(const llm_tokenizer *t, int bos, int32_t max_len, cons
     size_t i;
     memset(dst, 0, sizeof *dst);
     dst->ex = (tok_example *)calloc(src->n ? src->n : 1, sizeof *dst->ex);
+    dst->src = src;
     if (!dst->ex) { snprintf(err, errlen, "out of memory"); return -1; }
     for (i = 0; i < src->n; i++) {
         int32_t total = 0;
@@ -347,12 +383,20 @@ static int tokenize_split(const llm_tokenizer *t, int bos, int32_t max_len, cons
             if (dst->ex[i].n_tokens[k] > dst->max_len) dst->max_len = dst->ex[i].n_tokens[k];
         }
         if (total > dst->max_total) dst->max_total = total;
+        if (dst->ex[i].prompt && dst->ex[i].n_prompt + TASKS_MAX_NEW_TOKENS - 1 > dst->max_generate)
+            dst->max_generate = dst->ex[i].n_prompt + TASKS_MAX_NEW_TOKENS - 1;
     }
     return 0;
 }
 
 /* ---- the run ---------------------------------------------------------------------------------- */
 #define EVAL_CHUNK 8          /* examples scored per forward during evaluation */
+
+/* A generated answer and its scores. */
+typedef struct prediction {
+    char *text;
+    double em, f1;
+} prediction;
 
 typedef struct run {
     options o;
@@ -365,7 +409,11 @@ typedef struct run {
     grzo_ctx *ctx;
     llm_model model;
     llm_state *st;
-    int lm_loss;                      /* train on the gold continuation's tokens (COPA) */
+    int lm_loss;                      /* train on the gold continuation's tokens (COPA, SQuAD, DROP) */
+    int generation;                   /* SQuAD, DROP: evaluation generates and scores F1 / EM */
+    int32_t *gen_tokens, gen_steps;   /* generation scratch: room for gen_steps + 1 ids */
+    prediction *preds;                /* the test split's answers at its latest evaluation
+                                         (written to predictions.jsonl at the end) */
     /* per-pass scratch */
     int64_t *picked;                  /* the step's B training examples */
     llm_seq *seqs;
@@ -373,9 +421,10 @@ typedef struct run {
     double *means;
     int32_t max_seqs;
     /* the run's files, built from --out/--log/--checkpoint (malloc'd, any length) */
-    char *path_log, *path_ckpt, *path_indices, *path_results, *path_png, *path_manifest;
-    double zs_dev, zs_test;           /* zero-shot accuracies (recorded in run.json) */
-    double dev_acc, test_acc, seconds;/* after training, for results.json */
+    char *path_log, *path_ckpt, *path_indices, *path_results, *path_png, *path_manifest, *path_predictions;
+    double zs_dev, zs_test;           /* zero-shot accuracies, or F1 (recorded in run.json) */
+    double dev_acc, test_acc, seconds;/* after training, for results.json (F1 for generation) */
+    double zs_dev_em, zs_test_em, dev_em, test_em;   /* generation tasks: exact match */
     json_value manifest;              /* run.json of a resumed run (options point into it) */
     int have_manifest;
     double elapsed_before;            /* training seconds of the run before a resume */
@@ -438,10 +487,102 @@ static double candidate_ce(const double *scores, int n, int gold) {
     return -(scores[gold] - m - log(z));
 }
 
-static grzo_status evaluate(run *r, const tok_split *split, double *acc) {
+/* "accuracy 0.6250", or for a generation task (em >= 0) "F1 0.4321, EM 0.3000" */
+static const char *score_text(double score, double em, char buf[64]) {
+    if (em < 0) snprintf(buf, 64, "accuracy %.4f", score);
+    else snprintf(buf, 64, "F1 %.4f, EM %.4f", score, em);
+    return buf;
+}
+
+/* The main score's name in run.json, results.json and the log: accuracy, or F1 (with EM). */
+static const char *score_key(const run *r) { return r->generation ? "f1" : "acc"; }
+
+/* Generation stops at the first token whose text holds a newline (MeZO's eos_token "\n"). */
+static int stop_at_newline(int32_t prev, int32_t token, void *user) {
+    return strchr(llm_token_text((const llm_tokenizer *)user, prev, token), '\n') != NULL;
+}
+
+/* Greedy decoding from ex's prompt; the text up to the first newline into *out (MeZO strips
+   it; the scorers' normalization ignores surrounding whitespace, so it is kept as is). */
+static grzo_status generate_answer(run *r, const tok_example *ex, char **out) {
+    llm_generate_desc g;
+    int32_t n_total = 0, i;
+    size_t len = 0;
+    grzo_status s;
+    char *text;
+    memset(&g, 0, sizeof g);
+    g.steps = ex->n_prompt + TASKS_MAX_NEW_TOKENS - 1;   /* TASKS_MAX_NEW_TOKENS new tokens at most */
+    if (g.steps > r->gen_steps) g.steps = r->gen_steps;
+    g.stop[0] = llm_tokenizer_bos(r->tok);
+    g.stop[1] = llm_tokenizer_eos(r->tok);
+    g.on_token = stop_at_newline;
+    g.user_data = r->tok;
+    memcpy(r->gen_tokens, ex->prompt, sizeof(int32_t) * (size_t)ex->n_prompt);
+    if ((s = llm_generate(r->ctx, &r->model, r->st, r->gen_tokens, ex->n_prompt, &g, &n_total)) != GRZO_OK) return s;
+    for (i = ex->n_prompt; i < n_total; i++) len += strlen(llm_token_text(r->tok, r->gen_tokens[i - 1], r->gen_tokens[i]));
+    if (!(text = (char *)malloc(len + 1))) return GRZO_ERR_OUT_OF_MEMORY;
+    for (len = 0, i = ex->n_prompt; i < n_total; i++) {
+        const char *piece = llm_token_text(r->tok, r->gen_tokens[i - 1], r->gen_tokens[i]);
+        memcpy(text + len, piece, strlen(piece));
+        len += strlen(piece);
+    }
+    text[len] = '\0';
+    *out = qa_utf8_repair(text, strcspn(text, "\n"));   /* up to the newline; bytes a token split read as U+FFFD */
+    free(text);
+    return *out ? GRZO_OK : GRZO_ERR_OUT_OF_MEMORY;
+}
+
+static void free_predictions(run *r) {
+    size_t i;
+    for (i = 0; r->preds && i < r->test.n; i++) free(r->preds[i].text);
+    free(r->preds);
+    r->preds = NULL;
+}
+
+/* A generation task's split: mean F1 and exact match of the generated answers; the test
+   split's answers are kept for predictions.jsonl. */
+static grzo_status evaluate_generation(run *r, const tok_split *split, double *f1, double *em) {
+    size_t i;
+    int keep = split == &r->test;
+    *f1 = *em = 0;
+    if (keep) {
+        free_predictions(r);
+        if (!(r->preds = (prediction *)calloc(split->n ? split->n : 1, sizeof *r->preds))) return GRZO_ERR_OUT_OF_MEMORY;
+    }
+    for (i = 0; i < split->n; i++) {
+        char *answer = NULL;
+        double e, f;
+        grzo_status s = generate_answer(r, &split->ex[i], &answer);
+        if (s != GRZO_OK) return s;
+        if (tasks_score_prediction(r->data.task, &split->src->ex[i], answer, &e, &f)) {
+            free(answer);
+            return GRZO_ERR_OUT_OF_MEMORY;
+        }
+        if (keep) {
+            r->preds[i].text = answer;
+            r->preds[i].em = e;
+            r->preds[i].f1 = f;
+        } else free(answer);
+        *f1 += f;
+        *em += e;
+    }
+    if (split->n) {
+        *f1 /= (double)split->n;
+        *em /= (double)split->n;
+    }
+    return GRZO_OK;
+}
+
+/* The split's score: accuracy, or for a generation task F1 (and exact match in *em, which
+   is -1 for multiple choice; em may be NULL). */
+static grzo_status evaluate(run *r, const tok_split *split, double *acc, double *em) {
     size_t i0, correct = 0;
     const tok_example *chunk[EVAL_CHUNK];
+    double em_unused;
     *acc = 0;
+    if (!em) em = &em_unused;
+    *em = -1;
+    if (r->generation) return evaluate_generation(r, split, acc, em);
     if (split->n == 0) return GRZO_OK;
     for (i0 = 0; i0 < split->n; i0 += EVAL_CHUNK) {
         size_t n = split->n - i0 < EVAL_CHUNK ? split->n - i0 : EVAL_CHUNK, i;
@@ -516,7 +657,8 @@ static int make_paths(run *r, char *err, size_t errlen) {
     r->path_indices = path_join(out, "indices.txt");
     r->path_results = path_join(out, "results.json");
     r->path_png = path_join(out, "loss.png");
-    if (!r->path_log || !r->path_ckpt || !r->path_indices || !r->path_results || !r->path_png) {
+    r->path_predictions = path_join(out, "predictions.jsonl");
+    if (!r->path_log || !r->path_ckpt || !r->path_indices || !r->path_results || !r->path_png || !r->path_predictions) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -541,16 +683,18 @@ static int check_paths(const run *r, char *err, size_t errlen) {
 }
 
 /* The files a run leaves, in the order they are listed in messages. */
-static int run_files(const run *r, const char *files[6]) {
+#define RUN_FILES 7
+static int run_files(const run *r, const char *files[RUN_FILES]) {
     files[0] = r->path_manifest; files[1] = r->path_ckpt; files[2] = r->path_log;
     files[3] = r->path_indices; files[4] = r->path_results; files[5] = r->path_png;
-    return 6;
+    files[6] = r->path_predictions;
+    return RUN_FILES;
 }
 
 /* A new run never mixes its files with an earlier run's: it refuses a folder that holds
    any of them unless told --overwrite. */
 static int refuse_earlier_run(const run *r, char *err, size_t errlen) {
-    const char *files[6];
+    const char *files[RUN_FILES];
     struct stat sb;
     int i, n = run_files(r, files);
     size_t used = 0;
@@ -568,7 +712,7 @@ static int refuse_earlier_run(const run *r, char *err, size_t errlen) {
 
 /* --overwrite: the earlier run's files go (never a directory: unlink refuses those). */
 static int remove_earlier_run(const run *r, char *err, size_t errlen) {
-    const char *files[6];
+    const char *files[RUN_FILES];
     int i, n = run_files(r, files);
     for (i = 0; i < n; i++)
         if (unlink(files[i]) != 0 && errno != ENOENT) {
@@ -675,7 +819,9 @@ static void write_manifest_json(FILE *f, const run *r) {
             else fprintf(f, "null");
         }
     }
-    fprintf(f, ",\n \"zero_shot_dev_acc\":%.6f,\"zero_shot_test_acc\":%.6f}\n", r->zs_dev, r->zs_test);
+    fprintf(f, ",\n \"zero_shot_dev_%s\":%.6f,\"zero_shot_test_%s\":%.6f", score_key(r), r->zs_dev, score_key(r), r->zs_test);
+    if (r->generation) fprintf(f, ",\"zero_shot_dev_em\":%.6f,\"zero_shot_test_em\":%.6f", r->zs_dev_em, r->zs_test_em);
+    fprintf(f, "}\n");
 }
 
 static int write_manifest(const run *r, char *err, size_t errlen) {
@@ -795,8 +941,17 @@ static int resume_settings(run *r, char *err, size_t errlen) {
         snprintf(err, errlen, "--resume: %s was made with other settings: %s", r->path_manifest, conflicts);
         return -1;
     }
-    if ((v = json_get(root, "zero_shot_dev_acc")) && v->type == JSON_NUMBER) r->zs_dev = v->number;
-    if ((v = json_get(root, "zero_shot_test_acc")) && v->type == JSON_NUMBER) r->zs_test = v->number;
+    {   /* the task (so the score's name) is known now */
+        const tasks_info *t = tasks_find(o->str[OPT_TASK]);
+        const char *key = t && t->metric != TASKS_METRIC_ACCURACY ? "f1" : "acc";
+        char name[32];
+        snprintf(name, sizeof name, "zero_shot_dev_%s", key);
+        if ((v = json_get(root, name)) && v->type == JSON_NUMBER) r->zs_dev = v->number;
+        snprintf(name, sizeof name, "zero_shot_test_%s", key);
+        if ((v = json_get(root, name)) && v->type == JSON_NUMBER) r->zs_test = v->number;
+        if ((v = json_get(root, "zero_shot_dev_em")) && v->type == JSON_NUMBER) r->zs_dev_em = v->number;
+        if ((v = json_get(root, "zero_shot_test_em")) && v->type == JSON_NUMBER) r->zs_test_em = v->number;
+    }
     return 0;
 }
 
@@ -883,9 +1038,11 @@ static int trim_log(const char *path, int64_t step, double *elapsed, char *err, 
     return 0;
 }
 
-static void log_line(FILE *f, int64_t step, const grzo_step_report *rep, double elapsed, double dev_acc) {
+/* dev_em >= 0: a generation task's dev F1 (dev_acc) and exact match */
+static void log_line(FILE *f, int64_t step, const grzo_step_report *rep, double elapsed, double dev_acc, double dev_em) {
     fprintf(f, "{\"step\":%lld,\"loss\":%.9g,\"lr\":%.9g,\"elapsed\":%.3f", (long long)step, rep->loss, (double)rep->lr, elapsed);
-    if (dev_acc >= 0) fprintf(f, ",\"dev_acc\":%.6f", dev_acc);
+    if (dev_acc >= 0 && dev_em >= 0) fprintf(f, ",\"dev_f1\":%.6f,\"dev_em\":%.6f", dev_acc, dev_em);
+    else if (dev_acc >= 0) fprintf(f, ",\"dev_acc\":%.6f", dev_acc);
     fprintf(f, "}\n");
     fflush(f);
 }
@@ -986,6 +1143,7 @@ static int load_everything(run *r, char *err, size_t errlen) {
     tasks_free_paths(&paths);
     if (rc) return -1;
     r->lm_loss = r->data.train_on_gold_tokens;
+    r->generation = r->data.task->metric != TASKS_METRIC_ACCURACY;
     bos = llm_tokenizer_wants_bos(r->tok);
     max_len = (int32_t)o->num[OPT_MAX_LEN];
     if (max_len == 0 || max_len > r->cfg.max_seq_len) max_len = r->cfg.max_seq_len;
@@ -1019,6 +1177,16 @@ static int setup_optimizer(run *r, char *err, size_t errlen) {
     if (r->test.max_total > max_total) max_total = r->test.max_total;
     if (r->dev.max_len > max_len) max_len = r->dev.max_len;
     if (r->test.max_len > max_len) max_len = r->test.max_len;
+    if (r->generation) {   /* llm_generate: the prompt and the answer in one sequence */
+        r->gen_steps = r->dev.max_generate > r->test.max_generate ? r->dev.max_generate : r->test.max_generate;
+        if (r->gen_steps > r->cfg.max_seq_len) r->gen_steps = r->cfg.max_seq_len;
+        if (r->gen_steps > max_len) max_len = r->gen_steps;
+        if (r->gen_steps > max_total) max_total = r->gen_steps;
+        if (!(r->gen_tokens = (int32_t *)malloc(sizeof(int32_t) * ((size_t)r->gen_steps + 1)))) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+    }
     r->max_seqs = (int32_t)((copies > EVAL_CHUNK ? copies : EVAL_CHUNK) * TASKS_MAX_CANDIDATES);
     memset(&sd, 0, sizeof sd);
     sd.max_rows = (copies > EVAL_CHUNK ? copies : EVAL_CHUNK) * (int64_t)max_total;
@@ -1036,7 +1204,7 @@ static int setup_optimizer(run *r, char *err, size_t errlen) {
 }
 
 static void cleanup(run *r) {
-    free(r->picked); free(r->seqs); free(r->n_context); free(r->means);
+    free(r->picked); free(r->seqs); free(r->n_context); free(r->means); free(r->gen_tokens);
     if (r->st) llm_state_free(r->st);
     llm_model_free(&r->model);
     grzo_destroy(r->ctx);
@@ -1047,6 +1215,8 @@ static void cleanup(run *r) {
     llm_weights_free(&r->w);
     if (r->have_manifest) json_free(&r->manifest);
     free(r->path_log); free(r->path_ckpt); free(r->path_indices); free(r->path_results); free(r->path_png); free(r->path_manifest);
+    free(r->path_predictions);
+    free_predictions(r);
 }
 
 /* results.json: what actually ran (after a resume, the recorded settings and the new budget) */
@@ -1057,10 +1227,28 @@ static void write_results_json(FILE *f, const run *r) {
     json_string(f, o->str[OPT_MODEL]);
     fprintf(f, ",\"estimator\":\"%s\",\"lr\":%s,\"sigma\":%s,\"batch\":%lld,\"seed\":%llu,\"warmup\":%lld,\"fzoo_probes\":%lld,\n"
                " \"n_train\":%zu,\"n_dev\":%zu,\"n_test\":%zu,\"steps\":%lld,\"seconds\":%.1f,\n"
-               " \"zero_shot_dev_acc\":%.6f,\"zero_shot_test_acc\":%.6f,\"dev_acc\":%.6f,\"test_acc\":%.6f}\n",
+               " \"zero_shot_dev_%s\":%.6f,\"zero_shot_test_%s\":%.6f,\"dev_%s\":%.6f,\"test_%s\":%.6f",
             estimator_name(o->estimator), float_text(o->real[OPT_LR], lr), float_text(o->real[OPT_SIGMA], sigma), (long long)o->num[OPT_BATCH],
             (unsigned long long)o->seed, (long long)o->num[OPT_WARMUP], (long long)o->num[OPT_FZOO_PROBES], r->train.n, r->dev.n,
-            r->test.n, (long long)grzo_get_step(r->ctx), r->seconds, r->zs_dev, r->zs_test, r->dev_acc, r->test_acc);
+            r->test.n, (long long)grzo_get_step(r->ctx), r->seconds, score_key(r), r->zs_dev, score_key(r), r->zs_test,
+            score_key(r), r->dev_acc, score_key(r), r->test_acc);
+    if (r->generation)   /* exact match beside F1 */
+        fprintf(f, ",\n \"zero_shot_dev_em\":%.6f,\"zero_shot_test_em\":%.6f,\"dev_em\":%.6f,\"test_em\":%.6f", r->zs_dev_em,
+                r->zs_test_em, r->dev_em, r->test_em);
+    fprintf(f, "}\n");
+}
+
+/* predictions.jsonl: one line per test question, {"id", "prediction", "em", "f1"} (the id is
+   the file's "id" / "query_id", so the official scripts' predictions can be built from it) */
+static void write_predictions_json(FILE *f, const run *r) {
+    size_t i;
+    for (i = 0; i < r->test.n; i++) {
+        fprintf(f, "{\"id\":");
+        json_string(f, r->data.test.ex[i].id ? r->data.test.ex[i].id : "");
+        fprintf(f, ",\"prediction\":");
+        json_string(f, r->preds[i].text);
+        fprintf(f, ",\"em\":%.6f,\"f1\":%.6f}\n", r->preds[i].em, r->preds[i].f1);
+    }
 }
 
 static int save_checkpoint(run *r, char *err, size_t errlen) {
@@ -1078,14 +1266,17 @@ static int save_due(const run *r, int64_t steps_done, double last_save) {
 /* A new run: the folder, the manifest, the indices, the zero-shot accuracies. */
 static int start_fresh(run *r, char *err, size_t errlen) {
     grzo_status s;
+    char dev[64], test[64];
     if (ensure_dir(r->o.str[OPT_OUT], err, errlen) || remove_earlier_run(r, err, errlen) || write_manifest(r, err, errlen) ||
         tasks_write_indices(r->path_indices, &r->data, err, errlen))
         return -1;
-    if ((s = evaluate(r, &r->dev, &r->zs_dev)) != GRZO_OK || (s = evaluate(r, &r->test, &r->zs_test)) != GRZO_OK) {
+    if ((s = evaluate(r, &r->dev, &r->zs_dev, &r->zs_dev_em)) != GRZO_OK ||
+        (s = evaluate(r, &r->test, &r->zs_test, &r->zs_test_em)) != GRZO_OK) {
         snprintf(err, errlen, "%s: %s", grzo_status_str(s), llm_model_error(&r->model));
         return -1;
     }
-    printf("zero-shot: dev accuracy %.4f (%zu), test accuracy %.4f (%zu)\n", r->zs_dev, r->dev.n, r->zs_test, r->test.n);
+    printf("zero-shot: dev %s (%zu), test %s (%zu)\n", score_text(r->zs_dev, r->zs_dev_em, dev), r->dev.n,
+           score_text(r->zs_test, r->zs_test_em, test), r->test.n);
     fflush(stdout);
     return write_manifest(r, err, errlen);
 }
@@ -1099,6 +1290,7 @@ static int start_resumed(run *r, char *err, size_t errlen) {
         return -1;
     remove(r->path_results);
     remove(r->path_png);
+    remove(r->path_predictions);
     fprintf(stderr, "resumed at step %lld from %s\n", (long long)grzo_get_step(r->ctx), r->path_ckpt);
     return 0;
 }
@@ -1169,6 +1361,7 @@ int main(int argc, char **argv) {
     grzo_status s = GRZO_OK;
     struct sigaction sa;
     r.zs_dev = r.zs_test = r.dev_acc = r.test_acc = -1;
+    r.zs_dev_em = r.zs_test_em = r.dev_em = r.test_em = -1;
     if (parse_options(argc, argv, &r.o, err, sizeof err)) return fail(&r, 2, err);
     if (!(r.path_manifest = path_join(r.o.str[OPT_OUT], "run.json"))) return fail(&r, 1, "out of memory");
     if (r.o.resume && resume_settings(&r, err, sizeof err)) return fail(&r, 2, err);
@@ -1192,7 +1385,7 @@ int main(int argc, char **argv) {
     first_step = grzo_get_step(r.ctx);
     for (step = first_step; step < r.o.num[OPT_STEPS] && !interrupted; step = grzo_get_step(r.ctx)) {
         grzo_step_report rep;
-        double elapsed, dev = -1;
+        double elapsed, dev = -1, dev_em = -1;
         int64_t eval_every = r.o.num[OPT_EVAL_EVERY], diagnose_every = r.o.num[OPT_DIAGNOSE_EVERY];
         if (r.o.diagnose && diagnose_every > 0 && step > first_step && step % diagnose_every == 0) {
             double t0 = now();
@@ -1202,11 +1395,14 @@ int main(int argc, char **argv) {
         pick_batch(&r, step);
         s = grzo_step(r.ctx, r.o.num[OPT_BATCH], train_forward, &r, &rep);
         if (s != GRZO_OK) goto failed;
-        if (eval_every > 0 && (step + 1) % eval_every == 0 && (s = evaluate(&r, &r.dev, &dev)) != GRZO_OK) goto failed;
+        if (eval_every > 0 && (step + 1) % eval_every == 0 && (s = evaluate(&r, &r.dev, &dev, &dev_em)) != GRZO_OK) goto failed;
         elapsed = r.elapsed_before + (now() - t_train0 - r.diagnose_seconds);
-        log_line(logf, step, &rep, elapsed, dev);
+        log_line(logf, step, &rep, elapsed, dev, dev_em);
         progress(&r, step + 1, rep.loss, (double)(step + 1 - first_step) / (now() - t_train0));
-        if (dev >= 0 && isatty(fileno(stderr))) fprintf(stderr, "\n  dev accuracy %.4f at step %lld\n", dev, (long long)step + 1);
+        if (dev >= 0 && isatty(fileno(stderr))) {
+            char text[64];
+            fprintf(stderr, "\n  dev %s at step %lld\n", score_text(dev, dev_em, text), (long long)step + 1);
+        }
         if (step + 1 < r.o.num[OPT_STEPS] && save_due(&r, step + 1, last_save)) {
             if (save_checkpoint(&r, err, sizeof err)) { fclose(logf); return fail(&r, 1, err); }
             last_save = now();
@@ -1221,12 +1417,17 @@ int main(int argc, char **argv) {
         cleanup(&r);
         return 130;
     }
-    if ((s = evaluate(&r, &r.dev, &r.dev_acc)) != GRZO_OK || (s = evaluate(&r, &r.test, &r.test_acc)) != GRZO_OK) goto failed;
-    printf("after %lld steps (%s, lr %g, sigma %g, B %lld): dev accuracy %.4f, test accuracy %.4f\n", (long long)grzo_get_step(r.ctx),
-           estimator_name(r.o.estimator), (double)r.o.real[OPT_LR], (double)r.o.real[OPT_SIGMA], (long long)r.o.num[OPT_BATCH],
-           r.dev_acc, r.test_acc);
+    if ((s = evaluate(&r, &r.dev, &r.dev_acc, &r.dev_em)) != GRZO_OK || (s = evaluate(&r, &r.test, &r.test_acc, &r.test_em)) != GRZO_OK)
+        goto failed;
+    {
+        char dev[64], test[64];
+        printf("after %lld steps (%s, lr %g, sigma %g, B %lld): dev %s, test %s\n", (long long)grzo_get_step(r.ctx),
+               estimator_name(r.o.estimator), (double)r.o.real[OPT_LR], (double)r.o.real[OPT_SIGMA], (long long)r.o.num[OPT_BATCH],
+               score_text(r.dev_acc, r.dev_em, dev), score_text(r.test_acc, r.test_em, test));
+    }
     r.seconds = r.elapsed_before + now() - t_train0 - r.diagnose_seconds;
     if (write_atomically(r.path_results, write_results_json, &r, err, sizeof err)) return fail(&r, 1, err);
+    if (r.generation && write_atomically(r.path_predictions, write_predictions_json, &r, err, sizeof err)) return fail(&r, 1, err);
     if (r.o.str[OPT_EXPORT] && llm_export_as(r.o.str[OPT_MODEL], r.path_ckpt, r.o.str[OPT_EXPORT], r.o.str[OPT_EXPORT_TYPE], err, sizeof err))
         return fail(&r, 1, err);
     if (r.o.num[OPT_STEPS] > 0) plot_loss(&r);   /* --steps 0 (evaluation, --diagnose): no curve to draw */

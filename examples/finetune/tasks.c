@@ -4,6 +4,7 @@
    the --help / log printers. */
 #include "tasks.h"
 #include "json.h"
+#include "qa_score.h"
 
 #include <errno.h>
 #include <float.h>
@@ -151,32 +152,8 @@ static void sb_free(sbuf *b)
    UTF-8 and Python-compatible whitespace handling
    ====================================================================================== */
 
-/* Length of the well-formed UTF-8 sequence at s[0..n) (1-4), or 0 if it is not one:
-   overlong forms, UTF-16 surrogates and code points above U+10FFFF are rejected. */
-static size_t utf8_seq(const unsigned char *s, size_t n, uint32_t *cp_out)
-{
-    uint32_t cp;
-    size_t len, i;
-    if (n == 0) return 0;
-    if (s[0] < 0x80) {
-        if (cp_out) *cp_out = s[0];
-        return 1;
-    }
-    if (s[0] >= 0xC2 && s[0] <= 0xDF) { len = 2; cp = s[0] & 0x1Fu; }
-    else if (s[0] >= 0xE0 && s[0] <= 0xEF) { len = 3; cp = s[0] & 0x0Fu; }
-    else if (s[0] >= 0xF0 && s[0] <= 0xF4) { len = 4; cp = s[0] & 0x07u; }
-    else return 0;
-    if (n < len) return 0;
-    for (i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3Fu);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000)) return 0;
-    if (cp >= 0xD800 && cp <= 0xDFFF) return 0;
-    if (cp > 0x10FFFF) return 0;
-    if (cp_out) *cp_out = cp;
-    return len;
-}
+/* The UTF-8 decoder (qa_utf8_seq) and Python's whitespace set (qa_py_isspace) are
+   qa_score.c's: the scorers need them too. */
 
 /* Offset of the first byte that is not valid UTF-8 (or a NUL), or n if all is well. */
 static size_t utf8_first_bad(const char *s, size_t n, int *is_nul)
@@ -194,19 +171,11 @@ static size_t utf8_first_bad(const char *s, size_t n, int *is_nul)
             i++;
             continue;
         }
-        l = utf8_seq(u + i, n - i, NULL);
+        l = qa_utf8_seq(u + i, n - i, NULL);
         if (!l) return i;
         i += l;
     }
     return n;
-}
-
-/* Python's str.isspace(): MeZO's .strip()/.lstrip()/.rstrip() remove exactly these. */
-static int py_isspace(uint32_t cp)
-{
-    return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 ||
-           cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
-           cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 typedef struct slice {
@@ -228,8 +197,8 @@ static slice lstrip_ws(slice s)
 {
     while (s.n) {
         uint32_t cp;
-        size_t l = utf8_seq((const unsigned char *)s.p, s.n, &cp);
-        if (!l || !py_isspace(cp)) break;
+        size_t l = qa_utf8_seq((const unsigned char *)s.p, s.n, &cp);
+        if (!l || !qa_py_isspace(cp)) break;
         s.p += l;
         s.n -= l;
     }
@@ -251,8 +220,8 @@ static slice rstrip_ws(slice s)
     while (s.n) {
         size_t start = last_cp_start(s);
         uint32_t cp;
-        size_t l = utf8_seq((const unsigned char *)s.p + start, s.n - start, &cp);
-        if (!l || !py_isspace(cp)) break;
+        size_t l = qa_utf8_seq((const unsigned char *)s.p + start, s.n - start, &cp);
+        if (!l || !qa_py_isspace(cp)) break;
         s.n = start;
     }
     return s;
@@ -359,6 +328,9 @@ typedef struct unit {
     const char *f[UNIT_FIELDS];
     int label;
     long line;
+    const qa_answer *answers;   /* generation tasks: the gold answers (in the pool's arena) */
+    int n_answers;
+    const char *id;             /* generation tasks: the question's id */
 } unit;
 
 typedef struct pool {
@@ -396,7 +368,8 @@ static int rd_fail(rd *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    set_err(r->err, r->errlen, "%s:%ld: %s", r->p->path, r->line, msg);
+    if (r->line > 0) set_err(r->err, r->errlen, "%s:%ld: %s", r->p->path, r->line, msg);
+    else set_err(r->err, r->errlen, "%s: %s", r->p->path, msg);   /* a whole-file document */
     return -1;
 }
 
@@ -711,6 +684,251 @@ static int nli_tsv(rd *r, const tsv_header *h, char **f, size_t nf)
     return pool_add(r, &u);
 }
 
+/* ---- Whole-file JSON documents: SQuAD v1.1 and DROP ----
+   Unit fields: SQuAD f0 title, f1 context, f2 question, f3 the training answer;
+                DROP  f0 passage, f1 question, f3 the training answer.
+   Messages name the value by its JSON path: "train-v1.1.json: "data[0].paragraphs[2].qas[1].answers"
+   must be an array". */
+
+/* n answers of one span each, or with room for spans, in the pool's arena */
+static qa_answer *new_answers(rd *r, size_t n)
+{
+    qa_answer *a = n > SIZE_MAX / sizeof *a ? NULL : (qa_answer *)arena_alloc(&r->p->strings, n * sizeof *a);
+    if (!a) rd_fail(r, "out of memory");
+    return a;
+}
+
+static const char **new_spans(rd *r, size_t n)
+{
+    const char **s = n > SIZE_MAX / sizeof *s ? NULL : (const char **)arena_alloc(&r->p->strings, (n ? n : 1) * sizeof *s);
+    if (!s) rd_fail(r, "out of memory");
+    return s;
+}
+
+static const json_value *jarray(rd *r, const json_value *obj, const char *where, const char *key)
+{
+    const json_value *v = jfield(r, obj, where, key);
+    if (v && v->type != JSON_ARRAY) {
+        rd_fail(r, "\"%s%s\" must be an array", where, key);
+        return NULL;
+    }
+    return v;
+}
+
+static int jobject_at(rd *r, const json_value *v, const char *where)
+{
+    return v->type == JSON_OBJECT ? 0 : rd_fail(r, "\"%s\" must be an object", where);
+}
+
+/* One SQuAD question: MeZO trains on answers[0] and scores against all of them. */
+static int squad_question(rd *r, const json_value *qa, const char *where, const char *title, const char *context)
+{
+    const json_value *answers;
+    unit u;
+    size_t i;
+    char awhere[256];
+    qa_answer *golds;
+    memset(&u, 0, sizeof u);
+    if (jobject_at(r, qa, where)) return -1;
+    snprintf(awhere, sizeof awhere, "%s.", where);
+    if (!(u.f[2] = jtext(r, qa, awhere, "question")) || !(u.id = jtext(r, qa, awhere, "id"))) return -1;
+    if (!(answers = jarray(r, qa, awhere, "answers"))) return -1;
+    if (answers->n == 0)
+        return rd_fail(r, "\"%sanswers\" is empty (SQuAD 2.0's unanswerable questions cannot be trained on: use "
+                          "SQuAD v1.1's train-v1.1.json / dev-v1.1.json)", awhere);
+    if (answers->n > INT_MAX || !(golds = new_answers(r, answers->n))) return answers->n > INT_MAX ? rd_fail(r, "too many answers") : -1;
+    for (i = 0; i < answers->n; i++) {
+        const char **span = new_spans(r, 1);
+        snprintf(awhere, sizeof awhere, "%s.answers[%lu]", where, (unsigned long)i);
+        if (!span || jobject_at(r, &answers->items[i], awhere)) return -1;
+        strcat(awhere, ".");
+        if (!(span[0] = jtext(r, &answers->items[i], awhere, "text"))) return -1;
+        golds[i].spans = span;
+        golds[i].n_spans = 1;
+    }
+    u.f[0] = title;
+    u.f[1] = context;
+    u.f[3] = golds[0].spans[0];
+    u.answers = golds;
+    u.n_answers = (int)answers->n;
+    return pool_add(r, &u);
+}
+
+/* SQuAD v1.1: {"data": [{"title", "paragraphs": [{"context", "qas": [{"question", "id",
+   "answers": [{"text", "answer_start"}]}]}]}]}; one example per question, in file order
+   (HF "squad"; a missing title is "", as HF reads it). */
+static int squad_doc(rd *r, const json_value *root)
+{
+    const json_value *data;
+    size_t ai, pi, qi;
+    char where[192];
+    if (!(data = jarray(r, root, "", "data"))) return -1;
+    for (ai = 0; ai < data->n; ai++) {
+        const json_value *article = &data->items[ai], *paragraphs;
+        const char *title = "";
+        snprintf(where, sizeof where, "data[%lu]", (unsigned long)ai);
+        if (jobject_at(r, article, where)) return -1;
+        strcat(where, ".");
+        if (json_get(article, "title") && !(title = jtext(r, article, where, "title"))) return -1;
+        if (!(paragraphs = jarray(r, article, where, "paragraphs"))) return -1;
+        for (pi = 0; pi < paragraphs->n; pi++) {
+            const json_value *par = &paragraphs->items[pi], *qas;
+            const char *context;
+            snprintf(where, sizeof where, "data[%lu].paragraphs[%lu]", (unsigned long)ai, (unsigned long)pi);
+            if (jobject_at(r, par, where)) return -1;
+            strcat(where, ".");
+            if (!(context = jtext(r, par, where, "context")) || !(qas = jarray(r, par, where, "qas"))) return -1;
+            for (qi = 0; qi < qas->n; qi++) {
+                char qwhere[192];
+                snprintf(qwhere, sizeof qwhere, "%sqas[%lu]", where, (unsigned long)qi);
+                if (squad_question(r, &qas->items[qi], qwhere, title, context)) return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* A DROP answer object {"number", "date": {"day", "month", "year"}, "spans"}: every key
+   may be missing (drop_eval.py reads them so); present ones must have the official types. */
+typedef struct drop_answer {
+    const char *number, *date;   /* date: "day month year", stripped ("" when none) */
+    int date_given;              /* any of day, month, year non-empty */
+    const char **spans;
+    int n_spans;
+} drop_answer;
+
+static int drop_answer_read(rd *r, const json_value *a, const char *where, drop_answer *out)
+{
+    const json_value *date, *spans;
+    char w[256];
+    size_t i;
+    memset(out, 0, sizeof *out);
+    out->number = out->date = "";
+    if (jobject_at(r, a, where)) return -1;
+    snprintf(w, sizeof w, "%s.", where);
+    if (json_get(a, "number") && !(out->number = jtext(r, a, w, "number"))) return -1;
+    if ((date = json_get(a, "date"))) {
+        static const char *const PARTS[] = {"day", "month", "year"};
+        const char *part[3] = {"", "", ""};
+        sbuf b = {NULL, 0, 0, 0};
+        snprintf(w, sizeof w, "%s.date", where);
+        if (jobject_at(r, date, w)) return -1;
+        strcat(w, ".");
+        for (i = 0; i < 3; i++)
+            if (json_get(date, PARTS[i]) && !(part[i] = jtext(r, date, w, PARTS[i]))) return -1;
+        out->date_given = part[0][0] || part[1][0] || part[2][0];
+        /* "{day} {month} {year}".strip() (drop_eval.py; HF's DropDateObject likewise) */
+        for (i = 0; i < 3; i++) {
+            if (i) sb_putc(&b, ' ');
+            sb_puts(&b, part[i]);
+        }
+        {
+            slice d = strip_ws(slice_of(b.p ? b.p : ""));
+            out->date = b.oom ? NULL : arena_strndup(&r->p->strings, d.p, d.n);
+        }
+        sb_free(&b);
+        if (!out->date) return rd_fail(r, "out of memory");
+    }
+    snprintf(w, sizeof w, "%s.", where);
+    if ((spans = json_get(a, "spans"))) {
+        if (!(spans = jarray(r, a, w, "spans"))) return -1;
+        if (spans->n > INT_MAX) return rd_fail(r, "too many spans");
+        if (!(out->spans = new_spans(r, spans->n))) return -1;
+        for (i = 0; i < spans->n; i++) {
+            if (spans->items[i].type != JSON_STRING) return rd_fail(r, "\"%sspans[%lu]\" must be a string", w, (unsigned long)i);
+            if (!(out->spans[i] = arena_strndup(&r->p->strings, spans->items[i].string, spans->items[i].string_len)))
+                return rd_fail(r, "out of memory");
+        }
+        out->n_spans = (int)spans->n;
+    }
+    return 0;
+}
+
+/* drop_eval.py's answer_json_to_strings: the number, else the spans, else the date. */
+static int drop_gold(rd *r, const drop_answer *a, qa_answer *gold)
+{
+    const char **one;
+    if (!a->number[0] && a->n_spans) {
+        gold->spans = a->spans;
+        gold->n_spans = a->n_spans;
+        return 0;
+    }
+    if (!(one = new_spans(r, 1))) return -1;
+    one[0] = a->number[0] ? a->number : a->date;
+    gold->spans = one;
+    gold->n_spans = 1;
+    return 0;
+}
+
+/* MeZO's training answer, answers_spans["spans"][0] of HF "drop" (build_answers of the
+   "answer"): the number, else the date, else the first span; NULL when HF drops the
+   question (no answer, or an answer that is two kinds at once). */
+static const char *drop_target(const drop_answer *a)
+{
+    if (a->number[0]) return a->date_given || a->n_spans ? NULL : a->number;
+    if (a->date_given) return a->n_spans ? NULL : a->date;
+    return a->n_spans ? a->spans[0] : NULL;
+}
+
+static int drop_question(rd *r, const json_value *qa, const char *where, const char *passage)
+{
+    const json_value *validated;
+    drop_answer answer;
+    unit u;
+    size_t i, n_golds = 1;
+    char w[256];
+    qa_answer *golds;
+    memset(&u, 0, sizeof u);
+    if (jobject_at(r, qa, where)) return -1;
+    snprintf(w, sizeof w, "%s.", where);
+    if (!(u.f[1] = jtext(r, qa, w, "question")) || !(u.id = jtext(r, qa, w, "query_id"))) return -1;
+    if (!jfield(r, qa, w, "answer")) return -1;
+    snprintf(w, sizeof w, "%s.answer", where);
+    if (drop_answer_read(r, json_get(qa, "answer"), w, &answer)) return -1;
+    snprintf(w, sizeof w, "%s.", where);
+    validated = json_get(qa, "validated_answers");
+    if (validated && !(validated = jarray(r, qa, w, "validated_answers"))) return -1;
+    if (validated) n_golds += validated->n;
+    if (n_golds > INT_MAX) return rd_fail(r, "too many answers");
+    if (!(golds = new_answers(r, n_golds)) || drop_gold(r, &answer, &golds[0])) return -1;
+    for (i = 1; i < n_golds; i++) {
+        drop_answer v;
+        snprintf(w, sizeof w, "%s.validated_answers[%lu]", where, (unsigned long)(i - 1));
+        if (drop_answer_read(r, &validated->items[i - 1], w, &v) || drop_gold(r, &v, &golds[i])) return -1;
+    }
+    if (!(u.f[3] = drop_target(&answer))) {   /* HF (so MeZO) skips it: 9 train questions, 1 dev */
+        r->p->skipped++;
+        return 0;
+    }
+    u.f[0] = passage;
+    u.answers = golds;
+    u.n_answers = (int)n_golds;
+    return pool_add(r, &u);
+}
+
+/* DROP: {"<passage id>": {"passage", "qa_pairs": [{"question", "query_id", "answer",
+   "validated_answers"}]}}; one example per question, in file order (HF "drop"). */
+static int drop_doc(rd *r, const json_value *root)
+{
+    size_t si, qi;
+    if (root->type != JSON_OBJECT) return rd_fail(r, "the file is not a JSON object of passages (a DROP file)");
+    for (si = 0; si < root->n; si++) {
+        const json_value *section = &root->items[si], *pairs;
+        const char *passage;
+        char where[192];
+        snprintf(where, sizeof where, "%.120s", root->keys[si]);
+        if (jobject_at(r, section, where)) return -1;
+        strcat(where, ".");
+        if (!(passage = jtext(r, section, where, "passage")) || !(pairs = jarray(r, section, where, "qa_pairs"))) return -1;
+        for (qi = 0; qi < pairs->n; qi++) {
+            char qwhere[192];
+            snprintf(qwhere, sizeof qwhere, "%sqa_pairs[%lu]", where, (unsigned long)qi);
+            if (drop_question(r, &pairs->items[qi], qwhere, passage)) return -1;
+        }
+    }
+    return 0;
+}
+
 /* ======================================================================================
    Templates. Each writes MeZO's encode() into enc and, per candidate, what verbalize()
    adds after it into suf[k] (for every template here verbalize = encode + suffix).
@@ -849,12 +1067,47 @@ static void template_copa(const task_def *t, const unit *u, render_buf *rb)
     rb->n = 2;
 }
 
+/* SQuAD and DROP (MeZO SQuADv2Template / DROPTemplate): the one candidate is the training
+   answer, " <answer>\n" (the newline is trained on: generation stops at it). */
+static void suffix_answer(const unit *u, render_buf *rb)
+{
+    sb_putc(&rb->suf[0], ' ');
+    sb_puts(&rb->suf[0], u->f[3]);
+    sb_putc(&rb->suf[0], '\n');
+    rb->n = 1;
+}
+
+static void template_squad(const task_def *t, const unit *u, render_buf *rb)
+{
+    (void)t;
+    sb_puts(&rb->enc, "Title: ");
+    sb_puts(&rb->enc, u->f[0]);
+    sb_puts(&rb->enc, "\nContext: ");
+    sb_puts(&rb->enc, u->f[1]);
+    sb_puts(&rb->enc, "\nQuestion: ");
+    sb_slice(&rb->enc, strip_ws(slice_of(u->f[2])));
+    sb_puts(&rb->enc, "\nAnswer:");
+    suffix_answer(u, rb);
+}
+
+static void template_drop(const task_def *t, const unit *u, render_buf *rb)
+{
+    (void)t;
+    sb_puts(&rb->enc, "Passage: ");
+    sb_puts(&rb->enc, u->f[0]);
+    sb_puts(&rb->enc, "\nQuestion: ");
+    sb_slice(&rb->enc, strip_ws(slice_of(u->f[1])));
+    sb_puts(&rb->enc, "\nAnswer:");
+    suffix_answer(u, rb);
+}
+
 /* ======================================================================================
    The task table
    ====================================================================================== */
 
 typedef int (*json_fn)(rd *r, const json_value *obj);
 typedef int (*tsv_fn)(rd *r, const tsv_header *h, char **f, size_t nf);
+typedef int (*doc_fn)(rd *r, const json_value *root);
 
 struct task_def {
     tasks_info info;                /* first: tasks_info pointers convert back to task_def */
@@ -867,6 +1120,8 @@ struct task_def {
     int label_text;                 /* reads headerless "label,sentence" .csv and
                                        "label<TAB>sentence" .tsv */
     template_fn render;
+    doc_fn from_doc;                /* a whole-file .json document (SQuAD, DROP), or NULL */
+    const char *doc_files[2];       /* its released train and validation file names */
 };
 
 #define MEZO "MeZO large_models/templates.py (princeton-nlp/MeZO)"
@@ -875,57 +1130,73 @@ struct task_def {
 static const task_def TASKS[] = {
     {{"SST-2", "GLUE tsv with header (sentence, label); also LM-BFF SST-2 k-shot tsv",
       "<sentence, stripped> It was", {" terrible", " great"}, 2, "<candidate>", 0, 1000, 500, 1000,
-      MEZO " SST2Template"},
-     "sst2", NULL, sst2_tsv, {"sentence", "label"}, "label", 0, 0, template_it_was},
+      MEZO " SST2Template", TASKS_METRIC_ACCURACY},
+     "sst2", NULL, sst2_tsv, {"sentence", "label"}, "label", 0, 0, template_it_was, NULL, {NULL, NULL}},
     {{"SST-5", "LM-BFF csv \"label,sentence\" (no header), or tsv \"label<TAB>sentence\"",
       "<sentence, stripped> It was", {" terrible", " bad", " okay", " good", " great"}, 5, "<candidate>", 0, 1000,
-      500, 1000, LMBFF " sst-5: *cls**sent_0*_It_was*mask*.*sep+*"},
-     "sst5", NULL, NULL, {NULL}, NULL, 0, 1, template_it_was},
+      500, 1000, LMBFF " sst-5: *cls**sent_0*_It_was*mask*.*sep+*", TASKS_METRIC_ACCURACY},
+     "sst5", NULL, NULL, {NULL}, NULL, 0, 1, template_it_was, NULL, {NULL, NULL}},
     {{"TREC", "LM-BFF csv \"label,question\" (no header), or tsv \"label<TAB>question\"", "(empty)",
       {"Description", "Entity", "Expression", "Human", "Location", "Number"}, 6, "<candidate>: <question>", 0,
-      1000, 500, 1000, LMBFF " trec: *cls**mask*:*+sent_0**sep+*"},
-     "trec", NULL, NULL, {NULL}, NULL, 0, 1, template_trec},
+      1000, 500, 1000, LMBFF " trec: *cls**mask*:*+sent_0**sep+*", TASKS_METRIC_ACCURACY},
+     "trec", NULL, NULL, {NULL}, NULL, 0, 1, template_trec, NULL, {NULL, NULL}},
     {{"MNLI", "GLUE/LM-BFF tsv with header (sentence1, sentence2, ...; gold label = last field)",
       "<premise minus its last character>?", {" No", " Yes", " Maybe"}, 3,
       "<candidate>, <hypothesis, first letter lower-cased>", 0, 1000, 500, 1000,
-      LMBFF " MNLI: *cls**sent-_0*?*mask*,*+sentl_1**sep+*"},
-     "mnli", NULL, nli_tsv, {"sentence1", "sentence2", "gold_label"}, "gold_label", 1, 0, template_nli},
+      LMBFF " MNLI: *cls**sent-_0*?*mask*,*+sentl_1**sep+*", TASKS_METRIC_ACCURACY},
+     "mnli", NULL, nli_tsv, {"sentence1", "sentence2", "gold_label"}, "gold_label", 1, 0, template_nli, NULL, {NULL, NULL}},
     {{"SNLI", "GLUE/LM-BFF tsv with header (sentence1, sentence2, ...; gold label = last field)",
       "<premise minus its last character>?", {" No", " Yes", " Maybe"}, 3,
       "<candidate>, <hypothesis, first letter lower-cased>", 0, 1000, 500, 1000,
-      LMBFF " SNLI: *cls**sent-_0*?*mask*,*+sentl_1**sep+*"},
-     "snli", NULL, nli_tsv, {"sentence1", "sentence2", "gold_label"}, "gold_label", 1, 0, template_nli},
+      LMBFF " SNLI: *cls**sent-_0*?*mask*,*+sentl_1**sep+*", TASKS_METRIC_ACCURACY},
+     "snli", NULL, nli_tsv, {"sentence1", "sentence2", "gold_label"}, "gold_label", 1, 0, template_nli, NULL, {NULL, NULL}},
     {{"RTE", "SuperGLUE jsonl (premise, hypothesis, label); also GLUE/LM-BFF tsv (sentence1, sentence2, label)",
       "<premise>\\nDoes this mean that \"<hypothesis>\" is true? Yes or No?\\n", {"Yes", "No"}, 2, "<candidate>", 0,
-      1000, 500, 1000, MEZO " RTETemplate"},
-     "rte", rte_json, rte_tsv, {"sentence1", "sentence2", "label"}, "label", 0, 0, template_rte},
+      1000, 500, 1000, MEZO " RTETemplate", TASKS_METRIC_ACCURACY},
+     "rte", rte_json, rte_tsv, {"sentence1", "sentence2", "label"}, "label", 0, 0, template_rte, NULL, {NULL, NULL}},
     {{"CB", "SuperGLUE jsonl (premise, hypothesis, label)",
       "Suppose <premise> Can we infer that \"<hypothesis>\"? Yes, No, or Maybe?\\n", {"Yes", "No", "Maybe"}, 3,
-      "<candidate>", 0, 1000, 100, 1000, MEZO " CBTemplate"},
-     "cb", cb_json, NULL, {NULL}, NULL, 0, 0, template_cb},
+      "<candidate>", 0, 1000, 100, 1000, MEZO " CBTemplate", TASKS_METRIC_ACCURACY},
+     "cb", cb_json, NULL, {NULL}, NULL, 0, 0, template_cb, NULL, {NULL, NULL}},
     {{"BoolQ", "SuperGLUE jsonl (question, passage, label; the \"<title> -- \" prefix is removed) or Google's "
                "jsonl (question, title, answer, passage)",
       "<passage> <question, first letter upper-cased, \"?\" added if missing>\\n", {"Yes", "No"}, 2, "<candidate>",
-      0, 1000, 500, 1000, MEZO " BoolQTemplateV3 (the default, version 2)"},
-     "boolq", boolq_json, NULL, {NULL}, NULL, 0, 0, template_boolq},
+      0, 1000, 500, 1000, MEZO " BoolQTemplateV3 (the default, version 2)", TASKS_METRIC_ACCURACY},
+     "boolq", boolq_json, NULL, {NULL}, NULL, 0, 0, template_boolq, NULL, {NULL, NULL}},
     {{"WiC", "SuperGLUE jsonl (word, sentence1, sentence2, label)",
       "Does the word \"<word>\" have the same meaning in these two sentences? Yes, No?\\n<sentence1>\\n<sentence2>\\n",
-      {"No", "Yes"}, 2, "<candidate>", 0, 1000, 500, 1000, MEZO " WICTemplate"},
-     "wic", wic_json, NULL, {NULL}, NULL, 0, 0, template_wic},
+      {"No", "Yes"}, 2, "<candidate>", 0, 1000, 500, 1000, MEZO " WICTemplate", TASKS_METRIC_ACCURACY},
+     "wic", wic_json, NULL, {NULL}, NULL, 0, 0, template_wic, NULL, {NULL, NULL}},
     {{"WSC", "SuperGLUE jsonl (text, target.span1_text, target.span2_text, label)",
       "<text>\\nIn the previous sentence, does the pronoun \"<span2, lower-cased>\" refer to <span1>? Yes or No?\\n",
-      {"No", "Yes"}, 2, "<candidate>", 0, 1000, 500, 1000, MEZO " WSCTemplate"},
-     "wsc", wsc_json, NULL, {NULL}, NULL, 0, 0, template_wsc},
+      {"No", "Yes"}, 2, "<candidate>", 0, 1000, 500, 1000, MEZO " WSCTemplate", TASKS_METRIC_ACCURACY},
+     "wsc", wsc_json, NULL, {NULL}, NULL, 0, 0, template_wsc, NULL, {NULL, NULL}},
     {{"MultiRC", "SuperGLUE jsonl (passage.text, passage.questions[].question, .answers[].text/.label); one "
                  "example per answer",
       "<paragraph>\\nQuestion: <question>\\nI found this answer \"<answer>\". Is that correct? Yes or No?\\n",
-      {"No", "Yes"}, 2, "<candidate>", 0, 1000, 500, 1000, MEZO " MultiRCTemplate"},
-     "multirc", multirc_json, NULL, {NULL}, NULL, 0, 0, template_multirc},
+      {"No", "Yes"}, 2, "<candidate>", 0, 1000, 500, 1000, MEZO " MultiRCTemplate", TASKS_METRIC_ACCURACY},
+     "multirc", multirc_json, NULL, {NULL}, NULL, 0, 0, template_multirc, NULL, {NULL, NULL}},
     {{"COPA", "SuperGLUE jsonl (premise, choice1, choice2, question, label)",
       "<premise, trailing \".\" removed> so (effect) | because (cause)", {NULL}, 0,
       " <choice1|choice2, first word lower-cased unless it is \"I\">", 1, 1000, 100, 1000,
-      MEZO " CopaTemplate (capitalization \"correct\")"},
-     "copa", copa_json, NULL, {NULL}, NULL, 0, 0, template_copa},
+      MEZO " CopaTemplate (capitalization \"correct\")", TASKS_METRIC_ACCURACY},
+     "copa", copa_json, NULL, {NULL}, NULL, 0, 0, template_copa, NULL, {NULL, NULL}},
+    {{"SQuAD", "SQuAD v1.1 json (data[].title/.paragraphs[].context/.qas[].question/.answers[].text): train-v1.1.json "
+               "and dev-v1.1.json from https://rajpurkar.github.io/SQuAD-explorer/dataset/",
+      "Title: <title>\\nContext: <context>\\nQuestion: <question, stripped>\\nAnswer:", {NULL}, 0,
+      " <answers[0]>\\n (the training target; evaluation generates the answer greedily, <= 50 tokens, up to a "
+      "newline, scored by SQuAD v1.1's exact match and F1 over all the answers)",
+      1, 1000, 500, 1000, MEZO " SQuADv2Template (on SQuAD v1.1, as MeZO)", TASKS_METRIC_SQUAD},
+     "squad", NULL, NULL, {NULL}, NULL, 0, 0, template_squad, squad_doc, {"train-v1.1.json", "dev-v1.1.json"}},
+    {{"DROP", "DROP json (passage id -> passage, qa_pairs[].question/.query_id/.answer/.validated_answers): "
+              "drop_dataset_train.json and drop_dataset_dev.json from drop_dataset.zip "
+              "(https://s3-us-west-2.amazonaws.com/allennlp/datasets/drop/drop_dataset.zip)",
+      "Passage: <passage>\\nQuestion: <question, stripped>\\nAnswer:", {NULL}, 0,
+      " <answer: its number, else its date \"day month year\", else its first span>\\n (the training target; "
+      "evaluation generates the answer greedily, <= 50 tokens, up to a newline, scored by DROP's exact match and "
+      "number-aware F1 over the answer and the validated answers)",
+      1, 1000, 500, 1000, MEZO " DROPTemplate", TASKS_METRIC_DROP},
+     "drop", NULL, NULL, {NULL}, NULL, 0, 0, template_drop, drop_doc, {"drop_dataset_train.json", "drop_dataset_dev.json"}},
 };
 
 #define N_TASKS (sizeof TASKS / sizeof TASKS[0])
@@ -1282,6 +1553,29 @@ done:
     return rc;
 }
 
+/* A whole-file JSON document (SQuAD, DROP). Syntax errors say where: "path:line:col: what". */
+static int read_json_document(const task_def *t, rd *r)
+{
+    json_value root;
+    char msg[512];
+    size_t at = 0, start = skip_bom(r->p->data, r->p->size);
+    int rc;
+    r->line = 0;
+    if (json_parse(r->p->data + start, r->p->size - start, &root, &at, msg, sizeof msg)) {
+        long line = 1;
+        size_t i, col = 1;
+        for (i = start; i < start + at && i < r->p->size; i++) {
+            if (r->p->data[i] == '\n') { line++; col = 1; }
+            else col++;
+        }
+        set_err(r->err, r->errlen, "%s:%ld:%lu: %s", r->p->path, line, (unsigned long)col, msg);
+        return -1;
+    }
+    rc = t->from_doc(r, &root);
+    json_free(&root);
+    return rc;
+}
+
 /* Reads a whole file into a pool, picking the reader by extension. */
 static int load_pool(const task_def *t, const char *path, pool *p, char *err, size_t errlen)
 {
@@ -1295,7 +1589,7 @@ static int load_pool(const task_def *t, const char *path, pool *p, char *err, si
     r.err = err;
     r.errlen = errlen;
     if (!(streq_nocase(ext, "jsonl") && t->from_json) && !(streq_nocase(ext, "tsv") && (t->from_tsv || t->label_text)) &&
-        !(streq_nocase(ext, "csv") && t->label_text)) {
+        !(streq_nocase(ext, "csv") && t->label_text) && !(streq_nocase(ext, "json") && t->from_doc)) {
         set_err(err, errlen, "%s: %s cannot read this file (by its extension); it reads: %s", path, t->info.name,
                 t->info.formats);
         return -1;
@@ -1303,11 +1597,15 @@ static int load_pool(const task_def *t, const char *path, pool *p, char *err, si
     if (read_file(path, &p->data, &p->size, err, errlen)) return -1;
     p->path = path;
     p->hash = fnv1a64(p->data, p->size);
-    if (streq_nocase(ext, "jsonl")) rc = read_jsonl(t, &r);
+    if (streq_nocase(ext, "json")) rc = read_json_document(t, &r);
+    else if (streq_nocase(ext, "jsonl")) rc = read_jsonl(t, &r);
     else if (streq_nocase(ext, "tsv") && t->from_tsv) rc = read_tsv_with_header(t, &r);
     else rc = read_label_text(t, &r, streq_nocase(ext, "csv"));
     if (rc == 0 && p->n == 0) {
-        set_err(err, errlen, "%s: no examples in the file", path);
+        if (p->skipped)
+            set_err(err, errlen, "%s: no examples in the file (%lu skipped: %s)", path, (unsigned long)p->skipped,
+                    t->info.metric == TASKS_METRIC_DROP ? "no usable answer" : "no gold label");
+        else set_err(err, errlen, "%s: no examples in the file", path);
         rc = -1;
     }
     if (rc) pool_release(p);
@@ -1359,6 +1657,28 @@ int tasks_permutation(size_t n, uint64_t seed, size_t *p)
 
 static slice mezo_assemble(slice s) { return strip_spaces(lstrip_ws(strip_spaces(s))); }
 
+/* The gold answers into the set's arena (the pool's goes when the load ends). */
+static int copy_answers(arena *a, const unit *u, tasks_example *ex)
+{
+    qa_answer *golds = (qa_answer *)arena_alloc(a, (size_t)u->n_answers * sizeof *golds);
+    int i, k;
+    if (!golds) return -1;
+    for (i = 0; i < u->n_answers; i++) {
+        const char **spans = (const char **)arena_alloc(a, (size_t)(u->answers[i].n_spans ? u->answers[i].n_spans : 1) * sizeof *spans);
+        if (!spans) return -1;
+        for (k = 0; k < u->answers[i].n_spans; k++) {
+            const char *s = u->answers[i].spans[k];
+            if (!(spans[k] = arena_strndup(a, s, strlen(s)))) return -1;
+        }
+        golds[i].spans = spans;
+        golds[i].n_spans = u->answers[i].n_spans;
+    }
+    ex->answers = golds;
+    ex->n_answers = u->n_answers;
+    ex->id = u->id ? arena_strndup(a, u->id, strlen(u->id)) : NULL;
+    return u->id && !ex->id ? -1 : 0;
+}
+
 static int render_example(const task_def *t, const pool *p, const unit *u, size_t index, render_buf *rb, arena *a,
                           tasks_example *ex, char *err, size_t errlen)
 {
@@ -1401,6 +1721,7 @@ static int render_example(const task_def *t, const pool *p, const unit *u, size_
         set_err(err, errlen, "%s:%ld: gold index %d out of range", p->path, u->line, ex->gold);
         return -1;
     }
+    if (u->n_answers && copy_answers(a, u, ex)) goto oom;
     return 0;
 oom:
     set_err(err, errlen, "out of memory while rendering %s", p->path);
@@ -1934,6 +2255,7 @@ static int task_reads(const task_def *t, const char *name)
     if (strcmp(ext, "jsonl") == 0) return t->from_json != NULL;
     if (strcmp(ext, "tsv") == 0) return t->from_tsv != NULL || t->label_text;
     if (strcmp(ext, "csv") == 0) return t->label_text;
+    if (strcmp(ext, "json") == 0) return t->from_doc != NULL;
     return 0;
 }
 
@@ -2011,10 +2333,17 @@ int tasks_resolve_dir(const char *task, const char *dir, tasks_paths *out, char 
         unknown_task_error(task, err, errlen);
         return -1;
     }
-    out->train = first_existing(t, dir, train_names, 0, &train_name);
-    if (!out->train) out->train = first_existing(t, dir, fewglue_names, 0, &train_name);
-    out->test = first_existing(t, dir, val_names, 0, &test_name);
-    if (!out->test) {
+    if (t->from_doc) {   /* SQuAD, DROP: the released names, or train.json / dev.json */
+        const char *const doc_train[] = {t->doc_files[0], "train.json", NULL};
+        const char *const doc_val[] = {t->doc_files[1], "dev.json", NULL};
+        out->train = first_existing(t, dir, doc_train, 0, &train_name);
+        out->test = first_existing(t, dir, doc_val, 0, &test_name);
+    } else {
+        out->train = first_existing(t, dir, train_names, 0, &train_name);
+        if (!out->train) out->train = first_existing(t, dir, fewglue_names, 0, &train_name);
+        out->test = first_existing(t, dir, val_names, 0, &test_name);
+    }
+    if (!out->test && !t->from_doc) {
         out->test = first_existing(t, dir, test_names, 1, &test_name);
         if (out->test) out->dev = first_existing(t, dir, dev_names, 0, &dev_name);
         else out->test = first_existing(t, dir, devval_names, 0, &test_name);
@@ -2071,7 +2400,8 @@ void tasks_print_table(FILE *out)
         const tasks_info *t = &TASKS[i].info;
         fprintf(out, "%s\n  files:        %s\n  context:      %s\n  continuation: %s\n  candidates:   ", t->name, t->formats,
                 t->context, t->continuation);
-        if (t->n_candidates == 0) fputs("the example's choices", out);
+        if (t->metric != TASKS_METRIC_ACCURACY) fputs("none: a generation task", out);
+        else if (t->n_candidates == 0) fputs("the example's choices", out);
         for (k = 0; k < t->n_candidates; k++) {
             if (k) fputs(" | ", out);
             print_c_string(out, t->candidates[k]);
@@ -2088,7 +2418,9 @@ void tasks_describe(const tasks_set *set, FILE *out)
     size_t i;
     if (!set || !set->task) return;
     fprintf(out, "task %s (seed %" PRIu64 ", training: %s)\n", set->task->name, set->seed,
-            set->train_on_gold_tokens ? "LM loss on the gold continuation" : "classification");
+            set->task->metric != TASKS_METRIC_ACCURACY ? "LM loss on the gold answer; evaluation generates"
+            : set->train_on_gold_tokens              ? "LM loss on the gold continuation"
+                                                     : "classification");
     for (s = 0; s < 3; s++) {
         if (!set->path[s]) {
             fprintf(out, "  %-5s file: none (dev is the last part of the train draw)\n", SPLIT_NAMES[s]);
@@ -2096,16 +2428,36 @@ void tasks_describe(const tasks_set *set, FILE *out)
         }
         fprintf(out, "  %-5s file: %s (%lu examples, hash %016" PRIx64 ")", SPLIT_NAMES[s], set->path[s],
                 (unsigned long)set->pool[s], set->hash[s]);
-        if (set->skipped[s]) fprintf(out, ", %lu rows without a gold label skipped", (unsigned long)set->skipped[s]);
+        if (set->skipped[s])
+            fprintf(out, ", %lu %s skipped", (unsigned long)set->skipped[s],
+                    set->task->metric == TASKS_METRIC_DROP ? "questions without a usable answer (as HF \"drop\")"
+                                                           : "rows without a gold label");
         fputc('\n', out);
     }
     for (s = 0; s < 3; s++) {
         const tasks_split *sp = tasks_set_split(set, s);
         size_t counts[TASKS_MAX_CANDIDATES] = {0};
         for (i = 0; i < sp->n; i++) counts[sp->ex[i].gold]++;
+        if (set->task->metric != TASKS_METRIC_ACCURACY) {   /* no candidates to count */
+            fprintf(out, "  %-5s %lu examples\n", SPLIT_NAMES[s], (unsigned long)sp->n);
+            continue;
+        }
         fprintf(out, "  %-5s %lu examples, gold:", SPLIT_NAMES[s], (unsigned long)sp->n);
         for (k = 0; k < TASKS_MAX_CANDIDATES; k++)
             if (counts[k] || (set->task->n_candidates && k < set->task->n_candidates)) fprintf(out, " [%d] %lu", k, (unsigned long)counts[k]);
         fputc('\n', out);
     }
+}
+
+/* ======================================================================================
+   Scoring a generation task's prediction
+   ====================================================================================== */
+
+int tasks_score_prediction(const tasks_info *task, const tasks_example *ex, const char *prediction, double *em,
+                           double *f1)
+{
+    if (!task || !ex || !prediction || !em || !f1 || ex->n_answers < 1) return -1;
+    if (task->metric == TASKS_METRIC_SQUAD) return qa_squad_score(prediction, ex->answers, ex->n_answers, em, f1);
+    if (task->metric == TASKS_METRIC_DROP) return qa_drop_score(prediction, ex->answers, ex->n_answers, em, f1);
+    return -1;
 }

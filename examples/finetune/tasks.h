@@ -16,6 +16,18 @@
    continuation on its own: SentencePiece/BPE merge its leading space (" great") with
    the token before it differently, and a lone string gets a dummy-prefix space.
 
+   ---- Generation tasks: SQuAD (v1.1) and DROP ----
+   An example is a question; its one candidate is the training target " <answer>\n" after
+   the context ("...\nAnswer:"), trained with the LM loss on its tokens (MeZO:
+   train_as_classification False, only_train_option). The answer is SQuAD's answers[0], and
+   for DROP HF's answers_spans["spans"][0] of the "answer": its number, else its date
+   ("day month year" stripped), else its first span; a question HF "drop" drops (no answer,
+   or an answer that is a number and a date/spans at once) is skipped and counted in
+   skipped[]. answers holds every gold answer to score against: SQuAD's answers (one span
+   each); DROP's "answer" and "validated_answers" as drop_eval.py reads them (the number,
+   else the spans, else the date). Evaluation (grzo-finetune) generates the answer and
+   tasks_score_prediction scores it (qa_score.h).
+
    ---- Prompt assembly (exactly MeZO's, with no demonstrations) ----
    MeZO builds, per candidate, encode(x) (the context) and verbalize(x, c) (the context
    plus the candidate), then strips ONLY spaces (' ', not newlines) from both ends of
@@ -60,7 +72,11 @@
    ---- Files ----
    The reader is chosen by the file name's extension: .jsonl (SuperGLUE), .tsv (GLUE,
    LM-BFF k-shot, or "label<TAB>sentence" without a header for SST-5/TREC), .csv
-   (LM-BFF "label,sentence" without a header, RFC 4180 quoting). Blank lines are skipped;
+   (LM-BFF "label,sentence" without a header, RFC 4180 quoting), .json (a whole-file JSON
+   document: SQuAD v1.1's train-v1.1.json / dev-v1.1.json, DROP's drop_dataset_train.json /
+   drop_dataset_dev.json; a defect is "path: what" with the value's JSON path, e.g.
+   "dev-v1.1.json: "data[0].paragraphs[2].qas[1].answers" must be an array", and a syntax
+   error "path:line:col: what"). Blank lines are skipped;
    a UTF-8 byte order mark at the start is skipped; every other defect (bad JSON, bad
    UTF-8, NUL bytes, missing or mistyped fields, unknown labels, wrong field counts)
    fails the load with "path:line: what" (JSON syntax errors add the column: 
@@ -79,7 +95,17 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "qa_score.h"
+
 #define TASKS_MAX_CANDIDATES 6
+#define TASKS_MAX_NEW_TOKENS 50  /* generation tasks: MeZO's max_new_tokens */
+
+/* How a task's predictions are scored. */
+typedef enum tasks_metric {
+    TASKS_METRIC_ACCURACY = 0,   /* argmax of the candidates' scores */
+    TASKS_METRIC_SQUAD,          /* generated answer: SQuAD v1.1 exact match and F1 (qa_score.h) */
+    TASKS_METRIC_DROP            /* generated answer: DROP's exact match and number-aware F1 */
+} tasks_metric;
 
 /* ---- The task table ---- */
 
@@ -97,6 +123,9 @@ typedef struct tasks_info {
                                     0: train as classification over the candidates */
     long default_train, default_dev, default_test;
     const char *origin;          /* where the template comes from */
+    tasks_metric metric;         /* ACCURACY: multiple choice; SQUAD/DROP: a generation task
+                                    (one candidate, the gold answer, to train on; evaluation
+                                    generates the answer and scores it against the golds) */
 } tasks_info;
 
 size_t tasks_count(void);
@@ -124,7 +153,12 @@ typedef struct tasks_example {
     int gold;                    /* index into cand */
     size_t source_index;         /* index of the example in its file (what the indices
                                     file stores; MultiRC: counts answers) */
-    long source_line;            /* 1-based line of the record in its file */
+    long source_line;            /* 1-based line of the record in its file (0: a whole-file
+                                    JSON document, SQuAD/DROP) */
+    const qa_answer *answers;    /* generation tasks: the gold answers to score against */
+    int n_answers;               /* (0 and NULL for multiple choice) */
+    const char *id;              /* generation tasks: the question's id in its file (SQuAD "id",
+                                    DROP "query_id"); NULL for multiple choice */
 } tasks_example;
 
 typedef struct tasks_split {
@@ -147,6 +181,11 @@ typedef struct tasks_set {
     size_t skipped[3];           /* rows without a gold label that were skipped (SNLI "-") */
     void *arena;                 /* owner of every string above */
 } tasks_set;
+
+/* A generation task's prediction against ex's gold answers (the task's metric): exact
+   match and F1 in [0, 1]. Returns -1 for a multiple-choice task, bad arguments or no memory. */
+int tasks_score_prediction(const tasks_info *task, const tasks_example *ex, const char *prediction, double *em,
+                           double *f1);
 
 /* The split by number (TASKS_TRAIN/DEV/TEST); NULL for other values. */
 const tasks_split *tasks_set_split(const tasks_set *set, int which);
@@ -207,7 +246,9 @@ void tasks_free_indices(tasks_indices *idx);
 
 /* ---- Finding the files in a directory ----
    For the staged layouts (shared/data/<TASK>, LM-BFF k-shot/16-<seed>, SST-5/TREC
-   original). Looks for, in order:
+   original). SQuAD and DROP: the released names (train-v1.1.json and dev-v1.1.json;
+   drop_dataset_train.json and drop_dataset_dev.json), else train.json and dev.json; dev is
+   carved from train. The other tasks: looks for, in order:
      train: train.jsonl, train.tsv, train.csv, then fewglue32_train.jsonl (FewGLUE's
             32-example subset: BoolQ has no full train file here) - only extensions the
             task reads;

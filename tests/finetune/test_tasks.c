@@ -1,13 +1,15 @@
 /* test_tasks.c - tests of the grzo-finetune task-data module (examples/finetune/tasks.c).
 
    Usage: test_tasks <case> <data dir (tests/data/tasks)> <scratch dir>
-   Cases: table, json, templates, sampling, indices, indices_bounds, malformed, resolve, real_data.
+   Cases: table, json, templates, sampling, indices, indices_bounds, malformed, resolve, qa_score,
+   qa_templates, real_data.
    Exit status: 0 pass, 1 fail, 77 skip (real_data without GRZO_TASKS_DATA).
 
    The expected prompt strings below were written by hand from MeZO's templates.py /
    utils.py and LM-BFF's templates (see tasks.h), not produced by the code under test. */
 #include "tasks.h"
 #include "json.h"
+#include "qa_score.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -138,7 +140,7 @@ static void case_table(void)
 {
     const char *const *names = tasks_names();
     static const char *const want[] = {"SST-2", "SST-5", "TREC", "MNLI", "SNLI", "RTE", "CB",
-                                       "BoolQ", "WiC",   "WSC",  "MultiRC", "COPA"};
+                                       "BoolQ", "WiC",   "WSC",  "MultiRC", "COPA", "SQuAD", "DROP"};
     size_t i;
     FILE *f;
     char buf[65536];
@@ -160,7 +162,9 @@ static void case_table(void)
     for (i = 0; i < tasks_count(); i++) {
         const tasks_info *t = tasks_info_at(i);
         int copa = strcmp(t->name, "COPA") == 0, small = copa || strcmp(t->name, "CB") == 0;
-        CHECKF(t->train_on_gold_tokens == copa, "%s", t->name);
+        int qa = strcmp(t->name, "SQuAD") == 0 || strcmp(t->name, "DROP") == 0;
+        CHECKF(t->train_on_gold_tokens == (copa || qa), "%s", t->name);
+        CHECKF((t->metric != TASKS_METRIC_ACCURACY) == qa, "%s", t->name);
         CHECKF(t->default_train == 1000 && t->default_test == 1000, "%s", t->name);
         CHECKF(t->default_dev == (small ? 100 : 500), "%s", t->name);
         CHECK(t->formats && t->context && t->continuation && t->origin);
@@ -170,6 +174,7 @@ static void case_table(void)
     CHECK_STR(tasks_find("SST-5")->candidates[2], " okay");
     CHECK_STR(tasks_find("TREC")->candidates[5], "Number");
     CHECK(tasks_find("COPA")->n_candidates == 0);
+    CHECK(tasks_find("squad")->metric == TASKS_METRIC_SQUAD && tasks_find("Drop")->metric == TASKS_METRIC_DROP);
     /* the --help table names every task */
     f = tmpfile();
     CHECK(f != NULL);
@@ -182,6 +187,9 @@ static void case_table(void)
     for (i = 0; i < tasks_count(); i++) CHECKF(strstr(buf, want[i]) != NULL, "%s missing from the table", want[i]);
     CHECK(strstr(buf, "\" terrible\" | \" great\"") != NULL);
     CHECK(strstr(buf, "Does this mean that") != NULL);
+    /* where users get the QA files */
+    CHECK(strstr(buf, "train-v1.1.json") && strstr(buf, "dev-v1.1.json") && strstr(buf, "rajpurkar.github.io/SQuAD-explorer"));
+    CHECK(strstr(buf, "drop_dataset_train.json") && strstr(buf, "drop_dataset_dev.json") && strstr(buf, "drop_dataset.zip"));
 }
 
 /* ====================================================================================== */
@@ -943,6 +951,23 @@ static const bad_file BAD[] = {
     {"SST-5", "sst5_headerless_tsv_fields.tsv", 2, "3 fields"},
     {"TREC", "trec_label_not_int.csv", 2, "\"LOC\""},
     {"TREC", "trec_negative_label.csv", 1, "\"-1\""},
+    /* SQuAD and DROP: whole-file JSON, so messages name the JSON path, not a line */
+    {"SQuAD", "squad_no_data.json", 0, "missing \"data\""},
+    {"SQuAD", "squad_data_not_array.json", 0, "\"data\" must be an array"},
+    {"SQuAD", "squad_unanswerable.json", 0, "\"data[0].paragraphs[0].qas[0].answers\" is empty (SQuAD 2.0"},
+    {"SQuAD", "squad_answer_not_string.json", 0, "\"data[0].paragraphs[0].qas[0].answers[0].text\" must be a string"},
+    {"SQuAD", "squad_missing_context.json", 0, "missing \"data[0].paragraphs[0].context\""},
+    {"SQuAD", "squad_missing_id.json", 0, "missing \"data[0].paragraphs[0].qas[0].id\""},
+    {"SQuAD", "squad_truncated.json", 3, "control character"},
+    {"DROP", "drop_not_object.json", 0, "not a JSON object of passages"},
+    {"DROP", "drop_number_not_string.json", 0, "\"p1.qa_pairs[0].answer.number\" must be a string"},
+    {"DROP", "drop_spans_not_array.json", 0, "\"p1.qa_pairs[0].answer.spans\" must be an array"},
+    {"DROP", "drop_span_not_string.json", 0, "\"p1.qa_pairs[0].answer.spans[1]\" must be a string"},
+    {"DROP", "drop_missing_answer.json", 0, "missing \"p1.qa_pairs[0].answer\""},
+    {"DROP", "drop_date_not_object.json", 0, "\"p1.qa_pairs[0].answer.date\" must be an object"},
+    {"DROP", "drop_validated_bad.json", 0, "\"p1.qa_pairs[0].validated_answers[1].date.day\" must be a string"},
+    {"DROP", "drop_no_usable_answer.json", 0, "no examples in the file (1 skipped: no usable answer)"},
+    {"DROP", "drop_qa_pairs_missing.json", 0, "missing \"p1.qa_pairs\""},
 };
 
 /* A valid validation file for each task, to pair with a malformed train file. */
@@ -952,7 +977,7 @@ static const char *valid_val(const char *task)
         {"RTE", "RTE/val.jsonl"},     {"BoolQ", "BoolQ/val.jsonl"}, {"MultiRC", "MultiRC/val.jsonl"},
         {"COPA", "COPA/val.jsonl"},   {"WSC", "WSC/val.jsonl"},     {"WiC", "WiC/val.jsonl"},
         {"SST-2", "SST-2/dev.tsv"},   {"MNLI", "MNLI/dev_matched.tsv"}, {"SST-5", "SST-5/test.csv"},
-        {"TREC", "TREC/test.csv"},
+        {"TREC", "TREC/test.csv"},     {"SQuAD", "SQuAD/dev-v1.1.json"}, {"DROP", "DROP/drop_dataset_dev.json"},
     };
     size_t i;
     for (i = 0; i < sizeof map / sizeof map[0]; i++)
@@ -1038,6 +1063,10 @@ static void case_resolve(void)
     expect_resolved("TREC", "TREC", "TREC/train.csv", NULL, "TREC/test.csv", "LM-BFF");
     expect_resolved("MNLI", "MNLI", "MNLI/train.tsv", NULL, "MNLI/dev_matched.tsv", "dev_matched.tsv");
     expect_resolved("SNLI", "SNLI/", "SNLI/train.tsv", NULL, "SNLI/dev.tsv", "dev.tsv");
+    /* SQuAD and DROP: the released file names */
+    expect_resolved("SQuAD", "SQuAD", "SQuAD/train-v1.1.json", NULL, "SQuAD/dev-v1.1.json", "dev-v1.1.json");
+    expect_resolved("DROP", "DROP", "DROP/drop_dataset_train.json", NULL, "DROP/drop_dataset_dev.json", "drop_dataset_dev.json");
+    CHECK(tasks_resolve_dir("SQuAD", data("DROP"), &p, err, sizeof err) != 0 && strstr(err, "no train file for SQuAD"));
     CHECK(tasks_resolve_dir("RTE", data("no-such-dir"), &p, err, sizeof err) != 0 && strstr(err, "no train file"));
     CHECK(p.train == NULL && p.test == NULL);
     CHECK(tasks_resolve_dir("CB", data("SST-2"), &p, err, sizeof err) != 0); /* nothing CB reads there */
@@ -1106,6 +1135,263 @@ static void case_real_data(const char *root)
     }
 }
 
+/* ======================================================================================
+   SQuAD and DROP: the scorers (known answers of the official scripts), the readers and
+   MeZO's templates on the sample files, the scoring of loaded examples.
+   ====================================================================================== */
+
+#define CHECK_NORM(fn, in, want)                                                           \
+    do {                                                                                   \
+        char *got_ = NULL;                                                                 \
+        CHECKF(fn((in), &got_) == 0, "%s", (in));                                          \
+        CHECK_STR(got_, (want));                                                           \
+        free(got_);                                                                        \
+    } while (0)
+
+static int close2(double a, double b) { return a - b < 1e-9 && b - a < 1e-9; }
+
+/* get_metrics(predicted, gold) == (em, f1) */
+#define CHECK_DROP(pred, gold, em, f1)                                                                             \
+    do {                                                                                                           \
+        static const char *const p_[] = pred, *const g_[] = gold;                                                  \
+        double e_ = -1, f_ = -1;                                                                                   \
+        int rc_ = qa_drop_metrics(p_, (int)(sizeof p_ / sizeof p_[0]), g_, (int)(sizeof g_ / sizeof g_[0]), &e_, &f_); \
+        CHECKF(rc_ == 0 && close2(e_, (em)) && close2(f_, (f1)), "%s vs %s: got (%g, %g), want (%g, %g)", p_[0], g_[0], e_, \
+               f_, (double)(em), (double)(f1));                                                                    \
+    } while (0)
+#define L(...) {__VA_ARGS__}
+
+static void check_score(const char *what, int rc, double em, double f1, double want_em, double want_f1)
+{
+    CHECKF(rc == 0 && close2(em, want_em) && close2(f1, want_f1), "%s: got (%g, %g), want (%g, %g)", what, em, f1, want_em,
+           want_f1);
+}
+
+/* the call runs before em and f1 are read */
+#define CHECK_SCORE(what, call, want_em, want_f1)                     \
+    do {                                                              \
+        int rc_;                                                      \
+        em = f1 = -1;                                                 \
+        rc_ = (call);                                                 \
+        check_score((what), rc_, em, f1, (want_em), (want_f1));       \
+    } while (0)
+
+static void squad_known(const char *pred, const char *const *golds, int n, double want_em, double want_f1)
+{
+    qa_answer a[4];
+    int i;
+    double em = -1, f1 = -1;
+    for (i = 0; i < n; i++) {
+        a[i].spans = &golds[i];
+        a[i].n_spans = 1;
+    }
+    CHECK_SCORE(pred, qa_squad_score(pred, a, n, &em, &f1), want_em, want_f1);
+}
+
+static void case_qa_score(void)
+{
+    static const char *const cat_sat[] = {"cat sat"}, *const cat[] = {"cat"}, *const a[] = {"a"};
+    static const char *const broncos[] = {"Denver Broncos", "The Denver Broncos"};
+    char buf[32];
+    double v, em, f1;
+    /* SQuAD v1.1 normalize_answer (expected values from Python running evaluate-v1.1.py's code) */
+    CHECK_NORM(qa_squad_normalize, "The  Quick, brown fox!", "quick brown fox");
+    CHECK_NORM(qa_squad_normalize, "an apple and a pear", "apple and pear");
+    CHECK_NORM(qa_squad_normalize, "theater ANthem", "theater anthem");
+    CHECK_NORM(qa_squad_normalize, "l'the", "lthe");
+    CHECK_NORM(qa_squad_normalize, "Beyonc\xc3\xa9's", "beyonc\xc3\xa9s");
+    CHECK_NORM(qa_squad_normalize, "\xc3\x80\xc3\x89\xc3\x8e", "\xc3\xa0\xc3\xa9\xc3\xae");
+    CHECK_NORM(qa_squad_normalize, "\xce\xa3\xce\x9f\xce\xa6\xce\x9f\xce\xa3", "\xcf\x83\xce\xbf\xcf\x86\xce\xbf\xcf\x82");
+    CHECK_NORM(qa_squad_normalize, "\xc2\xa0the\xe2\x80\x83" "cat ", "cat");
+    CHECK_NORM(qa_squad_normalize, "\xe2\x80\x9cthe\xe2\x80\x9d cat", "\xe2\x80\x9c \xe2\x80\x9d cat");
+    CHECK_NORM(qa_squad_normalize, "\xc4\xb0stanbul", "i\xcc\x87stanbul");
+    /* exact match and F1, maxima over the golds */
+    squad_known("the Denver Broncos", broncos, 2, 1, 1);
+    squad_known("Broncos", broncos, 2, 0, 2.0 / 3.0);
+    squad_known("the cat the cat sat", cat_sat, 1, 0, 0.8);   /* repeated tokens count (Counter) */
+    squad_known("", cat, 1, 0, 0);
+    squad_known("the", a, 1, 1, 0);                           /* both empty: EM 1, F1 0 (as the script) */
+    CHECK(qa_squad_score("x", NULL, 1, &em, &f1) != 0);
+    /* generated bytes that are not UTF-8 read as U+FFFD (decode(errors="replace")) */
+    {
+        /* Python: b"a\xff\xc3\xa9\xe2\x80z\xed\xa0\x80".decode(errors="replace") == "a\ufffd\xe9\ufffdz\ufffd\ufffd\ufffd" */
+        char *fixed = qa_utf8_repair("a\xff\xc3\xa9\xe2\x80z\xed\xa0\x80", 10);
+        CHECK_STR(fixed, "a\xef\xbf\xbd\xc3\xa9\xef\xbf\xbdz\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+        free(fixed);
+    }
+    /* Python's float() and str(float) */
+    CHECK(qa_py_is_number("  1.2e1 ", &v) && v == 12.0);
+    CHECK(qa_py_is_number("1_000", &v) && v == 1000.0);
+    CHECK(qa_py_is_number("-inf", NULL) && qa_py_is_number("NaN", NULL) && qa_py_is_number(".5", NULL) && qa_py_is_number("5.", NULL));
+    CHECK(!qa_py_is_number("1__0", NULL) && !qa_py_is_number("_1", NULL) && !qa_py_is_number("1_", NULL) && !qa_py_is_number("0x10", NULL));
+    CHECK(!qa_py_is_number("1e", NULL) && !qa_py_is_number("e5", NULL) && !qa_py_is_number(".", NULL) && !qa_py_is_number("", NULL));
+    qa_py_float_repr(12.0, buf); CHECK_STR(buf, "12.0");
+    qa_py_float_repr(1e16, buf); CHECK_STR(buf, "1e+16");
+    qa_py_float_repr(1e15, buf); CHECK_STR(buf, "1000000000000000.0");
+    qa_py_float_repr(0.0001, buf); CHECK_STR(buf, "0.0001");
+    qa_py_float_repr(0.00001, buf); CHECK_STR(buf, "1e-05");
+    qa_py_float_repr(0.1, buf); CHECK_STR(buf, "0.1");
+    qa_py_float_repr(-2.5e-300, buf); CHECK_STR(buf, "-2.5e-300");
+    qa_py_float_repr(123456789012345678.0, buf); CHECK_STR(buf, "1.2345678901234568e+17");
+    /* DROP _normalize_answer: allennlp's tests (TestDropEvalNormalize), then Python's values */
+    CHECK_NORM(qa_drop_normalize, "12.0", "12.0");
+    CHECK_NORM(qa_drop_normalize, "12.0  ", "12.0");
+    CHECK_NORM(qa_drop_normalize, "12.000", "12.0");
+    CHECK_NORM(qa_drop_normalize, "12", "12.0");
+    CHECK_NORM(qa_drop_normalize, "  1.2e1  ", "12.0");
+    CHECK_NORM(qa_drop_normalize, "12.0 persons", "12.0 persons");
+    CHECK_NORM(qa_drop_normalize, "S.K. Singh", "sk singh");
+    CHECK_NORM(qa_drop_normalize, "$1,000", "1000.0");
+    CHECK_NORM(qa_drop_normalize, "3.5%", "35.0");
+    CHECK_NORM(qa_drop_normalize, "78-yard", "78.0 yard");
+    CHECK_NORM(qa_drop_normalize, "the 2 a", "2.0");
+    CHECK_NORM(qa_drop_normalize, "Infinity", "inf");
+    CHECK_NORM(qa_drop_normalize, "-5 yards", "5.0 yards");
+    CHECK_NORM(qa_drop_normalize, "0.00001", "1e-05");
+    /* get_metrics: allennlp's TestDropEvalGetMetrics, every case */
+    CHECK_DROP(L("78"), L("78.0"), 1.0, 1.0);
+    CHECK_DROP(L("td"), L("td", "td"), 0.0, 0.5);
+    CHECK_DROP(L("td", "td"), L("td"), 0.0, 0.5);
+    CHECK_DROP(L("the", "fat", "cat", "the fat", "fat cat", "the fat cat"), L("cat"), 0.0, 0.17);
+    CHECK_DROP(L("cat"), L("the", "fat", "cat", "the fat", "fat cat", "the fat cat"), 0.0, 0.17);
+    CHECK_DROP(L("the", "fat", "cat", "the fat", "fat cat", "the fat cat"), L("cat", "cat dog"), 0.0, 0.25);
+    CHECK_DROP(L("td"), L("the td"), 1.0, 1.0);
+    CHECK_DROP(L("the a NOT an ARTICLE the an a"), L("NOT ARTICLE"), 1.0, 1.0);
+    CHECK_DROP(L("John Elton"), L("Elton John"), 0.0, 1.0);
+    CHECK_DROP(L("50 yard"), L("yard 50"), 0.0, 1.0);
+    CHECK_DROP(L("order word right"), L("right word order"), 0.0, 1.0);
+    CHECK_DROP(L("Per.i.o.d...."), L(".P....e.r,,i;;;o...d,,"), 1.0, 1.0);
+    CHECK_DROP(L("Spa     c  e   s     "), L("    Spa c     e s"), 1.0, 1.0);
+    CHECK_DROP(L("78-yard"), L("78 yard"), 1.0, 1.0);
+    CHECK_DROP(L("78 yard"), L("78-yard"), 1.0, 1.0);
+    CHECK_DROP(L("78"), L("78-yard"), 0.0, 0.67);
+    CHECK_DROP(L("78-yard"), L("78"), 0.0, 0.67);
+    CHECK_DROP(L("This was a triumph"), L("tHIS Was A TRIUMPH"), 1.0, 1.0);
+    CHECK_DROP(L("Green bay packers"), L("Green bay packers"), 1.0, 1.0);
+    CHECK_DROP(L("Green bay", "packers"), L("Green bay", "packers"), 1.0, 1.0);
+    CHECK_DROP(L("Green", "bay", "packers"), L("Green", "bay", "packers"), 1.0, 1.0);
+    CHECK_DROP(L(""), L("army"), 0.0, 0.0);
+    CHECK_DROP(L("packers"), L("Green bay packers"), 0.0, 0.5);
+    CHECK_DROP(L("packers"), L("Green bay"), 0.0, 0.0);
+    CHECK_DROP(L("yard"), L("36 yard td"), 0.0, 0.0);
+    CHECK_DROP(L("23 yards"), L("43 yards"), 0.0, 0.0);
+    CHECK_DROP(L("56 yards"), L("56 yd"), 0.0, 0.5);
+    CHECK_DROP(L("26"), L("26 yard td"), 0.0, 0.5);
+    CHECK_DROP(L("78-yard", "56", "28", "40", "44", "touchdown"), L("78-yard", "56 yard", "1 yard touchdown"), 0.0, 0.28);
+    CHECK_DROP(L("23", "23 yard"), L("23-yard", "56 yards"), 0.0, 0.5);
+    CHECK_DROP(L("John Karman", "Joe Hardy"), L("Joe Karman", "John Hardy"), 0.0, 0.5);
+    CHECK_DROP(L("ottoman", "Kantakouzenous"), L("ottoman", "army of Kantakouzenous"), 0.0, 0.75);
+    CHECK_DROP(L("a"), L("a", "b"), 0.0, 0.5);
+    CHECK_DROP(L("b"), L("a", "b"), 0.0, 0.5);
+    CHECK_DROP(L("b"), L("b", "a"), 0.0, 0.5);
+    /* evaluate_json per question (allennlp's TestDropEvalFunctional; golds as
+       answer_json_to_strings gives them): the maximum over the answer and the validated ones */
+    {
+        static const char *const one[] = {"1"}, *const zero[] = {"0"}, *const two[] = {"2"}, *const aug17[] = {"17 August"};
+        static const char *const august[] = {"August"}, *const seventeen[] = {"17"}, *const s12[] = {"span1", "span2"};
+        static const char *const s2[] = {"span2"}, *const ans1[] = {"answer1"}, *const ans2[] = {"answer2"}, *const blank[] = {"  "};
+        qa_answer g1[] = {{one, 1}, {zero, 1}}, g2[] = {{two, 1}, {two, 1}}, g3[] = {{zero, 1}, {one, 1}, {two, 1}};
+        qa_answer g4[] = {{aug17, 1}, {august, 1}, {seventeen, 1}}, g5[] = {{s12, 2}, {s2, 1}}, g6[] = {{ans1, 1}, {ans2, 1}};
+        qa_answer g7[] = {{blank, 1}}, g8[] = {{blank, 1}, {one, 1}};
+        CHECK_SCORE("number", qa_drop_score("1", g1, 2, &em, &f1), 1, 1);
+        CHECK_SCORE("span vs number", qa_drop_score("2", g2, 2, &em, &f1), 1, 1);
+        CHECK_SCORE("a validated answer", qa_drop_score("1", g3, 3, &em, &f1), 1, 1);
+        CHECK_SCORE("date", qa_drop_score("17 August", g4, 3, &em, &f1), 1, 1);
+        CHECK_SCORE("multi-span", qa_drop_score("span1", g5, 2, &em, &f1), 0, 0.5);
+        CHECK_SCORE("no overlap", qa_drop_score("answer", g6, 2, &em, &f1), 0, 0);
+        CHECK_SCORE("blank gold", qa_drop_score("  ", g7, 1, &em, &f1), 0, 0);
+        CHECK_SCORE("blank gold skipped", qa_drop_score("1", g8, 2, &em, &f1), 1, 1);
+    }
+}
+
+/* The SQuAD and DROP sample files through the readers and MeZO's templates. */
+static void expect_answers(const tasks_example *e, const char *const *spans, const int *n_spans, int n)
+{
+    int i, k, s = 0;
+    CHECKF(e && e->n_answers == n, "answers: got %d, want %d", e ? e->n_answers : -1, n);
+    if (!e || e->n_answers != n) return;
+    for (i = 0; i < n; i++) {
+        CHECK(e->answers[i].n_spans == n_spans[i]);
+        for (k = 0; k < n_spans[i] && k < e->answers[i].n_spans; k++) CHECK_STR(e->answers[i].spans[k], spans[s + k]);
+        s += n_spans[i];
+    }
+}
+
+static void expect_prediction(const tasks_set *s, const tasks_example *e, const char *pred, double want_em, double want_f1)
+{
+    double em = -1, f1 = -1;
+    CHECK_SCORE(pred, e ? tasks_score_prediction(s->task, e, pred, &em, &f1) : -1, want_em, want_f1);
+}
+
+static void case_qa_templates(void)
+{
+    tasks_set s;
+    const char *lily = "Lily had a small garden behind the house. She grew three red roses, a tall sunflower and the biggest "
+                       "pumpkin in town. Every morning, at 7 o'clock, she gave the plants water from a blue can.";
+    const char *bears = "The Bears scored first on a 35-yard field goal by Robbie Gould. In the second quarter, Jay Cutler "
+                        "threw a 12-yard touchdown pass to Greg Olsen, and Gould added a 42-yard field goal. The Lions "
+                        "answered with a 2-yard run by Kevin Smith.";
+    const char *treaty = "The treaty was signed on 14 March 1812 in Vienna. About 3,500 soldiers and 1,200 horses took part "
+                         "in the parade, and the city spent $1.5 million on it.";
+    char ctx[1024];
+    if (load_all("SQuAD", "SQuAD/train-v1.1.json", "SQuAD/dev-v1.1.json", &s) == 0) {
+        static const char *const cat[] = {"an old red ball", "old red ball"};
+        static const int one_each[] = {1, 1, 1};
+        CHECK(s.task->metric == TASKS_METRIC_SQUAD && s.train_on_gold_tokens);
+        CHECK(s.train.n == 8 && s.test.n == 8 && s.skipped[TASKS_TRAIN] == 0);
+        snprintf(ctx, sizeof ctx, "Title: Lily_and_the_Garden\nContext: %s\nQuestion: How many red roses did Lily grow?\nAnswer:", lily);
+        EXPECT(find_ex(&s.train, 1), ctx, 0, " three\n");   /* the question is stripped */
+        EXPECT(find_ex(&s.train, 4),
+               "Title: Lily_and_the_Garden\nContext: Tom the dog liked to run in the park. One day he found a stick that "
+               "was longer than Tom himself. \"That's mine!\" said Tom's friend, Ben.\nQuestion: What did Ben say?\nAnswer:",
+               0, " \"That's mine!\"\n");
+        /* an article without a title (HF reads ""), two answers; the first is the target */
+        EXPECT(find_ex(&s.test, 4),
+               "Title: \nContext: A cat sat on the mat. The cat was black and white, and it had an old red ball.\n"
+               "Question: What did the cat have?\nAnswer:", 0, " an old red ball\n");
+        expect_answers(find_ex(&s.test, 4), cat, one_each, 2);
+        expect_prediction(&s, find_ex(&s.test, 4), "An old, red ball!", 1, 1);
+        expect_prediction(&s, find_ex(&s.test, 0), "the Denver Broncos", 1, 1);
+        expect_prediction(&s, find_ex(&s.test, 0), "Broncos", 0, 2.0 / 3.0);
+        expect_prediction(&s, find_ex(&s.test, 1), "24-10", 0, 0);            /* the gold has an en dash */
+        expect_prediction(&s, find_ex(&s.test, 1), "24\xe2\x80\x93" "10.", 1, 1);
+        expect_prediction(&s, find_ex(&s.test, 2), "Levi's Stadium, Santa Clara", 0, 0.8);
+        CHECK(tasks_score_prediction(tasks_find("RTE"), find_ex(&s.test, 0), "x", &(double){0}, &(double){0}) != 0);
+        tasks_free(&s);
+    }
+    if (load_all("DROP", "DROP/drop_dataset_train.json", "DROP/drop_dataset_dev.json", &s) == 0) {
+        static const char *const two_spans[] = {"Greg Olsen", "Kevin Smith"};
+        static const char *const date_golds[] = {"17 August", "August", "17"};
+        static const char *const players[] = {"Ahman Green", "Adrian Peterson", "Adrian Peterson", "Ahman Green"};
+        static const int n1[] = {2}, n111[] = {1, 1, 1}, n22[] = {2, 2};
+        CHECK(s.task->metric == TASKS_METRIC_DROP && s.train_on_gold_tokens);
+        /* the empty answer and the number-and-span answer are skipped, as HF "drop" does */
+        CHECK(s.train.n == 8 && s.skipped[TASKS_TRAIN] == 2 && s.test.n == 8);
+        snprintf(ctx, sizeof ctx, "Passage: %s\nQuestion: Who caught the touchdown pass?\nAnswer:", bears);
+        EXPECT(find_ex(&s.train, 1), ctx, 0, " Greg Olsen\n");   /* the question is stripped */
+        snprintf(ctx, sizeof ctx, "Passage: %s\nQuestion: How many field goals did Robbie Gould kick?\nAnswer:", bears);
+        EXPECT(find_ex(&s.train, 0), ctx, 0, " 2\n");
+        snprintf(ctx, sizeof ctx, "Passage: %s\nQuestion: Which players scored touchdowns?\nAnswer:", bears);
+        EXPECT(find_ex(&s.train, 3), ctx, 0, " Greg Olsen\n");   /* multi-span: the first span */
+        expect_answers(find_ex(&s.train, 3), two_spans, n1, 1);
+        snprintf(ctx, sizeof ctx, "Passage: %s\nQuestion: When was the treaty signed?\nAnswer:", treaty);
+        EXPECT(find_ex(&s.train, 4), ctx, 0, " 14 March 1812\n");   /* a date: "day month year" */
+        snprintf(ctx, sizeof ctx, "Passage: %s\nQuestion: In which year was the treaty signed?\nAnswer:", treaty);
+        EXPECT(find_ex(&s.train, 5), ctx, 0, " 1812\n");            /* a year alone, stripped */
+        expect_answers(find_ex(&s.test, 3), date_golds, n111, 3);
+        expect_answers(find_ex(&s.test, 2), players, n22, 2);
+        expect_prediction(&s, find_ex(&s.test, 3), "17 August", 1, 1);
+        expect_prediction(&s, find_ex(&s.test, 0), "78", 1, 1);          /* the validated number */
+        expect_prediction(&s, find_ex(&s.test, 0), "78 yard", 1, 1);
+        expect_prediction(&s, find_ex(&s.test, 0), "yard", 0, 0);        /* numbers must match */
+        expect_prediction(&s, find_ex(&s.test, 1), "two", 1, 1);
+        expect_prediction(&s, find_ex(&s.test, 1), "2.0", 1, 1);
+        expect_prediction(&s, find_ex(&s.test, 2), "Ahman Green", 0, 0.5);   /* one of two spans */
+        expect_prediction(&s, find_ex(&s.test, 4), "army of Kantakouzenos", 1, 1);
+        tasks_free(&s);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -1119,6 +1405,8 @@ int main(int argc, char **argv)
     else if (strcmp(c, "indices_bounds") == 0) case_indices_bounds();
     else if (strcmp(c, "malformed") == 0) case_malformed();
     else if (strcmp(c, "resolve") == 0) case_resolve();
+    else if (strcmp(c, "qa_score") == 0) case_qa_score();
+    else if (strcmp(c, "qa_templates") == 0) case_qa_templates();
     else if (strcmp(c, "real_data") == 0) {
         const char *root = getenv("GRZO_TASKS_DATA");
         if (!root || !*root) {
@@ -1127,7 +1415,7 @@ int main(int argc, char **argv)
         }
         case_real_data(root);
     } else {
-        fprintf(stderr, "usage: %s table|json|templates|sampling|indices|indices_bounds|malformed|resolve|real_data <data dir> <scratch dir>\n",
+        fprintf(stderr, "usage: %s table|json|templates|sampling|indices|indices_bounds|malformed|resolve|qa_score|qa_templates|real_data <data dir> <scratch dir>\n",
                 argv[0]);
         return 1;
     }

@@ -29,7 +29,7 @@ case $target in
     inc=-I$root
     seeds=$root/tests/fuzz/corpus/checkpoint ;;
   tasks)
-    src="$root/tests/fuzz/fuzz_tasks.c $root/examples/finetune/tasks.c $root/examples/common/json.c"
+    src="$root/tests/fuzz/fuzz_tasks.c $root/examples/finetune/tasks.c $root/examples/finetune/qa_score.c $root/examples/common/json.c"
     inc="-I$root/examples/finetune -I$root/examples/common"
     seeds=$root/tests/fuzz/corpus/tasks ;;
   *) echo "fuzz.sh: unknown target '$target' (loaders, checkpoint or tasks)" >&2; exit 2 ;;

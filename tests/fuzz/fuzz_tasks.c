@@ -1,13 +1,16 @@
 /* fuzz_tasks.c - fuzz target for grzo-finetune's task readers (examples/finetune/tasks.h):
-   the GLUE / LM-BFF tsv and csv readers, the SuperGLUE jsonl readers (and through them the
-   JSON parser), and the indices file reader.
+   the GLUE / LM-BFF tsv and csv readers, the SuperGLUE jsonl readers, the SQuAD and DROP
+   whole-file JSON readers (and through them the JSON parser) with the QA scorers
+   (qa_score.h), and the indices file reader.
 
    Input: one selector byte, then the file's bytes. The selector picks a (task, file
    extension) pair that tasks_load reads, or the indices reader (see READERS below).
      - data files: the bytes are written to a scratch file with that extension and loaded
        as both the train and the validation file (4 train, 1 dev, 4 test examples). A
        refused file must leave a message and an empty set; a loaded set must hold valid
-       examples (gold in range, text = context + continuation, sizes that add up), its
+       examples (gold in range, text = context + continuation, sizes that add up; a QA
+       example's gold answers, id, and scores in [0, 1] for its own answer (an exact match
+       for SQuAD) and for its context as predictions), its
        indices must round-trip (tasks_write_indices, tasks_read_indices, tasks_load_ex with
        them gives the same examples);
      - indices: the bytes go to tasks_read_indices; what it accepts must hold as many
@@ -42,6 +45,7 @@ static const struct {
     {"MNLI", "tsv"},    {"SNLI", "tsv"},  {"RTE", "jsonl"}, {"RTE", "tsv"},   {"CB", "jsonl"},
     {"BoolQ", "jsonl"}, {"WiC", "jsonl"}, {"WSC", "jsonl"}, {"MultiRC", "jsonl"}, {"COPA", "jsonl"},
     {NULL, "txt"},
+    {"SQuAD", "json"},  {"DROP", "json"},   /* after the indices reader: older seeds keep their selector */
 };
 enum { N_READERS = (int)(sizeof READERS / sizeof READERS[0]) };
 
@@ -68,12 +72,31 @@ static void write_file(const char *path, const uint8_t *p, size_t n)
     require(f != NULL && fwrite(p, 1, n, f) == n && fclose(f) == 0, "cannot write the scratch file");
 }
 
-static void check_example(const tasks_example *e)
+/* A generation task's example: its golds are well formed and score in range. */
+static void check_qa_example(const tasks_set *set, const tasks_example *e)
+{
+    double em = -1, f1 = -1;
+    int i, k;
+    require(e->n_answers >= 1 && e->answers != NULL && e->id != NULL && e->n_candidates == 1, "QA example");
+    for (i = 0; i < e->n_answers; i++) {
+        require(e->answers[i].n_spans >= 1 && e->answers[i].spans != NULL, "an answer without spans");
+        for (k = 0; k < e->answers[i].n_spans; k++) sink += strlen(e->answers[i].spans[k]);
+    }
+    require(tasks_score_prediction(set->task, e, e->answers[0].spans[0], &em, &f1) == 0, "scoring the gold answer");
+    require(em >= 0 && em <= 1 && f1 >= 0 && f1 <= 1, "score out of range");
+    require(set->task->metric != TASKS_METRIC_SQUAD || em == 1, "SQuAD: the gold answer is not an exact match of itself");
+    require(tasks_score_prediction(set->task, e, e->context, &em, &f1) == 0, "scoring the context");
+    require(em >= 0 && em <= 1 && f1 >= 0 && f1 <= 1, "score out of range");
+}
+
+static void check_example(const tasks_set *set, const tasks_example *e)
 {
     int k;
+    if (set->task->metric != TASKS_METRIC_ACCURACY) check_qa_example(set, e);
     require(e->n_candidates >= 1 && e->n_candidates <= TASKS_MAX_CANDIDATES, "candidate count");
     require(e->gold >= 0 && e->gold < e->n_candidates, "gold index out of range");
-    require(e->context != NULL && e->source_line >= 1, "context or line");
+    require(e->context != NULL && (set->task->metric == TASKS_METRIC_ACCURACY ? e->source_line >= 1 : e->source_line == 0),
+            "context or line (a whole-file JSON document has none)");
     for (k = 0; k < e->n_candidates; k++) {
         const tasks_candidate *c = &e->cand[k];
         require(c->text && c->continuation && c->context == e->context, "candidate strings");
@@ -91,7 +114,7 @@ static void check_set(const tasks_set *set)
         size_t i;
         require(sp != NULL && (sp->n == 0 || sp->ex != NULL), "split");
         for (i = 0; i < sp->n; i++) {
-            check_example(&sp->ex[i]);
+            check_example(set, &sp->ex[i]);
             require(sp->ex[i].source_index < set->pool[s == TASKS_DEV && set->dev_from_train ? TASKS_TRAIN : s],
                     "source index outside its file");
         }
