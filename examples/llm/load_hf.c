@@ -264,7 +264,7 @@ static int hf_config(const json_value *root, llm_config *c, char *err, size_t er
         cfg_int(root, "num_hidden_layers", 1, 0, 1, 1 << 16, &c->n_layers, err, errlen) ||
         cfg_int(root, "num_attention_heads", 1, 0, 1, max_dim, &c->n_heads, err, errlen) ||
         cfg_int(root, "num_key_value_heads", 0, c->n_heads, 1, max_dim, &c->n_kv_heads, err, errlen) ||
-        cfg_int(root, "head_dim", 0, 0, 1, max_dim, &head_dim, err, errlen) ||
+        (cfg_member(root, "head_dim") && cfg_int(root, "head_dim", 1, 0, 1, max_dim, &head_dim, err, errlen)) ||
         cfg_int(root, "vocab_size", 1, 0, 1, INT32_MAX, &c->vocab_size, err, errlen) ||
         cfg_int(root, "max_position_embeddings", 0, 2048, 1, 1 << 30, &c->max_seq_len, err, errlen) ||
         cfg_num(root, "rms_norm_eps", 0, 1e-6, &eps, err, errlen) || cfg_num(root, "rope_theta", 0, 10000.0, &theta, err, errlen) ||
