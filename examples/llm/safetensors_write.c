@@ -153,6 +153,12 @@ static int write_config(const char *path, const llm_config *c, llm_st_dtype dt, 
     return finish_file(f, path, err, errlen);
 }
 
+/* The files of a Hugging Face original copied as they are: its tokenizer and generation
+   settings, which the fine-tuned weights do not change. */
+static const char *const copied_names[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                           "generation_config.json"};
+#define N_COPIED ((int)(sizeof copied_names / sizeof copied_names[0]))
+
 static void remove_folder(const char *dir)
 {
     static const char *const names[] = {"model.safetensors", "config.json"};
@@ -162,11 +168,51 @@ static void remove_folder(const char *dir)
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
         unlink(p);
     }
+    for (i = 0; i < N_COPIED; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, copied_names[i]);
+        unlink(p);
+    }
     rmdir(dir);
+}
+
+/* Copy from_dir's copied_names that exist into dir. */
+static int copy_extras(const char *from_dir, const char *dir, char *err, size_t errlen)
+{
+    char src[4096], dst[4096];
+    int i;
+    for (i = 0; i < N_COPIED; i++) {
+        uint8_t *data;
+        size_t n;
+        FILE *f;
+        struct stat sb;
+        snprintf(src, sizeof src, "%s/%s", from_dir, copied_names[i]);
+        if (stat(src, &sb) != 0) continue;
+        if (llm__read_file(src, SIZE_MAX, &data, &n, err, errlen)) return 1;
+        snprintf(dst, sizeof dst, "%s/%s", dir, copied_names[i]);
+        f = fopen(dst, "wb");
+        if (!f) {
+            free(data);
+            return llm__errf(err, errlen, "%s: cannot create: %s", dst, strerror(errno));
+        }
+        if (n && fwrite(data, 1, n, f) != n) {
+            free(data);
+            fclose(f);
+            return llm__errf(err, errlen, "%s: cannot write: %s", dst, strerror(errno));
+        }
+        free(data);
+        if (finish_file(f, dst, err, errlen)) return 1;
+    }
+    return 0;
 }
 
 int llm_safetensors_write(const llm_config *cfg, const llm_weights *w, llm_st_dtype dtype, int32_t bos, int32_t eos,
                           const char *out_dir, char *err, size_t errlen)
+{
+    return llm_safetensors_write_ex(cfg, w, dtype, bos, eos, NULL, out_dir, err, errlen);
+}
+
+int llm_safetensors_write_ex(const llm_config *cfg, const llm_weights *w, llm_st_dtype dtype, int32_t bos, int32_t eos,
+                             const char *copy_from, const char *out_dir, char *err, size_t errlen)
 {
     size_t len;
     char *tmp, path[4096];
@@ -187,6 +233,7 @@ int llm_safetensors_write(const llm_config *cfg, const llm_weights *w, llm_st_dt
     if (write_model_file(path, cfg, w, dtype, err, errlen)) goto fail;
     snprintf(path, sizeof path, "%s/config.json", tmp);
     if (write_config(path, cfg, dtype, bos, eos, err, errlen)) goto fail;
+    if (copy_from && copy_extras(copy_from, tmp, err, errlen)) goto fail;
     if (rename(tmp, out_dir) != 0) {
         llm__errf(err, errlen, "%s: cannot write: %s", out_dir, strerror(errno));
         goto fail;

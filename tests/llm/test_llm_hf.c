@@ -10,9 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "llm_export.h"
 #include "llm_internal.h"
 #include "llm_test_util.h"
-#include "safetensors_write.h"
 
 static char workdir[256];
 static int case_no;
@@ -278,6 +278,61 @@ static void sharded_loads(void) {
     llm_weights_free(&w);
 }
 
+/* grzo-export's path from a Hugging Face original: a checkpoint of changed weights, exported
+   to safetensors (bit for bit at f32, the tokenizer files copied), and GGUF refused. */
+static void export_from_folder(void) {
+    char orig[320], ckpt[320], out[320], out_gguf[320], err[512], path[400];
+    grzo_backend be;
+    grzo_desc d;
+    grzo_ctx *ctx;
+    llm_model m;
+    llm_config c;
+    llm_weights w, got;
+    struct stat sb;
+    static const char tokjson[] = "{\"model\": {}}";
+    snprintf(orig, sizeof orig, "%s/export_f32", workdir);   /* round_trip's folder */
+    snprintf(ckpt, sizeof ckpt, "%s/tuned.grzo", workdir);
+    snprintf(out, sizeof out, "%s/tuned_hf", workdir);
+    snprintf(out_gguf, sizeof out_gguf, "%s/tuned.gguf", workdir);
+    put_file(orig, "tokenizer.json", tokjson, sizeof tokjson - 1);
+    if (llm_load(orig, &c, &w, NULL, err, sizeof err) != 0) {
+        TU_CHECK(0, "export original: %s", err);
+        return;
+    }
+    w.layers[1].wq[5] += 0.25f;   /* "fine-tuned": a weight the checkpoint changes */
+    memset(&m, 0, sizeof m);
+    memset(&d, 0, sizeof d);
+    if (grzo_backend_cpu_create(&(grzo_cpu_desc){0}, &be) != GRZO_OK) exit(1);
+    d.backend = &be;
+    if (grzo_create(&d, &ctx) != GRZO_OK) exit(1);
+    TU_OK(&m, llm_model_register(ctx, &m, &c, &w));
+    TU_CHECK(grzo_checkpoint_save(ctx, ckpt) == GRZO_OK, "checkpoint: %s", grzo_last_error(ctx));
+    llm_model_free(&m);
+    grzo_destroy(ctx);
+    grzo_backend_destroy(&be);
+
+    TU_CHECK(llm_export(orig, ckpt, out_gguf, LLM_EXPORT_GGUF, LLM_GGUF_F32, err, sizeof err) != 0 &&
+                 strstr(err, "is a Hugging Face folder: a GGUF export copies the metadata") && stat(out_gguf, &sb) != 0,
+             "GGUF export of a folder: '%s'", err);
+    if (llm_export(orig, ckpt, out, LLM_EXPORT_SAFETENSORS, LLM_GGUF_F32, err, sizeof err) != 0) {
+        TU_CHECK(0, "export from a folder: %s", err);
+    } else if (llm_load(out, &c, &got, NULL, err, sizeof err) != 0) {
+        TU_CHECK(0, "load the export: %s", err);
+    } else {
+        float *saved = model.w.layers[1].wq;
+        int same;
+        model.w.layers[1].wq = w.layers[1].wq;   /* compare against the tuned weights */
+        same = weights_match(&c, &got, NULL);
+        model.w.layers[1].wq = saved;
+        TU_CHECK(same, "the export from a folder does not hold the checkpoint's weights");
+        snprintf(path, sizeof path, "%s/tokenizer.json", out);
+        TU_CHECK(stat(path, &sb) == 0 && sb.st_size == (off_t)(sizeof tokjson - 1), "tokenizer.json was not copied");
+        printf("export from a folder: safetensors with the checkpoint's weights and the tokenizer files; GGUF refused\n");
+        llm_weights_free(&got);
+    }
+    llm_weights_free(&w);
+}
+
 static void sharded_refusals(void) {
     static const struct {
         const char *what, *map1, *map2, *want;   /* shard names given to the first and second half */
@@ -405,6 +460,7 @@ int main(void) {
     round_trip(LLM_ST_F16, "f16");
     round_trip(LLM_ST_BF16, "bf16");
     sharded_loads();
+    export_from_folder();
 
     /* the folder itself */
     new_dir(dir, sizeof dir);
