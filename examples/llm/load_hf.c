@@ -393,7 +393,7 @@ static int st_check_tiling(hf_set *s, const hf_shard *sh, hf_tensor *t, size_t n
     return 0;
 }
 
-/* Open shard k and parse its header into s->t. */
+/* Open shard k (unless its image is already there) and parse its header into s->t. */
 static int st_read_shard(hf_set *s, int32_t k)
 {
     hf_shard *sh = &s->shards[k];
@@ -401,9 +401,11 @@ static int st_read_shard(hf_set *s, int32_t k)
     size_t i, first = s->n_t, off = 0;
     const uint8_t *data;
     char msg[200];
-    int rc = s->fs->open(s->fs->user, sh->file, &sh->image, &sh->size, s->err, s->errlen);
-    if (rc > 0) return llm__errf(s->err, s->errlen, "%s is not in the folder", sh->file);
-    if (rc < 0) return 1;
+    if (!sh->image) {
+        int rc = s->fs->open(s->fs->user, sh->file, &sh->image, &sh->size, s->err, s->errlen);
+        if (rc > 0) return llm__errf(s->err, s->errlen, "%s is not in the folder", sh->file);
+        if (rc < 0) return 1;
+    }
     if (sh->size < 8)
         return llm__errf(s->err, s->errlen, "%s: %zu bytes is shorter than the 8-byte safetensors header length", sh->file,
                          sh->size);
@@ -545,6 +547,8 @@ static int st_open_all(hf_set *s)
         s->shards = (hf_shard *)calloc(1, sizeof *s->shards);
         if (!s->shards) return llm__errf(s->err, s->errlen, "out of memory");
         s->shards[0].file = "model.safetensors";
+        s->shards[0].image = img;
+        s->shards[0].size = n;
         s->n_shards = 1;
         return st_read_shard(s, 0) || st_index_names(s);
     }
