@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "llm.h"
 
@@ -20,9 +21,16 @@
    by model.c when it stores weights in a 16-bit dtype. */
 uint16_t llm__f32_to_f16(float f);
 uint16_t llm__f32_to_bf16(float f);
-/* ... and back, exactly (the readers' widening, shared by the GGUF and safetensors readers). */
+/* ... and back, exactly (the readers' widening, shared by the GGUF and safetensors readers;
+   bfloat16, the top half of a binary32, inline: its loop is most of a bf16 load). */
 float llm__f16_to_f32(uint16_t h);
-float llm__bf16_to_f32(uint16_t h);
+static inline float llm__bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 
 /* The checks every loader applies to a config (sizes, head layout, epsilon, rotary base and
    scaling), and the one allocation of the weights for it (load.c). */

@@ -201,20 +201,14 @@ static float f16_to_f32(uint16_t h)
     return f32_from_bits(bits);
 }
 
-/* bfloat16 is the top half of a binary32. */
 static float bf16_to_f32(uint16_t h)
 {
-    return f32_from_bits((uint32_t)h << 16);
+    return llm__bf16_to_f32(h);
 }
 
 float llm__f16_to_f32(uint16_t h)
 {
     return f16_to_f32(h);
-}
-
-float llm__bf16_to_f32(uint16_t h)
-{
-    return bf16_to_f32(h);
 }
 
 /* binary32 -> binary16, round to nearest even; overflow to inf, NaN stays NaN. */
