@@ -15,7 +15,8 @@
      memory-mapped), tokenizer.json (tokenizer_hf.c).
 
    Conventions: weights are fp32, row-major, used as y = x W^T (W is d_out x d_in).
-   Rotary embeddings rotate adjacent pairs (2i, 2i+1) (llama2.c and GGUF "llama" layout).
+   Rotary embeddings rotate adjacent pairs (2i, 2i+1) (llama2.c and GGUF "llama" layout; a
+   Hugging Face folder's q_proj/k_proj rows are permuted into it at load, as llama.cpp does).
    Functions return 0 on success and nonzero on failure, with a message in err. */
 #ifndef GRZO_LLM_H
 #define GRZO_LLM_H

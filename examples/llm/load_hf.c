@@ -760,7 +760,7 @@ static int dir_open(void *user, const char *name, const uint8_t **data, size_t *
     *size = 0;
     if (!path) return llm__errf(err, errlen, "out of memory"), -1;
     snprintf(path, len, "%s/%s", d->dir, name);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* O_NONBLOCK: a FIFO named config.json cannot hang us */
     if (fd < 0) {
         e = errno;
         free(path);
