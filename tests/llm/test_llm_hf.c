@@ -499,6 +499,12 @@ int main(void) {
         expect_refused("header not JSON", dir, "model.safetensors: header:", 0);
         new_dir(dir, sizeof dir);
         put_file(dir, "config.json", f.config, strlen(f.config));
+        write_st(dir, "model.safetensors", f.e, f.n,
+                 "{\"model.norm.weight\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}, "
+                 "\"model.norm.weight\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}", 0, 0);
+        expect_refused("a tensor twice in one header", dir, "duplicate key \"model.norm.weight\"", 0);
+        new_dir(dir, sizeof dir);
+        put_file(dir, "config.json", f.config, strlen(f.config));
         write_st(dir, "model.safetensors", f.e, f.n, "[1, 2]", 0, 0);
         expect_refused("header not an object", dir, "the header is not a JSON object", 0);
         new_dir(dir, sizeof dir);
