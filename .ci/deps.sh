@@ -88,3 +88,16 @@ grzo_fetch_gguf_py() {
     fi
     return 0
 }
+
+# The `safetensors` Python package (pinned; a compiled wheel, no dependencies) for
+# test_llm_hf_reference, whose reference writes and reads Hugging Face folders with it:
+# installed once into build/pylib beside gguf. Without pip or PyPI the test skips and says
+# why (CI's summary counts that skip as a failure).
+grzo_fetch_safetensors_py() {
+    local dir=build/pylib
+    [ -d "$dir/safetensors" ] && return 0
+    if ! PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet --no-deps --disable-pip-version-check --target "$dir" safetensors==0.4.5 >/dev/null 2>&1; then
+        echo "grzo: note: could not install the safetensors package from PyPI (pip missing or offline): test_llm_hf_reference will skip"
+    fi
+    return 0
+}

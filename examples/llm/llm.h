@@ -10,9 +10,13 @@
      GGUF v3 with Llama metadata; tensor types F32, F16, BF16, Q8_0, Q4_0, Q4_1 are
      dequantized to fp32 at load; the embedded tokenizer (llama SentencePiece-style or
      GPT-2 byte-level BPE) is loaded with the model.
+     Hugging Face folders (load_hf.c): config.json of a Llama-family model (llama, mistral),
+     model.safetensors or shards named by model.safetensors.index.json (F32, F16, BF16,
+     memory-mapped), tokenizer.json (tokenizer_hf.c).
 
    Conventions: weights are fp32, row-major, used as y = x W^T (W is d_out x d_in).
-   Rotary embeddings rotate adjacent pairs (2i, 2i+1) (llama2.c and GGUF "llama" layout).
+   Rotary embeddings rotate adjacent pairs (2i, 2i+1) (llama2.c and GGUF "llama" layout; a
+   Hugging Face folder's q_proj/k_proj rows are permuted into it at load, as llama.cpp does).
    Functions return 0 on success and nonzero on failure, with a message in err. */
 #ifndef GRZO_LLM_H
 #define GRZO_LLM_H
@@ -32,7 +36,25 @@ typedef struct llm_config {
     float norm_eps;         /* RMSNorm epsilon (llama2.c: 1e-5) */
     float rope_theta;       /* rotary base (llama2.c: 10000) */
     int32_t tied_output;    /* 1: the output head is the token embedding */
+    /* Rotary frequency scaling (a zeroed tail means none). LLM_ROPE_SCALING_LLAMA3 is
+       Llama-3.1's rope_scaling "llama3": llm_rope_inv_freq scales the frequencies. */
+    int32_t rope_scaling;   /* LLM_ROPE_SCALING_NONE or LLM_ROPE_SCALING_LLAMA3 */
+    float rope_factor;      /* llama3: low frequencies are divided by it (>= 1) */
+    float rope_low_freq_factor, rope_high_freq_factor;   /* llama3: the band edges, 0 < low < high */
+    int32_t rope_original_max_pos;                       /* llama3: the pre-training context */
 } llm_config;
+
+enum { LLM_ROPE_SCALING_NONE = 0, LLM_ROPE_SCALING_LLAMA3 = 1 };
+
+/* The rotary inverse frequencies of c, inv_freq[i] for the pairs i < head_dim/2:
+   theta^(-2i/head_dim), then for llama3 scaling (transformers' _compute_llama3_parameters)
+   with wavelength L = 2 pi / f, Lo = original_max_pos / low_freq_factor and
+   Hi = original_max_pos / high_freq_factor: L < Hi: f; L > Lo: f / factor; else
+   (1 - s) f / factor + s f with s = (original_max_pos / L - low) / (high - low).
+   The one computation of the frequencies: the forward's cos/sin tables (CPU and CUDA ops)
+   are built from it. Returns 0, or nonzero with a message when c's rotary settings are
+   invalid (e.g. llama3 scaling with factor < 1). */
+int llm_rope_inv_freq(const llm_config *c, double *inv_freq, char *err, size_t errlen);
 
 typedef struct llm_layer {
     float *attn_norm;       /* dim */
@@ -56,9 +78,10 @@ typedef struct llm_weights {
 
 typedef struct llm_tokenizer llm_tokenizer;   /* opaque */
 
-/* Load a model file: GGUF (by magic) or a llama2.c checkpoint. *tok receives the GGUF's
-   embedded tokenizer, or NULL for llama2.c (load its tokenizer.bin separately). tok may be
-   NULL if not wanted. */
+/* Load a model: a Hugging Face folder (a directory: config.json + safetensors), a GGUF
+   file (by magic) or a llama2.c checkpoint. *tok receives the folder's tokenizer.json, the
+   GGUF's embedded tokenizer, or NULL for llama2.c (load its tokenizer.bin separately). tok
+   may be NULL if not wanted (a folder then needs no tokenizer.json). */
 int llm_load(const char *path, llm_config *cfg, llm_weights *w, llm_tokenizer **tok, char *err, size_t errlen);
 void llm_weights_free(llm_weights *w);
 
@@ -87,6 +110,10 @@ int llm_tokenizer_load_llama2c_memory(const void *data, size_t size, int32_t voc
 /* Only the tokenizer of a GGUF file (also works for vocab-only GGUF files). */
 int llm_tokenizer_load_gguf(const char *path, llm_tokenizer **out, char *err, size_t errlen);
 int llm_tokenizer_load_gguf_memory(const void *data, size_t size, llm_tokenizer **out, char *err, size_t errlen);
+
+/* A Hugging Face folder's tokenizer: DIR/tokenizer.json, with DIR/tokenizer_config.json
+   when present (special tokens, BOS). tokenizer_hf.c. */
+int llm_tokenizer_load_hf(const char *dir, llm_tokenizer **out, char *err, size_t errlen);
 
 /* "llama2c" (tokenizer.bin), "llama" (GGUF SentencePiece-style) or "gpt2" (byte-level BPE). */
 const char *llm_tokenizer_model(const llm_tokenizer *t);

@@ -1,6 +1,7 @@
 /* llm_export.c - the original model + a grzo checkpoint -> a model file (llm_export.h). */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "grzo.h"
 #include "llm_export.h"
@@ -54,6 +55,32 @@ static int write_format(const uint8_t *image, size_t size, const llm_config *cfg
                                  out_path, err, errlen);
 }
 
+static int is_directory(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* A Hugging Face original: safetensors only (a GGUF export needs a GGUF's metadata); the
+   new folder gets the original's tokenizer and generation files. */
+static int export_hf(const char *model, const char *checkpoint, const char *out_path, llm_export_format format,
+                     llm_gguf_type type, char *err, size_t errlen)
+{
+    static const llm_st_dtype st_of[] = {LLM_ST_F32, LLM_ST_F16, LLM_ST_BF16};
+    llm_config cfg;
+    llm_weights w;
+    int rc;
+    if (format == LLM_EXPORT_GGUF)
+        return llm__errf(err, errlen, "%s is a Hugging Face folder: a GGUF export copies the metadata and tokenizer of a GGUF "
+                         "original (export --format safetensors, or convert it with llama.cpp's convert_hf_to_gguf.py first)",
+                         model);
+    if (llm_load(model, &cfg, &w, NULL, err, errlen)) return 1;
+    rc = apply_checkpoint(checkpoint, &cfg, &w, err, errlen) ||
+         llm_safetensors_write_ex(&cfg, &w, st_of[type], -1, -1, model, out_path, err, errlen);
+    llm_weights_free(&w);
+    return rc;
+}
+
 int llm_export(const char *model, const char *checkpoint, const char *out_path, llm_export_format format,
                llm_gguf_type type, char *err, size_t errlen)
 {
@@ -69,6 +96,7 @@ int llm_export(const char *model, const char *checkpoint, const char *out_path, 
         return llm__errf(err, errlen, "llm_export: missing or invalid argument");
     if (format == LLM_EXPORT_SAFETENSORS && type == LLM_GGUF_Q8_0)
         return llm__errf(err, errlen, "safetensors holds f32, f16 or bf16 weights, not q8_0");
+    if (is_directory(model)) return export_hf(model, checkpoint, out_path, format, type, err, errlen);
     if (llm__read_file(model, SIZE_MAX, &image, &size, err, errlen)) return 1;
     is_gguf = size >= 4 && memcmp(image, "GGUF", 4) == 0;
     if (format == LLM_EXPORT_GGUF && !is_gguf) {

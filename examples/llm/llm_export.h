@@ -22,8 +22,9 @@ typedef enum llm_export_format {
 int llm_export_format_parse(const char *name, llm_export_format *out);
 
 /* Write `model` with the weights of `checkpoint` to out_path. A GGUF export needs a GGUF
-   original (its metadata and tokenizer are copied); a llama2.c original is refused. A
-   safetensors export takes any original and the types f32, f16, bf16 (q8_0 is refused).
+   original (its metadata and tokenizer are copied); a llama2.c original or a Hugging Face
+   folder is refused. A safetensors export takes any original and the types f32, f16, bf16
+   (q8_0 is refused); from a folder it also copies the tokenizer and generation files.
    Returns 0, or nonzero with one line in err; nothing is left at out_path on failure. */
 int llm_export(const char *model, const char *checkpoint, const char *out_path, llm_export_format format,
                llm_gguf_type type, char *err, size_t errlen);

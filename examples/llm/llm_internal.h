@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "llm.h"
 
@@ -20,6 +21,73 @@
    by model.c when it stores weights in a 16-bit dtype. */
 uint16_t llm__f32_to_f16(float f);
 uint16_t llm__f32_to_bf16(float f);
+/* ... and back, exactly (the readers' widening, shared by the GGUF and safetensors readers;
+   bfloat16, the top half of a binary32, inline: its loop is most of a bf16 load). */
+float llm__f16_to_f32(uint16_t h);
+static inline float llm__bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* The checks every loader applies to a config (sizes, head layout, epsilon, rotary base and
+   scaling), and the one allocation of the weights for it (load.c). */
+int llm__config_check(const llm_config *c, char *err, size_t errlen);
+int llm__weights_alloc(const llm_config *c, llm_weights *w, char *err, size_t errlen);
+
+/* A Hugging Face folder's files by name, for the loader (load_hf.c), so that one loader
+   reads memory-mapped files (llm_load) and file images in memory (the fuzz target, the load
+   benchmark). open: 0 with the bytes (valid until the caller is done with the source),
+   1 when there is no such file (no message), -1 on any other error (a message in err).
+   release (may be NULL): the loader no longer needs bytes [p, p + n) (a mapped source
+   gives the pages back, so that the whole file is never resident at once). */
+typedef struct llm_hf_files {
+    int (*open)(void *user, const char *name, const uint8_t **data, size_t *size, char *err, size_t errlen);
+    void (*release)(void *user, const uint8_t *p, size_t n);
+    void *user;
+} llm_hf_files;
+
+/* A Llama weight under transformers' name (LlamaForCausalLM), in transformers' order:
+   model.embed_tokens, model.layers.N.{input_layernorm, self_attn.{q,k,v,o}_proj,
+   post_attention_layernorm, mlp.{gate,up,down}_proj}, model.norm, lm_head (untied only).
+   rows == 1: a vector of cols. data: the weight in w (NULL where w has no memory yet).
+   rope_heads > 0: q_proj/k_proj, whose rows are in the rotary layout of that many heads. */
+typedef struct llm_hf_tensor {
+    char name[80];
+    float *data;
+    uint64_t rows, cols;
+    int32_t rope_heads;
+} llm_hf_tensor;
+
+/* Fill t (room for 9 n_layers + 4) for c and w; returns the count. The one list of HF names,
+   for the reader (load_hf.c) and the writer (safetensors_write.c). */
+int llm__hf_tensors(const llm_config *c, const llm_weights *w, llm_hf_tensor *t);
+
+/* Rotary row order of q_proj/k_proj (head size hd, rows of head h at h*hd): transformers
+   rotates halves (i, i + hd/2), grzo and GGUF adjacent pairs (2i, 2i+1). llama.cpp's
+   convert_hf_to_gguf.py permute() puts HF row h*hd + j*hd/2 + i at row h*hd + 2i + j
+   (i < hd/2, j in {0, 1}); the loader does the same, the writer the inverse. */
+static inline uint64_t llm__hf_row_of_ours(uint64_t r, uint64_t hd)
+{
+    uint64_t h = r / hd, within = r % hd;
+    return h * hd + (within % 2) * (hd / 2) + within / 2;
+}
+
+static inline uint64_t llm__ours_row_of_hf(uint64_t r, uint64_t hd)
+{
+    uint64_t h = r / hd, within = r % hd;
+    return h * hd + 2 * (within % (hd / 2)) + within / (hd / 2);
+}
+
+/* Load config.json and the safetensors weights (model.safetensors, else the shards of
+   model.safetensors.index.json) through fs. Every header size, offset, dtype and shape is
+   checked against its file and the config. No tokenizer. */
+int llm__hf_load(const llm_hf_files *fs, llm_config *cfg, llm_weights *w, char *err, size_t errlen);
+/* llm_load of a directory: llm__hf_load over the folder's memory-mapped files, then its
+   tokenizer.json when tok is not NULL (a folder without one is then an error). */
+int llm__hf_load_dir(const char *dir, llm_config *cfg, llm_weights *w, llm_tokenizer **tok, char *err, size_t errlen);
 
 /* A byte string that is not NUL-terminated (a view into a file image). */
 typedef struct llm_bytes {

@@ -1,4 +1,5 @@
-/* load.c - model files for the grzo LLM examples: llama2.c checkpoints and GGUF v3.
+/* load.c - model files for the grzo LLM examples: llama2.c checkpoints and GGUF v3
+   (Hugging Face folders: load_hf.c, reached through llm_load).
 
    Both formats are parsed from a file image in memory (the whole file is read first), so
    every read goes through one bounds-checked cursor and a truncated or hostile file ends
@@ -18,6 +19,7 @@
 #include <errno.h>
 #include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -199,10 +201,14 @@ static float f16_to_f32(uint16_t h)
     return f32_from_bits(bits);
 }
 
-/* bfloat16 is the top half of a binary32. */
 static float bf16_to_f32(uint16_t h)
 {
-    return f32_from_bits((uint32_t)h << 16);
+    return llm__bf16_to_f32(h);
+}
+
+float llm__f16_to_f32(uint16_t h)
+{
+    return f16_to_f32(h);
 }
 
 /* binary32 -> binary16, round to nearest even; overflow to inf, NaN stays NaN. */
@@ -361,6 +367,30 @@ static void dequantize(uint32_t type, float *dst, const uint8_t *src, uint64_t n
 #define LLM_MAX_LAYERS (1 << 16)
 #define LLM_MAX_SEQ (1 << 30)
 
+/* The rotary scaling settings: none (every parameter 0), or llama3 with transformers' rules
+   (factor >= 1, 0 < low_freq_factor < high_freq_factor, a positive original context). */
+static int rope_scaling_check(const llm_config *c, char *err, size_t errlen)
+{
+    if (c->rope_scaling == LLM_ROPE_SCALING_NONE) {
+        if (c->rope_factor != 0.0f || c->rope_low_freq_factor != 0.0f || c->rope_high_freq_factor != 0.0f ||
+            c->rope_original_max_pos != 0)
+            return llm__errf(err, errlen, "rotary scaling parameters are set but the scaling type is none");
+        return 0;
+    }
+    if (c->rope_scaling != LLM_ROPE_SCALING_LLAMA3)
+        return llm__errf(err, errlen, "unknown rotary scaling type %d", (int)c->rope_scaling);
+    if (!(c->rope_factor >= 1.0f && c->rope_factor <= 1e6f))
+        return llm__errf(err, errlen, "llama3 rotary scaling: factor %g is outside 1..1e6", (double)c->rope_factor);
+    if (!(c->rope_low_freq_factor > 0.0f && c->rope_high_freq_factor > c->rope_low_freq_factor &&
+          c->rope_high_freq_factor <= 1e6f))
+        return llm__errf(err, errlen, "llama3 rotary scaling: low_freq_factor %g and high_freq_factor %g must satisfy "
+                         "0 < low < high", (double)c->rope_low_freq_factor, (double)c->rope_high_freq_factor);
+    if (c->rope_original_max_pos <= 0)
+        return llm__errf(err, errlen, "llama3 rotary scaling: original_max_position_embeddings %d is not positive",
+                         (int)c->rope_original_max_pos);
+    return 0;
+}
+
 static int check_config(const llm_config *c, char *err, size_t errlen)
 {
     if (c->dim <= 0 || c->dim > LLM_MAX_DIM) return llm__errf(err, errlen, "bad model width %d", (int)c->dim);
@@ -382,6 +412,38 @@ static int check_config(const llm_config *c, char *err, size_t errlen)
         return llm__errf(err, errlen, "bad RMSNorm epsilon %g", (double)c->norm_eps);
     if (!(c->rope_theta > 0.0f && c->rope_theta <= FLT_MAX))
         return llm__errf(err, errlen, "bad rotary base %g", (double)c->rope_theta);
+    return rope_scaling_check(c, err, errlen);
+}
+
+int llm__config_check(const llm_config *c, char *err, size_t errlen)
+{
+    return check_config(c, err, errlen);
+}
+
+int llm_rope_inv_freq(const llm_config *c, double *inv_freq, char *err, size_t errlen)
+{
+    const double two_pi = 6.283185307179586476925286766559;
+    int32_t half, i;
+    if (!c || !inv_freq) return llm__errf(err, errlen, "llm_rope_inv_freq: missing argument");
+    if (c->head_dim <= 0 || c->head_dim % 2 != 0 || !(c->rope_theta > 0.0f))
+        return llm__errf(err, errlen, "bad head size %d or rotary base %g", (int)c->head_dim, (double)c->rope_theta);
+    if (rope_scaling_check(c, err, errlen)) return 1;
+    half = c->head_dim / 2;
+    for (i = 0; i < half; i++) {
+        double f = pow((double)c->rope_theta, -2.0 * (double)i / (double)c->head_dim);
+        if (c->rope_scaling == LLM_ROPE_SCALING_LLAMA3) {
+            double orig = (double)c->rope_original_max_pos, lo = (double)c->rope_low_freq_factor;
+            double hi = (double)c->rope_high_freq_factor, factor = (double)c->rope_factor;
+            double wavelen = two_pi / f;
+            if (wavelen > orig / lo) {
+                f /= factor;                                   /* low frequencies: interpolated */
+            } else if (wavelen >= orig / hi) {                 /* the band between: blended */
+                double s = (orig / wavelen - lo) / (hi - lo);
+                f = (1.0 - s) * f / factor + s * f;
+            }                                                  /* high frequencies: kept */
+        }
+        inv_freq[i] = f;
+    }
     return 0;
 }
 
@@ -444,6 +506,11 @@ static int weights_alloc(const llm_config *c, llm_weights *w, char *err, size_t 
     w->final_norm = p, p += s.norm;
     w->output = c->tied_output ? w->tok_emb : p;
     return 0;
+}
+
+int llm__weights_alloc(const llm_config *c, llm_weights *w, char *err, size_t errlen)
+{
+    return weights_alloc(c, w, err, errlen);
 }
 
 void llm_weights_free(llm_weights *w)
@@ -1372,11 +1439,16 @@ int llm_load(const char *path, llm_config *cfg, llm_weights *w, llm_tokenizer **
     uint8_t *d;
     size_t n;
     int rc;
+    struct stat st;
     if (tok) *tok = NULL;
     if (w) memset(w, 0, sizeof *w);
-    if (llm__read_file(path, SIZE_MAX, &d, &n, err, errlen)) return 1;
-    rc = llm_load_memory(d, n, cfg, w, tok, err, errlen);
-    free(d);
+    if (path && cfg && w && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        rc = llm__hf_load_dir(path, cfg, w, tok, err, errlen);   /* a Hugging Face folder (load_hf.c) */
+    } else {
+        if (llm__read_file(path, SIZE_MAX, &d, &n, err, errlen)) return 1;
+        rc = llm_load_memory(d, n, cfg, w, tok, err, errlen);
+        free(d);
+    }
     if (rc && err && errlen) {
         /* say which file: prefix the message with the path */
         char msg[512];

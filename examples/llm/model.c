@@ -141,6 +141,14 @@ static grzo_status llm__check_config(llm_model *m, const llm_config *c) {
     if (!(c->norm_eps >= 0.0f) || !(c->rope_theta > 0.0f))
         return llm__fail(m, GRZO_ERR_INVALID_ARG, "llm_model_register: bad norm_eps %g or rope_theta %g",
                          (double)c->norm_eps, (double)c->rope_theta);
+    {
+        double f0;   /* the rotary scaling settings, checked by the one function that uses them */
+        llm_config one = *c;
+        char err[200];
+        one.head_dim = 2;
+        if (llm_rope_inv_freq(&one, &f0, err, sizeof err) != 0)
+            return llm__fail(m, GRZO_ERR_INVALID_ARG, "llm_model_register: %s", err);
+    }
     return GRZO_OK;
 }
 
@@ -489,17 +497,27 @@ static grzo_status llm__backend_buffer(llm_model *m, llm_state *st, int64_t coun
     return GRZO_OK;
 }
 
-/* cos/sin of pos * theta^(-2i/head_dim), computed in double: float angles drift at large positions */
-static void llm__fill_rope(const llm_config *c, int32_t max_pos, float *cos_t, float *sin_t) {
+/* cos/sin of pos * inv_freq[i], computed in double (float angles drift at large positions).
+   The frequencies come from llm_rope_inv_freq (the rotary scaling included); the CUDA ops
+   upload these same tables, so both backends rotate by the same angles. */
+static grzo_status llm__fill_rope(llm_model *m, const llm_config *c, int32_t max_pos, float *cos_t, float *sin_t) {
     int32_t half = c->head_dim / 2, p, i;
+    double *inv = (double *)malloc((size_t)half * sizeof(double));
+    char err[200];
+    if (!inv) return llm__fail(m, GRZO_ERR_OUT_OF_MEMORY, "llm_state_create: out of host memory");
+    if (llm_rope_inv_freq(c, inv, err, sizeof err) != 0) {
+        free(inv);
+        return llm__fail(m, GRZO_ERR_INVALID_ARG, "llm_state_create: %s", err);
+    }
     for (i = 0; i < half; i++) {
-        double freq = pow((double)c->rope_theta, -2.0 * (double)i / (double)c->head_dim);
         for (p = 0; p < max_pos; p++) {
-            double a = (double)p * freq;
+            double a = (double)p * inv[i];
             cos_t[(size_t)p * half + i] = (float)cos(a);
             sin_t[(size_t)p * half + i] = (float)sin(a);
         }
     }
+    free(inv);
+    return GRZO_OK;
 }
 
 static grzo_status llm__resolve_capacity(llm_model *m, const llm_state_desc *d, llm_state_desc *cap) {
@@ -560,8 +578,7 @@ static grzo_status llm__alloc_host_tables(llm_model *m, llm_state *st) {
     if (!rope || !st->rope_cos || !st->rope_sin || !st->h_ids || !st->seq_row0 || !st->seq_pad || !st->seq_len || !st->row_pos ||
         !st->out_row || !st->tok_off || !st->out_off || !st->lp_seqs || !st->lp_pos || !st->lp_target || !st->lp_val)
         return llm__fail(m, GRZO_ERR_OUT_OF_MEMORY, "llm_state_create: out of host memory");
-    llm__fill_rope(c, st->cap.max_seq_len, st->rope_cos, st->rope_sin);
-    return GRZO_OK;
+    return llm__fill_rope(m, c, st->cap.max_seq_len, st->rope_cos, st->rope_sin);
 }
 
 static grzo_status llm__logits_buffer(llm_model *m, llm_state *st);

@@ -19,7 +19,8 @@
    Architecture: x = E[tok]; per layer x += Wo attn(rope(Wq n1(x)), rope(Wk n1(x)), Wv n1(x)),
    x += W2 (silu(W1 n2(x)) * W3 n2(x)), n(x) = g * x / sqrt(mean(x^2) + eps); logits =
    Wout n_f(x). Rotary embeddings rotate adjacent pairs (2i, 2i+1) of each head with
-   angle pos * theta^(-2i/head_dim). Grouped-query attention: query head h reads key/value
+   angle pos * theta^(-2i/head_dim) (Llama-3.1's rotary scaling changes these frequencies:
+   llm_rope_inv_freq, llm.h). Grouped-query attention: query head h reads key/value
    head h / (n_heads / n_kv_heads). Causal.
 
    Batches: sequences are packed back to back as rows (no padding is needed); attention

@@ -7,12 +7,15 @@
    model.embed_tokens, model.layers.N.{input_layernorm, self_attn.{q,k,v,o}_proj,
    post_attention_layernorm, mlp.{gate,up,down}_proj}, model.norm, lm_head (untied only).
 
+   The names come from the one list the reader uses too (llm__hf_tensors, load_hf.c).
+
    Rotary pairs: llm_weights (like GGUF "llama") keeps the rows of Wq and Wk so that the
    pairs rotated together are adjacent (2i, 2i+1) within each head; transformers rotates
    the two halves of a head (i, i + head_dim/2). llama.cpp's converter permutes HF rows into
-   the adjacent layout; this writer inverts that permutation:
+   the adjacent layout (and so does load_hf.c); this writer inverts that permutation:
        hf[h*hd + j*hd/2 + i] = ours[h*hd + 2*i + j]     (i < hd/2, j in {0, 1})
-   for every query head (Wq) and key/value head (Wk); Wv and Wo are unchanged. */
+   for every query head (Wq) and key/value head (Wk) (llm__ours_row_of_hf); Wv and Wo are
+   unchanged. */
 #if !defined(_WIN32)
 #define _POSIX_C_SOURCE 200809L   /* fsync */
 #endif
@@ -28,45 +31,6 @@
 #include "llm_internal.h"
 #include "safetensors_write.h"
 
-typedef struct st_tensor {
-    char name[80];
-    const float *src;
-    uint64_t rows, cols;
-    int32_t unpermute_heads;   /* > 0: Wq/Wk rows to put back in HF's half-split order */
-} st_tensor;
-
-/* The tensors in transformers' order and names. Returns the count (at most 9 L + 4). */
-static int list_tensors(const llm_config *c, const llm_weights *w, st_tensor *t)
-{
-    uint64_t dim = (uint64_t)c->dim, q = (uint64_t)c->n_heads * (uint64_t)c->head_dim;
-    uint64_t kv = (uint64_t)c->n_kv_heads * (uint64_t)c->head_dim, hid = (uint64_t)c->hidden_dim;
-    int n = 0, l;
-#define ST(nm_fmt, p, r, cl, heads)                                                                                   \
-    do {                                                                                                              \
-        snprintf(t[n].name, sizeof t[n].name, nm_fmt, l);                                                             \
-        t[n].src = (p), t[n].rows = (r), t[n].cols = (cl), t[n].unpermute_heads = (heads), n++;                       \
-    } while (0)
-    l = 0;
-    ST("model.embed_tokens.weight%.0d", w->tok_emb, (uint64_t)c->vocab_size, dim, 0);
-    for (l = 0; l < c->n_layers; l++) {
-        const llm_layer *L = &w->layers[l];
-        ST("model.layers.%d.input_layernorm.weight", L->attn_norm, 1, dim, 0);
-        ST("model.layers.%d.self_attn.q_proj.weight", L->wq, q, dim, c->n_heads);
-        ST("model.layers.%d.self_attn.k_proj.weight", L->wk, kv, dim, c->n_kv_heads);
-        ST("model.layers.%d.self_attn.v_proj.weight", L->wv, kv, dim, 0);
-        ST("model.layers.%d.self_attn.o_proj.weight", L->wo, dim, q, 0);
-        ST("model.layers.%d.post_attention_layernorm.weight", L->ffn_norm, 1, dim, 0);
-        ST("model.layers.%d.mlp.gate_proj.weight", L->w1, hid, dim, 0);
-        ST("model.layers.%d.mlp.up_proj.weight", L->w3, hid, dim, 0);
-        ST("model.layers.%d.mlp.down_proj.weight", L->w2, dim, hid, 0);
-    }
-    l = 0;
-    ST("model.norm.weight%.0d", w->final_norm, 1, dim, 0);
-    if (!c->tied_output) ST("lm_head.weight%.0d", w->output, (uint64_t)c->vocab_size, dim, 0);
-#undef ST
-    return n;
-}
-
 static const char *dtype_name(llm_st_dtype d)
 {
     return d == LLM_ST_F32 ? "F32" : d == LLM_ST_F16 ? "F16" : "BF16";
@@ -78,7 +42,7 @@ static size_t dtype_size(llm_st_dtype d)
 }
 
 /* The JSON header (malloc'd), padded with spaces to a multiple of 8. */
-static char *header_json(const st_tensor *t, int n, llm_st_dtype dt, size_t *len)
+static char *header_json(const llm_hf_tensor *t, int n, llm_st_dtype dt, size_t *len)
 {
     size_t cap = 256 + (size_t)n * 320, k = 0;   /* an entry is under 200 bytes */
     uint64_t off = 0;
@@ -118,16 +82,12 @@ static void put_value(FILE *f, float x, llm_st_dtype dt)
     fwrite(b, 1, dtype_size(dt), f);
 }
 
-static void write_rows(FILE *f, const st_tensor *t, llm_st_dtype dt)
+static void write_rows(FILE *f, const llm_hf_tensor *t, llm_st_dtype dt)
 {
-    uint64_t r, cidx, hd = t->unpermute_heads ? t->rows / (uint64_t)t->unpermute_heads : 0;
+    uint64_t r, cidx, hd = t->rope_heads ? t->rows / (uint64_t)t->rope_heads : 0;
     for (r = 0; r < t->rows; r++) {
-        uint64_t src_row = r;
-        if (hd) {   /* HF row h*hd + j*hd/2 + i comes from our row h*hd + 2i + j */
-            uint64_t h = r / hd, within = r % hd, j = within / (hd / 2), i = within % (hd / 2);
-            src_row = h * hd + 2 * i + j;
-        }
-        for (cidx = 0; cidx < t->cols; cidx++) put_value(f, t->src[src_row * t->cols + cidx], dt);
+        uint64_t src_row = hd ? llm__ours_row_of_hf(r, hd) : r;
+        for (cidx = 0; cidx < t->cols; cidx++) put_value(f, t->data[src_row * t->cols + cidx], dt);
     }
 }
 
@@ -141,14 +101,14 @@ static int finish_file(FILE *f, const char *path, char *err, size_t errlen)
 static int write_model_file(const char *path, const llm_config *c, const llm_weights *w, llm_st_dtype dt, char *err,
                             size_t errlen)
 {
-    st_tensor *t = (st_tensor *)calloc((size_t)c->n_layers * 9 + 4, sizeof *t);
+    llm_hf_tensor *t = (llm_hf_tensor *)calloc((size_t)c->n_layers * 9 + 4, sizeof *t);
     char *hdr;
     size_t hlen = 0;
     int n, i;
     uint8_t len8[8];
     FILE *f;
     if (!t) return llm__errf(err, errlen, "out of memory");
-    n = list_tensors(c, w, t);
+    n = llm__hf_tensors(c, w, t);
     if (!(hdr = header_json(t, n, dt, &hlen))) {
         free(t);
         return llm__errf(err, errlen, "out of memory");
@@ -182,11 +142,22 @@ static int write_config(const char *path, const llm_config *c, llm_st_dtype dt, 
             (int)c->dim, (int)c->hidden_dim, (int)c->n_layers, (int)c->n_heads, (int)c->n_kv_heads, (int)c->head_dim,
             (int)c->vocab_size, (int)c->max_seq_len, (double)c->norm_eps, (double)c->rope_theta,
             c->tied_output ? "true" : "false", torch[dt]);
+    if (c->rope_scaling == LLM_ROPE_SCALING_LLAMA3)
+        fprintf(f, ",\n  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %.9g, \"low_freq_factor\": %.9g, "
+                   "\"high_freq_factor\": %.9g, \"original_max_position_embeddings\": %d}",
+                (double)c->rope_factor, (double)c->rope_low_freq_factor, (double)c->rope_high_freq_factor,
+                (int)c->rope_original_max_pos);
     if (bos >= 0) fprintf(f, ",\n  \"bos_token_id\": %d", (int)bos);
     if (eos >= 0) fprintf(f, ",\n  \"eos_token_id\": %d", (int)eos);
     fprintf(f, "\n}\n");
     return finish_file(f, path, err, errlen);
 }
+
+/* The files of a Hugging Face original copied as they are: its tokenizer and generation
+   settings, which the fine-tuned weights do not change. */
+static const char *const copied_names[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                           "generation_config.json"};
+#define N_COPIED ((int)(sizeof copied_names / sizeof copied_names[0]))
 
 static void remove_folder(const char *dir)
 {
@@ -197,11 +168,51 @@ static void remove_folder(const char *dir)
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
         unlink(p);
     }
+    for (i = 0; i < N_COPIED; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, copied_names[i]);
+        unlink(p);
+    }
     rmdir(dir);
+}
+
+/* Copy from_dir's copied_names that exist into dir. */
+static int copy_extras(const char *from_dir, const char *dir, char *err, size_t errlen)
+{
+    char src[4096], dst[4096];
+    int i;
+    for (i = 0; i < N_COPIED; i++) {
+        uint8_t *data;
+        size_t n;
+        FILE *f;
+        struct stat sb;
+        snprintf(src, sizeof src, "%s/%s", from_dir, copied_names[i]);
+        if (stat(src, &sb) != 0) continue;
+        if (llm__read_file(src, SIZE_MAX, &data, &n, err, errlen)) return 1;
+        snprintf(dst, sizeof dst, "%s/%s", dir, copied_names[i]);
+        f = fopen(dst, "wb");
+        if (!f) {
+            free(data);
+            return llm__errf(err, errlen, "%s: cannot create: %s", dst, strerror(errno));
+        }
+        if (n && fwrite(data, 1, n, f) != n) {
+            free(data);
+            fclose(f);
+            return llm__errf(err, errlen, "%s: cannot write: %s", dst, strerror(errno));
+        }
+        free(data);
+        if (finish_file(f, dst, err, errlen)) return 1;
+    }
+    return 0;
 }
 
 int llm_safetensors_write(const llm_config *cfg, const llm_weights *w, llm_st_dtype dtype, int32_t bos, int32_t eos,
                           const char *out_dir, char *err, size_t errlen)
+{
+    return llm_safetensors_write_ex(cfg, w, dtype, bos, eos, NULL, out_dir, err, errlen);
+}
+
+int llm_safetensors_write_ex(const llm_config *cfg, const llm_weights *w, llm_st_dtype dtype, int32_t bos, int32_t eos,
+                             const char *copy_from, const char *out_dir, char *err, size_t errlen)
 {
     size_t len;
     char *tmp, path[4096];
@@ -222,6 +233,7 @@ int llm_safetensors_write(const llm_config *cfg, const llm_weights *w, llm_st_dt
     if (write_model_file(path, cfg, w, dtype, err, errlen)) goto fail;
     snprintf(path, sizeof path, "%s/config.json", tmp);
     if (write_config(path, cfg, dtype, bos, eos, err, errlen)) goto fail;
+    if (copy_from && copy_extras(copy_from, tmp, err, errlen)) goto fail;
     if (rename(tmp, out_dir) != 0) {
         llm__errf(err, errlen, "%s: cannot write: %s", out_dir, strerror(errno));
         goto fail;

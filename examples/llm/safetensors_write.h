@@ -3,9 +3,9 @@
    from the adjacent-pair rotary layout into HF's half-split layout; safetensors_write.c).
 
    The folder is built under a temporary name beside out_dir and renamed at the end: a
-   failure leaves nothing; an existing out_dir is refused. Tokenizer files are not written
-   (a GGUF original carries its tokenizer as GGUF metadata, not as tokenizer.json): copy
-   them from the base model's Hugging Face repository. */
+   failure leaves nothing; an existing out_dir is refused. Tokenizer files are copied from a
+   Hugging Face original (llm_safetensors_write_ex); a GGUF original carries its tokenizer as
+   GGUF metadata, not as tokenizer.json: copy them from the base model's repository. */
 #ifndef GRZO_LLM_SAFETENSORS_WRITE_H
 #define GRZO_LLM_SAFETENSORS_WRITE_H
 
@@ -19,5 +19,10 @@ typedef enum llm_st_dtype { LLM_ST_F32 = 0, LLM_ST_F16 = 1, LLM_ST_BF16 = 2 } ll
    line in err. */
 int llm_safetensors_write(const llm_config *cfg, const llm_weights *w, llm_st_dtype dtype, int32_t bos, int32_t eos,
                           const char *out_dir, char *err, size_t errlen);
+
+/* The same, also copying tokenizer.json, tokenizer_config.json, special_tokens_map.json and
+   generation_config.json from copy_from (a Hugging Face original; NULL: none) where they exist. */
+int llm_safetensors_write_ex(const llm_config *cfg, const llm_weights *w, llm_st_dtype dtype, int32_t bos, int32_t eos,
+                             const char *copy_from, const char *out_dir, char *err, size_t errlen);
 
 #endif /* GRZO_LLM_SAFETENSORS_WRITE_H */

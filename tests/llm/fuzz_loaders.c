@@ -25,45 +25,11 @@
 #include <string.h>
 
 #include "fuzz_driver.h"
+#include "fuzz_weights.h"
 #include "llm.h"
 #include "toy_model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void require(int ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "fuzz_loaders: invariant violated: %s\n", what);
-        abort();
-    }
-}
-
-static volatile float sink;
-
-static void touch(const float *p, uint64_t n)
-{
-    require(p != NULL, "weight pointer is NULL");
-    sink += p[0] + p[n - 1];
-}
-
-static void exercise_weights(const llm_config *c, const llm_weights *w)
-{
-    uint64_t d = (uint64_t)c->dim, q = (uint64_t)c->n_heads * (uint64_t)c->head_dim;
-    uint64_t kv = (uint64_t)c->n_kv_heads * (uint64_t)c->head_dim, h = (uint64_t)c->hidden_dim;
-    int32_t l;
-    require(c->dim > 0 && c->hidden_dim > 0 && c->n_layers > 0 && c->n_heads > 0 && c->n_kv_heads > 0 &&
-                c->head_dim > 0 && c->vocab_size > 0 && c->max_seq_len > 0 && c->n_heads % c->n_kv_heads == 0,
-            "config out of range");
-    touch(w->tok_emb, (uint64_t)c->vocab_size * d);
-    touch(w->output, (uint64_t)c->vocab_size * d);
-    touch(w->final_norm, d);
-    require((w->output == w->tok_emb) == (c->tied_output != 0), "tied_output disagrees with the pointers");
-    for (l = 0; l < c->n_layers; l++) {
-        const llm_layer *L = &w->layers[l];
-        touch(L->attn_norm, d), touch(L->wq, q * d), touch(L->wk, kv * d), touch(L->wv, kv * d), touch(L->wo, d * q);
-        touch(L->ffn_norm, d), touch(L->w1, h * d), touch(L->w2, d * h), touch(L->w3, h * d);
-    }
-}
 
 static void encode_and_decode(const llm_tokenizer *t, const char *text)
 {

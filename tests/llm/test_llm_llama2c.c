@@ -11,8 +11,9 @@
      vocab, heads that do not divide, llama2.c's versioned "ak42" export) and random flips
      give an error, never a crash or a huge allocation;
    - paths that are not readable files (shared by every loader: llm__read_file): a
-     directory as a model or tokenizer gives "<path>: is a directory" (it used to give
-     "out of memory reading 9223372036854775807 bytes"), a missing file and an unreadable
+     directory as a tokenizer gives "<path>: is a directory" (it used to give
+     "out of memory reading 9223372036854775807 bytes"; as a model, llm_load reads it as a
+     Hugging Face folder and says it has no config.json), a missing file and an unreadable
      one give the system's reason (no such file, permission denied; the latter is only
      checked when not running as root, whom file modes do not stop). */
 #define _POSIX_C_SOURCE 200809L
@@ -206,8 +207,9 @@ static void test_damage(void)
     free(full);
 }
 
-/* Every loader that takes a path refuses it with an error containing want. */
-static void expect_path_refused(const char *path, const char *want)
+/* Every loader that takes a path refuses it with an error containing want (llm_load:
+   want_load, which differs for a directory: llm_load reads it as a Hugging Face folder). */
+static void expect_path_refused2(const char *path, const char *want_load, const char *want)
 {
     llm_config c;
     llm_weights w;
@@ -223,18 +225,23 @@ static void expect_path_refused(const char *path, const char *want)
         else if (k == 1) rc = llm_tokenizer_load_llama2c(path, 0, &t, err, sizeof err);
         else rc = llm_tokenizer_load_gguf(path, &t, err, sizeof err);
         CHECKF(rc != 0 && t == NULL, "%s(%s) succeeded", what, path);
-        CHECKF(strstr(err, path) != NULL && strstr(err, want) != NULL, "%s(%s): \"%s\" lacks \"%s\"", what, path, err,
-               want);
+        CHECKF(strstr(err, path) != NULL && strstr(err, k == 0 ? want_load : want) != NULL, "%s(%s): \"%s\" lacks \"%s\"",
+               what, path, err, k == 0 ? want_load : want);
         if (rc == 0 && k == 0) llm_weights_free(&w);
         llm_tokenizer_free(t);
     }
+}
+
+static void expect_path_refused(const char *path, const char *want)
+{
+    expect_path_refused2(path, want, want);
 }
 
 static void test_paths(const char *dir)
 {
     char missing[4096], unreadable[64] = "/tmp/grzo_llm_unreadable_XXXXXX", below[128];
     int fd;
-    expect_path_refused(dir, "is a directory");
+    expect_path_refused2(dir, "no config.json", "is a directory");
     snprintf(missing, sizeof missing, "%s/no-such-model.bin", dir);
     expect_path_refused(missing, strerror(ENOENT));
     fd = mkstemp(unreadable);

@@ -1,12 +1,20 @@
 #!/usr/bin/env python3
 """llama_ref.py - an independent reference for the grzo LLM forward: a minimal GGUF v3
-writer and reader (F32/F16 tensors) and a Llama forward in numpy (float64).
+writer and reader (F32/F16 tensors), Hugging Face folders (config.json + safetensors,
+written and read with the `safetensors` package), and a Llama forward in numpy (float64).
 
 It shares no code with the C side (examples/llm): the C test builds a random model with
-`make`, loads the same file with its own loader, and compares its logits with `logits`.
+`make` (GGUF) or `make-hf` (a Hugging Face folder), loads the same file with its own
+loader, and compares its logits with `logits`.
 
-    python3 llama_ref.py make   --out tiny.gguf --variant gqa_tied_f32 --seed 1
-    python3 llama_ref.py logits --model tiny.gguf --tokens seqs.txt --out logits.f32
+    python3 llama_ref.py make    --out tiny.gguf --variant gqa_tied_f32 --seed 1
+    python3 llama_ref.py make-hf --out DIR --variant hf_llama3_untied_f32 --seed 1
+    python3 llama_ref.py logits  --model tiny.gguf|DIR --tokens seqs.txt --out logits.f32
+
+The Hugging Face forward follows transformers' LlamaForCausalLM on the folder's own
+tensors: rotary embeddings rotate the two halves of each head (i, i + head_dim/2) with
+transformers' inverse frequencies (Llama-3.1's "llama3" rope_scaling included), so it
+checks the C loader's q/k row permutation rather than repeating it.
 
 seqs.txt: one sequence per line, token ids separated by spaces. logits.f32: the logits of
 every position of every sequence, in order, as little-endian float32 (rows of vocab).
@@ -215,27 +223,221 @@ def forward(meta, t, tokens):
     theta = meta.get("llama.rope.freq_base", 10000.0)
     T = len(tokens)
     x = t["token_embd.weight"][np.asarray(tokens)]
-    mask = np.triu(np.full((T, T), -np.inf), k=1)
     for l in range(n_layers):
         p = f"blk.{l}."
         h = rms_norm(x, t[p + "attn_norm.weight"], eps)
         q = rope((h @ t[p + "attn_q.weight"].T).reshape(T, nh, hd), theta)
         k = rope((h @ t[p + "attn_k.weight"].T).reshape(T, nkv, hd), theta)
         v = (h @ t[p + "attn_v.weight"].T).reshape(T, nkv, hd)
-        group = nh // nkv
-        out = np.empty((T, nh, hd))
-        for head in range(nh):
-            kh, vh = k[:, head // group, :], v[:, head // group, :]
-            s = q[:, head, :] @ kh.T / np.sqrt(hd) + mask
-            s = np.exp(s - s.max(axis=1, keepdims=True))
-            out[:, head, :] = (s / s.sum(axis=1, keepdims=True)) @ vh
-        x = x + out.reshape(T, nh * hd) @ t[p + "attn_output.weight"].T
+        x = x + attend(q, k, v, nh, nkv, hd) @ t[p + "attn_output.weight"].T
         h = rms_norm(x, t[p + "ffn_norm.weight"], eps)
         g = h @ t[p + "ffn_gate.weight"].T
         u = h @ t[p + "ffn_up.weight"].T
         x = x + (g / (1.0 + np.exp(-g)) * u) @ t[p + "ffn_down.weight"].T
     head = t.get("output.weight", t["token_embd.weight"])
     return rms_norm(x, t["output_norm.weight"], eps) @ head.T
+
+# ---------------------------------------------------------------------------- Hugging Face folders
+
+LLAMA3_SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                  "original_max_position_embeddings": 64}
+HF_VARIANTS = {
+    # Llama-3 shaped: GQA, rope_scaling llama3 (original context 64: wavelengths below 16 are kept, above 64
+    # divided by factor, between blended; each variant with scaling has pairs in at least two of the bands and
+    # the bf16 and sharded ones in all three), untied head, F32, one model.safetensors
+    "hf_llama3_untied_f32": dict(dim=64, hidden=160, layers=2, heads=8, kv_heads=2, head_dim=None, vocab=300, ctx=128,
+                                 eps=1e-5, theta=500000.0, tied=False, dtype="F32", shards=1, scaling=LLAMA3_SCALING),
+    # tied head (no lm_head.weight), BF16 tensors, head_dim 8
+    "hf_llama3_tied_bf16": dict(dim=48, hidden=128, layers=2, heads=6, kv_heads=2, head_dim=None, vocab=280, ctx=128,
+                                eps=1e-5, theta=10000.0, tied=True, dtype="BF16", shards=1, scaling=LLAMA3_SCALING),
+    # sharded: three model-0000k-of-00003.safetensors + model.safetensors.index.json, F16, head_dim given
+    # (heads * head_dim != hidden_size)
+    "hf_llama3_sharded_f16": dict(dim=64, hidden=96, layers=3, heads=4, kv_heads=2, head_dim=12, vocab=260, ctx=96,
+                                  eps=1e-6, theta=500000.0, tied=False, dtype="F16", shards=3, scaling=LLAMA3_SCALING),
+    # Llama-2 shaped: multi-head attention, no rope_scaling (null), F32
+    "hf_llama2_mha_f32": dict(dim=32, hidden=64, layers=2, heads=4, kv_heads=4, head_dim=None, vocab=256, ctx=80,
+                              eps=1e-5, theta=10000.0, tied=False, dtype="F32", shards=1, scaling=None),
+}
+
+
+def hf_names(gguf_name):
+    """transformers' name of a GGUF-named tensor."""
+    fixed = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+             "output.weight": "lm_head.weight"}
+    if gguf_name in fixed:
+        return fixed[gguf_name]
+    _, layer, kind, _ = gguf_name.split(".")
+    sub = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+           "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
+           "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}[kind]
+    return f"model.layers.{layer}.{sub}.weight"
+
+
+def _encode(arr, dtype):
+    """(bytes, stored values as float64) of a float32 array in a safetensors dtype."""
+    if dtype == "F32":
+        a = arr.astype("<f4")
+        return a.tobytes(), a.astype(np.float64)
+    if dtype == "F16":
+        a = arr.astype("<f2")
+        return a.tobytes(), a.astype(np.float64)
+    bits = arr.astype("<f4").view("<u4")
+    bf = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2")      # round to nearest even
+    return bf.tobytes(), (bf.astype("<u4") << 16).view("<f4").astype(np.float64)
+
+
+def write_hf(out, v, tensors, head_dim):
+    """A Hugging Face folder: config.json and the safetensors file(s), written with the safetensors package."""
+    from safetensors import serialize_file
+    import json
+    import os
+    os.makedirs(out, exist_ok=True)
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": v["dim"],
+           "intermediate_size": v["hidden"], "num_hidden_layers": v["layers"], "num_attention_heads": v["heads"],
+           "num_key_value_heads": v["kv_heads"], "vocab_size": v["vocab"], "max_position_embeddings": v["ctx"],
+           "rms_norm_eps": v["eps"], "rope_theta": v["theta"], "tie_word_embeddings": v["tied"], "hidden_act": "silu",
+           "attention_bias": False, "mlp_bias": False, "rope_scaling": v["scaling"], "bos_token_id": 1,
+           "eos_token_id": 2, "torch_dtype": {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[v["dtype"]]}
+    if v["head_dim"]:
+        cfg["head_dim"] = head_dim
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    entries = []
+    for name, arr in tensors.items():
+        data, _ = _encode(arr, v["dtype"])
+        # the package's serializer names dtypes as numpy and torch do
+        dtype = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[v["dtype"]]
+        entries.append((hf_names(name), {"dtype": dtype, "shape": list(arr.shape), "data": data}))
+    if v["shards"] == 1:
+        serialize_file(dict(entries), os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+        return
+    n = v["shards"]
+    weight_map = {}
+    for k in range(n):
+        part = entries[k::n]
+        fname = f"model-{k + 1:05d}-of-{n:05d}.safetensors"
+        serialize_file(dict(part), os.path.join(out, fname), metadata={"format": "pt"})
+        weight_map.update({name: fname for name, _ in part})
+    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": sum(len(e["data"]) for _, e in entries)}, "weight_map": weight_map}, f,
+                  indent=2)
+
+
+def llama_cpp_permute(w, n_head):
+    """convert_hf_to_gguf.py's LlamaModel.permute: HF's half-split q/k rows -> adjacent rotary pairs."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def gguf_of_hf(v, stored):
+    """The GGUF tensors of a folder's stored values, as llama.cpp's converter makes them (F32 here)."""
+    back = {}
+    for name in random_weights(v, 0)[0]:
+        arr = stored[hf_names(name)].astype(np.float32)
+        if ".attn_q." in name:
+            arr = llama_cpp_permute(arr, v["heads"])
+        elif ".attn_k." in name:
+            arr = llama_cpp_permute(arr, v["kv_heads"])
+        back[name] = arr
+    return back
+
+
+def _decode(entry):
+    dtype, shape, data = entry["dtype"], entry["shape"], entry["data"]
+    if dtype == "F32":
+        a = np.frombuffer(data, dtype="<f4")
+    elif dtype == "F16":
+        a = np.frombuffer(data, dtype="<f2")
+    elif dtype == "BF16":
+        a = (np.frombuffer(data, dtype="<u2").astype("<u4") << 16).view("<f4")
+    else:
+        raise ValueError(f"dtype {dtype} not supported by the reference")
+    return a.astype(np.float64).reshape(shape)
+
+
+def read_hf(folder):
+    """(config dict, {transformers name: float64 array}) of a folder, read with the safetensors package."""
+    from safetensors import deserialize
+    import json
+    import os
+    with open(os.path.join(folder, "config.json")) as f:
+        cfg = json.load(f)
+    single = os.path.join(folder, "model.safetensors")
+    if os.path.exists(single):
+        files = [single]
+    else:
+        with open(os.path.join(folder, "model.safetensors.index.json")) as f:
+            files = [os.path.join(folder, n) for n in sorted(set(json.load(f)["weight_map"].values()))]
+    t = {}
+    for path in files:
+        with open(path, "rb") as f:
+            for name, entry in deserialize(f.read()):
+                t[name] = _decode(entry)
+    return cfg, t
+
+
+def hf_inv_freq(cfg, hd):
+    """transformers' rotary inverse frequencies (_compute_default_rope_parameters, _compute_llama3_parameters)."""
+    inv = 1.0 / (cfg.get("rope_theta", 10000.0) ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
+    rs = cfg.get("rope_scaling")
+    if not rs or rs.get("rope_type", rs.get("type")) == "default":
+        return inv
+    assert rs.get("rope_type", rs.get("type")) == "llama3"
+    factor, low, high = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
+    old = rs["original_max_position_embeddings"]
+    low_wavelen, high_wavelen = old / low, old / high
+    wavelen = 2 * np.pi / inv
+    scaled = np.where(wavelen > low_wavelen, inv / factor, inv)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+    return np.where(medium, smoothed, scaled)
+
+
+def rope_half(x, inv):
+    """x: (T, heads, hd). transformers' rotate_half: x * cos + rotate_half(x) * sin on (i, i + hd/2)."""
+    T, _, hd = x.shape
+    ang = np.arange(T, dtype=np.float64)[:, None] * inv[None, :]
+    c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    x1, x2 = x[..., :hd // 2], x[..., hd // 2:]
+    return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
+
+
+def attend(q, k, v, nh, nkv, hd):
+    """Causal grouped-query attention: (T, nh, hd) queries, (T, nkv, hd) keys and values -> (T, nh * hd)."""
+    T = q.shape[0]
+    mask = np.triu(np.full((T, T), -np.inf), k=1)
+    group = nh // nkv
+    out = np.empty((T, nh, hd))
+    for head in range(nh):
+        kh, vh = k[:, head // group, :], v[:, head // group, :]
+        s = q[:, head, :] @ kh.T / np.sqrt(hd) + mask
+        s = np.exp(s - s.max(axis=1, keepdims=True))
+        out[:, head, :] = (s / s.sum(axis=1, keepdims=True)) @ vh
+    return out.reshape(T, nh * hd)
+
+
+def forward_hf(cfg, t, tokens):
+    """Logits (T, vocab) of one sequence with transformers' names and rotary layout, in float64."""
+    nh = cfg["num_attention_heads"]
+    nkv = cfg.get("num_key_value_heads") or nh
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // nh
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    inv = hf_inv_freq(cfg, hd)
+    T = len(tokens)
+    x = t["model.embed_tokens.weight"][np.asarray(tokens)]
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        h = rms_norm(x, t[p + "input_layernorm.weight"], eps)
+        q = rope_half((h @ t[p + "self_attn.q_proj.weight"].T).reshape(T, nh, hd), inv)
+        k = rope_half((h @ t[p + "self_attn.k_proj.weight"].T).reshape(T, nkv, hd), inv)
+        v = (h @ t[p + "self_attn.v_proj.weight"].T).reshape(T, nkv, hd)
+        x = x + attend(q, k, v, nh, nkv, hd) @ t[p + "self_attn.o_proj.weight"].T
+        h = rms_norm(x, t[p + "post_attention_layernorm.weight"], eps)
+        g = h @ t[p + "mlp.gate_proj.weight"].T
+        u = h @ t[p + "mlp.up_proj.weight"].T
+        x = x + (g / (1.0 + np.exp(-g)) * u) @ t[p + "mlp.down_proj.weight"].T
+    head = t["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings") else t["lm_head.weight"]
+    return rms_norm(x, t["model.norm.weight"], eps) @ head.T
 
 # ---------------------------------------------------------------------------- CLI
 
@@ -247,6 +449,11 @@ def main(argv):
     mk.add_argument("--out", required=True)
     mk.add_argument("--variant", choices=sorted(VARIANTS), required=True)
     mk.add_argument("--seed", type=int, default=1)
+    mh = sub.add_parser("make-hf", help="write a random Llama model as a Hugging Face folder")
+    mh.add_argument("--out", required=True)
+    mh.add_argument("--variant", choices=sorted(HF_VARIANTS), required=True)
+    mh.add_argument("--seed", type=int, default=1)
+    mh.add_argument("--gguf", help="also write the same model as a GGUF, q/k rows permuted as llama.cpp's converter does")
     lg = sub.add_parser("logits", help="logits of every position of every sequence")
     lg.add_argument("--model", required=True)
     lg.add_argument("--tokens", required=True)
@@ -257,12 +464,26 @@ def main(argv):
         tensors, hd = random_weights(v, a.seed)
         write_gguf(a.out, v, tensors, hd)
         return 0
-    meta, t = read_gguf(a.model)
+    if a.cmd == "make-hf":
+        v = HF_VARIANTS[a.variant]
+        tensors, hd = random_weights(v, a.seed)
+        write_hf(a.out, v, tensors, hd)
+        if a.gguf:
+            _, stored = read_hf(a.out)
+            write_gguf(a.gguf, dict(v, dtype=GGML_F32), gguf_of_hf(v, stored), hd)
+        return 0
+    import os
+    if os.path.isdir(a.model):
+        cfg, t = read_hf(a.model)
+        run = lambda seq: forward_hf(cfg, t, seq)
+    else:
+        meta, t = read_gguf(a.model)
+        run = lambda seq: forward(meta, t, seq)
     with open(a.tokens) as f:
         seqs = [[int(tok) for tok in line.split()] for line in f if line.strip()]
     with open(a.out, "wb") as f:
         for s in seqs:
-            f.write(forward(meta, t, s).astype("<f4").tobytes())
+            f.write(run(s).astype("<f4").tobytes())
     return 0
 
 
