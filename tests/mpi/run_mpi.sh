@@ -17,7 +17,7 @@ fi
 extra=(--oversubscribe)
 [ "$(id -u)" = 0 ] && extra+=(--allow-run-as-root)
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo
+export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_mpi_yield_when_idle=1
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 limit=${GRZO_MPI_TIMEOUT:-240}
 start=$SECONDS
