@@ -37,9 +37,17 @@
 #define GRZO_MPI__FN static
 #endif
 
+/* What this rank has passed through the collectives (for benchmarks and logs). */
+typedef struct grzo_mpi_stats {
+    uint64_t calls;              /* collectives */
+    uint64_t bytes_sent;         /* this rank's contributions */
+    uint64_t bytes_received;     /* what it received (all-gather: every rank's floats, its own included) */
+} grzo_mpi_stats;
+
 typedef struct grzo_mpi {
     MPI_Comm comm;               /* grzo's duplicate of the caller's communicator */
     int n_ranks;
+    grzo_mpi_stats stats;
     int *counts, *displs;        /* n_ranks each: MPI_Allgatherv's int arguments */
     char err[MPI_MAX_ERROR_STRING + 64];
 } grzo_mpi;
@@ -67,12 +75,18 @@ GRZO_MPI__FN grzo_status grzo_mpi__allgather_f32(void *self, const float *send, 
         at += counts[r];
     }
     rc = MPI_Allgatherv(send, m->counts[mine], MPI_FLOAT, recv, m->counts, m->displs, MPI_FLOAT, m->comm);
+    m->stats.calls++;
+    m->stats.bytes_sent += (uint64_t)m->counts[mine] * sizeof(float);
+    m->stats.bytes_received += (uint64_t)at * sizeof(float);
     return rc == MPI_SUCCESS ? GRZO_OK : grzo_mpi__fail(m, "MPI_Allgatherv", rc);
 }
 
 GRZO_MPI__FN grzo_status grzo_mpi__allreduce_max_u64(void *self, uint64_t *inout, int32_t n) {
     grzo_mpi *m = (grzo_mpi *)self;
     int rc = MPI_Allreduce(MPI_IN_PLACE, inout, n, MPI_UINT64_T, MPI_MAX, m->comm);
+    m->stats.calls++;
+    m->stats.bytes_sent += (uint64_t)n * sizeof(uint64_t);
+    m->stats.bytes_received += (uint64_t)n * sizeof(uint64_t);
     return rc == MPI_SUCCESS ? GRZO_OK : grzo_mpi__fail(m, "MPI_Allreduce", rc);
 }
 
@@ -113,6 +127,13 @@ GRZO_MPI__FN void grzo_mpi_comm_destroy(grzo_comm *c) {
     free(m->displs);
     free(m);
     memset(c, 0, sizeof *c);
+}
+
+/* The counters of a grzo_comm made by grzo_mpi_comm_create (zeros for anything else). */
+GRZO_MPI__FN grzo_mpi_stats grzo_mpi_comm_stats(const grzo_comm *c) {
+    grzo_mpi_stats none;
+    memset(&none, 0, sizeof none);
+    return c && c->iface == &grzo_mpi__iface ? ((const grzo_mpi *)c->self)->stats : none;
 }
 
 #endif /* GRZO_MPI_H */

@@ -1269,6 +1269,7 @@ int main(int argc, char **argv) {
     printf("after %lld steps (%s, lr %g, sigma %g, B %lld): dev accuracy %.4f, test accuracy %.4f\n", (long long)grzo_get_step(r.ctx),
            estimator_name(r.o.estimator), (double)r.o.real[OPT_LR], (double)r.o.real[OPT_SIGMA], (long long)r.o.num[OPT_BATCH],
            r.dev_acc, r.test_acc);
+    ft_ranks_report(&r.ranks, grzo_get_step(r.ctx) - first_step, stdout);
     r.seconds = r.elapsed_before + now() - t_train0 - r.diagnose_seconds;
     if (write_atomically(r.path_results, write_results_json, &r, err, sizeof err)) return fail(&r, 1, err);
     if (r.o.str[OPT_EXPORT] && llm_export_as(r.o.str[OPT_MODEL], r.path_ckpt, r.o.str[OPT_EXPORT], r.o.str[OPT_EXPORT_TYPE], err, sizeof err))

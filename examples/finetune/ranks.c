@@ -34,6 +34,14 @@ int ft_ranks_fail(ft_ranks *r, int code) {
     return ft_ranks_exit(r, code);
 }
 
+void ft_ranks_report(const ft_ranks *r, int64_t steps, FILE *f) {
+    grzo_mpi_stats st = grzo_mpi_comm_stats(&r->comm);
+    if (r->rank != 0 || r->n_ranks < 2 || steps <= 0) return;
+    fprintf(f, "communication (rank 0, %d ranks): %.1f collectives, %.0f bytes sent, %.0f bytes received per step\n",
+            r->n_ranks, (double)st.calls / (double)steps, (double)st.bytes_sent / (double)steps,
+            (double)st.bytes_received / (double)steps);
+}
+
 int ft_ranks_exit(ft_ranks *r, int code) {
     if (!r->mpi) return code;
     grzo_mpi_comm_destroy(&r->comm);
@@ -55,6 +63,8 @@ int ft_ranks_exit(ft_ranks *r, int code) {
 }
 
 int ft_ranks_fail(ft_ranks *r, int code) { return ft_ranks_exit(r, code); }
+
+void ft_ranks_report(const ft_ranks *r, int64_t steps, FILE *f) { (void)r, (void)steps, (void)f; }
 #endif
 
 const grzo_comm *ft_ranks_comm(const ft_ranks *r) { return r->n_ranks > 1 ? &r->comm : NULL; }

@@ -8,6 +8,8 @@
 #define GRZO_FINETUNE_RANKS_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "grzo.h"
 
@@ -24,6 +26,9 @@ const grzo_comm *ft_ranks_comm(const ft_ranks *r);
 /* 1 when any rank's flag is set, 0 when none, -1 when the collective failed; every rank
    calls it at the same point */
 int ft_ranks_any(ft_ranks *r, int flag);
+/* rank 0, several ranks: one line on f with the bytes this rank passed through the
+   collectives per training step (steps > 0) */
+void ft_ranks_report(const ft_ranks *r, int64_t steps, FILE *f);
 /* The end of a run that every rank reaches (success, or an agreed stop such as Ctrl-C):
    MPI_Finalize; returns code. */
 int ft_ranks_exit(ft_ranks *r, int code);
