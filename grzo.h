@@ -59,6 +59,9 @@
      }
      grzo_step() runs the same loop with a forward callback. Outside a step the
      operations are plain (unperturbed): the same forward serves evaluation.
+     Several processes or GPUs (desc.comm, section 4b): every rank runs this same loop;
+     its passes list only its own segments, and grzo_step_end applies the same update
+     everywhere.
 
      grzo_rows: .offsets = NULL splits .n_rows evenly over the segments (every copy has
      the same number of rows); otherwise .offsets holds n_segments+1 non-decreasing row
@@ -204,7 +207,9 @@
      vector, so every rank abandons the same step with the same status and message, and no
      parameter changes anywhere. Call grzo_step_abort only inside a pass (between
      grzo_pass_begin and grzo_pass_end) in a sharded context: between passes it cannot tell
-     the other ranks, which would wait for this rank in their next gather. A failed
+     the other ranks, which would wait for this rank in their next gather. A NULL losses
+     pointer to grzo_pass_end abandons the step on every rank (they wait for this one's
+     losses) instead of leaving it in flight. A failed
      collective (GRZO_ERR_COMM) abandons the step on the ranks that see the failure; whether
      the others saw it cannot be known, so stop the run (grzo-finetune exits).
      Divergence guard. Every desc.replica_check_every steps (default 100; -1 never) grzo_step_end

@@ -14,6 +14,8 @@
               its status, no parameter moves
      diverge  one rank's parameter is nudged (one ulp, then more): the replica guard fails on
               every rank and names the step, on demand and inside grzo_step_end
+     desc     a bad desc.comm (rank out of range, no collectives, another API version) or a bad
+              per_example_ops / replica_check_every is refused; without comm the check is a no-op
      kill     the last rank kills itself mid-training: the others must not hang (run_mpi.sh
               expects a nonzero exit within its timeout) */
 #define GRZO_IMPLEMENTATION
@@ -239,6 +241,50 @@ static void case_diverge(void) {
     dataset_free(&d);
 }
 
+static void case_desc(void) {
+    grzo_backend be;
+    grzo_ctx *ctx = NULL;
+    grzo_desc d = desc_of(GRZO_ESTIMATOR_GRZO);
+    grzo_comm bad = comm;
+    grzo_comm_i iface = *comm.iface;
+    REQUIRE_OK(grzo_backend_ref_create(&be));
+    d.backend = &be;
+    d.comm = &bad;
+    bad.rank = comm.n_ranks;
+    CHECK_ST(grzo_create(&d, &ctx), GRZO_ERR_INVALID_ARG);
+    bad.rank = -1;
+    CHECK_ST(grzo_create(&d, &ctx), GRZO_ERR_INVALID_ARG);
+    bad = comm;
+    bad.n_ranks = 0;
+    CHECK_ST(grzo_create(&d, &ctx), GRZO_ERR_INVALID_ARG);
+    bad = comm;
+    bad.iface = &iface;
+    iface.allgather_f32 = NULL;
+    CHECK_ST(grzo_create(&d, &ctx), GRZO_ERR_INVALID_ARG);
+    iface = *comm.iface;
+    iface.api_version = GRZO_COMM_API_VERSION + 1;
+    CHECK_ST(grzo_create(&d, &ctx), GRZO_ERR_VERSION);
+    CHECK(ctx == NULL);
+    d.comm = &comm;
+    d.per_example_ops = 2;
+    CHECK_ST(grzo_create(&d, &ctx), GRZO_ERR_INVALID_ARG);
+    d.per_example_ops = 0;
+    d.replica_check_every = -2;
+    CHECK_ST(grzo_create(&d, &ctx), GRZO_ERR_INVALID_ARG);
+    d.comm = NULL;
+    d.replica_check_every = 0;
+    REQUIRE_OK(grzo_create(&d, &ctx));
+    CHECK_OK(grzo_check_replicas(ctx));   /* one process: nothing to compare */
+    {
+        grzo_desc r;
+        memset(&r, 0, sizeof r);
+        CHECK_OK(grzo_get_desc(ctx, &r));
+        CHECK(r.per_example_ops == -1 && r.replica_check_every == 100);
+    }
+    grzo_destroy(ctx);
+    grzo_backend_destroy(&be);
+}
+
 static void case_kill(void) {
     dataset d;
     pair p;
@@ -269,6 +315,7 @@ int main(int argc, char **argv) {
     if (tu_case("nan")) case_nan();
     if (tu_case("forward")) case_forward();
     if (tu_case("diverge")) case_diverge();
+    if (tu_case("desc")) case_desc();
     if (argc > 1 && tu_case("kill")) case_kill();
     grzo_mpi_comm_destroy(&comm);
     rc = tu_finish("test_mpi");
