@@ -5,7 +5,9 @@
 #      only rank 0 writes (one log line per step, no stray files);
 #   2. a run of 2 steps at -np 2, resumed to 4 at -np 3 (every rank verifies the checkpoint),
 #      ends where the single-process 4-step run ends;
-#   3. a killed rank ends the job with an error within the timeout instead of hanging.
+#   3. SIGINT to one rank stops every rank at the same step boundary: rank 0 writes the
+#      checkpoint, the job exits 130, and a resume (at -np 2) ends where one process ends;
+#   4. a killed rank ends the job with an error within the timeout instead of hanging.
 # Skips only when mpirun is absent.
 # usage: test_finetune_mpi.sh GRZO_FINETUNE DATA_DIR WORK_DIR
 set -u
@@ -44,17 +46,42 @@ timeout 300 "${mpi[@]}" -np 3 "$bin" "${common[@]}" --steps 4 --out "$work/resum
 cmp -s "$work/grzo-1/checkpoint.grzo" "$work/resume/checkpoint.grzo" || fail "2 steps at -np 2 + 2 at -np 3 differ from 4 steps in one process"
 echo "ok: resumed at another rank count, still bitwise the single-process run"
 
+# the process of rank `which` (first|last) of the job writing into $1, never another program's
+rank_pid() {
+    local p found=""
+    for p in $(pgrep -x grzo-finetune); do
+        tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q -- "$1" && { found=$p; [ "$2" = first ] && break; }
+    done
+    echo "$found"
+}
+wait_log() {   # until $1/log.jsonl has $2 lines
+    for _ in $(seq 1 300); do
+        [ -f "$1/log.jsonl" ] && [ "$(wc -l < "$1/log.jsonl")" -ge "$2" ] && return 0
+        sleep 0.1
+    done
+}
+
+timeout -k 5 120 "${mpi[@]}" -np 3 "$bin" "${common[@]}" --steps 1000000 --out "$work/intr" > "$work/intr.out" 2>&1 &
+job=$!
+wait_log "$work/intr" 3
+victim=$(rank_pid "$work/intr" last)
+[ -n "$victim" ] || { kill "$job"; fail "no rank process of the interrupted job found"; }
+kill -INT "$victim"
+wait "$job"
+rc=$?
+[ "$rc" -eq 130 ] || fail "SIGINT to one rank: the job exited $rc, want 130: $(tail -3 "$work/intr.out")"
+total=$(( $(wc -l < "$work/intr/log.jsonl") + 2 ))
+timeout 300 "${mpi[@]}" -np 2 "$bin" "${common[@]}" --steps "$total" --out "$work/intr" --resume > "$work/intr2.out" 2>&1 ||
+    fail "resume after SIGINT: $(tail -3 "$work/intr2.out")"
+"$bin" "${common[@]}" --steps "$total" --shard-invariant --out "$work/intr-1" > "$work/intr-1.out" 2>&1 || fail "single-process reference run"
+cmp -s "$work/intr-1/checkpoint.grzo" "$work/intr/checkpoint.grzo" || fail "SIGINT at -np 3 + resume at -np 2 differs from one process"
+echo "ok: SIGINT to one rank stopped all $((total - 2)) steps in, and the resumed run is bitwise one process's"
+
 start=$SECONDS
 timeout -k 5 60 "${mpi[@]}" -np 2 "$bin" "${common[@]}" --steps 1000000 --out "$work/kill" > "$work/kill.out" 2>&1 &
 job=$!
-for _ in $(seq 1 300); do
-    [ -f "$work/kill/log.jsonl" ] && [ "$(wc -l < "$work/kill/log.jsonl")" -ge 2 ] && break
-    sleep 0.1
-done
-victim=""
-for p in $(pgrep -x grzo-finetune); do   # a rank of this job (its --out), never another program's
-    tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q -- "$work/kill" && victim=$p
-done
+wait_log "$work/kill" 2
+victim=$(rank_pid "$work/kill" last)
 [ -n "$victim" ] || { kill "$job"; fail "no rank process of the job found"; }
 kill -9 "$victim"
 wait "$job"
