@@ -199,8 +199,11 @@
      copies of its examples, then their "-" copies (GRZO family), so the layout of section 2
      holds with B replaced by the rank's share; pass.example[] names the global examples,
      grzo_rows and grzo_pass_end's losses cover the local segments only, and step_info's
-     example_begin/example_end give the share. grzo_step_end is unchanged: every rank sees all
-     losses in the single-process order.
+     example_begin/example_end give the share; grzo_perturbed_params's segment indexes the
+     rank's segments. grzo_step_end is unchanged: every rank sees all losses in the
+     single-process order. Every estimator shards, in-place MeZO included (each rank shifts
+     its own copy of the parameters by the same regenerated z, so the copies stay equal),
+     and so does the alignment diagnostic.
      Errors agree. grzo_pass_end sends, after the rank's losses, one float with the rank's
      status (a non-finite loss, a failed backend synchronization, a failed forward in
      grzo_step's callback, grzo_step_abort during a pass): every rank receives the same
