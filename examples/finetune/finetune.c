@@ -1226,12 +1226,12 @@ int main(int argc, char **argv) {
         grzo_step_report rep;
         double elapsed, dev = -1;
         int64_t eval_every = r.o.num[OPT_EVAL_EVERY], diagnose_every = r.o.num[OPT_DIAGNOSE_EVERY];
+        if ((stop = stop_requested(&r)) != 0) break;
         if (r.o.diagnose && diagnose_every > 0 && step > first_step && step % diagnose_every == 0) {
             double t0 = now();
             if (diagnose(&r, logf, err, sizeof err)) { if (logf) fclose(logf); return fail(&r, 1, err); }
             r.diagnose_seconds += now() - t0;
         }
-        if ((stop = stop_requested(&r)) != 0) break;
         pick_batch(&r, step);
         s = grzo_step(r.ctx, r.o.num[OPT_BATCH], train_forward, &r, &rep);
         if (s != GRZO_OK) goto failed;
