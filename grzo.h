@@ -25,6 +25,7 @@
      3. Estimators
      3b. Will GRZO help? The alignment diagnostic (B_eff)
      4. Errors, memory, threads, determinism
+     4b. Data parallelism (several processes or GPUs, one communication interface)
      5. Backends
      6. Checkpoint format
      7. What grzo does not do
@@ -58,6 +59,9 @@
      }
      grzo_step() runs the same loop with a forward callback. Outside a step the
      operations are plain (unperturbed): the same forward serves evaluation.
+     Several processes or GPUs (desc.comm, section 4b): every rank runs this same loop;
+     its passes list only its own segments, and grzo_step_end applies the same update
+     everywhere.
 
      grzo_rows: .offsets = NULL splits .n_rows evenly over the segments (every copy has
      the same number of rows); otherwise .offsets holds n_segments+1 non-decreasing row
@@ -179,6 +183,54 @@
      index) through Philox4x32-10, so results do not depend on the thread count, any
      element can be computed alone, and a resumed run continues bit-identically.
 
+   4b. DATA PARALLELISM
+     The only cross-example quantity of a step is the vector of losses, so ranks (processes,
+     or one per GPU) share a step without ever sending parameters or gradients: every rank
+     holds the full model, forwards only its share of the copies, the ranks all-gather the
+     losses (O(B) floats per pass), and every rank forms the same coefficients and applies
+     the same update, regenerated from the seeds. grzo.h knows no MPI: the caller supplies a
+     grzo_comm (desc.comm: rank, n_ranks and a versioned vtable of two collectives, an
+     all-gather of floats with per-rank counts and an element-wise max all-reduce of uint64;
+     backends/grzo_mpi.h implements it on MPI). desc.comm = NULL is one process.
+     The shard. Rank r takes examples [floor(r B / R), floor((r+1) B / R)) of the step and
+     every copy of them, in every pass (both copies of a GRZO pair, MeZO's two passes, FZOO's
+     N+1): uneven splits differ by one example, and a rank may have none (B < R; it still
+     takes part in every collective). Its pass lists its segments copy by copy: the "+"
+     copies of its examples, then their "-" copies (GRZO family), so the layout of section 2
+     holds with B replaced by the rank's share; pass.example[] names the global examples,
+     grzo_rows and grzo_pass_end's losses cover the local segments only, and step_info's
+     example_begin/example_end give the share; grzo_perturbed_params's segment indexes the
+     rank's segments. grzo_step_end is unchanged: every rank sees all losses in the
+     single-process order. Every estimator shards, in-place MeZO included (each rank shifts
+     its own copy of the parameters by the same regenerated z, so the copies stay equal),
+     and so does the alignment diagnostic.
+     Errors agree. grzo_pass_end sends, after the rank's losses, one float with the rank's
+     status (a non-finite loss, a failed backend synchronization, a failed forward in
+     grzo_step's callback, grzo_step_abort during a pass): every rank receives the same
+     vector, so every rank abandons the same step with the same status and message, and no
+     parameter changes anywhere. Call grzo_step_abort only inside a pass (between
+     grzo_pass_begin and grzo_pass_end) in a sharded context: between passes it cannot tell
+     the other ranks, which would wait for this rank in their next gather. A NULL losses
+     pointer to grzo_pass_end abandons the step on every rank (they wait for this one's
+     losses) instead of leaving it in flight. A failed
+     collective (GRZO_ERR_COMM) abandons the step on the ranks that see the failure; whether
+     the others saw it cannot be known, so stop the run (grzo-finetune exits).
+     Divergence guard. Every desc.replica_check_every steps (default 100; -1 never) grzo_step_end
+     all-reduces an FNV-1a-64 checksum of every parameter (the checkpoint payload's) and fails
+     with GRZO_ERR_COMM, naming the step, when any two ranks differ; grzo_check_replicas runs
+     the same check on demand (after loading a checkpoint, say).
+     Bitwise reproducibility across rank counts. A GEMM's rounding may depend on how many rows
+     it covers (BLAS blocking, small-matrix kernels, M = 1 dispatched to GEMV, the CPU
+     backend's choice of algorithm by average rows per copy), so a copy's losses could depend
+     on which other copies share its batch. With desc.per_example_ops (default: on when
+     desc.comm is set) every operation inside a pass runs as one backend call per segment:
+     a copy's rows go through calls whose shapes and inputs depend on that copy alone, on
+     any rank and in any batch, so a run sharded over any number of ranks is bitwise identical
+     to a single-process run with per_example_ops = 1 (tests/test_mpi.c, tests/mpi/). The
+     price: more, smaller backend calls (the CPU backend's threads then parallelize inside a
+     copy's GEMM only where its path does, so prefer one rank per core group). Operations you
+     write yourself (attention, norms, the loss) must compute each copy's rows on their own too.
+
    5. BACKENDS
      A backend is a versioned vtable (grzo_backend_i) plus a context pointer. Fallible
      entries return grzo_status. Provided: grzo_backend_ref_create (here; a naive, literal
@@ -239,7 +291,8 @@ typedef enum grzo_status {
     GRZO_ERR_UNSUPPORTED = -6,   /* the backend lacks a capability (dtype, operation)  */
     GRZO_ERR_IO = -7,            /* file could not be opened, written, synced, renamed  */
     GRZO_ERR_FORMAT = -8,        /* checkpoint truncated, corrupted or of another model */
-    GRZO_ERR_VERSION = -9        /* backend API or checkpoint version mismatch          */
+    GRZO_ERR_VERSION = -9,       /* backend API or checkpoint version mismatch          */
+    GRZO_ERR_COMM = -10          /* a collective failed, or the ranks disagree (section 4b) */
 } grzo_status;
 
 typedef enum grzo_estimator {
@@ -453,6 +506,26 @@ GRZO_API void grzo_backend_free(const grzo_backend *b, void *ptr);
 GRZO_API grzo_status grzo_backend_upload(const grzo_backend *b, void *dst, const void *src, size_t bytes);
 GRZO_API grzo_status grzo_backend_download(const grzo_backend *b, void *dst, const void *src, size_t bytes);
 
+/* ---- communication interface (section 4b) ------------------------------------------------ */
+#define GRZO_COMM_API_VERSION 1
+
+typedef struct grzo_comm_i {
+    uint32_t api_version;             /* GRZO_COMM_API_VERSION */
+    const char *name;                 /* "mpi", ... */
+    /* Every rank sends send[0 .. counts[rank]); recv (sum of counts floats) receives every
+       rank's floats in rank order. counts (n_ranks entries) is the same on every rank. */
+    grzo_status (*allgather_f32)(void *self, const float *send, float *recv, const int64_t *counts);
+    /* inout[0 .. n) becomes the element-wise maximum over the ranks */
+    grzo_status (*allreduce_max_u64)(void *self, uint64_t *inout, int32_t n);
+    const char *(*last_error)(void *self);   /* optional: detail of the last failure */
+} grzo_comm_i;
+
+typedef struct grzo_comm {
+    const grzo_comm_i *iface;
+    void *self;
+    int32_t rank, n_ranks;            /* 0 <= rank < n_ranks */
+} grzo_comm;
+
 /* ---- context ------------------------------------------------------------------------- */
 typedef struct grzo_ctx grzo_ctx;
 typedef struct grzo_block { uint32_t id; } grzo_block;   /* 0 = invalid */
@@ -471,6 +544,11 @@ typedef struct grzo_desc {
     int32_t fzoo_probes;              /* N, default 8 */
     grzo_allocator allocator;
     grzo_logger logger;
+    /* data parallelism (section 4b); all zero: one process */
+    const grzo_comm *comm;            /* NULL: one process; not owned, outlives the context */
+    int32_t per_example_ops;          /* 1: one backend call per segment (bitwise equal at any rank count);
+                                         -1: batched; 0: 1 with comm, else -1 */
+    int64_t replica_check_every;      /* with comm: compare a parameter checksum every K steps; 0: 100; -1: never */
 } grzo_desc;
 
 typedef struct grzo_block_desc {
@@ -488,12 +566,13 @@ typedef struct grzo_step_info {
     int32_t n_passes;
     int32_t copies_per_pass;          /* segments per pass = copies_per_pass * B (last pass may differ: never) */
     float lr;                         /* learning rate this step will use */
+    int64_t example_begin, example_end;   /* this rank's examples (all B without desc.comm) */
 } grzo_step_info;
 
 typedef struct grzo_pass_info {
     int32_t index;                    /* 0 .. n_passes-1 */
     int32_t n_copies;                 /* 2 (GRZO family) or 1 (MeZO, FZOO, in-place MeZO) */
-    int64_t n_segments;               /* n_copies * B: one loss per segment */
+    int64_t n_segments;               /* n_copies * B (this rank's share of B with desc.comm): one loss per segment */
     const int64_t *example;           /* which example each segment reads (n_segments) */
     const int8_t *sign;               /* its perturbation sign: +1, -1, or 0 (clean) */
 } grzo_pass_info;
@@ -583,6 +662,11 @@ GRZO_API grzo_status grzo_align(grzo_ctx *ctx, int64_t n_examples, int32_t n_pro
                                 void *user_data, double *gram, grzo_align_report *out);
 /* sqrt(pi b_eff / B) Gamma((B+1)/2) / Gamma(B/2): predicted cos(GRZO)/cos(MeZO), large D */
 GRZO_API double grzo_align_cos_ratio(double b_eff, int64_t n_examples);
+
+/* Section 4b: all ranks compare a checksum of their parameters (a collective: every rank
+   calls it at the same point, between steps). GRZO_ERR_COMM when they differ; GRZO_OK
+   without desc.comm. */
+GRZO_API grzo_status grzo_check_replicas(grzo_ctx *ctx);
 
 GRZO_API grzo_status grzo_checkpoint_save(grzo_ctx *ctx, const char *path);
 GRZO_API grzo_status grzo_checkpoint_load(grzo_ctx *ctx, const char *path);
@@ -824,6 +908,7 @@ GRZO__DEF const char *grzo_status_str(grzo_status s) {
     case GRZO_ERR_IO: return "i/o error";
     case GRZO_ERR_FORMAT: return "bad checkpoint format";
     case GRZO_ERR_VERSION: return "version mismatch";
+    case GRZO_ERR_COMM: return "communication failed or ranks disagree";
     }
     return "unknown status";
 }
@@ -1096,6 +1181,11 @@ struct grzo_ctx {
     int align;                   /* 1: the passes in flight are alignment probes (section 3b) */
     double *align_gram;          /* B x B: sum_k delta_k delta_k^T */
     double *align_ab;            /* 2 K: probe k's (1^T delta_k)^2 and |delta_k|^2 */
+    /* data parallelism (section 4b) */
+    int64_t ex_lo, ex_hi;        /* this rank's examples of the step in flight */
+    float *gather_send;          /* local losses + status: copies * B + 1 */
+    float *gathered;             /* receive (copies * B + n_ranks), then the pass in global order (copies * B) */
+    int64_t *gather_counts;      /* n_ranks */
     char err[256];
 };
 
@@ -1138,6 +1228,8 @@ GRZO__DEF grzo_desc grzo_desc_resolve(const grzo_desc *desc) {
     if (d.sigma == 0.0f) d.sigma = 1e-3f;
     if (d.norm_eps == 0.0f) d.norm_eps = 1e-8f;
     if (d.fzoo_probes == 0) d.fzoo_probes = 8;
+    if (d.per_example_ops == 0) d.per_example_ops = d.comm ? 1 : -1;
+    if (d.replica_check_every == 0) d.replica_check_every = 100;
     return d;
 }
 
@@ -1161,6 +1253,19 @@ static grzo_status grzo__validate_desc(const grzo_desc *d, char *msg, size_t cap
     if (d->warmup_steps < 0) GRZO__BAD("warmup_steps must be >= 0");
     if (d->fzoo_probes < 1 || d->fzoo_probes > GRZO__MAX_FZOO_PROBES) GRZO__BAD("fzoo_probes must be in [1, %d]", GRZO__MAX_FZOO_PROBES);
     if ((d->allocator.alloc_fn == NULL) != (d->allocator.free_fn == NULL)) GRZO__BAD("allocator: set both alloc_fn and free_fn, or neither");
+    if (d->per_example_ops != 1 && d->per_example_ops != -1) GRZO__BAD("per_example_ops must be 1, -1 or 0 (default)");
+    if (d->replica_check_every < -1) GRZO__BAD("replica_check_every must be >= 1, -1 (never) or 0 (default)");
+    if (d->comm) {
+        const grzo_comm *c = d->comm;
+        if (!c->iface || !c->iface->allgather_f32 || !c->iface->allreduce_max_u64)
+            GRZO__BAD("desc.comm: iface with allgather_f32 and allreduce_max_u64 is required");
+        if (c->iface->api_version != GRZO_COMM_API_VERSION) {
+            snprintf(msg, cap, "comm API version %u, grzo expects %u", (unsigned)c->iface->api_version, (unsigned)GRZO_COMM_API_VERSION);
+            return GRZO_ERR_VERSION;
+        }
+        if (c->n_ranks < 1 || c->rank < 0 || c->rank >= c->n_ranks)
+            GRZO__BAD("desc.comm: rank %d of %d ranks is out of range", (int)c->rank, (int)c->n_ranks);
+    }
     return GRZO_OK;
 #undef GRZO__BAD
 }
@@ -1186,6 +1291,10 @@ GRZO__DEF grzo_status grzo_create(const grzo_desc *desc, grzo_ctx **out) {
     ctx->desc = d;
     s = grzo_backend_query(d.backend, &ctx->caps);
     if (s != GRZO_OK) { grzo__free(ctx, ctx); return s; }
+    if (d.comm) {
+        ctx->gather_counts = (int64_t *)grzo__alloc(ctx, (size_t)d.comm->n_ranks * sizeof(int64_t));
+        if (!ctx->gather_counts) { grzo__free(ctx, ctx); return GRZO_ERR_OUT_OF_MEMORY; }
+    }
     *out = ctx;
     return GRZO_OK;
 }
@@ -1197,6 +1306,9 @@ static void grzo__free_step_buffers(grzo_ctx *ctx) {
     grzo__free(ctx, ctx->scratch_losses);
     grzo__free(ctx, ctx->coeff);
     grzo__free(ctx, ctx->even_offsets);
+    grzo__free(ctx, ctx->gather_send);
+    grzo__free(ctx, ctx->gathered);
+    ctx->gather_send = ctx->gathered = NULL;
     ctx->losses = ctx->scratch_losses = ctx->coeff = NULL;
     ctx->seg_example = ctx->even_offsets = NULL;
     ctx->seg_sign = NULL;
@@ -1220,6 +1332,7 @@ GRZO__DEF void grzo_destroy(grzo_ctx *ctx) {
     grzo__align_free(ctx);
     grzo__free(ctx, ctx->blocks);
     grzo__free_step_buffers(ctx);
+    grzo__free(ctx, ctx->gather_counts);
     grzo__free(ctx, ctx);
 }
 
@@ -1319,12 +1432,30 @@ static void grzo__plan(const grzo_desc *d, int32_t *n_passes, int32_t *copies) {
     else { *n_passes = d->fzoo_probes + 1; *copies = 1; }
 }
 
-/* Which example each segment of the pass reads, and with which sign. */
+/* Section 4b: rank r's examples [lo, hi) of a step of B; the whole batch without desc.comm. */
+static void grzo__share(const grzo_ctx *ctx, int32_t rank, int64_t *lo, int64_t *hi) {
+    int64_t R = ctx->desc.comm ? ctx->desc.comm->n_ranks : 1;
+    *lo = (int64_t)rank * ctx->B / R;
+    *hi = ((int64_t)rank + 1) * ctx->B / R;
+}
+static void grzo__set_share(grzo_ctx *ctx) {
+    grzo__share(ctx, ctx->desc.comm ? ctx->desc.comm->rank : 0, &ctx->ex_lo, &ctx->ex_hi);
+}
+/* segments of the current pass on this rank: every copy of its examples */
+static int64_t grzo__local_segments(const grzo_ctx *ctx) { return (int64_t)ctx->copies * (ctx->ex_hi - ctx->ex_lo); }
+/* local segment c is copy c / nb of example ex_lo + c % nb: its index in the single-process layout */
+static int64_t grzo__global_segment(const grzo_ctx *ctx, int64_t c) {
+    int64_t nb = ctx->ex_hi - ctx->ex_lo;
+    return (c / nb) * ctx->B + ctx->ex_lo + c % nb;
+}
+
+/* Which example each (local) segment of the pass reads, and with which sign. */
 static void grzo__pass_layout(grzo_ctx *ctx) {
-    int64_t c, n = (int64_t)ctx->copies * ctx->B;
+    int64_t c, n = grzo__local_segments(ctx);
     for (c = 0; c < n; c++) {
-        ctx->seg_example[c] = c % ctx->B;
-        if (ctx->align || grzo__is_grzo_family(ctx->desc.estimator)) ctx->seg_sign[c] = c < ctx->B ? 1 : -1;
+        int64_t g = grzo__global_segment(ctx, c);
+        ctx->seg_example[c] = g % ctx->B;
+        if (ctx->align || grzo__is_grzo_family(ctx->desc.estimator)) ctx->seg_sign[c] = g < ctx->B ? 1 : -1;
         else if (grzo__is_mezo(ctx->desc.estimator)) ctx->seg_sign[c] = ctx->pass == 0 ? 1 : -1;
         else ctx->seg_sign[c] = ctx->pass == 0 ? 0 : 1;           /* FZOO: clean, then probes */
     }
@@ -1369,7 +1500,12 @@ static grzo_status grzo__ensure_buffers(grzo_ctx *ctx, int64_t segs, int64_t n_l
     ctx->scratch_losses = (float *)grzo__alloc(ctx, (size_t)segs * sizeof(float));
     ctx->coeff = (float *)grzo__alloc(ctx, (size_t)n_coeff * sizeof(float));
     ctx->even_offsets = (int64_t *)grzo__alloc(ctx, (size_t)(segs + 1) * sizeof(int64_t));
-    if (!ctx->losses || !ctx->seg_example || !ctx->seg_sign || !ctx->scratch_losses || !ctx->coeff || !ctx->even_offsets) {
+    if (ctx->desc.comm) {
+        ctx->gather_send = (float *)grzo__alloc(ctx, (size_t)(segs + 1) * sizeof(float));
+        ctx->gathered = (float *)grzo__alloc(ctx, (size_t)(2 * segs + ctx->desc.comm->n_ranks) * sizeof(float));
+    }
+    if (!ctx->losses || !ctx->seg_example || !ctx->seg_sign || !ctx->scratch_losses || !ctx->coeff || !ctx->even_offsets ||
+        (ctx->desc.comm && (!ctx->gather_send || !ctx->gathered))) {
         grzo__free_step_buffers(ctx);
         return GRZO_ERR_OUT_OF_MEMORY;
     }
@@ -1422,6 +1558,7 @@ GRZO__DEF grzo_status grzo_step_begin(grzo_ctx *ctx, int64_t n_examples, grzo_st
     if (grzo__ensure_step_buffers(ctx, n_examples) != GRZO_OK)
         return grzo__fail(ctx, GRZO_ERR_OUT_OF_MEMORY, "grzo_step_begin: out of memory");
     ctx->B = n_examples;
+    grzo__set_share(ctx);
     grzo__plan(&ctx->desc, &ctx->n_passes, &ctx->copies);
     ctx->pass = 0;
     ctx->state = GRZO__IN_STEP;
@@ -1431,18 +1568,25 @@ GRZO__DEF grzo_status grzo_step_begin(grzo_ctx *ctx, int64_t n_examples, grzo_st
         out->n_passes = ctx->n_passes;
         out->copies_per_pass = ctx->copies;
         out->lr = grzo_lr_at(ctx, ctx->step);
+        out->example_begin = ctx->ex_lo;
+        out->example_end = ctx->ex_hi;
     }
     return GRZO_OK;
 }
 
+static grzo_status grzo__abort_pass(grzo_ctx *ctx, grzo_status why);
+
 GRZO__DEF grzo_status grzo_pass_begin(grzo_ctx *ctx, grzo_pass_info *out) {
     if (!ctx) return GRZO_ERR_INVALID_ARG;
+    if (out) memset(out, 0, sizeof *out);
     if (ctx->state != GRZO__IN_STEP || ctx->pass >= ctx->n_passes)
         return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_pass_begin: no pass is due (call grzo_step_begin, or grzo_step_end after the last pass)");
     if (grzo__inplace(ctx)) {   /* pass 0: theta + sigma z; pass 1: theta - sigma z */
         grzo_status s = grzo__inplace_shift(ctx, ctx->pass == 0 ? 1 : -2, GRZO_STREAM_ROUND_INPLACE + (uint32_t)ctx->pass);
         if (s != GRZO_OK) {
-            grzo_step_abort(ctx);
+            grzo__pass_layout(ctx);
+            ctx->state = GRZO__IN_PASS;     /* the other ranks expect this pass's gather */
+            grzo__abort_pass(ctx, s);
             return grzo__backend_fail(ctx, s, "grzo_pass_begin: in-place perturbation (step abandoned; parameters may be partly perturbed)");
         }
     }
@@ -1451,7 +1595,7 @@ GRZO__DEF grzo_status grzo_pass_begin(grzo_ctx *ctx, grzo_pass_info *out) {
     if (out) {
         out->index = ctx->pass;
         out->n_copies = ctx->copies;
-        out->n_segments = (int64_t)ctx->copies * ctx->B;
+        out->n_segments = grzo__local_segments(ctx);
         out->example = ctx->seg_example;
         out->sign = ctx->seg_sign;
     }
@@ -1477,9 +1621,9 @@ static grzo_status grzo__clear_touched(grzo_ctx *ctx) {
     return GRZO_OK;
 }
 
-GRZO__DEF grzo_status grzo_step_abort(grzo_ctx *ctx) {
+/* Abandon the step (or diagnostic) on this rank. */
+static grzo_status grzo__abandon(grzo_ctx *ctx) {
     grzo_status s;
-    if (!ctx) return GRZO_ERR_INVALID_ARG;
     if (ctx->state == GRZO__IDLE) return GRZO_OK;
     ctx->state = GRZO__IDLE;
     grzo__align_free(ctx);
@@ -1490,6 +1634,81 @@ GRZO__DEF grzo_status grzo_step_abort(grzo_ctx *ctx) {
     }
     s = grzo__clear_touched(ctx);
     return s == GRZO_OK ? GRZO_OK : grzo__backend_fail(ctx, s, "grzo_step_abort");
+}
+
+/* Section 4b: all-gather the pass's local losses with this rank's status appended. Returns
+   GRZO_OK with the pass's losses in single-process order in ctx->gathered + cap of the
+   receive part, or the status of the lowest failing rank (*who = that rank), the same on
+   every rank; a failed collective returns GRZO_ERR_COMM with *who = -1. */
+static grzo_status grzo__exchange(grzo_ctx *ctx, const float *losses, grzo_status local, const float **out, int32_t *who) {
+    const grzo_comm *cm = ctx->desc.comm;
+    int64_t n = grzo__local_segments(ctx), total = 0, c, lo, hi;
+    float *dst;
+    int32_t r;
+    grzo_status s;
+    for (c = 0; c < n; c++) ctx->gather_send[c] = local == GRZO_OK ? losses[c] : 0.0f;
+    ctx->gather_send[n] = (float)local;   /* small negative integers: exact */
+    for (r = 0; r < cm->n_ranks; r++) {
+        grzo__share(ctx, r, &lo, &hi);
+        ctx->gather_counts[r] = (int64_t)ctx->copies * (hi - lo) + 1;
+        total += ctx->gather_counts[r];
+    }
+    *who = -1;
+    s = cm->iface->allgather_f32(cm->self, ctx->gather_send, ctx->gathered, ctx->gather_counts);
+    if (s != GRZO_OK) return GRZO_ERR_COMM;
+    dst = ctx->gathered + total;
+    for (r = 0, c = 0; r < cm->n_ranks; c += ctx->gather_counts[r], r++) {
+        float st = ctx->gathered[c + ctx->gather_counts[r] - 1];
+        if (st != 0.0f) {
+            *who = r;
+            return (st >= (float)GRZO_ERR_COMM && st < 0.0f && st == floorf(st)) ? (grzo_status)(int)st : GRZO_ERR_COMM;
+        }
+    }
+    for (r = 0, c = 0; r < cm->n_ranks; c += ctx->gather_counts[r], r++) {
+        int64_t k, nb;
+        grzo__share(ctx, r, &lo, &hi);
+        nb = hi - lo;
+        for (k = 0; k + 1 < ctx->gather_counts[r]; k++) {
+            float v = ctx->gathered[c + k];
+            if (!isfinite(v)) { *who = r; return GRZO_ERR_NONFINITE; }
+            dst[(k / nb) * ctx->B + lo + k % nb] = v;
+        }
+    }
+    *out = dst;
+    return GRZO_OK;
+}
+
+/* The step failed in a pass (status s, agreed by every rank): abandon it and say who failed.
+   The failing rank's own message (set before the exchange) stays. */
+static grzo_status grzo__pass_failed(grzo_ctx *ctx, grzo_status s, int32_t who) {
+    const grzo_comm *cm = ctx->desc.comm;
+    int32_t pass = ctx->pass;
+    grzo__abandon(ctx);
+    if (who < 0) {
+        const char *detail = cm->iface->last_error ? cm->iface->last_error(cm->self) : NULL;
+        return grzo__fail(ctx, GRZO_ERR_COMM, "grzo_pass_end: the all-gather of pass %d failed (comm '%s': %s): step %lld abandoned "
+                          "on this rank; other ranks may not know it: stop the run", (int)pass, cm->iface->name ? cm->iface->name : "?",
+                          detail && detail[0] ? detail : "no detail", (long long)ctx->step);
+    }
+    if (who == cm->rank) return s;
+    return grzo__fail(ctx, s, "rank %d failed in pass %d (%s): step %lld abandoned on every rank, no parameter changed",
+                      (int)who, (int)pass, grzo_status_str(s), (long long)ctx->step);
+}
+
+/* A pass fails on this rank (why): with desc.comm, the other ranks learn it through the pass's
+   gather, so every rank abandons the same step; then abandon it here. */
+static grzo_status grzo__abort_pass(grzo_ctx *ctx, grzo_status why) {
+    if (ctx->desc.comm && ctx->state == GRZO__IN_PASS) {
+        const float *unused;
+        int32_t who;
+        (void)grzo__exchange(ctx, NULL, why, &unused, &who);
+    }
+    return grzo__abandon(ctx);
+}
+
+GRZO__DEF grzo_status grzo_step_abort(grzo_ctx *ctx) {
+    if (!ctx) return GRZO_ERR_INVALID_ARG;
+    return grzo__abort_pass(ctx, GRZO_ERR_STATE);
 }
 
 /* One alignment probe: delta_i = l_i^+ - l_i^-, added to the Gram sum and the ratio's terms. */
@@ -1507,31 +1726,43 @@ static void grzo__align_accumulate(grzo_ctx *ctx, const float *losses) {
     ctx->align_ab[2 * ctx->pass + 1] = sq;
 }
 
-GRZO__DEF grzo_status grzo_pass_end(grzo_ctx *ctx, const float *losses) {
-    int64_t c, n;
-    if (!ctx) return GRZO_ERR_INVALID_ARG;
-    if (ctx->state != GRZO__IN_PASS) return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_pass_end: no pass in flight");
-    if (!losses) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_pass_end: losses is NULL");
+/* This rank's verdict on its pass: the backend's pending errors, then the losses. */
+static grzo_status grzo__check_pass(grzo_ctx *ctx, const float *losses, int64_t n) {
+    int64_t c;
     if (ctx->desc.backend->iface->synchronize) {
         /* the one wait of a pass: an asynchronous backend reports here what failed inside it
            (e.g. a token id out of range), so its operations need not wait one by one */
         const grzo_backend *be = ctx->desc.backend;
         grzo_status s = be->iface->synchronize(be->self);
-        if (s != GRZO_OK) {
-            grzo__backend_fail(ctx, s, "grzo_pass_end: an operation of the pass (step abandoned, no update applied)");
-            grzo_step_abort(ctx);
-            return s;
-        }
+        if (s != GRZO_OK) return grzo__backend_fail(ctx, s, "grzo_pass_end: an operation of the pass (step abandoned, no update applied)");
     }
-    n = (int64_t)ctx->copies * ctx->B;
-    for (c = 0; c < n; c++) {
-        if (!isfinite(losses[c])) {
-            double bad = losses[c];
-            grzo_step_abort(ctx);
-            return grzo__fail(ctx, GRZO_ERR_NONFINITE,
-                              "grzo_pass_end: loss of segment %lld is %g: step %lld abandoned, no parameter changed",
-                              (long long)c, bad, (long long)ctx->step);
-        }
+    for (c = 0; c < n; c++)
+        if (!isfinite(losses[c]))
+            return grzo__fail(ctx, GRZO_ERR_NONFINITE, "grzo_pass_end: loss of segment %lld (example %lld) is %g: step %lld abandoned, "
+                              "no parameter changed", (long long)c, (long long)ctx->seg_example[c], (double)losses[c], (long long)ctx->step);
+    return GRZO_OK;
+}
+
+GRZO__DEF grzo_status grzo_pass_end(grzo_ctx *ctx, const float *losses) {
+    int64_t n;
+    grzo_status s;
+    if (!ctx) return GRZO_ERR_INVALID_ARG;
+    if (ctx->state != GRZO__IN_PASS) return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_pass_end: no pass in flight");
+    n = grzo__local_segments(ctx);
+    if (!losses && (n > 0 || !ctx->desc.comm)) {   /* sharded: the other ranks wait for this pass */
+        if (!ctx->desc.comm) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_pass_end: losses is NULL");
+        grzo__abort_pass(ctx, GRZO_ERR_INVALID_ARG);
+        return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_pass_end: losses is NULL (step abandoned on every rank)");
+    }
+    s = grzo__check_pass(ctx, losses, n);
+    if (ctx->desc.comm) {
+        int32_t who;
+        s = grzo__exchange(ctx, losses, s, &losses, &who);
+        if (s != GRZO_OK) return grzo__pass_failed(ctx, s, who);
+        n = (int64_t)ctx->copies * ctx->B;
+    } else if (s != GRZO_OK) {
+        grzo__abandon(ctx);
+        return s;
     }
     if (ctx->align) grzo__align_accumulate(ctx, losses);
     else memcpy(ctx->losses + (size_t)ctx->pass * (size_t)n, losses, (size_t)n * sizeof(float));
@@ -1711,6 +1942,9 @@ GRZO__DEF grzo_status grzo_step_end(grzo_ctx *ctx, grzo_step_report *out) {
     rep.degenerate_total = ctx->degenerate_total;
     ctx->step++;
     if (out) *out = rep;
+    /* the divergence guard (section 4b): the same step on every rank, so a collective */
+    if (ctx->desc.comm && ctx->desc.replica_check_every > 0 && ctx->step % ctx->desc.replica_check_every == 0)
+        return grzo_check_replicas(ctx);
     return GRZO_OK;
 }
 
@@ -1725,7 +1959,7 @@ static grzo_status grzo__run_passes(grzo_ctx *ctx, int32_t n_passes, grzo_forwar
         if (s == GRZO_OK) {
             s = forward(ctx, &pi, ctx->scratch_losses, user_data);
             if (s != GRZO_OK) {
-                grzo_step_abort(ctx);
+                grzo__abort_pass(ctx, s);     /* sharded: every rank abandons the step */
                 if (!ctx->err[0]) grzo__fail(ctx, s, "%s: the forward callback failed", who);
                 return s;
             }
@@ -1775,6 +2009,7 @@ GRZO__DEF grzo_status grzo_align_begin(grzo_ctx *ctx, int64_t n_examples, int32_
     memset(ctx->align_gram, 0, (size_t)n_examples * (size_t)n_examples * sizeof(double));
     ctx->align = 1;
     ctx->B = n_examples;
+    grzo__set_share(ctx);
     ctx->n_passes = n_probes;
     ctx->copies = 2;
     ctx->pass = 0;
@@ -1785,6 +2020,8 @@ GRZO__DEF grzo_status grzo_align_begin(grzo_ctx *ctx, int64_t n_examples, int32_
         si->n_passes = n_probes;
         si->copies_per_pass = 2;
         si->lr = 0.0f;
+        si->example_begin = ctx->ex_lo;
+        si->example_end = ctx->ex_hi;
     }
     return GRZO_OK;
 }
@@ -1859,6 +2096,9 @@ typedef struct grzo__op {
     grzo__block *blk;
     grzo_perturb pt;
     int perturbed;
+    int per_segment;             /* section 4b: one backend call per segment of pt.offsets */
+    grzo_perturb seg_pt;         /* the perturbation of one of those calls */
+    int64_t seg_offsets[2];
 } grzo__op;
 
 /* Validate an operation's block and rows, and describe its perturbation. */
@@ -1872,8 +2112,15 @@ static grzo_status grzo__prepare_op(grzo_ctx *ctx, const char *who, grzo_block b
     if (rows->n_rows < 0) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "%s: n_rows < 0", who);
     if (ctx->state == GRZO__IN_STEP) return grzo__fail(ctx, GRZO_ERR_STATE, "%s: between passes (call grzo_pass_begin)", who);
     if (ctx->state != GRZO__IN_PASS) return GRZO_OK;                /* plain evaluation */
-    if (grzo__inplace(ctx)) return GRZO_OK;        /* the parameters themselves are perturbed */
-    segs = (int64_t)ctx->copies * ctx->B;
+    op->per_segment = ctx->desc.per_example_ops == 1;
+    /* in-place MeZO: the parameters themselves are perturbed; the rows matter only per segment */
+    if (grzo__inplace(ctx) && !op->per_segment) return GRZO_OK;
+    segs = grzo__local_segments(ctx);
+    if (segs == 0) {   /* a rank without examples this step (section 4b) */
+        if (rows->n_rows != 0) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "%s: %lld rows, but this rank has no segments this step", who, (long long)rows->n_rows);
+        op->per_segment = 0;
+        return GRZO_OK;
+    }
     if (rows->offsets) {
         if (rows->offsets[0] != 0 || rows->offsets[segs] != rows->n_rows)
             return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "%s: rows.offsets must start at 0 and end at n_rows (%lld), over %lld segments",
@@ -1889,6 +2136,8 @@ static grzo_status grzo__prepare_op(grzo_ctx *ctx, const char *who, grzo_block b
         for (c = 0; c <= segs; c++) ctx->even_offsets[c] = c * (rows->n_rows / segs);
         op->pt.offsets = ctx->even_offsets;
     }
+    op->pt.n_segments = segs;
+    if (grzo__inplace(ctx)) return GRZO_OK;
     op->pt.base = grzo__base_noise(ctx, b.id - 1, ctx->pass);
     op->pt.sigma = ctx->desc.sigma;
     op->pt.flipout = grzo__flipout(ctx);
@@ -1902,6 +2151,22 @@ static grzo_status grzo__prepare_op(grzo_ctx *ctx, const char *who, grzo_block b
 
 static grzo_status grzo__run(grzo_ctx *ctx, const char *who, grzo_status s) {
     return s == GRZO_OK ? GRZO_OK : grzo__backend_fail(ctx, s, who);
+}
+
+/* Per-segment calls (section 4b): segment c's rows [first, first + count) and its perturbation
+   (NULL: plain), a one-segment grzo_perturb over those rows alone. */
+static const grzo_perturb *grzo__segment(grzo__op *op, int64_t c, int64_t *first, int64_t *count) {
+    *first = op->pt.offsets[c];
+    *count = op->pt.offsets[c + 1] - *first;
+    if (!op->perturbed) return NULL;
+    op->seg_pt = op->pt;
+    op->seg_offsets[0] = 0;
+    op->seg_offsets[1] = *count;
+    op->seg_pt.n_segments = 1;
+    op->seg_pt.offsets = op->seg_offsets;
+    op->seg_pt.sign = op->pt.sign + c;
+    op->seg_pt.example = op->pt.example + c;
+    return &op->seg_pt;
 }
 
 GRZO__DEF grzo_status grzo_linear(grzo_ctx *ctx, grzo_block w, const float *x, float *y, const grzo_rows *rows) {
@@ -1922,6 +2187,19 @@ GRZO__DEF grzo_status grzo_linear(grzo_ctx *ctx, grzo_block w, const float *x, f
     a.n_rows = rows->n_rows;
     a.perturb = op.perturbed ? &op.pt : NULL;
     be = ctx->desc.backend;
+    if (op.per_segment) {
+        int64_t c, first, count;
+        for (c = 0; c < op.pt.n_segments; c++) {
+            a.perturb = grzo__segment(&op, c, &first, &count);
+            if (count == 0) continue;
+            a.x = x + first * a.w.cols;
+            a.y = y + first * a.w.rows;
+            a.n_rows = count;
+            s = grzo__run(ctx, "grzo_linear", be->iface->linear(be->self, &a));
+            if (s != GRZO_OK) return s;
+        }
+        return GRZO_OK;
+    }
     return grzo__run(ctx, "grzo_linear", be->iface->linear(be->self, &a));
 }
 
@@ -1945,6 +2223,19 @@ GRZO__DEF grzo_status grzo_vector(grzo_ctx *ctx, grzo_block v, grzo_vector_op op
     a.n_rows = rows->n_rows;
     a.perturb = op.perturbed ? &op.pt : NULL;
     be = ctx->desc.backend;
+    if (op.per_segment) {
+        int64_t c, first, count;
+        for (c = 0; c < op.pt.n_segments; c++) {
+            a.perturb = grzo__segment(&op, c, &first, &count);
+            if (count == 0) continue;
+            a.x = x + first * a.v.rows;
+            a.y = y + first * a.v.rows;
+            a.n_rows = count;
+            s = grzo__run(ctx, "grzo_vector", be->iface->vector(be->self, &a));
+            if (s != GRZO_OK) return s;
+        }
+        return GRZO_OK;
+    }
     return grzo__run(ctx, "grzo_vector", be->iface->vector(be->self, &a));
 }
 
@@ -1966,6 +2257,19 @@ GRZO__DEF grzo_status grzo_embedding(grzo_ctx *ctx, grzo_block e, const int32_t 
     a.touched = ctx->state == GRZO__IN_PASS ? op.blk->touched : NULL;
     a.perturb = op.perturbed ? &op.pt : NULL;
     be = ctx->desc.backend;
+    if (op.per_segment) {
+        int64_t c, first, count;
+        for (c = 0; c < op.pt.n_segments; c++) {
+            a.perturb = grzo__segment(&op, c, &first, &count);
+            if (count == 0) continue;
+            a.ids = ids + first;
+            a.y = y + first * a.e.cols;
+            a.n_rows = count;
+            s = grzo__run(ctx, "grzo_embedding", be->iface->embedding(be->self, &a));
+            if (s != GRZO_OK) return s;
+        }
+        return GRZO_OK;
+    }
     return grzo__run(ctx, "grzo_embedding", be->iface->embedding(be->self, &a));
 }
 
@@ -1978,7 +2282,7 @@ GRZO__DEF grzo_status grzo_perturbed_params(grzo_ctx *ctx, grzo_block b, int64_t
     blk = grzo__get_block(ctx, b);
     if (!blk) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_perturbed_params: invalid block handle %u", (unsigned)b.id);
     if (!out) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_perturbed_params: out is NULL");
-    if (segment < 0 || segment >= (int64_t)ctx->copies * ctx->B)
+    if (segment < 0 || segment >= grzo__local_segments(ctx))
         return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_perturbed_params: segment %lld out of range", (long long)segment);
     if (blk->p.kind == GRZO_BLOCK_EMBEDDING) blk->full_touch = 1;
     a.p = blk->p;
@@ -2253,6 +2557,37 @@ GRZO__DEF grzo_status grzo_checkpoint_load(grzo_ctx *ctx, const char *path) {
     ctx->desc = hd.d;
     ctx->step = (int64_t)hd.step;
     ctx->degenerate_total = (int64_t)hd.degenerate_total;
+    return GRZO_OK;
+}
+
+/* ---- the divergence guard (section 4b) ------------------------------------------------------------- */
+GRZO__DEF grzo_status grzo_check_replicas(grzo_ctx *ctx) {
+    const grzo_comm *cm;
+    uint8_t *buf;
+    uint64_t sum = 0, v[5];
+    grzo_status s;
+    if (!ctx) return GRZO_ERR_INVALID_ARG;
+    cm = ctx->desc.comm;
+    if (!cm) return GRZO_OK;
+    if (ctx->state != GRZO__IDLE) return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_check_replicas: not allowed during a step");
+    buf = (uint8_t *)grzo__alloc(ctx, GRZO__CKPT_CHUNK);
+    s = buf ? grzo__write_payload(ctx, NULL, buf, &sum) : GRZO_ERR_OUT_OF_MEMORY;
+    grzo__free(ctx, buf);
+    /* max over ranks of x and of ~x gives max and min: they agree iff every rank has x.
+       A rank that could not read its parameters still takes part (v[2] = 1). */
+    v[0] = sum; v[1] = ~sum; v[2] = s != GRZO_OK; v[3] = (uint64_t)ctx->step; v[4] = ~(uint64_t)ctx->step;
+    if (cm->iface->allreduce_max_u64(cm->self, v, 5) != GRZO_OK) {
+        const char *detail = cm->iface->last_error ? cm->iface->last_error(cm->self) : NULL;
+        return grzo__fail(ctx, GRZO_ERR_COMM, "grzo_check_replicas: the all-reduce failed at step %lld (%s)", (long long)ctx->step,
+                          detail && detail[0] ? detail : "no detail");
+    }
+    if (v[2]) return grzo__fail(ctx, GRZO_ERR_COMM, "grzo_check_replicas: a rank could not read its parameters at step %lld", (long long)ctx->step);
+    if (v[3] != ~v[4]) return grzo__fail(ctx, GRZO_ERR_COMM, "grzo_check_replicas: the ranks are at different steps (%llu .. %llu)",
+                                         (unsigned long long)~v[4], (unsigned long long)v[3]);
+    if (v[0] != ~v[1])
+        return grzo__fail(ctx, GRZO_ERR_COMM, "grzo_check_replicas: the parameters differ between ranks after %lld steps (checksums "
+                          "%016llx .. %016llx; rank %d has %016llx): the replicas diverged", (long long)ctx->step,
+                          (unsigned long long)~v[1], (unsigned long long)v[0], (int)cm->rank, (unsigned long long)sum);
     return GRZO_OK;
 }
 

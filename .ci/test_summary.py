@@ -16,13 +16,13 @@ def entry(name, result, stdout=""):
     return {"name": name, "result": result, "stdout": stdout, "returncode": 77 if result == "SKIP" else 0}
 
 
-def run_summary(entries):
+def run_summary(entries, args=()):
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "testlog.json")
         with open(path, "w", encoding="utf-8") as f:
             for e in entries:
                 f.write(json.dumps(e) + "\n")
-        p = subprocess.run([sys.executable, SUMMARY, path], capture_output=True, text=True)
+        p = subprocess.run([sys.executable, SUMMARY, path, *args], capture_output=True, text=True)
     return p.returncode, p.stdout.splitlines()
 
 
@@ -66,6 +66,15 @@ rc, lines = run_summary(PASSING + [entry("grzo:core / ops", "FAIL"), entry("grzo
 check(rc == 1 and lines == ["2 passed, 2 failed, 0 skipped"], "failures counted", lines)
 rc, lines = run_summary([])
 check(rc == 1 and lines == ["0 passed, 0 failed, 0 skipped"], "no test: exit status 1", lines)
+
+# --require mpi (a full run of tests/run.sh): the mpi suite must be in the log, not merely pass
+rc, lines = run_summary(PASSING, ["--require", "mpi"])
+check(rc == 1 and lines[-1:] == ["2 passed, 1 failed, 0 skipped"], "required suite missing: a failure", lines)
+check(any(ln.startswith("FAILED (suite missing): mpi") for ln in lines), "required suite missing: named", lines)
+rc, lines = run_summary(PASSING + [entry("grzo:mpi / mpi_train_np2", "OK")], ["--require", "mpi"])
+check(rc == 0 and lines == ["3 passed, 0 failed, 0 skipped"], "required suite present", lines)
+rc, lines = run_summary(PASSING + [entry("grzo:mpi / mpi_train_np2", "SKIP", "SKIP: mpirun not found\n")], ["--require", "mpi"])
+check(rc == 1 and lines[-1:] == ["2 passed, 1 failed, 0 skipped"], "a skipped mpi test fails CI", lines)
 
 # no log at all (meson test did not get to write one): a failure, with the plain final line
 with tempfile.TemporaryDirectory() as d:

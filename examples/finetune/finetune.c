@@ -54,6 +54,7 @@
 #include "json.h"
 #include "cli_args.h"
 #include "gnuplot_run.h"
+#include "ranks.h"
 
 /* ---- options ----------------------------------------------------------------------------- */
 /* Every setting that a run records in its manifest (run.json) has an entry in OPTS; a
@@ -65,7 +66,7 @@ typedef enum opt_id {
     OPT_LR, OPT_SIGMA, OPT_BATCH, OPT_STEPS, OPT_WARMUP, OPT_EVAL_EVERY, OPT_SAVE_EVERY, OPT_SEED,
     OPT_THREADS, OPT_MAX_LEN, OPT_FZOO_PROBES, OPT_N_TRAIN, OPT_N_DEV, OPT_N_TEST,
     OPT_DEVICE, OPT_DTYPE, OPT_CHECKPOINT, OPT_LOG, OPT_OUT, OPT_EXPORT, OPT_EXPORT_TYPE, OPT_DIAGNOSE_PROBES,
-    OPT_DIAGNOSE_EVERY,
+    OPT_DIAGNOSE_EVERY, OPT_REPLICA_CHECK,
     OPT_COUNT
 } opt_id;
 
@@ -108,6 +109,7 @@ static const opt_def OPTS[OPT_COUNT] = {
     {"--export-type", NULL, KIND_TEXT, 0, 0, 1},
     {"--diagnose-probes", NULL, KIND_INT, 2, GRZO_ALIGN_MAX_PROBES, 1},   /* --diagnose: not the run's identity */
     {"--diagnose-every", NULL, KIND_INT, 0, 1000000000, 1},                  /* likewise */
+    {"--replica-check-every", NULL, KIND_INT, 1, 1000000000, 1},             /* mpirun: the divergence guard */
 };
 
 #define SAVE_SECONDS_DEFAULT 600.0   /* --save-every 0: a checkpoint every 10 minutes */
@@ -122,6 +124,7 @@ typedef struct options {
     int resume, overwrite;
     int diagnose;                     /* --diagnose: B_eff before training, and every
                                          --diagnose-every steps (not recorded) */
+    int shard_invariant;              /* --shard-invariant: one backend call per copy (grzo.h 4b) */
 } options;
 
 static void usage(FILE *f) {
@@ -151,6 +154,12 @@ static void usage(FILE *f) {
         "               from OUT/run.json; a given setting that differs is refused, except\n"
         "               --steps, --eval-every, --save-every, --threads, --data and the paths\n"
         "  --overwrite  start over in an OUT that holds an earlier run (its files are replaced)\n"
+        "data parallelism (mpirun -np N grzo-finetune ...; README \"Scaling out\"): each rank forwards its share\n"
+        "  of the batch, the losses are all-gathered, every rank applies the same update; rank 0 writes\n"
+        "  --shard-invariant  one backend call per example copy, so that the run is bitwise the same at\n"
+        "               any number of ranks (on by default under mpirun with 2+ ranks; give it to a\n"
+        "               single-process run to compare)\n"
+        "  --replica-check-every N (100) every N steps the ranks compare a checksum of the parameters\n"
         "tasks:\n");
     tasks_print_table(f);
 }
@@ -235,6 +244,7 @@ static void default_options(options *o) {
     o->estimator = GRZO_ESTIMATOR_GRZO;
     o->real[OPT_LR] = 1e-5f; o->real[OPT_SIGMA] = 1e-3f;
     o->num[OPT_BATCH] = 16; o->num[OPT_STEPS] = 100; o->num[OPT_FZOO_PROBES] = 8; o->num[OPT_DIAGNOSE_PROBES] = 64;
+    o->num[OPT_REPLICA_CHECK] = 100;
     o->num[OPT_N_TRAIN] = o->num[OPT_N_DEV] = o->num[OPT_N_TEST] = -1;   /* the task's defaults */
     o->str[OPT_OUT] = "finetune-out";
     o->str[OPT_DEVICE] = "cpu";
@@ -252,6 +262,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         if (!strcmp(a, "--resume")) { o->resume = 1; continue; }
         if (!strcmp(a, "--overwrite")) { o->overwrite = 1; continue; }
         if (!strcmp(a, "--diagnose")) { o->diagnose = 1; continue; }
+        if (!strcmp(a, "--shard-invariant")) { o->shard_invariant = 1; continue; }
         for (id = 0; id < OPT_COUNT && strcmp(a, OPTS[id].flag); id++) {}
         if (id == OPT_COUNT) { snprintf(err, errlen, "unknown option '%.64s' (see --help)", a); return -1; }
         if (!v) { snprintf(err, errlen, "%s needs a value", a); return -1; }
@@ -430,6 +441,7 @@ typedef struct run {
     double elapsed_before;            /* training seconds of the run before a resume */
     double diagnose_seconds;          /* --diagnose-every: time in diagnostics during training,
                                          left out of the log's elapsed time */
+    ft_ranks ranks;                   /* mpirun: this process's rank; rank 0 alone writes */
 } run;
 
 static volatile sig_atomic_t interrupted = 0;   /* set by SIGINT: checkpoint and stop */
@@ -1129,7 +1141,7 @@ static int load_everything(run *r, char *err, size_t errlen) {
         if (llm_tokenizer_load_llama2c(o->str[OPT_TOKENIZER], r->cfg.vocab_size, &r->tok, err, errlen)) return -1;
     }
     if (tasks_resolve_dir(o->str[OPT_TASK], o->str[OPT_DATA], &paths, err, errlen)) return -1;
-    fprintf(stderr, "data: %s\n", paths.note);
+    if (r->ranks.rank == 0) fprintf(stderr, "data: %s\n", paths.note);
     memset(&ld, 0, sizeof ld);
     ld.task = o->str[OPT_TASK]; ld.train_path = paths.train; ld.dev_path = paths.dev; ld.test_path = paths.test;
     ld.seed = o->seed; ld.n_train = (long)o->num[OPT_N_TRAIN]; ld.n_dev = (long)o->num[OPT_N_DEV]; ld.n_test = (long)o->num[OPT_N_TEST];
@@ -1165,6 +1177,8 @@ static int setup_optimizer(run *r, char *err, size_t errlen) {
     memset(&d, 0, sizeof d);
     d.backend = &r->be; d.estimator = r->o.estimator; d.seed = r->o.seed; d.lr = r->o.real[OPT_LR]; d.sigma = r->o.real[OPT_SIGMA];
     d.warmup_steps = r->o.num[OPT_WARMUP]; d.fzoo_probes = (int32_t)r->o.num[OPT_FZOO_PROBES];
+    d.comm = ft_ranks_comm(&r->ranks); d.per_example_ops = r->o.shard_invariant ? 1 : 0;   /* 0: on with comm */
+    d.replica_check_every = r->o.num[OPT_REPLICA_CHECK];
     if (llm_backend_create(r->o.str[OPT_DEVICE], (int32_t)r->o.num[OPT_THREADS], &r->be, err, errlen) != GRZO_OK) return -1;
     if ((s = grzo_create(&d, &r->ctx)) != GRZO_OK) { snprintf(err, errlen, "grzo_create: %s", grzo_status_str(s)); return -1; }
     memset(&md, 0, sizeof md);
@@ -1252,6 +1266,7 @@ static void write_predictions_json(FILE *f, const run *r) {
 }
 
 static int save_checkpoint(run *r, char *err, size_t errlen) {
+    if (r->ranks.rank != 0) return 0;   /* the ranks' parameters are equal (the replica guard) */
     if (grzo_checkpoint_save(r->ctx, r->path_ckpt) == GRZO_OK) return 0;
     snprintf(err, errlen, "%s", grzo_last_error(r->ctx));
     return -1;
@@ -1284,8 +1299,12 @@ static int start_fresh(run *r, char *err, size_t errlen) {
 /* A resumed run: the checkpoint (which must be this run's), the log up to it, and the
    manifest with the new budget. The earlier results and plot go: they are rewritten at the end. */
 static int start_resumed(run *r, char *err, size_t errlen) {
+    /* every rank reads and verifies the checkpoint itself; then they compare what they hold */
     if (grzo_checkpoint_load(r->ctx, r->path_ckpt) != GRZO_OK) { snprintf(err, errlen, "--resume: %s", grzo_last_error(r->ctx)); return -1; }
-    if (check_checkpoint_matches(r, err, errlen) || trim_log(r->path_log, grzo_get_step(r->ctx), &r->elapsed_before, err, errlen) ||
+    if (check_checkpoint_matches(r, err, errlen)) return -1;
+    if (grzo_check_replicas(r->ctx) != GRZO_OK) { snprintf(err, errlen, "--resume: %s", grzo_last_error(r->ctx)); return -1; }
+    if (r->ranks.rank != 0) return 0;
+    if (trim_log(r->path_log, grzo_get_step(r->ctx), &r->elapsed_before, err, errlen) ||
         write_manifest(r, err, errlen))
         return -1;
     remove(r->path_results);
@@ -1333,7 +1352,7 @@ static int diagnose(run *r, FILE *log, char *err, size_t errlen) {
         return -1;
     }
     seconds = now() - t0;
-    log_diagnose(log, step, &a, K, seconds);
+    if (log) log_diagnose(log, step, &a, K, seconds);   /* NULL on ranks other than 0 */
     printf("diagnose at step %lld, B = %lld: %d probes (%d forward passes of %lld copies, %.1f s)\n", (long long)step,
            (long long)B, (int)K, (int)K, (long long)(2 * B), seconds);
     printf("  B_eff = %.2f +- %.2f (95%% interval [%.2f, %.2f]), c_w = %.3f +- %.3f\n", a.b_eff, a.b_eff_se, a.b_eff_lo,
@@ -1347,9 +1366,18 @@ static int diagnose(run *r, FILE *log, char *err, size_t errlen) {
 
 /* ---- main --------------------------------------------------------------------------------------- */
 static int fail(run *r, int code, const char *err) {
-    fprintf(stderr, "grzo-finetune: %s\n", err);
+    if (r->ranks.n_ranks > 1) fprintf(stderr, "grzo-finetune: rank %d: %s\n", r->ranks.rank, err);
+    else fprintf(stderr, "grzo-finetune: %s\n", err);
     cleanup(r);
-    return code;
+    return ft_ranks_fail(&r->ranks, code);
+}
+
+/* mpirun: Ctrl-C reaches the ranks at different moments; they stop at the first step boundary
+   where any has seen it, together (a collective per step). -1: the ranks lost each other. */
+static int stop_requested(run *r) {
+    int any = ft_ranks_any(&r->ranks, interrupted);
+    if (any > 0) interrupted = 1;
+    return any;
 }
 
 int main(int argc, char **argv) {
@@ -1357,11 +1385,13 @@ int main(int argc, char **argv) {
     char err[2048] = "";
     FILE *logf = NULL;
     int64_t step, first_step;
+    int stop = 0;
     double t_train0, last_save;
     grzo_status s = GRZO_OK;
     struct sigaction sa;
     r.zs_dev = r.zs_test = r.dev_acc = r.test_acc = -1;
     r.zs_dev_em = r.zs_test_em = r.dev_em = r.test_em = -1;
+    if (ft_ranks_init(&argc, &argv, &r.ranks, err, sizeof err)) return fail(&r, 1, err);
     if (parse_options(argc, argv, &r.o, err, sizeof err)) return fail(&r, 2, err);
     if (!(r.path_manifest = path_join(r.o.str[OPT_OUT], "run.json"))) return fail(&r, 1, "out of memory");
     if (r.o.resume && resume_settings(&r, err, sizeof err)) return fail(&r, 2, err);
@@ -1371,30 +1401,34 @@ int main(int argc, char **argv) {
     if (!r.o.resume && refuse_earlier_run(&r, err, sizeof err)) return fail(&r, 2, err);
     if (r.o.resume && check_checkpoint_readable(r.path_ckpt, err, sizeof err)) return fail(&r, 1, err);
     if (load_everything(&r, err, sizeof err) || setup_optimizer(&r, err, sizeof err)) return fail(&r, 1, err);
-    tasks_describe(&r.data, stderr);
-    if (r.o.resume ? start_resumed(&r, err, sizeof err) : start_fresh(&r, err, sizeof err)) return fail(&r, 1, err);
-    if (!(logf = fopen(r.path_log, r.o.resume ? "a" : "w"))) {
+    /* mpirun: every rank has checked the paths and loaded the same model before rank 0 writes */
+    if (grzo_check_replicas(r.ctx) != GRZO_OK) return fail(&r, 1, grzo_last_error(r.ctx));
+    if (r.ranks.rank == 0) tasks_describe(&r.data, stderr);
+    if (r.o.resume ? start_resumed(&r, err, sizeof err) : r.ranks.rank == 0 && start_fresh(&r, err, sizeof err)) return fail(&r, 1, err);
+    if (r.ranks.rank == 0 && !(logf = fopen(r.path_log, r.o.resume ? "a" : "w"))) {
         snprintf(err, sizeof err, "cannot open the log %s: %s", r.path_log, strerror(errno));
         return fail(&r, 1, err);
     }
-    if (r.o.diagnose && diagnose(&r, logf, err, sizeof err)) { fclose(logf); return fail(&r, 1, err); }
+    if (r.o.diagnose && diagnose(&r, logf, err, sizeof err)) { if (logf) fclose(logf); return fail(&r, 1, err); }
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
     t_train0 = last_save = now();
     first_step = grzo_get_step(r.ctx);
-    for (step = first_step; step < r.o.num[OPT_STEPS] && !interrupted; step = grzo_get_step(r.ctx)) {
+    for (step = first_step; step < r.o.num[OPT_STEPS]; step = grzo_get_step(r.ctx)) {
         grzo_step_report rep;
         double elapsed, dev = -1, dev_em = -1;
         int64_t eval_every = r.o.num[OPT_EVAL_EVERY], diagnose_every = r.o.num[OPT_DIAGNOSE_EVERY];
+        if ((stop = stop_requested(&r)) != 0) break;
         if (r.o.diagnose && diagnose_every > 0 && step > first_step && step % diagnose_every == 0) {
             double t0 = now();
-            if (diagnose(&r, logf, err, sizeof err)) { fclose(logf); return fail(&r, 1, err); }
+            if (diagnose(&r, logf, err, sizeof err)) { if (logf) fclose(logf); return fail(&r, 1, err); }
             r.diagnose_seconds += now() - t0;
         }
         pick_batch(&r, step);
         s = grzo_step(r.ctx, r.o.num[OPT_BATCH], train_forward, &r, &rep);
         if (s != GRZO_OK) goto failed;
+        if (r.ranks.rank != 0) continue;   /* the others wait in the next step's gather */
         if (eval_every > 0 && (step + 1) % eval_every == 0 && (s = evaluate(&r, &r.dev, &dev, &dev_em)) != GRZO_OK) goto failed;
         elapsed = r.elapsed_before + (now() - t_train0 - r.diagnose_seconds);
         log_line(logf, step, &rep, elapsed, dev, dev_em);
@@ -1408,14 +1442,24 @@ int main(int argc, char **argv) {
             last_save = now();
         }
     }
-    if (isatty(fileno(stderr))) fprintf(stderr, "\n");
-    fclose(logf);
-    logf = NULL;
+    if (stop < 0) {
+        if (logf) fclose(logf);
+        return fail(&r, 1, "the ranks lost each other (an MPI collective failed)");
+    }
+    if (logf) {
+        if (isatty(fileno(stderr))) fprintf(stderr, "\n");
+        fclose(logf);
+        logf = NULL;
+    }
     if (save_checkpoint(&r, err, sizeof err)) return fail(&r, 1, err);
+    if (r.ranks.rank != 0) {   /* rank 0 evaluates and writes the results */
+        cleanup(&r);
+        return ft_ranks_exit(&r.ranks, interrupted ? 130 : 0);
+    }
     if (interrupted) {
         printf("interrupted at step %lld: checkpoint written to %s (continue with --resume)\n", (long long)grzo_get_step(r.ctx), r.path_ckpt);
         cleanup(&r);
-        return 130;
+        return ft_ranks_exit(&r.ranks, 130);
     }
     if ((s = evaluate(&r, &r.dev, &r.dev_acc, &r.dev_em)) != GRZO_OK || (s = evaluate(&r, &r.test, &r.test_acc, &r.test_em)) != GRZO_OK)
         goto failed;
@@ -1425,6 +1469,7 @@ int main(int argc, char **argv) {
                estimator_name(r.o.estimator), (double)r.o.real[OPT_LR], (double)r.o.real[OPT_SIGMA], (long long)r.o.num[OPT_BATCH],
                score_text(r.dev_acc, r.dev_em, dev), score_text(r.test_acc, r.test_em, test));
     }
+    ft_ranks_report(&r.ranks, grzo_get_step(r.ctx) - first_step, stdout);
     r.seconds = r.elapsed_before + now() - t_train0 - r.diagnose_seconds;
     if (write_atomically(r.path_results, write_results_json, &r, err, sizeof err)) return fail(&r, 1, err);
     if (r.generation && write_atomically(r.path_predictions, write_predictions_json, &r, err, sizeof err)) return fail(&r, 1, err);
@@ -1432,7 +1477,7 @@ int main(int argc, char **argv) {
         return fail(&r, 1, err);
     if (r.o.num[OPT_STEPS] > 0) plot_loss(&r);   /* --steps 0 (evaluation, --diagnose): no curve to draw */
     cleanup(&r);
-    return 0;
+    return ft_ranks_exit(&r.ranks, 0);
 failed:
     snprintf(err, sizeof err, "%s: %s", grzo_status_str(s), llm_model_error(&r.model)[0] ? llm_model_error(&r.model) : grzo_last_error(r.ctx));
     if (logf) fclose(logf);

@@ -87,7 +87,7 @@ files)
 import json, sys
 print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))') || die "no prefix"
     root=$dest$prefix
-    want="include/grzo/grzo.h include/grzo/backends/grzo_cpu.h"
+    want="include/grzo/grzo.h include/grzo/backends/grzo_cpu.h include/grzo/backends/grzo_mpi.h"
     [ "$examples" = true ] && want="$want bin/grzo-export bin/grzo-finetune bin/grzo-generate bin/grzo-probe"
     [ "$cuda" = enabled ] && want="$want include/grzo/backends/grzo_cuda.h"
     for f in $want; do [ -f "$root/$f" ] || die "not installed: $f"; done

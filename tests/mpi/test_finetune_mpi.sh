@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# grzo-finetune under mpirun (README "Scaling out"): stories260K on the SST-2 sample.
+#   1. GRZO, MeZO and FZOO at -np 2 and -np 3 (B = 5: uneven shares) end with a checkpoint
+#      bitwise equal to the single-process run's (--shard-invariant), and log the same losses;
+#      only rank 0 writes (one log line per step, no stray files);
+#   2. a run of 2 steps at -np 2, resumed to 4 at -np 3 (every rank verifies the checkpoint),
+#      ends where the single-process 4-step run ends;
+#   3. SIGINT to one rank stops every rank at the same step boundary: rank 0 writes the
+#      checkpoint, the job exits 130, and a resume (at -np 2) ends where one process ends;
+#   4. a killed rank ends the job with an error within the timeout instead of hanging.
+# Skips only when mpirun is absent.
+# usage: test_finetune_mpi.sh GRZO_FINETUNE DATA_DIR WORK_DIR
+set -u
+bin=$1 data=$2 work=$3
+if ! command -v mpirun >/dev/null; then
+    echo "SKIP: mpirun not found (install openmpi-bin and libopenmpi-dev)"
+    exit 77
+fi
+rm -rf "$work" && mkdir -p "$work" || exit 1
+mpi=(mpirun --oversubscribe)
+[ "$(id -u)" = 0 ] && mpi+=(--allow-run-as-root)
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_oob_tcp_if_include=lo OMP_NUM_THREADS=1
+# waiting ranks yield the CPU: on 2 cores, 3 spinning ranks would starve the one computing
+export OMPI_MCA_mpi_yield_when_idle=1
+common=(--model "$data/stories260K.bin" --tokenizer "$data/tok512.bin" --task sst2 --data "$data/tasks/SST-2"
+        --n-train 8 --n-dev 4 --n-test 4 --batch 5 --lr 1e-3 --sigma 1e-3 --seed 5 --threads 1 --replica-check-every 1)
+fail() { echo "FAIL: $*"; exit 1; }
+strip() { sed 's/,"elapsed":[0-9.]*//' "$1"; }
+
+for est in grzo mezo fzoo; do
+    "$bin" "${common[@]}" --estimator "$est" --steps 4 --shard-invariant --out "$work/$est-1" > "$work/$est-1.out" 2>&1 ||
+        fail "$est single process: $(tail -3 "$work/$est-1.out")"
+    for np in 2 3; do
+        out=$work/$est-np$np
+        timeout 300 "${mpi[@]}" -np "$np" "$bin" "${common[@]}" --estimator "$est" --steps 4 --out "$out" > "$out.out" 2>&1 ||
+            fail "$est mpirun -np $np: $(tail -5 "$out.out")"
+        cmp -s "$work/$est-1/checkpoint.grzo" "$out/checkpoint.grzo" || fail "$est -np $np: the checkpoint differs from the single-process run's"
+        diff <(strip "$work/$est-1/log.jsonl") <(strip "$out/log.jsonl") > "$out.diff" || fail "$est -np $np: the log differs: $(head -4 "$out.diff")"
+        [ "$(ls "$out" | tr '\n' ' ')" = "$(ls "$work/$est-1" | tr '\n' ' ')" ] || fail "$est -np $np: other files than one process writes: $(ls "$out")"
+    done
+    echo "ok: $est at 2 and 3 ranks is bitwise the single-process run"
+done
+
+timeout 300 "${mpi[@]}" -np 2 "$bin" "${common[@]}" --steps 2 --out "$work/resume" > "$work/resume1.out" 2>&1 || fail "first half: $(tail -3 "$work/resume1.out")"
+timeout 300 "${mpi[@]}" -np 3 "$bin" "${common[@]}" --steps 4 --out "$work/resume" --resume > "$work/resume2.out" 2>&1 || fail "resume at -np 3: $(tail -3 "$work/resume2.out")"
+cmp -s "$work/grzo-1/checkpoint.grzo" "$work/resume/checkpoint.grzo" || fail "2 steps at -np 2 + 2 at -np 3 differ from 4 steps in one process"
+echo "ok: resumed at another rank count, still bitwise the single-process run"
+
+# the process of rank `which` (first|last) of the job writing into $1, never another program's
+rank_pid() {
+    local p found=""
+    for p in $(pgrep -x grzo-finetune); do
+        tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q -- "$1" && { found=$p; [ "$2" = first ] && break; }
+    done
+    echo "$found"
+}
+wait_log() {   # until $1/log.jsonl has $2 lines
+    for _ in $(seq 1 300); do
+        [ -f "$1/log.jsonl" ] && [ "$(wc -l < "$1/log.jsonl")" -ge "$2" ] && return 0
+        sleep 0.1
+    done
+}
+
+timeout -k 5 120 "${mpi[@]}" -np 3 "$bin" "${common[@]}" --steps 1000000 --out "$work/intr" > "$work/intr.out" 2>&1 &
+job=$!
+wait_log "$work/intr" 3
+victim=$(rank_pid "$work/intr" last)
+[ -n "$victim" ] || { kill "$job"; fail "no rank process of the interrupted job found"; }
+kill -INT "$victim"
+wait "$job"
+rc=$?
+[ "$rc" -eq 130 ] || fail "SIGINT to one rank: the job exited $rc, want 130: $(tail -3 "$work/intr.out")"
+total=$(( $(wc -l < "$work/intr/log.jsonl") + 2 ))
+timeout 300 "${mpi[@]}" -np 2 "$bin" "${common[@]}" --steps "$total" --out "$work/intr" --resume > "$work/intr2.out" 2>&1 ||
+    fail "resume after SIGINT: $(tail -3 "$work/intr2.out")"
+"$bin" "${common[@]}" --steps "$total" --shard-invariant --out "$work/intr-1" > "$work/intr-1.out" 2>&1 || fail "single-process reference run"
+cmp -s "$work/intr-1/checkpoint.grzo" "$work/intr/checkpoint.grzo" || fail "SIGINT at -np 3 + resume at -np 2 differs from one process"
+echo "ok: SIGINT to one rank stopped all $((total - 2)) steps in, and the resumed run is bitwise one process's"
+
+start=$SECONDS
+timeout -k 5 60 "${mpi[@]}" -np 2 "$bin" "${common[@]}" --steps 1000000 --out "$work/kill" > "$work/kill.out" 2>&1 &
+job=$!
+wait_log "$work/kill" 2
+victim=$(rank_pid "$work/kill" last)
+[ -n "$victim" ] || { kill "$job"; fail "no rank process of the job found"; }
+kill -9 "$victim"
+wait "$job"
+rc=$?
+[ "$rc" -ne 124 ] && [ $((SECONDS - start)) -lt 60 ] || fail "the surviving rank hung after a rank was killed (timeout 60 s)"
+[ "$rc" -ne 0 ] || fail "the job exited 0 although a rank was killed"
+echo "ok: a killed rank ends the job (status $rc) in $((SECONDS - start)) s"
