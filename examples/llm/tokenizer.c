@@ -943,7 +943,13 @@ static int char_bpe_word(const llm_tokenizer *t, scratch *s, const char *w, size
 
 static int is_contraction_letter(uint32_t c) { return c == 's' || c == 't' || c == 'm' || c == 'd'; }
 
-static uint32_t ascii_lower(uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
+/* Case folding for the contraction letters: ASCII, and U+017F (long s), which Unicode
+   folds to 's' (the tokenizers library's regex engine matches it in (?i:'s)). */
+static uint32_t contraction_fold(uint32_t c)
+{
+    if (c == 0x17F) return 's';
+    return c >= 'A' && c <= 'Z' ? c + 32 : c;
+}
 
 /* Length of 's|'t|'re|'ve|'m|'ll|'d at s[0..n), or 0; any_case: Llama-3's (?i:...). */
 static size_t contraction_len(const char *s, size_t n, int any_case)
@@ -952,11 +958,11 @@ static size_t contraction_len(const char *s, size_t n, int any_case)
     size_t l;
     if (n < 2 || s[0] != '\'') return 0;
     l = utf8_next(s + 1, n - 1, &c1);
-    if (any_case) c1 = ascii_lower(c1);
+    if (any_case) c1 = contraction_fold(c1);
     if (is_contraction_letter(c1)) return 1 + l;
     if (n > 2 && l == 1) {
         utf8_next(s + 2, n - 2, &c2);
-        if (any_case) c2 = ascii_lower(c2);
+        if (any_case) c2 = contraction_fold(c2);
         if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) return 3;
     }
     return 0;

@@ -77,7 +77,7 @@ FIXED = [
     "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
     "<s>Hello</s> <s> world</s>", "text<|endoftext|>more text", "<|im_start|><|im_end|>", "<s><s>",
     "def f(x):\n    return x * 2\n\n\nprint(f(3))\n", "\t\tindented\n\t\tcode", "line1\r\nline2\r\n",
-    "   \n\n   \n", "\n", " ", "  ", "\t", "'", "''", "'s", " 's", "'S", "'ſ", "don'ſ", "zzqx zzqx", "Ġzzqx",
+    "   \n\n   \n", "\n", " ", "  ", "\t", "'", "''", "'s", " 's", "'S", "'ſ", "don'ſ", "x'ſt", "'ſt", "'Re 'rE 'LL 'VE 'M 'D 'T", "zzqx zzqx", "Ġzzqx",
     "trailing spaces   ", "a" * 300, "ab" * 100, "1" * 50, " " * 40, "\n" * 10, "😀" * 20,
 ]
 
