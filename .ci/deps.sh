@@ -88,3 +88,16 @@ grzo_fetch_gguf_py() {
     fi
     return 0
 }
+
+# Hugging Face's `tokenizers` package (a wheel with its Rust core; no dependencies needed to
+# import it) for test_llm_tokenizer_hf, which checks grzo's tokenizer.json reader against
+# it: installed once into build/pylib (pinned version, no dependencies), as gguf is. Without
+# pip or PyPI the test skips and says why (CI's summary counts that skip as a failure).
+grzo_fetch_tokenizers_py() {
+    local dir=build/pylib
+    [ -f "$dir/tokenizers/__init__.py" ] && return 0
+    if ! PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet --no-deps --disable-pip-version-check --target "$dir" tokenizers==0.23.3 >/dev/null 2>&1; then
+        echo "grzo: note: could not install the tokenizers package from PyPI (pip missing or offline): test_llm_tokenizer_hf will skip"
+    fi
+    return 0
+}

@@ -43,6 +43,7 @@ and count them: 1, 2, 3... up to 1000! "They're so far away," she said. "I'll vi
 Her brother Tim didn't believe her. He'd laugh and say: 'You can't fly, Lily!'
 The year was 2024; the price of bread was $3.50 and 12,345 people lived there.
 Café au lait, naïve résumé, Straße, Ελληνικά γράμματα, русский язык, עברית, العربية.
+Long s: ſtreet ſtars ſtone, x'ſt y'ſt z'ſt.
 日本語のテキストと中文文本，还有한국어 문장. Emoji: 😀 👍🏽 🚀 ❤️.
 def main():
     for i in range(10):
@@ -179,7 +180,8 @@ def build_all(out, gpt2_dir):
     pre = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(LLAMA3_REGEX), behavior="isolated"),
                                    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok = train_bpe(models.BPE(ignore_merges=True), pre, 700, alphabet=byte_alphabet)
-    tok = with_extra_vocab(tok, ["zzqx", "\u0120zzqx", "\u0120Lily\u0120and", "\u0120villag"])
+    # "'\u00c5\u00bft" is "'\u017ft" in the byte alphabet: a whole word only if (?i:'s) fails to fold U+017F
+    tok = with_extra_vocab(tok, ["zzqx", "\u0120zzqx", "\u0120Lily\u0120and", "\u0120villag", "'\u00c5\u00bft"])
     specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
     tok.add_special_tokens(specials)
     bos = tok.token_to_id("<|begin_of_text|>")
