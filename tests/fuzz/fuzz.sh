@@ -3,7 +3,7 @@
 # UndefinedBehaviorSanitizer.
 #
 #   tests/fuzz/fuzz.sh TARGET [SECONDS]     TARGET: loaders | checkpoint | tasks; default 60 s
-#       loaders     tests/llm/fuzz_loaders.c   model and tokenizer files (examples/llm)
+#       loaders     tests/llm/fuzz_loaders.c   model and tokenizer files, tokenizer.json (examples/llm)
 #       checkpoint  tests/fuzz/fuzz_checkpoint.c   grzo_checkpoint_load (grzo.h)
 #       tasks       tests/fuzz/fuzz_tasks.c    grzo-finetune's task and indices readers
 #   FUZZ_JOBS=N runs N fuzzing processes (libFuzzer -fork=N).
@@ -22,7 +22,8 @@ cc=${CC_FUZZ:-clang}
 case $target in
   loaders)
     src="$root/tests/llm/fuzz_loaders.c $root/examples/llm/load.c $root/examples/llm/tokenizer.c"
-    inc="-I$root/examples/llm -I$root/tests/llm"
+    src="$src $root/examples/llm/tokenizer_hf.c $root/examples/common/json.c"
+    inc="-I$root/examples/llm -I$root/tests/llm -I$root/examples/common"
     seeds=$root/tests/llm/corpus ;;
   checkpoint)
     src=$root/tests/fuzz/fuzz_checkpoint.c
