@@ -1,0 +1,16 @@
+/* bench_json_jansson.c - bench_json's calls into jansson, in their own translation unit:
+   jansson.h and examples/common/json.h both name their types JSON_NULL, JSON_ARRAY, ... */
+#include <jansson.h>
+#include <stddef.h>
+
+/* Parse text[0..n) with jansson; 0 if accepted. strict: JSON_REJECT_DUPLICATES (json.h
+   always rejects duplicate keys) and JSON_DECODE_ANY (json.h takes any value at the top,
+   so that a scalar is judged on its syntax, not its place). */
+int bench_jansson_parse(const char *text, size_t n, int strict)
+{
+    json_error_t e;
+    json_t *v = json_loadb(text, n, strict ? JSON_REJECT_DUPLICATES | JSON_DECODE_ANY : 0, &e);
+    if (!v) return 1;
+    json_decref(v);
+    return 0;
+}
