@@ -26,10 +26,11 @@
 
 #include "cli_args.h"
 #include "json.h"
+#include "bench_text.h"
 #include "llm.h"
 
 /* bench_json_jansson.c (jansson.h and json.h cannot share a translation unit) */
-int bench_jansson_parse(const char *text, size_t n, int strict);
+int bench_jansson_parse(const char *text, size_t n, int mode);
 
 static double now_s(void)
 {
@@ -73,9 +74,9 @@ static int parse_grzo(const char *text, size_t n, int flags)
     return 0;
 }
 
-static int parse_jansson(const char *text, size_t n, int strict)
+static int parse_jansson(const char *text, size_t n, int mode)
 {
-    return bench_jansson_parse(text, n, strict);
+    return bench_jansson_parse(text, n, mode);
 }
 
 static void time_parse(const char *name, parse_fn fn, int flags, const char *text, size_t n, int reps)
@@ -94,25 +95,6 @@ static void time_parse(const char *name, parse_fn fn, int flags, const char *tex
 }
 
 /* ---- tokenizer load and encoding ---- */
-
-static const char PARAGRAPH[] =
-    "Once upon a time, in a small village by the sea, there lived a girl named Lily. She loved to read "
-    "books about the stars; every night she'd count them: 1, 2, 3... up to 1000! \"They're so far away,\" "
-    "she said. The year was 2024 and 12,345 people lived there.\n"
-    "def main():\n    for i in range(10):\n        print(f\"value {i} = {i * 2}\")\n    return 0\n\n"
-    "Caf\xc3\xa9 au lait, na\xc3\xafve r\xc3\xa9sum\xc3\xa9, Stra\xc3\x9f" "e, \xd1\x80\xd1\x83\xd1\x81\xd1\x81\xd0\xba\xd0\xb8\xd0\xb9 "
-    "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xf0\x9f\x98\x80\n";
-
-static char *default_text(size_t *n)
-{
-    size_t len = strlen(PARAGRAPH), reps = ((size_t)1 << 20) / len, i;
-    char *p = (char *)malloc(reps * len + 1);
-    if (!p) return NULL;
-    for (i = 0; i < reps; i++) memcpy(p + i * len, PARAGRAPH, len);
-    p[reps * len] = '\0';
-    *n = reps * len;
-    return p;
-}
 
 static int bench_tokenizer(const char *json, size_t n, const char *text, size_t text_n, int reps)
 {
@@ -148,8 +130,10 @@ static int bench_tokenizer(const char *json, size_t n, const char *text, size_t 
 
 /* ---- strictness: malformed lines that jansson accepts ---- */
 
-static void check_line(const char *file, int line_no, const char *line, size_t n, int *rejected, int *accepted)
+/* accepted[0]: by jansson with duplicate keys allowed (its default); [1]: rejected. */
+static void check_line(const char *file, int line_no, const char *line, size_t n, int *rejected, int accepted[2])
 {
+    int mode;
     json_value v;
     char err[256];
     if (json_parse(line, n, &v, NULL, err, sizeof err) == 0) {
@@ -157,9 +141,10 @@ static void check_line(const char *file, int line_no, const char *line, size_t n
         return; /* a valid line of the file: not a malformed case */
     }
     (*rejected)++;
-    if (bench_jansson_parse(line, n, 1) == 0) {
-        (*accepted)++;
-        printf("    jansson accepts %s:%d (json.h: %s)\n", file, line_no, err);
+    for (mode = 1; mode <= 2; mode++) {
+        if (bench_jansson_parse(line, n, mode) != 0) continue;
+        accepted[mode - 1]++;
+        printf("    jansson%s accepts %s:%d (json.h: %s)\n", mode == 2 ? " (duplicate keys rejected)" : "", file, line_no, err);
     }
 }
 
@@ -178,7 +163,7 @@ static const struct {
 };
 
 /* 129 nested arrays: json.h's limit is 128 levels, jansson's 2048. */
-static void check_nesting(int *rejected, int *accepted)
+static void check_nesting(int *rejected, int accepted[2])
 {
     char deep[258];
     memset(deep, '[', 129);
@@ -189,22 +174,23 @@ static void check_nesting(int *rejected, int *accepted)
 static void check_json_case(void)
 {
     size_t i;
-    int rejected = 0, accepted = 0;
-    printf("  the 'json' case of tests/finetune/test_tasks.c (jansson with duplicate keys rejected, any top value):\n");
+    int rejected = 0, accepted[2] = {0, 0};
+    printf("  the 'json' case of tests/finetune/test_tasks.c (jansson taking any top-level value):\n");
     for (i = 0; i < sizeof JSON_CASE / sizeof JSON_CASE[0]; i++) {
         char name[32];
         snprintf(name, sizeof name, "json case %zu", i + 1);
-        check_line(name, 1, JSON_CASE[i].text, JSON_CASE[i].len, &rejected, &accepted);
+        check_line(name, 1, JSON_CASE[i].text, JSON_CASE[i].len, &rejected, accepted);
     }
-    check_nesting(&rejected, &accepted);
-    printf("  json.h rejects %d inputs; jansson accepts %d of them\n", rejected, accepted);
+    check_nesting(&rejected, accepted);
+    printf("  json.h rejects %d inputs; jansson accepts %d of them (%d with duplicate keys rejected)\n", rejected,
+           accepted[0], accepted[1]);
 }
 
 static void check_malformed(const char *dir)
 {
     DIR *d = opendir(dir);
     struct dirent *e;
-    int rejected = 0, accepted = 0;
+    int rejected = 0, accepted[2] = {0, 0};
     if (!d) {
         printf("  (no malformed-input directory %s)\n", dir);
         return;
@@ -220,14 +206,15 @@ static void check_malformed(const char *dir)
         if (!(text = read_all(path, &n))) continue;
         for (i = 0; i <= n; i++) {
             if (i < n && text[i] != '\n') continue;
-            if (i > start) check_line(e->d_name, line_no, text + start, i - start, &rejected, &accepted);
+            if (i > start) check_line(e->d_name, line_no, text + start, i - start, &rejected, accepted);
             line_no++;
             start = i + 1;
         }
         free(text);
     }
     closedir(d);
-    printf("  json.h rejects %d lines; jansson accepts %d of them\n", rejected, accepted);
+    printf("  json.h rejects %d lines; jansson accepts %d of them (%d with duplicate keys rejected)\n", rejected,
+           accepted[0], accepted[1]);
 }
 
 int main(int argc, char **argv)
@@ -261,7 +248,7 @@ int main(int argc, char **argv)
                path ? path : "none given");
         return 77;
     }
-    text = text_path ? read_all(text_path, &text_n) : default_text(&text_n);
+    text = text_path ? read_all(text_path, &text_n) : bench_default_text(&text_n);
     if (!text) {
         fprintf(stderr, "bench_json: cannot read %s\n", text_path ? text_path : "(memory)");
         return 1;
@@ -269,7 +256,7 @@ int main(int argc, char **argv)
     printf("%s: %.2f MB\n", path, (double)n / 1e6);
     time_parse("json.h json_parse", parse_grzo, 0, json, n, reps);
     time_parse("jansson json_loadb", parse_jansson, 0, json, n, reps);
-    time_parse("jansson (reject duplicate keys)", parse_jansson, 1, json, n, reps);
+    time_parse("jansson (reject duplicate keys)", parse_jansson, 2, json, n, reps);
     rc = bench_tokenizer(json, n, text, text_n, reps);
     check_json_case();
     if (malformed) check_malformed(malformed);
