@@ -88,9 +88,12 @@ int llm_tokenizer_load_llama2c_memory(const void *data, size_t size, int32_t voc
 int llm_tokenizer_load_gguf(const char *path, llm_tokenizer **out, char *err, size_t errlen);
 int llm_tokenizer_load_gguf_memory(const void *data, size_t size, llm_tokenizer **out, char *err, size_t errlen);
 
-/* "llama2c" (tokenizer.bin), "llama" (GGUF SentencePiece-style) or "gpt2" (byte-level BPE). */
+/* "llama2c" (tokenizer.bin), "llama" (GGUF SentencePiece-style; tokenizer.json character BPE
+   with byte fallback) or "gpt2" (byte-level BPE, GGUF or tokenizer.json). */
 const char *llm_tokenizer_model(const llm_tokenizer *t);
-/* The GGUF pre-tokenizer name (tokenizer.ggml.pre, e.g. "gpt2", "smollm"); "" if none. */
+/* The GGUF pre-tokenizer name (tokenizer.ggml.pre, e.g. "gpt2", "smollm"); "" if none. For
+   tokenizer.json, llama.cpp's name of the recognised pre-tokenizer ("gpt2", "llama-bpe",
+   "smollm"; "" for character BPE). */
 const char *llm_tokenizer_pre(const llm_tokenizer *t);
 /* Whether the file asks for BOS at the start of a prompt (tokenizer.ggml.add_bos_token;
    llama2.c: yes). llm_tokenize only adds BOS when its add_bos argument says so. */

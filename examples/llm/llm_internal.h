@@ -53,7 +53,8 @@ void llm__gguf_layout_free(llm_gguf_layout *g);
 /* The tokenizer kinds. */
 enum {
     LLM_TOK_SPM = 1,  /* SentencePiece-style BPE: merge the best-scoring adjacent pair first */
-    LLM_TOK_BPE = 2   /* GPT-2 byte-level BPE: merge the lowest-ranked pair first */
+    LLM_TOK_BPE = 2   /* BPE by merge rank: merge the lowest-ranked pair first (GPT-2's byte
+                         level; tokenizer.json also on characters, spec.hf) */
 };
 
 /* GGUF token types (tokenizer.ggml.token_type), as llama.cpp writes them. */

@@ -20,6 +20,15 @@
    minerva in llama.cpp): every \p{N} character is split off on its own first, then the
    GPT-2 regex runs on the pieces between.
 
+   Hugging Face tokenizer.json (tokenizer_hf.c, spec.hf) adds to the BPE: Llama-3's regex
+       (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+   (hand-coded beside GPT-2's), ByteLevel's add_prefix_space, ignore_merges (a word that is
+   itself in the vocabulary is emitted whole), and character BPE (Llama-2's files): spaces
+   become U+2581 (normalizer Replace / Metaspace, with Prepend or Metaspace's prefix), each
+   character of the word is a symbol, else its <0xXX> byte tokens (byte_fallback), else
+   <unk> (fused when fuse_unk), and merges go by rank as in the byte-level case. The
+   tokenizers library is the reference for all of it (tests/llm/test_llm_tokenizer_hf.c).
+
    Special tokens (GGUF CONTROL/UNKNOWN types when parse_special is on, USER_DEFINED
    always) that occur verbatim in the text are emitted directly and split the text into
    fragments that are tokenized separately, as llama.cpp does. */

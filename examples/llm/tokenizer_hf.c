@@ -15,6 +15,9 @@
    with an error that names it, because a tokenizer that is almost right gives a model
    silently wrong input.
 
+   Not read: the decoder (decoding follows from the model: the byte alphabet, or U+2581
+   and <0xXX> tokens), truncation and padding (llm_tokenize encodes the whole text).
+
    The file is untrusted: every field is type-checked, ids must be dense enough to index
    an array, and merges must name vocabulary tokens (as the tokenizers library requires).
    It is fuzzed (tests/llm/fuzz_loaders.c). */
