@@ -121,7 +121,8 @@ int llm_tokenizer_load_hf(const char *dir, llm_tokenizer **out, char *err, size_
 /* The same from memory: tokenizer.json's text, and tokenizer_config.json's or NULL. */
 int llm_tokenizer_load_hf_memory(const char *json, size_t len, const char *config_json, size_t config_len,
                                  llm_tokenizer **out, char *err, size_t errlen);
-/* The chat template (a Jinja string from tokenizer_config.json), or "" if none. */
+/* The chat template (a Jinja string: tokenizer_config.json's chat_template, or GGUF's
+   tokenizer.chat_template), or "" if none. */
 const char *llm_tokenizer_chat_template(const llm_tokenizer *t);
 
 #endif /* GRZO_LLM_H */

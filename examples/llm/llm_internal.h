@@ -96,7 +96,6 @@ typedef struct llm_tokenizer_hf {
     int split_u2581;          /* Metaspace split: each U+2581 starts a new word */
     const llm_bytes *merge_pairs; /* 2 * n_merges tokens (left, right), instead of spec.merges;
                                  every one must be in the vocabulary */
-    llm_bytes chat_template;  /* tokenizer_config.json's (n == 0: none) */
 } llm_tokenizer_hf;
 
 typedef struct llm_tokenizer_spec {
@@ -113,6 +112,7 @@ typedef struct llm_tokenizer_spec {
     int add_bos;              /* whether prompts start with BOS by default */
     int add_space_prefix;     /* SPM: prepend " " to the text (llama2.c's dummy prefix) */
     int spm_space_is_u2581;   /* SPM: vocab spells spaces as U+2581 (GGUF), not ' ' (llama2.c) */
+    llm_bytes chat_template;  /* GGUF tokenizer.chat_template, tokenizer_config.json's (n == 0: none) */
     const llm_tokenizer_hf *hf; /* tokenizer.json's options, or NULL */
 } llm_tokenizer_spec;
 

@@ -494,17 +494,20 @@ static int set_hf(llm_tokenizer *t, const llm_tokenizer_hf *hf, char *err, size_
         return llm__errf(err, errlen, "tokenizer.json options need a BPE model and a known pre-tokenizer");
     t->hf = *hf;
     t->hf.merge_pairs = NULL; /* the spec's arrays are not kept */
-    t->hf.chat_template.p = NULL;
     t->from_hf = 1;
     t->pre = hf->pre;
     t->byte_level = hf->byte_level != 0;
     t->strip_space_after_bos = !t->byte_level && (hf->prepend_u2581 || hf->meta_prefix != LLM_META_PREFIX_NEVER);
-    if (hf->chat_template.n) {
-        t->chat_template = (char *)malloc(hf->chat_template.n + 1);
-        if (!t->chat_template) return llm__errf(err, errlen, "out of memory");
-        memcpy(t->chat_template, hf->chat_template.p, hf->chat_template.n);
-        t->chat_template[hf->chat_template.n] = '\0';
-    }
+    return 0;
+}
+
+/* A NUL-terminated copy of the chat template (a template holding a NUL ends there). */
+static int set_chat_template(llm_tokenizer *t, llm_bytes tmpl, char *err, size_t errlen)
+{
+    if (!tmpl.n) return 0;
+    if (tmpl.n == SIZE_MAX || !(t->chat_template = (char *)malloc(tmpl.n + 1))) return llm__errf(err, errlen, "out of memory");
+    memcpy(t->chat_template, tmpl.p, tmpl.n);
+    t->chat_template[tmpl.n] = '\0';
     return 0;
 }
 
@@ -526,7 +529,7 @@ int llm__tokenizer_build(const llm_tokenizer_spec *s, llm_tokenizer **out, char 
     t->parse_special = 1;
     t->byte_level = s->kind == LLM_TOK_BPE;
     t->strip_space_after_bos = s->kind == LLM_TOK_SPM;
-    if (s->hf && set_hf(t, s->hf, err, errlen)) {
+    if ((s->hf && set_hf(t, s->hf, err, errlen)) || set_chat_template(t, s->chat_template, err, errlen)) {
         llm_tokenizer_free(t);
         return 1;
     }

@@ -518,8 +518,8 @@ static int config_chat_template(hf_load *h, const json_value *cfg)
     }
     if (!v || v->type == JSON_NULL) return 0;
     if (v->type != JSON_STRING) return llm__errf(h->err, h->errlen, "tokenizer_config.json: chat_template is not a string");
-    h->hf.chat_template.p = v->string;
-    h->hf.chat_template.n = v->string_len;
+    h->spec.chat_template.p = v->string;
+    h->spec.chat_template.n = v->string_len;
     return 0;
 }
 
