@@ -329,7 +329,7 @@ static int hf_normalizer(hf_load *h, const json_value *root)
                              "Replace(\" \", \"\\u2581\"))", type);
         }
     }
-    h->has_normalizer = 1;
+    h->has_normalizer = h->hf.prepend_u2581 || h->hf.space_to_u2581; /* an empty Sequence is none */
     return 0;
 }
 

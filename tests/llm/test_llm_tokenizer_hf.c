@@ -126,6 +126,15 @@ static void test_accessors(void)
     CHECK(llm_tokenizer_eos(t) == -1 && strcmp(llm_tokenizer_chat_template(t), "") == 0);
     llm_tokenizer_free(t);
     t = NULL;
+    /* an empty normalizer Sequence is no normalizer: ByteLevel stays allowed */
+    {
+        static const char empty_norm[] = "{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[]},"
+                                         "\"pre_tokenizer\":{\"type\":\"ByteLevel\"},"
+                                         "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}";
+        CHECKF(llm_tokenizer_load_hf_memory(empty_norm, strlen(empty_norm), NULL, 0, &t, err, sizeof err) == 0, "%s", err);
+        llm_tokenizer_free(t);
+        t = NULL;
+    }
     CHECK(llm_tokenizer_load_hf("/nonexistent-dir", &t, err, sizeof err) != 0 && t == NULL && strstr(err, "tokenizer.json"));
 }
 
