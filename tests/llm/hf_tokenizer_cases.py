@@ -9,6 +9,7 @@ text, so that nothing is downloaded), one folder per pipeline that grzo supports
   gpt2          byte-level BPE, ByteLevel(use_regex) = GPT-2's regex; merges written in
                 the legacy "a b" string form
   gpt2_prefix   the same vocabulary with ByteLevel(add_prefix_space=True)
+  gpt2_noregex  the same with ByteLevel(use_regex=False): each fragment is one word
   gpt2_real     GPT-2's own vocabulary (GPT2_DIR/encoder.json, vocab.bpe), when given
   llama3        Split(Llama-3's regex, Isolated) + ByteLevel(use_regex=False),
                 ignore_merges (with whole words in the vocabulary that merges cannot
@@ -16,7 +17,7 @@ text, so that nothing is downloaded), one folder per pipeline that grzo supports
   smollm        Digits(individual_digits) + ByteLevel, special tokens first (SmolLM2)
   llama2        character BPE with byte_fallback, <unk> fused, normalizer
                 Prepend("\u2581") + Replace(" ", "\u2581"), BOS template (Llama-2)
-  meta_first    Metaspace(prepend_scheme="first", split=False), byte_fallback
+  meta_first    Metaspace(prepend_scheme="first", split=False), byte_fallback, ignore_merges
   meta_split    Metaspace(prepend_scheme="always", split=True), no byte fallback: unknown
                 characters become one fused <unk>
 
@@ -168,6 +169,8 @@ def build_all(out, gpt2_dir):
     names.append(write(out, "gpt2", tok, legacy_merges=True))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
     names.append(write(out, "gpt2_prefix", tok))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    names.append(write(out, "gpt2_noregex", tok))
 
     if gpt2_dir:
         real = Tokenizer(models.BPE.from_file(os.path.join(gpt2_dir, "encoder.json"), os.path.join(gpt2_dir, "vocab.bpe")))
@@ -224,7 +227,7 @@ def build_all(out, gpt2_dir):
         tok = byte_fallback_vocab(tok, special) if fallback else tok
         data = json.loads(tok.to_str())
         if fallback:
-            data["model"].update(byte_fallback=True, unk_token="<unk>", fuse_unk=True)
+            data["model"].update(byte_fallback=True, unk_token="<unk>", fuse_unk=True, ignore_merges=True)
         else:
             data["model"]["vocab"]["<unk>"] = len(data["model"]["vocab"])
             data["model"].update(unk_token="<unk>", fuse_unk=True)

@@ -260,7 +260,7 @@ static void test_known_answers(const char *script, const char *python, const cha
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && '%s' '%s' '%s' '%s'", out, python, script, out, gpt2);
     fflush(stdout);
     REQUIRE(system(cmd) == 0, "%s failed", script);
-    CHECK(compare_index(out) == 8);
+    CHECK(compare_index(out) == 9);
 }
 
 int main(int argc, char **argv)
