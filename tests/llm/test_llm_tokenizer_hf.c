@@ -10,7 +10,8 @@
    - Known answers: SCRIPT (hf_tokenizer_cases.py) builds tokenizer.json files with the
      `tokenizers` package, trained in the script (byte-level GPT-2 regex, GPT-2's real
      vocabulary from GPT2_DIR, Llama-3's Split regex with ignore_merges and special tokens,
-     SmolLM2's Digits, Llama-2's byte-fallback character BPE, two Metaspace variants) and
+     SmolLM2's Digits, Llama-2's byte-fallback character BPE, two Metaspace variants;
+     nine in all) and
      the package's ids for 400 strings; grzo must give exactly the same ids, BOS included.
      The first PYTHON that imports tokenizers (PYLIB on its path; tests/run.sh installs the
      package there) runs it; without one the test skips (77) and says why. */
