@@ -75,29 +75,23 @@ PY
     export GRZO_SMOLLM_GGUF
 }
 
-# llama.cpp's `gguf` Python package (pure Python; numpy and yaml, which it imports, come from Debian) for
-# test_llm_export_gguf_py, which reads grzo-export's files with it: installed once into
-# build/pylib (pinned version, no dependencies). Without pip or PyPI the test skips and
-# says why (CI's summary counts that skip as a failure).
-grzo_fetch_gguf_py() {
+# Python packages for the reference tests, each pinned and installed once into build/pylib
+# (--target: a private folder, so Debian 12's externally-managed Python is not touched; no
+# dependencies: numpy and yaml come from Debian). Without pip or PyPI the test that needs
+# the package skips and says why (CI's summary counts that skip as a failure).
+#   grzo_fetch_py PACKAGE==VERSION FILE-THAT-MARKS-IT-INSTALLED TEST-THAT-NEEDS-IT
+grzo_fetch_py() {
     local dir=build/pylib
-    [ -f "$dir/gguf/gguf_reader.py" ] && return 0
-    # --target: a private folder, so Debian 12's externally-managed Python is not touched
-    if ! PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet --no-deps --disable-pip-version-check --target "$dir" gguf==0.19.0 >/dev/null 2>&1; then
-        echo "grzo: note: could not install the gguf package from PyPI (pip missing or offline): test_llm_export_gguf_py will skip"
+    [ -e "$dir/$2" ] && return 0
+    if ! PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet --no-deps --disable-pip-version-check --target "$dir" "$1" >/dev/null 2>&1; then
+        echo "grzo: note: could not install $1 from PyPI (pip missing or offline): $3 will skip"
     fi
     return 0
 }
-
-# The `safetensors` Python package (pinned; a compiled wheel, no dependencies) for
-# test_llm_hf_reference, whose reference writes and reads Hugging Face folders with it:
-# installed once into build/pylib beside gguf. Without pip or PyPI the test skips and says
-# why (CI's summary counts that skip as a failure).
-grzo_fetch_safetensors_py() {
-    local dir=build/pylib
-    [ -d "$dir/safetensors" ] && return 0
-    if ! PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet --no-deps --disable-pip-version-check --target "$dir" safetensors==0.4.5 >/dev/null 2>&1; then
-        echo "grzo: note: could not install the safetensors package from PyPI (pip missing or offline): test_llm_hf_reference will skip"
-    fi
-    return 0
-}
+# llama.cpp's `gguf` (pure Python): test_llm_export_gguf_py reads grzo-export's files with it.
+grzo_fetch_gguf_py() { grzo_fetch_py gguf==0.19.0 gguf/gguf_reader.py test_llm_export_gguf_py; }
+# `safetensors` (a compiled wheel): test_llm_hf_reference writes and reads Hugging Face folders.
+grzo_fetch_safetensors_py() { grzo_fetch_py safetensors==0.4.5 safetensors test_llm_hf_reference; }
+# Hugging Face's `tokenizers` (a wheel with its Rust core): test_llm_tokenizer_hf checks grzo's
+# tokenizer.json reader against it.
+grzo_fetch_tokenizers_py() { grzo_fetch_py tokenizers==0.23.3 tokenizers/__init__.py test_llm_tokenizer_hf; }

@@ -9,6 +9,7 @@ grzo_build || { echo "the build failed"; echo "0 passed, 1 failed"; exit 1; }
 grzo_fetch_smollm2
 grzo_fetch_gguf_py
 grzo_fetch_safetensors_py
+grzo_fetch_tokenizers_py
 # The staged task data sits beside the checkout where there is one (CI's clone has
 # ../shared/data): the real-data test then runs instead of skipping.
 if [ -z "${GRZO_TASKS_DATA:-}" ] && [ -f ../shared/data/MANIFEST.md ]; then

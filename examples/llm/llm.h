@@ -111,13 +111,12 @@ int llm_tokenizer_load_llama2c_memory(const void *data, size_t size, int32_t voc
 int llm_tokenizer_load_gguf(const char *path, llm_tokenizer **out, char *err, size_t errlen);
 int llm_tokenizer_load_gguf_memory(const void *data, size_t size, llm_tokenizer **out, char *err, size_t errlen);
 
-/* A Hugging Face folder's tokenizer: DIR/tokenizer.json, with DIR/tokenizer_config.json
-   when present (special tokens, BOS). tokenizer_hf.c. */
-int llm_tokenizer_load_hf(const char *dir, llm_tokenizer **out, char *err, size_t errlen);
-
-/* "llama2c" (tokenizer.bin), "llama" (GGUF SentencePiece-style) or "gpt2" (byte-level BPE). */
+/* "llama2c" (tokenizer.bin), "llama" (GGUF SentencePiece-style; tokenizer.json character BPE
+   with byte fallback) or "gpt2" (byte-level BPE, GGUF or tokenizer.json). */
 const char *llm_tokenizer_model(const llm_tokenizer *t);
-/* The GGUF pre-tokenizer name (tokenizer.ggml.pre, e.g. "gpt2", "smollm"); "" if none. */
+/* The GGUF pre-tokenizer name (tokenizer.ggml.pre, e.g. "gpt2", "smollm"); "" if none. For
+   tokenizer.json, llama.cpp's name of the recognised pre-tokenizer ("gpt2", "llama-bpe",
+   "smollm"; "" for character BPE). */
 const char *llm_tokenizer_pre(const llm_tokenizer *t);
 /* Whether the file asks for BOS at the start of a prompt (tokenizer.ggml.add_bos_token;
    llama2.c: yes). llm_tokenize only adds BOS when its add_bos argument says so. */
@@ -130,5 +129,23 @@ int32_t llm_token_id(const llm_tokenizer *t, const char *text);
    "<s>") found verbatim in the text are emitted as their ids rather than spelled out, as
    llama.cpp does for chat prompts. On by default; off makes them ordinary text. */
 void llm_tokenizer_set_parse_special(llm_tokenizer *t, int on);
+
+/* Hugging Face tokenizer.json (tokenizer_hf.c): DIR/tokenizer.json and, if present,
+   DIR/tokenizer_config.json (bos/eos tokens, add_bos_token, chat_template). Supported: model
+   BPE (vocab; merges as "a b" strings or [a, b] pairs; byte_fallback, fuse_unk,
+   ignore_merges), added tokens (split out of the text as special tokens; "special": false
+   ones also when parse_special is off), normalizers Prepend("\u2581") and
+   Replace(" ", "\u2581"), pre-tokenizers ByteLevel, Split with GPT-2's or Llama-3's
+   regex, Digits(individual_digits), Metaspace, and the post-processor's leading BOS
+   (TemplateProcessing). Anything else (another model, normalizer, pre-tokenizer or regex)
+   is refused with an error that names it: never approximated. The vocabulary keeps the
+   file's spelling: llm_token_id takes "\u0120world" (byte-level) or "\u2581the". */
+int llm_tokenizer_load_hf(const char *dir, llm_tokenizer **out, char *err, size_t errlen);
+/* The same from memory: tokenizer.json's text, and tokenizer_config.json's or NULL. */
+int llm_tokenizer_load_hf_memory(const char *json, size_t len, const char *config_json, size_t config_len,
+                                 llm_tokenizer **out, char *err, size_t errlen);
+/* The chat template (a Jinja string: tokenizer_config.json's chat_template, or GGUF's
+   tokenizer.chat_template), or "" if none. */
+const char *llm_tokenizer_chat_template(const llm_tokenizer *t);
 
 #endif /* GRZO_LLM_H */

@@ -121,7 +121,8 @@ void llm__gguf_layout_free(llm_gguf_layout *g);
 /* The tokenizer kinds. */
 enum {
     LLM_TOK_SPM = 1,  /* SentencePiece-style BPE: merge the best-scoring adjacent pair first */
-    LLM_TOK_BPE = 2   /* GPT-2 byte-level BPE: merge the lowest-ranked pair first */
+    LLM_TOK_BPE = 2   /* BPE by merge rank: merge the lowest-ranked pair first (GPT-2's byte
+                         level; tokenizer.json also on characters, spec.hf) */
 };
 
 /* GGUF token types (tokenizer.ggml.token_type), as llama.cpp writes them. */
@@ -133,6 +134,37 @@ enum {
     LLM_TOKTYPE_UNUSED = 5,
     LLM_TOKTYPE_BYTE = 6
 };
+
+/* Byte-level BPE pre-tokenizers (how the text is split into words before merging). */
+enum {
+    LLM_PRE_BY_NAME = 0,          /* from spec.pre, the GGUF name (the GGUF and llama2.c loaders) */
+    LLM_PRE_GPT2 = 1,             /* GPT-2's regex */
+    LLM_PRE_DIGITS_THEN_GPT2 = 2, /* every \p{N} on its own, then GPT-2's regex (SmolLM2) */
+    LLM_PRE_LLAMA3 = 3,           /* Llama-3's regex */
+    LLM_PRE_WHOLE = 4             /* no split: each fragment is one word */
+};
+
+/* Metaspace's prepend_scheme: where U+2581 is put in front of a fragment that lacks it. */
+enum { LLM_META_PREFIX_NEVER = 0, LLM_META_PREFIX_ALWAYS = 1, LLM_META_PREFIX_FIRST = 2 };
+
+/* What a Hugging Face tokenizer.json adds to the spec (tokenizer_hf.c); spec.hf is NULL
+   for the GGUF and llama2.c loaders. The model is BPE with merge ranks (kind LLM_TOK_BPE);
+   the fields say how the tokenizers library prepares and splits the text. */
+typedef struct llm_tokenizer_hf {
+    int pre;                  /* LLM_PRE_*, used instead of spec.pre's name */
+    int byte_level;           /* 1: GPT-2 byte alphabet (ByteLevel); 0: characters, with
+                                 <0xXX> byte fallback and U+2581 spaces (Llama-2) */
+    int byte_prefix_space;    /* ByteLevel add_prefix_space: ' ' before a fragment lacking one */
+    int byte_fallback;        /* characters missing from the vocabulary become <0xXX> tokens */
+    int fuse_unk;             /* consecutive unknown characters give one unk token */
+    int ignore_merges;        /* a word that is itself in the vocabulary is emitted whole */
+    int prepend_u2581;        /* normalizer Prepend("\u2581"): before every non-empty fragment */
+    int space_to_u2581;       /* normalizer Replace(" ", "\u2581") or Metaspace */
+    int meta_prefix;          /* LLM_META_PREFIX_* (Metaspace) */
+    int split_u2581;          /* Metaspace split: each U+2581 starts a new word */
+    const llm_bytes *merge_pairs; /* 2 * n_merges tokens (left, right), instead of spec.merges;
+                                 every one must be in the vocabulary */
+} llm_tokenizer_hf;
 
 typedef struct llm_tokenizer_spec {
     int kind;                 /* LLM_TOK_SPM or LLM_TOK_BPE */
@@ -148,6 +180,8 @@ typedef struct llm_tokenizer_spec {
     int add_bos;              /* whether prompts start with BOS by default */
     int add_space_prefix;     /* SPM: prepend " " to the text (llama2.c's dummy prefix) */
     int spm_space_is_u2581;   /* SPM: vocab spells spaces as U+2581 (GGUF), not ' ' (llama2.c) */
+    llm_bytes chat_template;  /* GGUF tokenizer.chat_template, tokenizer_config.json's (n == 0: none) */
+    const llm_tokenizer_hf *hf; /* tokenizer.json's options, or NULL */
 } llm_tokenizer_spec;
 
 int llm__tokenizer_build(const llm_tokenizer_spec *spec, llm_tokenizer **out, char *err, size_t errlen);

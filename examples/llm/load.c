@@ -1348,7 +1348,8 @@ static int gguf_tokenizer_settings(const gguf_file *g, llm_tokenizer_spec *spec)
         gguf_token_id(g, "tokenizer.ggml.eos_token_id", n, spm && n > 2 ? 2 : -1, &spec->eos) ||
         gguf_token_id(g, "tokenizer.ggml.unknown_token_id", n, spm ? 0 : -1, &spec->unk) ||
         gguf_get_bool(g, "tokenizer.ggml.add_bos_token", spm, &spec->add_bos) ||
-        gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", spm, &spec->add_space_prefix))
+        gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", spm, &spec->add_space_prefix) ||
+        gguf_get_str(g, "tokenizer.chat_template", &spec->chat_template))
         return 1;
     spec->spm_space_is_u2581 = spm;
     if (spec->kind == LLM_TOK_BPE) {

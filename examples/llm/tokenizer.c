@@ -20,6 +20,15 @@
    minerva in llama.cpp): every \p{N} character is split off on its own first, then the
    GPT-2 regex runs on the pieces between.
 
+   Hugging Face tokenizer.json (tokenizer_hf.c, spec.hf) adds to the BPE: Llama-3's regex
+       (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+   (hand-coded beside GPT-2's), ByteLevel's add_prefix_space, ignore_merges (a word that is
+   itself in the vocabulary is emitted whole), and character BPE (Llama-2's files): spaces
+   become U+2581 (normalizer Replace / Metaspace, with Prepend or Metaspace's prefix), each
+   character of the word is a symbol, else its <0xXX> byte tokens (byte_fallback), else
+   <unk> (fused when fuse_unk), and merges go by rank as in the byte-level case. The
+   tokenizers library is the reference for all of it (tests/llm/test_llm_tokenizer_hf.c).
+
    Special tokens (GGUF CONTROL/UNKNOWN types when parse_special is on, USER_DEFINED
    always) that occur verbatim in the text are emitted directly and split the text into
    fragments that are tokenized separately, as llama.cpp does. */
@@ -36,13 +45,12 @@ static int cp_is_letter(uint32_t cp);
 static int cp_is_number(uint32_t cp);
 static int cp_is_space(uint32_t cp);
 
-enum { PRE_NONE = 0, PRE_GPT2 = 1, PRE_DIGITS_THEN_GPT2 = 2 };
 
 struct llm_tokenizer {
     int kind;                  /* LLM_TOK_SPM or LLM_TOK_BPE */
     const char *model_name;
     char pre_name[32];
-    int pre;
+    int pre;                   /* LLM_PRE_* (BPE) */
     int32_t n;                 /* vocabulary size */
     char *pool;                /* token texts, NUL-terminated, then decoded BPE texts */
     size_t *off;               /* token i's text at pool + off[i] */
@@ -60,6 +68,11 @@ struct llm_tokenizer {
     char byte_str[256][2];     /* one-byte strings for <0xXX> pieces */
     int32_t bos, eos, unk;
     int add_bos, add_space_prefix;
+    int byte_level;            /* BPE: 1 GPT-2 byte alphabet; 0 characters + <0xXX> (tokenizer.json) */
+    llm_tokenizer_hf hf;       /* tokenizer.json's text preparation (all 0 otherwise) */
+    int from_hf;               /* unknown characters: unk (fused) or dropped, as the tokenizers library */
+    int strip_space_after_bos; /* the first word's prefix space is not part of the decoded text */
+    char *chat_template;       /* NUL-terminated; NULL if none */
     int parse_special;
     int32_t *special;          /* special token ids, longest text first */
     int32_t n_special;
@@ -218,6 +231,7 @@ void llm_tokenizer_free(llm_tokenizer *t)
     free(t->m_right);
     free(t->m_result);
     free(t->special);
+    free(t->chat_template);
     free(t);
 }
 
@@ -279,8 +293,32 @@ static int build_vocab(llm_tokenizer *t, const llm_tokenizer_spec *s, char *err,
     return 0;
 }
 
-/* Decoded pieces: SPM <0xXX> tokens become the byte; BPE texts are mapped back from the
-   byte alphabet (characters outside it, as in hand-added tokens, are kept as they are). */
+static int is_u2581(const char *s, size_t n)
+{
+    return n >= 3 && (uint8_t)s[0] == 0xE2 && (uint8_t)s[1] == 0x96 && (uint8_t)s[2] == 0x81;
+}
+
+/* Token i's decoded text into the pool at *pos: byte-level BPE maps characters back from
+   the byte alphabet (characters outside it, as in hand-added tokens, stay as they are);
+   character BPE (tokenizer.json without ByteLevel) spells U+2581 as a space. */
+static const char *decode_bpe_piece(llm_tokenizer *t, int32_t i, size_t *pos)
+{
+    const char *s = tok_text(t, i);
+    size_t k = 0, start = *pos;
+    while (k < t->len[i]) {
+        uint32_t cp;
+        size_t l = utf8_next(s + k, t->len[i] - k, &cp);
+        int b = t->byte_level ? unicode_to_byte(cp) : (cp == 0x2581 ? ' ' : -1);
+        if (b >= 0) t->pool[(*pos)++] = (char)b;
+        else memcpy(t->pool + *pos, s + k, l), *pos += l;
+        k += l;
+    }
+    t->pool[(*pos)++] = '\0';
+    return t->pool + start;
+}
+
+/* Decoded pieces: <0xXX> tokens (SPM, character BPE) become the byte; BPE texts as
+   decode_bpe_piece says. */
 static void build_pieces(llm_tokenizer *t)
 {
     int32_t i;
@@ -291,22 +329,10 @@ static void build_pieces(llm_tokenizer *t)
     }
     for (i = 0; i < t->n; i++) {
         const char *s = tok_text(t, i);
-        if (t->kind == LLM_TOK_SPM) {
-            int b = byte_token_value(s, t->len[i]);
-            t->piece[i] = b >= 0 ? t->byte_str[b] : s;
-        } else {
-            size_t k = 0, start = pos;
-            while (k < t->len[i]) {
-                uint32_t cp;
-                size_t l = utf8_next(s + k, t->len[i] - k, &cp);
-                int b = unicode_to_byte(cp);
-                if (b >= 0) t->pool[pos++] = (char)b;
-                else memcpy(t->pool + pos, s + k, l), pos += l;
-                k += l;
-            }
-            t->pool[pos++] = '\0';
-            t->piece[i] = t->pool + start;
-        }
+        int b = t->kind == LLM_TOK_SPM || !t->byte_level ? byte_token_value(s, t->len[i]) : -1;
+        if (b >= 0) t->piece[i] = t->byte_str[b];
+        else if (t->kind == LLM_TOK_SPM) t->piece[i] = s;
+        else t->piece[i] = decode_bpe_piece(t, i, &pos);
     }
 }
 
@@ -316,7 +342,7 @@ static void build_byte_tokens(llm_tokenizer *t)
     for (b = 0; b < 256; b++) {
         char s[8];
         size_t n;
-        if (t->kind == LLM_TOK_SPM) {
+        if (t->kind == LLM_TOK_SPM || !t->byte_level) {
             static const char hex[] = "0123456789ABCDEF";
             s[0] = '<', s[1] = '0', s[2] = 'x', s[3] = hex[b >> 4], s[4] = hex[b & 15], s[5] = '>';
             n = 6;
@@ -327,8 +353,40 @@ static void build_byte_tokens(llm_tokenizer *t)
     }
 }
 
-/* "left right" -> ids; merges naming tokens that are not in the vocabulary can never
-   apply and are dropped. The first of duplicate pairs keeps its (lower) rank. */
+/* Merge i's left and right token ids: from the "left right" string (GGUF), or the
+   tokenizer.json pair. 0: found; 1: error; -1: a GGUF merge that can never apply. The
+   tokenizers library refuses a tokenizer.json merge naming a token that is not in the
+   vocabulary, and so does this. */
+static int merge_ids(const llm_tokenizer *t, const llm_tokenizer_spec *s, int32_t i, int32_t *a, int32_t *b,
+                     int32_t *r, char *err, size_t errlen)
+{
+    *a = *b = *r = -1;
+    if (s->hf && s->hf->merge_pairs) {
+        const llm_bytes *l = &s->hf->merge_pairs[2 * (size_t)i], *rt = l + 1;
+        *a = vocab_find(t, l->p, l->n);
+        *b = vocab_find(t, rt->p, rt->n);
+        *r = *a < 0 || *b < 0 ? -1 : vocab_find2(t, l->p, l->n, rt->p, rt->n);
+        if (*r < 0)
+            return llm__errf(err, errlen, "merge %d (\"%.*s\" \"%.*s\") names a token that is not in the vocabulary",
+                             (int)i, (int)(l->n > 64 ? 64 : l->n), l->p, (int)(rt->n > 64 ? 64 : rt->n), rt->p);
+    } else {
+        const char *p = s->merges[i].p;
+        size_t len = s->merges[i].n, sp;
+        /* split at the first space after the first byte (a token never holds a raw space
+           in the byte alphabet; the first byte may be one in hand-made vocabularies) */
+        for (sp = 1; sp < len && p[sp] != ' '; sp++) {}
+        if (sp >= len) return llm__errf(err, errlen, "tokenizer merge %d has no space separator", (int)i);
+        *a = vocab_find(t, p, sp);
+        *b = vocab_find(t, p + sp + 1, len - sp - 1);
+        if (*a < 0 || *b < 0) return -1;
+        *r = vocab_find2(t, tok_text(t, *a), t->len[*a], tok_text(t, *b), t->len[*b]);
+        if (*r < 0) return -1;
+    }
+    return 0;
+}
+
+/* Merges -> ids; GGUF merges naming tokens that are not in the vocabulary can never apply
+   and are dropped. The first of duplicate pairs keeps its (lower) rank. */
 static int build_merges(llm_tokenizer *t, const llm_tokenizer_spec *s, char *err, size_t errlen)
 {
     int32_t i, n = 0;
@@ -340,20 +398,11 @@ static int build_merges(llm_tokenizer *t, const llm_tokenizer_spec *s, char *err
     t->m_result = (int32_t *)malloc((size_t)s->n_merges * sizeof(int32_t));
     if (!t->mslot || !t->m_left || !t->m_right || !t->m_result) return llm__errf(err, errlen, "out of memory");
     for (i = 0; i < s->n_merges; i++) {
-        const char *p = s->merges[i].p;
-        size_t len = s->merges[i].n, sp;
         int32_t a, b, r;
         uint32_t h;
-        int dup = 0;
-        /* split at the first space after the first byte (a token never holds a raw space
-           in the byte alphabet; the first byte may be one in hand-made vocabularies) */
-        for (sp = 1; sp < len && p[sp] != ' '; sp++) {}
-        if (sp >= len) return llm__errf(err, errlen, "tokenizer merge %d has no space separator", (int)i);
-        a = vocab_find(t, p, sp);
-        b = vocab_find(t, p + sp + 1, len - sp - 1);
-        if (a < 0 || b < 0) continue;
-        r = vocab_find2(t, tok_text(t, a), t->len[a], tok_text(t, b), t->len[b]);
-        if (r < 0) continue;
+        int dup = 0, rc = merge_ids(t, s, i, &a, &b, &r, err, errlen);
+        if (rc > 0) return 1;
+        if (rc < 0) continue;
         for (h = hash_pair(a, b) & t->mmask; t->mslot[h]; h = (h + 1) & t->mmask) {
             int32_t m = t->mslot[h] - 1;
             if (t->m_left[m] == a && t->m_right[m] == b) {
@@ -423,18 +472,42 @@ static int set_pre(llm_tokenizer *t, llm_bytes pre, char *err, size_t errlen)
     size_t i, n = pre.n < sizeof t->pre_name - 1 ? pre.n : sizeof t->pre_name - 1;
     if (pre.n) memcpy(t->pre_name, pre.p, n);
     t->pre_name[n] = '\0';
-    if (t->kind != LLM_TOK_BPE) return 0;
+    if (t->kind != LLM_TOK_BPE || t->pre != LLM_PRE_BY_NAME) return 0;
     if (pre.n == 0) { /* no pre-tokenizer declared: GPT-2's own */
-        t->pre = PRE_GPT2;
+        t->pre = LLM_PRE_GPT2;
         return 0;
     }
     for (i = 0; i < sizeof gpt2_names / sizeof gpt2_names[0]; i++)
-        if (pre.n == strlen(gpt2_names[i]) && memcmp(pre.p, gpt2_names[i], pre.n) == 0) t->pre = PRE_GPT2;
+        if (pre.n == strlen(gpt2_names[i]) && memcmp(pre.p, gpt2_names[i], pre.n) == 0) t->pre = LLM_PRE_GPT2;
     for (i = 0; i < sizeof digit_names / sizeof digit_names[0]; i++)
-        if (pre.n == strlen(digit_names[i]) && memcmp(pre.p, digit_names[i], pre.n) == 0) t->pre = PRE_DIGITS_THEN_GPT2;
-    if (t->pre == PRE_NONE)
+        if (pre.n == strlen(digit_names[i]) && memcmp(pre.p, digit_names[i], pre.n) == 0) t->pre = LLM_PRE_DIGITS_THEN_GPT2;
+    if (t->pre == LLM_PRE_BY_NAME)
         return llm__errf(err, errlen, "pre-tokenizer '%s' is not supported (supported: gpt2, smollm and their aliases)",
                          t->pre_name);
+    return 0;
+}
+
+/* tokenizer.json's options (BPE only): the pre-tokenizer, text preparation, chat template. */
+static int set_hf(llm_tokenizer *t, const llm_tokenizer_hf *hf, char *err, size_t errlen)
+{
+    if (t->kind != LLM_TOK_BPE || hf->pre < LLM_PRE_GPT2 || hf->pre > LLM_PRE_WHOLE)
+        return llm__errf(err, errlen, "tokenizer.json options need a BPE model and a known pre-tokenizer");
+    t->hf = *hf;
+    t->hf.merge_pairs = NULL; /* the spec's arrays are not kept */
+    t->from_hf = 1;
+    t->pre = hf->pre;
+    t->byte_level = hf->byte_level != 0;
+    t->strip_space_after_bos = !t->byte_level && (hf->prepend_u2581 || hf->meta_prefix != LLM_META_PREFIX_NEVER);
+    return 0;
+}
+
+/* A NUL-terminated copy of the chat template (a template holding a NUL ends there). */
+static int set_chat_template(llm_tokenizer *t, llm_bytes tmpl, char *err, size_t errlen)
+{
+    if (!tmpl.n) return 0;
+    if (tmpl.n == SIZE_MAX || !(t->chat_template = (char *)malloc(tmpl.n + 1))) return llm__errf(err, errlen, "out of memory");
+    memcpy(t->chat_template, tmpl.p, tmpl.n);
+    t->chat_template[tmpl.n] = '\0';
     return 0;
 }
 
@@ -454,6 +527,12 @@ int llm__tokenizer_build(const llm_tokenizer_spec *s, llm_tokenizer **out, char 
     t->add_bos = s->add_bos;
     t->add_space_prefix = s->add_space_prefix;
     t->parse_special = 1;
+    t->byte_level = s->kind == LLM_TOK_BPE;
+    t->strip_space_after_bos = s->kind == LLM_TOK_SPM;
+    if ((s->hf && set_hf(t, s->hf, err, errlen)) || set_chat_template(t, s->chat_template, err, errlen)) {
+        llm_tokenizer_free(t);
+        return 1;
+    }
     if (set_pre(t, s->pre, err, errlen) || build_vocab(t, s, err, errlen) || build_merges(t, s, err, errlen) ||
         build_specials(t, err, errlen)) {
         llm_tokenizer_free(t);
@@ -566,6 +645,7 @@ int32_t llm_tokenizer_vocab(const llm_tokenizer *t) { return t ? t->n : 0; }
 const char *llm_tokenizer_model(const llm_tokenizer *t) { return t ? t->model_name : ""; }
 const char *llm_tokenizer_pre(const llm_tokenizer *t) { return t ? t->pre_name : ""; }
 int llm_tokenizer_wants_bos(const llm_tokenizer *t) { return t ? t->add_bos : 0; }
+const char *llm_tokenizer_chat_template(const llm_tokenizer *t) { return t && t->chat_template ? t->chat_template : ""; }
 void llm_tokenizer_set_parse_special(llm_tokenizer *t, int on) { if (t) t->parse_special = on != 0; }
 
 int32_t llm_token_id(const llm_tokenizer *t, const char *text)
@@ -580,7 +660,7 @@ const char *llm_token_text(const llm_tokenizer *t, int32_t prev, int32_t id)
     if (!t || id < 0 || id >= t->n) return "";
     p = t->piece[id];
     /* SentencePiece: the dummy-prefix space of the first word is not part of the text */
-    if (t->kind == LLM_TOK_SPM && t->bos >= 0 && prev == t->bos && p[0] == ' ') p++;
+    if (t->strip_space_after_bos && t->bos >= 0 && prev == t->bos && p[0] == ' ') p++;
     return p;
 }
 
@@ -603,8 +683,10 @@ typedef struct scratch {
     size_t syms_cap;
     pair *heap;
     size_t heap_n, heap_cap;
-    char *text;         /* SPM: the fragment with its prefix space */
+    char *text;         /* the fragment with its prefix space (SPM, ByteLevel), or normalized (character BPE) */
     size_t text_cap;
+    char *word;         /* a byte-level word in the byte alphabet (ignore_merges) */
+    size_t word_cap;
 } scratch;
 
 typedef struct tok_out {
@@ -783,107 +865,300 @@ static int spm_encode(const llm_tokenizer *t, scratch *s, const char *text, size
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* Byte-level BPE: pre-tokenizers and word encoding.                                     */
+/* BPE with merge ranks: word encoding and the pre-tokenizers.                           */
+
+/* A character or byte missing from the vocabulary becomes <unk> (consecutive ones fused
+   when tokenizer.json says fuse_unk); without <unk>, tokenizer.json models drop it, as the
+   tokenizers library does, and the other formats refuse the text. */
+static int push_unknown(const llm_tokenizer *t, scratch *s, int32_t *count, int *last_unk, uint8_t byte, char *err,
+                        size_t errlen)
+{
+    if (t->unk >= 0) {
+        if (!(t->hf.fuse_unk && *last_unk)) sym_append(s, count, t->unk);
+        *last_unk = 1;
+        return 0;
+    }
+    if (t->from_hf) return 0;
+    return llm__errf(err, errlen, "cannot encode byte 0x%02X: the vocabulary lacks it", byte);
+}
+
+/* ignore_merges (Llama-3): the id of the whole word spelled in the byte alphabet, or -1. */
+static int32_t bpe_whole_word(const llm_tokenizer *t, scratch *s, const char *w, size_t len, char *err, size_t errlen)
+{
+    size_t i, n = 0;
+    if (len > SIZE_MAX / 2 || grow((void **)&s->word, &s->word_cap, 2 * len, 1)) {
+        llm__errf(err, errlen, "out of memory");
+        return -2;
+    }
+    for (i = 0; i < len; i++) n += utf8_put(byte_to_unicode((uint8_t)w[i]), s->word + n);
+    return vocab_find(t, s->word, n);
+}
 
 static int bpe_word(const llm_tokenizer *t, scratch *s, const char *w, size_t len, tok_out *o, char *err, size_t errlen)
 {
     size_t i;
     int32_t count = 0;
+    int last_unk = 0;
+    if (t->hf.ignore_merges) {
+        int32_t id = bpe_whole_word(t, s, w, len, err, errlen);
+        if (id == -2) return 1;
+        if (id >= 0) {
+            out_push(o, id);
+            return 0;
+        }
+    }
     if (scratch_reserve(s, len, err, errlen)) return 1;
     for (i = 0; i < len; i++) {
         int32_t id = t->byte_tok[(uint8_t)w[i]];
-        if (id < 0) id = t->unk;
-        if (id < 0) return llm__errf(err, errlen, "cannot encode byte 0x%02X: the vocabulary lacks it", (uint8_t)w[i]);
-        sym_append(s, &count, id);
+        if (id >= 0) {
+            sym_append(s, &count, id);
+            last_unk = 0;
+        } else if (push_unknown(t, s, &count, &last_unk, (uint8_t)w[i], err, errlen)) {
+            return 1;
+        }
+    }
+    return merge_and_emit(t, s, count, o, err, errlen);
+}
+
+/* Character BPE (tokenizer.json without ByteLevel, Llama-2): one symbol per UTF-8
+   character of the vocabulary, else its <0xXX> byte tokens (byte_fallback), else <unk>. */
+static int char_bpe_word(const llm_tokenizer *t, scratch *s, const char *w, size_t len, tok_out *o, char *err,
+                         size_t errlen)
+{
+    size_t i, l, k;
+    int32_t count = 0, id;
+    int last_unk = 0;
+    if (t->hf.ignore_merges && (id = vocab_find(t, w, len)) >= 0) {
+        out_push(o, id);
+        return 0;
+    }
+    if (scratch_reserve(s, len, err, errlen)) return 1;
+    for (i = 0; i < len; i += l) {
+        uint32_t cp;
+        int bytes_known = t->hf.byte_fallback;
+        l = utf8_next(w + i, len - i, &cp);
+        if ((id = vocab_find(t, w + i, l)) >= 0) {
+            sym_append(s, &count, id);
+            last_unk = 0;
+            continue;
+        }
+        for (k = 0; k < l; k++) bytes_known = bytes_known && t->byte_tok[(uint8_t)w[i + k]] >= 0;
+        if (bytes_known) {
+            for (k = 0; k < l; k++) sym_append(s, &count, t->byte_tok[(uint8_t)w[i + k]]);
+            last_unk = 0;
+        } else if (push_unknown(t, s, &count, &last_unk, (uint8_t)w[i], err, errlen)) {
+            return 1;
+        }
     }
     return merge_and_emit(t, s, count, o, err, errlen);
 }
 
 static int is_contraction_letter(uint32_t c) { return c == 's' || c == 't' || c == 'm' || c == 'd'; }
 
-/* Length in bytes of the GPT-2 regex match at the start of s[0..n) (n > 0). Alternatives
-   in the regex's order; the first that matches wins, as in a backtracking regex engine. */
-static size_t gpt2_match(const char *s, size_t n)
+/* Case folding for the contraction letters: ASCII, and U+017F (long s), which Unicode
+   folds to 's' (the tokenizers library's regex engine matches it in (?i:'s)). */
+static uint32_t contraction_fold(uint32_t c)
 {
-    uint32_t c0, c1, c2, c;
-    size_t l0 = utf8_next(s, n, &c0), j, l, k, last_start;
-    size_t ws_count;
+    if (c == 0x17F) return 's';
+    return c >= 'A' && c <= 'Z' ? c + 32 : c;
+}
 
-    /* 's|'t|'re|'ve|'m|'ll|'d */
-    if (c0 == '\'' && n > 1) {
-        l = utf8_next(s + 1, n - 1, &c1);
-        if (is_contraction_letter(c1)) return 2;
-        if (n > 2 && l == 1) {
-            utf8_next(s + 2, n - 2, &c2);
-            if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) return 3;
-        }
+/* Length of 's|'t|'re|'ve|'m|'ll|'d at s[0..n), or 0; any_case: Llama-3's (?i:...). */
+static size_t contraction_len(const char *s, size_t n, int any_case)
+{
+    uint32_t c1, c2;
+    size_t l;
+    if (n < 2 || s[0] != '\'') return 0;
+    l = utf8_next(s + 1, n - 1, &c1);
+    if (any_case) c1 = contraction_fold(c1);
+    if (is_contraction_letter(c1)) return 1 + l;
+    if (n > 2 && l == 1) {
+        utf8_next(s + 2, n - 2, &c2);
+        if (any_case) c2 = contraction_fold(c2);
+        if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) return 3;
     }
-    /* ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+' */
-    j = c0 == ' ' ? 1 : 0;
-    if (j < n) {
-        int (*cls)(uint32_t) = NULL;
-        l = utf8_next(s + j, n - j, &c);
-        if (cp_is_letter(c)) cls = cp_is_letter;
-        else if (cp_is_number(c)) cls = cp_is_number;
-        if (cls) {
-            for (k = j + l; k < n; k += l) {
-                l = utf8_next(s + k, n - k, &c);
-                if (!cls(c)) break;
-            }
-            return k;
-        }
-        if (!cp_is_space(c)) {
-            for (k = j + l; k < n; k += l) {
-                l = utf8_next(s + k, n - k, &c);
-                if (cp_is_space(c) || cp_is_letter(c) || cp_is_number(c)) break;
-            }
-            return k;
-        }
+    return 0;
+}
+
+static int cp_is_other(uint32_t c) { return !cp_is_space(c) && !cp_is_letter(c) && !cp_is_number(c); }
+
+/* End of the run of characters of class cls that starts at s[from] (from <= n). */
+static size_t class_run_end(const char *s, size_t n, size_t from, int (*cls)(uint32_t))
+{
+    size_t k, l;
+    uint32_t c;
+    for (k = from; k < n; k += l) {
+        l = utf8_next(s + k, n - k, &c);
+        if (!cls(c)) break;
     }
-    /* '\s+(?!\S)' then '\s+': a whitespace run, minus its last character when a
-       non-space follows (that character then leads the next word) */
-    if (!cp_is_space(c0)) return l0; /* unreachable: every character is covered above */
-    last_start = 0;
-    ws_count = 0;
+    return k;
+}
+
+/* The regexes' whitespace tail '\s+(?!\S)|\s+' for the run of whitespace at s[0..n): the
+   run, minus its last character when a non-space follows (that character then leads the
+   next word). newline_ends: Llama-3's '\s*[\r\n]+' first, the run up to its last newline. */
+static size_t whitespace_match(const char *s, size_t n, int newline_ends)
+{
+    size_t k, l = 0, last_start = 0, after_newline = 0, ws_count = 0;
+    uint32_t c;
     for (k = 0; k < n; k += l) {
         l = utf8_next(s + k, n - k, &c);
         if (!cp_is_space(c)) break;
+        if (c == '\r' || c == '\n') after_newline = k + 1;
         last_start = k;
         ws_count++;
     }
+    if (ws_count == 0) return l; /* unreachable: the callers match every other character */
+    if (newline_ends && after_newline) return after_newline;
     if (k == n || ws_count < 2) return k;
     return last_start;
 }
 
-static int bpe_gpt2_split(const llm_tokenizer *t, scratch *s, const char *text, size_t len, tok_out *o, char *err,
-                          size_t errlen)
+/* Length in bytes of the GPT-2 regex match at the start of s[0..n) (n > 0). Alternatives
+   in the regex's order; the first that matches wins, as in a backtracking regex engine. */
+static size_t gpt2_match(const char *s, size_t n)
+{
+    uint32_t c0, c;
+    size_t l, j, m;
+
+    utf8_next(s, n, &c0);
+    /* 's|'t|'re|'ve|'m|'ll|'d */
+    if ((m = contraction_len(s, n, 0))) return m;
+    /* ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+' */
+    j = c0 == ' ' ? 1 : 0;
+    if (j < n) {
+        l = utf8_next(s + j, n - j, &c);
+        if (cp_is_letter(c)) return class_run_end(s, n, j + l, cp_is_letter);
+        if (cp_is_number(c)) return class_run_end(s, n, j + l, cp_is_number);
+        if (cp_is_other(c)) return class_run_end(s, n, j + l, cp_is_other);
+    }
+    /* '\s+(?!\S)|\s+': c0 is whitespace here */
+    return whitespace_match(s, n, 0);
+}
+
+/* The same for Llama-3's regex:
+   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+static size_t llama3_match(const char *s, size_t n)
+{
+    uint32_t c0, c;
+    size_t l0 = utf8_next(s, n, &c0), l, j, k, m, i;
+
+    if ((m = contraction_len(s, n, 1))) return m;
+    /* [^\r\n\p{L}\p{N}]?\p{L}+ */
+    if (cp_is_letter(c0)) return class_run_end(s, n, l0, cp_is_letter);
+    if (c0 != '\r' && c0 != '\n' && !cp_is_number(c0) && l0 < n) {
+        utf8_next(s + l0, n - l0, &c);
+        if (cp_is_letter(c)) return class_run_end(s, n, l0, cp_is_letter);
+    }
+    /* \p{N}{1,3} */
+    if (cp_is_number(c0)) {
+        for (k = l0, i = 1; i < 3 && k < n; i++, k += l) {
+            l = utf8_next(s + k, n - k, &c);
+            if (!cp_is_number(c)) break;
+        }
+        return k;
+    }
+    /*  ?[^\s\p{L}\p{N}]+[\r\n]* */
+    j = c0 == ' ' ? 1 : 0;
+    if (j < n) {
+        utf8_next(s + j, n - j, &c);
+        if (cp_is_other(c)) {
+            k = class_run_end(s, n, j, cp_is_other);
+            while (k < n && (s[k] == '\r' || s[k] == '\n')) k++;
+            return k;
+        }
+    }
+    /* \s*[\r\n]+|\s+(?!\S)|\s+ : c0 is whitespace here */
+    return whitespace_match(s, n, 1);
+}
+
+/* Split text into the regex's matches and encode each as a word. */
+static int bpe_regex_split(const llm_tokenizer *t, scratch *s, const char *text, size_t len,
+                           size_t (*match)(const char *, size_t), tok_out *o, char *err, size_t errlen)
 {
     size_t pos = 0;
     while (pos < len) {
-        size_t m = gpt2_match(text + pos, len - pos);
+        size_t m = match(text + pos, len - pos);
         if (bpe_word(t, s, text + pos, m, o, err, errlen)) return 1;
         pos += m;
     }
     return 0;
 }
 
-static int bpe_encode(const llm_tokenizer *t, scratch *s, const char *text, size_t len, tok_out *o, char *err,
-                      size_t errlen)
+/* every \p{N} character on its own, the GPT-2 regex on the text between */
+static int bpe_digits_then_gpt2(const llm_tokenizer *t, scratch *s, const char *text, size_t len, tok_out *o,
+                                char *err, size_t errlen)
 {
     size_t start = 0, pos = 0;
-    if (t->pre != PRE_DIGITS_THEN_GPT2) return bpe_gpt2_split(t, s, text, len, o, err, errlen);
-    /* every \p{N} character on its own, the GPT-2 regex on the text between */
     while (pos < len) {
         uint32_t c;
         size_t l = utf8_next(text + pos, len - pos, &c);
         if (cp_is_number(c)) {
-            if (bpe_gpt2_split(t, s, text + start, pos - start, o, err, errlen) || bpe_word(t, s, text + pos, l, o, err, errlen))
+            if (bpe_regex_split(t, s, text + start, pos - start, gpt2_match, o, err, errlen) ||
+                bpe_word(t, s, text + pos, l, o, err, errlen))
                 return 1;
             start = pos + l;
         }
         pos += l;
     }
-    return bpe_gpt2_split(t, s, text + start, len - start, o, err, errlen);
+    return bpe_regex_split(t, s, text + start, len - start, gpt2_match, o, err, errlen);
+}
+
+static int put_u2581(char *p)
+{
+    p[0] = (char)0xE2, p[1] = (char)0x96, p[2] = (char)0x81;
+    return 3;
+}
+
+/* Character BPE: tokenizer.json's normalizer (Prepend, Replace) and Metaspace on the
+   fragment, then the words (Metaspace split: each U+2581 starts one). first: the fragment
+   starts the text (Metaspace prepend_scheme "first"). */
+static int char_bpe_encode(const llm_tokenizer *t, scratch *s, const char *text, size_t len, int first, tok_out *o,
+                           char *err, size_t errlen)
+{
+    const llm_tokenizer_hf *hf = &t->hf;
+    size_t i, n = 0, start, pos;
+    char *p;
+    if (len > (SIZE_MAX - 6) / 3 || grow((void **)&s->text, &s->text_cap, 3 * len + 6, 1))
+        return llm__errf(err, errlen, "out of memory");
+    p = s->text + 3; /* room for a Metaspace prefix */
+    if (hf->prepend_u2581) n += put_u2581(p);
+    for (i = 0; i < len; i++) {
+        if (hf->space_to_u2581 && text[i] == ' ') n += put_u2581(p + n);
+        else p[n++] = text[i];
+    }
+    if ((hf->meta_prefix == LLM_META_PREFIX_ALWAYS || (hf->meta_prefix == LLM_META_PREFIX_FIRST && first)) &&
+        !is_u2581(p, n)) {
+        p -= 3;
+        put_u2581(p);
+        n += 3;
+    }
+    if (!hf->split_u2581) return char_bpe_word(t, s, p, n, o, err, errlen);
+    for (start = 0, pos = 1; pos < n; pos++) {
+        if (!is_u2581(p + pos, n - pos)) continue;
+        if (char_bpe_word(t, s, p + start, pos - start, o, err, errlen)) return 1;
+        start = pos;
+    }
+    return char_bpe_word(t, s, p + start, n - start, o, err, errlen);
+}
+
+static int bpe_encode(const llm_tokenizer *t, scratch *s, const char *text, size_t len, int first, tok_out *o,
+                      char *err, size_t errlen)
+{
+    if (!t->byte_level) return char_bpe_encode(t, s, text, len, first, o, err, errlen);
+    if (t->hf.byte_prefix_space && text[0] != ' ') { /* ByteLevel add_prefix_space */
+        if (len == SIZE_MAX || grow((void **)&s->text, &s->text_cap, len + 1, 1)) return llm__errf(err, errlen, "out of memory");
+        s->text[0] = ' ';
+        memcpy(s->text + 1, text, len);
+        text = s->text;
+        len++;
+    }
+    switch (t->pre) {
+    case LLM_PRE_DIGITS_THEN_GPT2: return bpe_digits_then_gpt2(t, s, text, len, o, err, errlen);
+    case LLM_PRE_LLAMA3: return bpe_regex_split(t, s, text, len, llama3_match, o, err, errlen);
+    case LLM_PRE_WHOLE: return bpe_word(t, s, text, len, o, err, errlen);
+    default: return bpe_regex_split(t, s, text, len, gpt2_match, o, err, errlen);
+    }
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -902,11 +1177,12 @@ static int32_t special_at(const llm_tokenizer *t, const char *text, size_t n)
     return -1;
 }
 
+/* first: the fragment starts the text. */
 static int encode_fragment(const llm_tokenizer *t, scratch *s, const char *text, size_t len, int after_special,
-                           tok_out *o, char *err, size_t errlen)
+                           int first, tok_out *o, char *err, size_t errlen)
 {
     if (t->kind == LLM_TOK_SPM) return spm_encode(t, s, text, len, t->add_space_prefix && after_special, o, err, errlen);
-    return bpe_encode(t, s, text, len, o, err, errlen);
+    return bpe_encode(t, s, text, len, first, o, err, errlen);
 }
 
 int llm_tokenize(const llm_tokenizer *t, const char *text, int add_bos, int32_t *ids, int32_t cap, int32_t *n_out,
@@ -934,7 +1210,7 @@ int llm_tokenize(const llm_tokenizer *t, const char *text, int add_bos, int32_t 
             continue;
         }
         if (pos > start) {
-            if (encode_fragment(t, &s, text + start, pos - start, after_special, &o, err, errlen)) goto done;
+            if (encode_fragment(t, &s, text + start, pos - start, after_special, start == 0, &o, err, errlen)) goto done;
             after_special = 0;
         }
         out_push(&o, sp);
@@ -942,7 +1218,8 @@ int llm_tokenize(const llm_tokenizer *t, const char *text, int add_bos, int32_t 
         pos += t->len[sp];
         start = pos;
     }
-    if (len > start && encode_fragment(t, &s, text + start, len - start, after_special, &o, err, errlen)) goto done;
+    if (len > start && encode_fragment(t, &s, text + start, len - start, after_special, start == 0, &o, err, errlen))
+        goto done;
     if (o.n > INT32_MAX) {
         llm__errf(err, errlen, "text too long: more than %d tokens", INT32_MAX);
         goto done;
@@ -953,6 +1230,7 @@ done:
     free(s.syms);
     free(s.heap);
     free(s.text);
+    free(s.word);
     return rc;
 }
 

@@ -3,7 +3,7 @@
 # UndefinedBehaviorSanitizer.
 #
 #   tests/fuzz/fuzz.sh TARGET [SECONDS]     TARGET: loaders | hf | checkpoint | tasks; default 60 s
-#       loaders     tests/llm/fuzz_loaders.c   model and tokenizer files (examples/llm)
+#       loaders     tests/llm/fuzz_loaders.c   model and tokenizer files, tokenizer.json (examples/llm)
 #       hf          tests/llm/fuzz_hf.c        Hugging Face folders: config.json, safetensors, shard index
 #       checkpoint  tests/fuzz/fuzz_checkpoint.c   grzo_checkpoint_load (grzo.h)
 #       tasks       tests/fuzz/fuzz_tasks.c    grzo-finetune's task and indices readers

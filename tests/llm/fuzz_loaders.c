@@ -1,8 +1,9 @@
 /* fuzz_loaders.c - fuzz target for the model and tokenizer parsers of examples/llm.
 
    LLVMFuzzerTestOneInput feeds the bytes to every parser that reads untrusted files:
-   llm_load_memory (GGUF by magic, else llama2.c checkpoint), the GGUF tokenizer loader and
-   the llama2.c tokenizer.bin loader. Whatever loads is then used: every weight array is
+   llm_load_memory (GGUF by magic, else llama2.c checkpoint), the GGUF tokenizer loader, the
+   llama2.c tokenizer.bin loader, and the Hugging Face tokenizer.json loader (the bytes up to
+   the first NUL are tokenizer.json, those after it tokenizer_config.json). Whatever loads is then used: every weight array is
    touched at both ends (so a short arena shows under AddressSanitizer), the tokenizer
    encodes a few fixed texts and the input's own tail, every id must be in range, and every
    id decodes to a string. A violated invariant calls abort().
@@ -52,6 +53,7 @@ static void exercise_tokenizer(const llm_tokenizer *t, const uint8_t *data, size
     static const char *const texts[] = {
         "Once upon a time", " hello  world\n\n\t!", "<s>a</s><|im_start|>user\n1234<|im_end|>",
         "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80", "\xff\xfe\x80 broken \xe2\x82", "I'm 3.14, you're 42",
+        "\xe2\x96\x81 x'\xc5\xbf" "t \r\n\r\n  \n\"ab\tab  ", " ab ab\xe2\x96\x81" "ab",
     };
     char tail[65];
     size_t i, n = size < 64 ? size : 64;
@@ -64,6 +66,15 @@ static void exercise_tokenizer(const llm_tokenizer *t, const uint8_t *data, size
     /* every piece decodes (a few ids: tokenizers can be large) */
     for (k = 0; k < llm_tokenizer_vocab(t) && k < 64; k++) sink += (float)strlen(llm_token_text(t, 0, k));
     sink += (float)strlen(llm_token_text(t, 0, llm_tokenizer_vocab(t)));
+}
+
+/* tokenizer.json up to the first NUL, tokenizer_config.json after it (if there is one). */
+static int load_hf_split(const uint8_t *data, size_t size, llm_tokenizer **t, char *err, size_t errlen)
+{
+    const uint8_t *nul = size ? (const uint8_t *)memchr(data, 0, size) : NULL;
+    size_t json_len = nul ? (size_t)(nul - data) : size;
+    const char *config = nul ? (const char *)nul + 1 : NULL;
+    return llm_tokenizer_load_hf_memory((const char *)data, json_len, config, nul ? size - json_len - 1 : 0, t, err, errlen);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -92,6 +103,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         exercise_tokenizer(t, data, size);
         llm_tokenizer_free(t);
     }
+    t = NULL;
+    if (load_hf_split(data, size, &t, err, sizeof err) == 0) {
+        exercise_tokenizer(t, data, size);
+        llm_tokenizer_free(t);
+    } else {
+        require(err[0] != '\0' && t == NULL, "failed tokenizer.json load left no message or a tokenizer");
+    }
     return 0;
 }
 
@@ -99,6 +117,54 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 #define U2581 "\xe2\x96\x81"
 #define GD "\xc4\xa0"
+
+/* Small tokenizer.json files, one per supported pipeline (the config after a NUL). */
+#define HF_VOCAB_BL "\"vocab\":{\"a\":0,\"b\":1,\"\u0120\":2,\"1\":3,\"'\":4,\"ab\":5,\"\u0120a\":6,\"\u0120ab\":7,\"ba\":8}"
+#define HF_MERGES_BL "\"merges\":[\"a b\",[\"\u0120\",\"a\"],\"\u0120a b\",[\"b\",\"a\"]]"
+#define HF_SPECIALS "\"added_tokens\":[{\"id\":9,\"content\":\"<s>\",\"special\":true,\"normalized\":false}," \
+                    "{\"id\":10,\"content\":\"<x>\",\"special\":false,\"normalized\":false}]"
+#define HF_BOS_STEP "{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\"}}," \
+                    "{\"Sequence\":{\"id\":\"A\"}}]}"
+#define HF_BOS "\"post_processor\":" HF_BOS_STEP
+#define HF_SPLIT(re) "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"" re "\"},\"behavior\":\"Isolated\",\"invert\":false}"
+#define HF_LLAMA3_RE "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+"
+#define HF_BYTES "\"<0x20>\":3,\"<0x31>\":4,\"<0xC3>\":5,\"<0xA9>\":6"
+#define HF_VOCAB_CH "\"vocab\":{\"<unk>\":0,\"<s>\":1,\"</s>\":2," HF_BYTES ",\"\u2581\":7,\"a\":8,\"b\":9,\"\u2581a\":10,\"ab\":11}"
+#define HF_MERGES_CH "\"merges\":[\"\u2581 a\",\"a b\"]"
+#define HF_SPECIALS_CH "\"added_tokens\":[{\"id\":1,\"content\":\"<s>\",\"special\":true,\"normalized\":false}]"
+
+static int write_hf_corpus(const char *dir)
+{
+    static const char *const files[][2] = {
+        {"hf_gpt2.json", "{" HF_SPECIALS ",\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,"
+                         "\"use_regex\":true}," HF_BOS ",\"model\":{\"type\":\"BPE\"," HF_VOCAB_BL "," HF_MERGES_BL "}}"},
+        {"hf_llama3.json", "{" HF_SPECIALS ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[" HF_SPLIT(HF_LLAMA3_RE)
+                           ",{\"type\":\"ByteLevel\",\"use_regex\":false}]},\"post_processor\":{\"type\":\"Sequence\","
+                           "\"processors\":[{\"type\":\"ByteLevel\"}," HF_BOS_STEP "]},\"model\":{\"type\":\"BPE\","
+                           "\"ignore_merges\":true," HF_VOCAB_BL "," HF_MERGES_BL "}}\0{\"bos_token\":\"<s>\","
+                           "\"eos_token\":{\"content\":\"<x>\"},\"chat_template\":\"{{x}}\"}"},
+        {"hf_smollm.json", "{" HF_SPECIALS ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":"
+                           "\"Digits\",\"individual_digits\":true},{\"type\":\"ByteLevel\"}]},\"model\":{\"type\":\"BPE\","
+                           HF_VOCAB_BL "," HF_MERGES_BL "}}"},
+        {"hf_llama2.json", "{" HF_SPECIALS_CH ",\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":"
+                           "\"Prepend\",\"prepend\":\"\u2581\"},{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},"
+                           "\"content\":\"\u2581\"}]}," HF_BOS ",\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,"
+                           "\"unk_token\":\"<unk>\",\"fuse_unk\":true," HF_VOCAB_CH "," HF_MERGES_CH "}}\0{\"add_bos_token\":false}"},
+        {"hf_metaspace.json", "{\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"\u2581\",\"prepend_scheme\":"
+                              "\"first\",\"split\":true},\"model\":{\"type\":\"BPE\",\"unk_token\":\"<unk>\",\"fuse_unk\":true,"
+                              HF_VOCAB_CH "," HF_MERGES_CH "}}"},
+    };
+    size_t i;
+    int rc = 0;
+    for (i = 0; i < sizeof files / sizeof files[0]; i++) {
+        /* the config follows an embedded NUL: the length runs to the config's end */
+        const char *json = files[i][1];
+        size_t n = strlen(json), m = n;
+        if (strstr(files[i][0], "llama3") || strstr(files[i][0], "llama2")) m = n + 1 + strlen(json + n + 1);
+        rc |= fuzz_write_file(dir, files[i][0], json, m);
+    }
+    return rc;
+}
 
 /* The seed corpus: small valid files of every kind the loaders read. */
 static int write_corpus(const char *dir)
@@ -152,6 +218,7 @@ static int write_corpus(const char *dir)
         rc |= fuzz_write_file(dir, "tokenizer.bin", b.p, b.n);
         free(b.p);
     }
+    rc |= write_hf_corpus(dir);
     return rc;
 }
 

@@ -54,6 +54,8 @@ int main(void)
 
     REQUIRE(t != NULL, "no tokenizer");
     CHECK(strcmp(llm_tokenizer_model(t), "gpt2") == 0 && strcmp(llm_tokenizer_pre(t), "smollm") == 0);
+    /* GGUF tokenizer.chat_template, through the accessor tokenizer_config.json fills too */
+    CHECK(strstr(llm_tokenizer_chat_template(t), "<|im_start|>") != NULL);
     CHECK(llm_tokenizer_vocab(t) == 49152 && llm_tokenizer_bos(t) == 1 && llm_tokenizer_eos(t) == 2);
     CHECK(llm_tokenizer_wants_bos(t) == 0);
     CHECK(llm_token_id(t, "<|im_start|>") == 1 && llm_token_id(t, "<|im_end|>") == 2);

@@ -1,0 +1,288 @@
+/* test_llm_tokenizer_hf.c - Hugging Face tokenizer.json against the tokenizers package.
+
+   usage: test_llm_tokenizer_hf SCRIPT PYLIB OUT_DIR GPT2_DIR PYTHON...
+          test_llm_tokenizer_hf --compare OUT_DIR     the folders of OUT_DIR/index.txt only
+             (bench/hf_tokenizer_real.py writes real Llama-2 and SmolLM2 ones)
+
+   - Refusals (no Python needed): unknown model types, normalizers, pre-tokenizers, Split
+     regexes and post-processors, merges naming missing tokens, hostile ids, broken JSON:
+     each gives an error that names the problem, and no tokenizer.
+   - Known answers: SCRIPT (hf_tokenizer_cases.py) builds tokenizer.json files with the
+     `tokenizers` package, trained in the script (byte-level GPT-2 regex, GPT-2's real
+     vocabulary from GPT2_DIR, Llama-3's Split regex with ignore_merges and special tokens,
+     SmolLM2's Digits, Llama-2's byte-fallback character BPE, two Metaspace variants;
+     nine in all) and
+     the package's ids for 400 strings; grzo must give exactly the same ids, BOS included.
+     The first PYTHON that imports tokenizers (PYLIB on its path; tests/run.sh installs the
+     package there) runs it; without one the test skips (77) and says why. */
+#if !defined(_WIN32)
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#endif
+
+#include <errno.h>
+
+#include "llm_test.h"
+
+/* ---- refusals ---- */
+
+static const char *const MINI_MODEL =
+    "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b\"]}";
+
+/* tokenizer.json = {PARTS, MINI_MODEL}; the load must fail with `needle` in the message. */
+static void check_refused(const char *parts, const char *needle)
+{
+    char json[2048], err[512] = "";
+    llm_tokenizer *t = (llm_tokenizer *)&err; /* must come back NULL */
+    snprintf(json, sizeof json, "{%s%s%s}", parts, *parts ? "," : "", MINI_MODEL);
+    CHECKF(llm_tokenizer_load_hf_memory(json, strlen(json), NULL, 0, &t, err, sizeof err) != 0 && t == NULL,
+           "accepted: %s", json);
+    CHECKF(strstr(err, needle) != NULL, "for %s\n    the error '%s' does not name '%s'", json, err, needle);
+}
+
+static void check_refused_whole(const char *json, const char *config, const char *needle)
+{
+    char err[512] = "";
+    llm_tokenizer *t = NULL;
+    CHECKF(llm_tokenizer_load_hf_memory(json, strlen(json), config, config ? strlen(config) : 0, &t, err, sizeof err) != 0 &&
+               t == NULL, "accepted: %s", json);
+    CHECKF(strstr(err, needle) != NULL, "for %s\n    the error '%s' does not name '%s'", json, err, needle);
+    llm_tokenizer_free(t);
+}
+
+static void test_refusals(void)
+{
+    check_refused("\"normalizer\":{\"type\":\"NFC\"}", "NFC");
+    check_refused("\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Lowercase\"}]}", "Lowercase");
+    check_refused("\"pre_tokenizer\":{\"type\":\"Whitespace\"}", "Whitespace");
+    check_refused("\"pre_tokenizer\":{\"type\":\"BertPreTokenizer\"}", "BertPreTokenizer");
+    check_refused("\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
+                  "{\"Regex\":\"\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
+                  "\"use_regex\":false}]}",
+                  "\\s+");
+    /* Qwen2's regex differs from Llama-3's only in \p{N} (not {1,3}): still refused */
+    check_refused("\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+                  "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+"
+                  "[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},"
+                  "{\"type\":\"ByteLevel\",\"use_regex\":false}]}",
+                  "not supported");
+    check_refused("\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
+                  "{\"Regex\":\"'s|'t|'re|'ve|'m|'ll|'d| ?\\\\p{L}+| ?\\\\p{N}+| ?[^\\\\s\\\\p{L}\\\\p{N}]+|\\\\s+(?!\\\\S)|"
+                  "\\\\s+\"},\"behavior\":\"Removed\",\"invert\":false},{\"type\":\"ByteLevel\",\"use_regex\":false}]}",
+                  "Isolated");
+    check_refused("\"pre_tokenizer\":{\"type\":\"Digits\",\"individual_digits\":false}", "individual_digits");
+    check_refused("\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"_\",\"prepend_scheme\":\"always\"}",
+                  "replacement");
+    check_refused("\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\",\"prepend_scheme\":\"sometimes\"}",
+                  "sometimes");
+    check_refused("\"post_processor\":{\"type\":\"RobertaProcessing\"}", "RobertaProcessing");
+    check_refused("\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"Sequence\":{\"id\":\"A\"}},"
+                  "{\"SpecialToken\":{\"id\":\"b\"}}]}",
+                  "TemplateProcessing");
+    check_refused("\"added_tokens\":[{\"id\":3,\"content\":\"<x>\",\"lstrip\":true,\"special\":true}]", "lstrip");
+    check_refused("\"added_tokens\":[{\"id\":1,\"content\":\"<x>\",\"special\":true}]", "two different tokens");
+    check_refused("\"added_tokens\":[{\"id\":99999999,\"content\":\"<x>\",\"special\":true}]", "far beyond");
+    check_refused("\"added_tokens\":[{\"id\":-1,\"content\":\"<x>\",\"special\":true}]", "id");
+    check_refused_whole("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", NULL, "Unigram");
+    check_refused_whole("{\"model\":{\"type\":\"WordPiece\",\"vocab\":{}}}", NULL, "WordPiece");
+    check_refused_whole("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[\"a b\"]}}", NULL,
+                        "not in the vocabulary");
+    check_refused_whole("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a  b\"]}}", NULL,
+                        "merge 0");
+    check_refused_whole("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[[\"a\"]]}}", NULL,
+                        "merge 0");
+    check_refused_whole("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0.5},\"merges\":[]}}", NULL, "id");
+    check_refused_whole("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[],\"dropout\":0.1}}", NULL, "dropout");
+    check_refused_whole("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"a\":1},\"merges\":[]}}", NULL, "tokenizer.json");
+    check_refused_whole("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}", NULL, "tokenizer.json");
+    check_refused_whole("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}", "{\"bos_token\":\"<s>\"}",
+                        "bos_token");
+    check_refused_whole("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}", "[1]", "tokenizer_config.json");
+}
+
+/* What a small tokenizer.json with a config gives through the accessors. */
+static void test_accessors(void)
+{
+    static const char json[] =
+        "{\"added_tokens\":[{\"id\":3,\"content\":\"<s>\",\"special\":true},{\"id\":4,\"content\":\"</s>\",\"special\":true}],"
+        "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true},"
+        "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},"
+        "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"special_tokens\":{}},"
+        "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[[\"a\",\"b\"]]}}";
+    static const char config[] = "{\"eos_token\":{\"content\":\"</s>\"},\"chat_template\":\"{{ bos_token }}\"}";
+    char err[256] = "";
+    llm_tokenizer *t = NULL;
+    int32_t ids[8], n = 0;
+    REQUIRE(llm_tokenizer_load_hf_memory(json, strlen(json), config, strlen(config), &t, err, sizeof err) == 0, "load: %s",
+            err);
+    CHECK(llm_tokenizer_vocab(t) == 5 && llm_tokenizer_bos(t) == 3 && llm_tokenizer_eos(t) == 4);
+    CHECK(llm_tokenizer_wants_bos(t) == 1 && strcmp(llm_tokenizer_model(t), "gpt2") == 0);
+    CHECK(strcmp(llm_tokenizer_chat_template(t), "{{ bos_token }}") == 0);
+    CHECK(llm_tokenize(t, "ab<s>ba", 1, ids, 8, &n, err, sizeof err) == 0);
+    CHECK(n == 5 && ids[0] == 3 && ids[1] == 2 && ids[2] == 3 && ids[3] == 1 && ids[4] == 0);
+    /* a byte missing from the vocabulary (no unk): dropped, as the tokenizers library does */
+    CHECK(llm_tokenize(t, "a c", 0, ids, 8, &n, err, sizeof err) == 0 && n == 1 && ids[0] == 0);
+    llm_tokenizer_free(t);
+    t = NULL;
+    REQUIRE(llm_tokenizer_load_hf_memory(json, strlen(json), NULL, 0, &t, err, sizeof err) == 0, "load: %s", err);
+    CHECK(llm_tokenizer_eos(t) == -1 && strcmp(llm_tokenizer_chat_template(t), "") == 0);
+    llm_tokenizer_free(t);
+    t = NULL;
+    /* an empty normalizer Sequence is no normalizer: ByteLevel stays allowed */
+    {
+        static const char empty_norm[] = "{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[]},"
+                                         "\"pre_tokenizer\":{\"type\":\"ByteLevel\"},"
+                                         "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}";
+        CHECKF(llm_tokenizer_load_hf_memory(empty_norm, strlen(empty_norm), NULL, 0, &t, err, sizeof err) == 0, "%s", err);
+        llm_tokenizer_free(t);
+        t = NULL;
+    }
+    CHECK(llm_tokenizer_load_hf("/nonexistent-dir", &t, err, sizeof err) != 0 && t == NULL && strstr(err, "tokenizer.json"));
+}
+
+/* ---- known answers from the tokenizers package ---- */
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+/* "HEX<TAB>ids" -> text (NUL-terminated) and ids; 0 on a malformed line. */
+static int parse_case(char *line, char *text, size_t text_cap, int32_t *ids, int32_t cap, int32_t *n)
+{
+    char *tab = strchr(line, '\t'), *p;
+    size_t i, len;
+    if (!tab) return 0;
+    len = (size_t)(tab - line) / 2;
+    if (len + 1 > text_cap) return 0;
+    for (i = 0; i < len; i++) {
+        int hi = hexval(line[2 * i]), lo = hexval(line[2 * i + 1]);
+        if (hi < 0 || lo < 0) return 0;
+        text[i] = (char)(hi * 16 + lo);
+    }
+    text[len] = '\0';
+    *n = 0;
+    for (p = tab + 1; *p && *p != '\n';) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || *n >= cap) return 0;
+        ids[(*n)++] = (int32_t)v;
+        p = end;
+        while (*p == ' ') p++;
+    }
+    return 1;
+}
+
+static void print_ids(const char *what, const int32_t *ids, int32_t n)
+{
+    int32_t i;
+    fprintf(stderr, "    %s:", what);
+    for (i = 0; i < n && i < 40; i++) fprintf(stderr, " %d", (int)ids[i]);
+    fprintf(stderr, n > 40 ? " ...\n" : "\n");
+}
+
+/* Every case of OUT_DIR/NAME/cases.txt; returns the number of mismatches. */
+static int compare_cases(const char *dir, const char *name)
+{
+    static char line[1 << 16], text[1 << 15];
+    static int32_t want[4096], got[4096];
+    char path[1024], err[512] = "";
+    llm_tokenizer *t = NULL;
+    int cases = 0, bad = 0;
+    FILE *f;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (llm_tokenizer_load_hf(path, &t, err, sizeof err) != 0) {
+        CHECKF(0, "%s: %s", name, err);
+        return 1;
+    }
+    snprintf(path, sizeof path, "%s/%s/cases.txt", dir, name);
+    f = fopen(path, "r");
+    CHECKF(f != NULL, "%s: %s", path, strerror(errno));
+    while (f && fgets(line, sizeof line, f)) {
+        int32_t n_want = 0, n_got = 0;
+        if (!parse_case(line, text, sizeof text, want, 4096, &n_want)) {
+            CHECKF(0, "%s: malformed line %d", path, cases + 1);
+            break;
+        }
+        cases++;
+        if (llm_tokenize(t, text, llm_tokenizer_wants_bos(t), got, 4096, &n_got, err, sizeof err) != 0 ||
+            n_got != n_want || memcmp(got, want, (size_t)n_want * sizeof(int32_t)) != 0) {
+            if (++bad <= 5) {
+                fprintf(stderr, "%s case %d: '%s' %s\n", name, cases, text, err);
+                print_ids("tokenizers", want, n_want);
+                print_ids("grzo      ", got, n_got);
+            }
+        }
+    }
+    if (f) fclose(f);
+    printf("%-12s %d strings, %d differ\n", name, cases, bad);
+    CHECKF(bad == 0 && cases >= 300, "%s: %d of %d strings encode differently", name, bad, cases);
+    llm_tokenizer_free(t);
+    return bad;
+}
+
+/* The first interpreter that imports tokenizers with PYLIB on its path, or NULL. */
+static const char *python_with_tokenizers(const char *pylib, char **candidates, int n)
+{
+    static char cmd[1024];
+    const char *old = getenv("PYTHONPATH");
+    char path[2048];
+    int i;
+    snprintf(path, sizeof path, "%s%s%s", pylib, old && *old ? ":" : "", old && *old ? old : "");
+    setenv("PYTHONPATH", path, 1);
+    for (i = 0; i < n; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' -c 'import tokenizers' >/dev/null 2>&1", candidates[i]);
+        if (system(cmd) == 0) return candidates[i];
+    }
+    return NULL;
+}
+
+/* Every folder that OUT_DIR/index.txt names; returns their number. */
+static int compare_index(const char *out)
+{
+    char name[256], path[1024];
+    int folders = 0;
+    FILE *f;
+    snprintf(path, sizeof path, "%s/index.txt", out);
+    f = fopen(path, "r");
+    CHECKF(f != NULL, "%s: %s", path, strerror(errno));
+    while (f && fscanf(f, "%255s", name) == 1) {
+        compare_cases(out, name);
+        folders++;
+    }
+    if (f) fclose(f);
+    return folders;
+}
+
+static void test_known_answers(const char *script, const char *python, const char *out, const char *gpt2)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && '%s' '%s' '%s' '%s'", out, python, script, out, gpt2);
+    fflush(stdout);
+    REQUIRE(system(cmd) == 0, "%s failed", script);
+    CHECK(compare_index(out) == 9);
+}
+
+int main(int argc, char **argv)
+{
+    const char *python;
+    if (argc == 3 && strcmp(argv[1], "--compare") == 0) {
+        compare_index(argv[2]);
+        return lt_finish("test_llm_tokenizer_hf --compare");
+    }
+    if (argc < 6) {
+        fprintf(stderr, "usage: test_llm_tokenizer_hf SCRIPT PYLIB OUT_DIR GPT2_DIR PYTHON...\n");
+        return 2;
+    }
+    test_refusals();
+    test_accessors();
+    python = python_with_tokenizers(argv[2], argv + 5, argc - 5);
+    if (!python) {
+        if (lt_failures) return lt_finish("test_llm_tokenizer_hf");
+        printf("SKIP: no Python with the tokenizers package (tests/run.sh installs it into %s)\n", argv[2]);
+        return 77;
+    }
+    test_known_answers(argv[1], python, argv[3], argv[4]);
+    return lt_finish("test_llm_tokenizer_hf");
+}
