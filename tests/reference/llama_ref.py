@@ -25,6 +25,9 @@ logits = Wout n(x), with n(x) = g * x / sqrt(mean(x^2) + eps), rotary pairs (2i,
 rotated by pos * theta^(-2i/head_dim), causal grouped-query attention.
 """
 import argparse
+import json
+import os
+import shutil
 import struct
 import sys
 
@@ -442,6 +445,14 @@ def forward_hf(cfg, t, tokens):
 # ---------------------------------------------------------------------------- CLI
 
 
+def tokenizer_vocab_size(path):
+    """Ids a tokenizer.json uses: its vocabulary and its added tokens."""
+    with open(path, encoding="utf-8") as f:
+        t = json.load(f)
+    ids = list(t["model"]["vocab"].values()) + [tok["id"] for tok in t.get("added_tokens", [])]
+    return max(ids) + 1
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -454,6 +465,8 @@ def main(argv):
     mh.add_argument("--variant", choices=sorted(HF_VARIANTS), required=True)
     mh.add_argument("--seed", type=int, default=1)
     mh.add_argument("--gguf", help="also write the same model as a GGUF, q/k rows permuted as llama.cpp's converter does")
+    mh.add_argument("--tokenizer", help="a folder whose tokenizer.json (and tokenizer_config.json) the model gets; "
+                                        "the vocabulary size becomes the tokenizer's")
     lg = sub.add_parser("logits", help="logits of every position of every sequence")
     lg.add_argument("--model", required=True)
     lg.add_argument("--tokens", required=True)
@@ -466,13 +479,18 @@ def main(argv):
         return 0
     if a.cmd == "make-hf":
         v = HF_VARIANTS[a.variant]
+        if a.tokenizer:
+            v = dict(v, vocab=tokenizer_vocab_size(os.path.join(a.tokenizer, "tokenizer.json")))
         tensors, hd = random_weights(v, a.seed)
         write_hf(a.out, v, tensors, hd)
+        if a.tokenizer:
+            for name in ("tokenizer.json", "tokenizer_config.json"):
+                if os.path.exists(os.path.join(a.tokenizer, name)):
+                    shutil.copyfile(os.path.join(a.tokenizer, name), os.path.join(a.out, name))
         if a.gguf:
             _, stored = read_hf(a.out)
             write_gguf(a.gguf, dict(v, dtype=GGML_F32), gguf_of_hf(v, stored), hd)
         return 0
-    import os
     if os.path.isdir(a.model):
         cfg, t = read_hf(a.model)
         run = lambda seq: forward_hf(cfg, t, seq)
