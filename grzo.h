@@ -861,14 +861,14 @@ GRZO__RNG_FN float grzo__quant_levels(int32_t bits) { return (float)((1 << (bits
 GRZO__RNG_FN float grzo__sround(const grzo_noise *q, uint64_t index, float z, int32_t bits) {
     uint32_t w[4];
     double bound = q->dist == GRZO_NOISE_GAUSSIAN ? (double)GRZO__GAUSS_BOUND : 1.0, levels = (double)grzo__quant_levels(bits);
-    float inv = (float)(levels / bound), delta = (float)(bound / levels), Q = (float)levels;
+    float inv = (float)(levels / bound), Q = (float)levels;
     float k = floorf(z * inv), frac = fmaf(z, inv, -k), u;
     grzo__noise_group(q, index >> 2, w);
     u = (float)(w[index & 3u] >> 8) * (1.0f / 16777216.0f);
     if (u < frac) k += 1.0f;
     if (k > Q) k = Q;
     if (k < -Q) k = -Q;
-    return k * delta;
+    return (float)((double)k * bound / levels);   /* k = +-Q gives +-bound exactly */
 }
 
 /* Symmetric per-row fake quantization: round-to-nearest-even of w / delta_row, clamped to
@@ -881,7 +881,7 @@ GRZO__RNG_FN float grzo__fake_quant(float w, float amax, int32_t bits) {
     k = rintf(w * inv);
     if (k > Q) k = Q;
     if (k < -Q) k = -Q;
-    return k * (float)((double)amax / levels);
+    return (float)((double)k * (double)amax / levels);   /* k = +-Q gives +-amax exactly */
 }
 
 /* Low-rank base element (U_j . V_k) / sqrt(r): U row j is elements j*r .. j*r+r-1 of u, V row
