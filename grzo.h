@@ -166,14 +166,16 @@
    3c. VARIANTS: SPARSE, LOW-RANK, QUANTIZED (desc.sparse_density, lowrank_rank, quant_bits)
      Three axes of the perturbation, each a descriptor field (0 = off), each combining with
      every core: GRZO, CANONICAL, SHARED, MEZO, FZOO (its N probes each get their own U;
-     low-rank probes share V). Write B for the variant's base (dense: B = U). Every core
+     low-rank probes share V; sparse FZOO is refused, below). Write B for the variant's base (dense: B = U). Every core
      then uses B where it used U: GRZO Z_i = B (.) (r_i s_i^T), SHARED and MeZO z = B, FZOO
      u_j = B_j, and the update is W -= lr/(2 sigma) B (.) (R^T diag(a) S)/B as before. B is
      regenerated from the counter RNG in every operation and in the update (new streams,
      section "counter-based RNG"; the dense streams' bits are unchanged), the parameters are
      written once per step, by the update, and the perturbed linear never forms B densely when
      it can avoid it. Refused, with a message: in-place MeZO with any variant (it writes the
-     perturbation into theta, the variants perturb through the operations), sparse with
+     perturbation into theta, the variants perturb through the operations), sparse with FZOO
+     (its N probe updates run one after another, so a later probe's mask would read weights
+     an earlier one moved, not the step's theta), sparse with
      low-rank (a mask on U V^T is not low-rank), low-rank with quantized (rounding U V^T
      element-wise materializes it), the alignment diagnostic with any variant, and a backend
      whose grzo_backend_caps.variants lacks the axis (GRZO_ERR_UNSUPPORTED, queried at
@@ -184,8 +186,9 @@
      SPARSE (Sparse-MeZO, arXiv 2402.15751). B = m (.) U with the magnitude mask
      m = 1[|theta| <= h_b]: only small weights are perturbed and updated. h_b is fixed at the
      block's first step as the ceil(rho n)-th smallest |theta| of the block (rho =
-     sparse_density; GRZO_SPARSE_DENSITY_DEFAULT 0.2 is the paper's best), so a fraction rho
-     (more on ties) is perturbed then. The mask is never stored: each operation and the
+     sparse_density, read at float precision: 0.4f of 30 weights is 12;
+     GRZO_SPARSE_DENSITY_DEFAULT 0.2 is the paper's best), so a fraction rho (more on ties)
+     is perturbed then. The mask is never stored: each operation and the
      update recompute it from the unperturbed theta they read (the forward and the update of
      a step see the same theta, so the same mask), and it follows the weights as they move
      (the paper's dynamic mask). Memory: one float per block (h_b, in checkpoints). Sparse-
@@ -1406,6 +1409,9 @@ static grzo_status grzo__validate_variants(const grzo_desc *d, char *msg, size_t
     if (d->estimator == GRZO_ESTIMATOR_MEZO_INPLACE)
         GRZO__BAD("the sparse, low-rank and quantized variants perturb through the operations; in-place MeZO writes the "
                   "perturbation into the parameters (use the MEZO estimator)");
+    if (d->sparse_density > 0.0f && d->estimator == GRZO_ESTIMATOR_FZOO)
+        GRZO__BAD("sparse does not combine with FZOO: its N probe directions are N updates in a row, and the mask of a later "
+                  "one would read weights the earlier ones moved (the mask must come from the step's unperturbed weights)");
     if (d->sparse_density > 0.0f && d->lowrank_rank > 0)
         GRZO__BAD("sparse and low-rank do not combine: a magnitude mask on U V^T is no longer low-rank (the thin GEMMs "
                   "of the perturbed linear need the factored form)");
@@ -1732,6 +1738,7 @@ static grzo_status grzo__sparse_thresholds(grzo_ctx *ctx) {
     for (i = 0; i < ctx->n_blocks; i++) {
         grzo__block *b = &ctx->blocks[i];
         int64_t n = b->p.rows * b->p.cols, k, q;
+        double t;
         float *a;
         grzo_status s;
         if (b->sparse_ready) continue;
@@ -1743,7 +1750,8 @@ static grzo_status grzo__sparse_thresholds(grzo_ctx *ctx) {
         s = grzo_backend_download(ctx->desc.backend, a, b->p.data, (size_t)n * sizeof(float));
         if (s != GRZO_OK) { grzo__free(ctx, a); return grzo__backend_fail(ctx, s, "sparse variant: reading a block for its threshold"); }
         for (q = 0; q < n; q++) a[q] = isnan(a[q]) ? INFINITY : fabsf(a[q]);
-        k = (int64_t)ceil((double)ctx->desc.sparse_density * (double)n) - 1;
+        t = (double)ctx->desc.sparse_density * (double)n;
+        k = (int64_t)ceil(t - t * 0x1p-23) - 1;   /* density at float precision: 0.4f of 30 is 12 */
         if (k < 0) k = 0;
         if (k > n - 1) k = n - 1;
         b->sparse_h = grzo__kth_smallest(a, n, k);
