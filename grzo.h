@@ -917,6 +917,10 @@ GRZO__RNG_FN grzo_noise grzo__quant_noise(const grzo_noise *base) {
 GRZO__RNG_FN int grzo__variant_is_lowrank(const grzo_param *p, const grzo_variant *v) {
     return v && v->lowrank_rank > 0 && p->kind != GRZO_BLOCK_VECTOR;
 }
+/* quantized variants fake-quantize matrix blocks' weights (linear ops, ask/tell) */
+GRZO__RNG_FN int grzo__quantizes_weights(const grzo_param *p, const grzo_variant *v) {
+    return v && v->quant_bits && p->kind == GRZO_BLOCK_MATRIX;
+}
 GRZO__RNG_FN int grzo__variant_masked(const grzo_variant *v, float theta) {
     return v && v->sparse && !(fabsf(theta) <= v->sparse_threshold);
 }
@@ -1107,9 +1111,7 @@ static float grzo__row_amax(const float *W, int64_t cols, int64_t j) {
     for (k = 0; k < cols; k++) if (fabsf(W[j * cols + k]) > m) m = fabsf(W[j * cols + k]);
     return m;
 }
-static int grzo__quantizes_weights(const grzo_param *p, const grzo_variant *v) {
-    return v && v->quant_bits && p->kind == GRZO_BLOCK_MATRIX;
-}
+
 
 /* segment of row n: binary search over offsets (n_segments + 1 entries) */
 static int64_t grzo__segment_of(const grzo_perturb *pt, int64_t row) {
