@@ -180,8 +180,8 @@
      element-wise materializes it), the alignment diagnostic with any variant, and a backend
      whose grzo_backend_caps.variants lacks the axis (GRZO_ERR_UNSUPPORTED, queried at
      grzo_create and at checkpoint load). Sparse and quantized combine (B = m (.) Q(U)).
-     Reference backend: element by element (materialized Z_i); CPU backend: all three; CUDA
-     backend: reports no variants (grzo_create refuses them) until its kernels exist.
+     Reference backend: element by element (materialized Z_i); CPU and CUDA backends: all
+     three (the same element functions, host and device; low-rank linears as two thin GEMMs).
 
      SPARSE (Sparse-MeZO, arXiv 2402.15751). B = m (.) U with the magnitude mask
      m = 1[|theta| <= h_b]: only small weights are perturbed and updated. h_b is fixed at the

@@ -510,10 +510,12 @@ static grzo_status grzo__cpu_linear_elementwise(grzo__cpu *cpu, const grzo_linea
 }
 
 /* Low-rank linear: Y = X W^T + sign sigma (((X (.) s_e) V) U^T) (.) r_e / sqrt(r), two thin
-   GEMMs through rank r; U V^T is never formed. */
+   GEMMs through rank r, the second in chunks of output columns (an N x chunk transient within
+   the budget); U V^T is never formed. */
 static grzo_status grzo__cpu_linear_lowrank(grzo__cpu *cpu, const grzo_linear_args *a) {
     const grzo_perturb *pt = a->perturb;
-    int64_t d_out = a->w.rows, d_in = a->w.cols, B = pt->n_examples, N = a->n_rows, r = a->variant->lowrank_rank, n, k, l;
+    int64_t d_out = a->w.rows, d_in = a->w.cols, B = pt->n_examples, N = a->n_rows, r = a->variant->lowrank_rank, n, k, l, j0;
+    int64_t chunk = grzo__cpu_chunk_rows(cpu, d_out, N, 1);
     int nt = cpu->n_threads, flip = pt->flipout != 0;
     float norm = (float)(1.0 / sqrt((double)r)), *U, *V, *Vt, *XS, *T, *P, *R = NULL, *S = NULL;
     grzo__cpu_scratch sc = {{0}, 0};
@@ -523,7 +525,7 @@ static grzo_status grzo__cpu_linear_lowrank(grzo__cpu *cpu, const grzo_linear_ar
     Vt = U ? V + d_in * r : NULL;
     T = U ? Vt + d_in * r : NULL;
     XS = (float *)grzo__cpu_take(&sc, (size_t)(N * d_in) * sizeof(float));
-    P = (float *)grzo__cpu_take(&sc, (size_t)(N * d_out) * sizeof(float));
+    P = (float *)grzo__cpu_take(&sc, (size_t)(N * chunk) * sizeof(float));
     if (flip) {
         R = (float *)grzo__cpu_take(&sc, (size_t)(B * d_out) * sizeof(float));
         S = (float *)grzo__cpu_take(&sc, (size_t)(B * d_in) * sizeof(float));
@@ -545,14 +547,17 @@ static grzo_status grzo__cpu_linear_lowrank(grzo__cpu *cpu, const grzo_linear_ar
     }
     grzo__cpu_gemm_nt(nt, N, d_out, d_in, a->x, d_in, (const float *)a->w.data, d_in, 0.0f, a->y, d_out);
     grzo__cpu_gemm_nt(nt, N, r, d_in, XS, d_in, Vt, d_in, 0.0f, T, r);           /* (X (.) s) V */
-    grzo__cpu_gemm_nt(nt, N, d_out, r, T, r, U, r, 0.0f, P, d_out);              /* ... U^T     */
-    GRZO__OMP_FOR
-    for (n = 0; n < N; n++) {
-        int64_t c = grzo__segment_of(pt, n), j;
-        const float *r_e = flip ? R + pt->example[c] * d_out : NULL;
-        float f = (float)pt->sign[c] * pt->sigma * norm;
-        if (f == 0.0f) continue;
-        for (j = 0; j < d_out; j++) a->y[n * d_out + j] += f * (flip ? r_e[j] : 1.0f) * P[n * d_out + j];
+    for (j0 = 0; j0 < d_out; j0 += chunk) {
+        int64_t w = j0 + chunk > d_out ? d_out - j0 : chunk;
+        grzo__cpu_gemm_nt(nt, N, w, r, T, r, U + j0 * r, r, 0.0f, P, w);          /* ... U^T     */
+        GRZO__OMP_FOR
+        for (n = 0; n < N; n++) {
+            int64_t c = grzo__segment_of(pt, n), j;
+            const float *r_e = flip ? R + pt->example[c] * d_out : NULL;
+            float f = (float)pt->sign[c] * pt->sigma * norm;
+            if (f == 0.0f) continue;
+            for (j = j0; j < j0 + w; j++) a->y[n * d_out + j] += f * (flip ? r_e[j] : 1.0f) * P[n * w + (j - j0)];
+        }
     }
     grzo__cpu_release(&sc);
     return GRZO_OK;

@@ -17,6 +17,8 @@
                      Rademacher grid is exact; the fake-quantized weights' levels.
      refused         invalid values and combinations, a backend without the capability (at
                      grzo_create and at checkpoint load), the alignment diagnostic.
+     chunks          the CPU's chunked variant linears (a 1-byte transient budget) against the
+                     reference, perturbed and plain.
      cpu_vs_ref      a model through grzo_embedding, grzo_linear and grzo_vector on the CPU
                      and the reference backends, each variant and core: the same losses and
                      parameters (to rounding) over three steps; the CPU's low-rank linear runs
@@ -734,6 +736,61 @@ static void test_cpu_vs_ref(void)
         }
 }
 
+/* ---- chunks: the CPU backend's chunked paths (a 1-byte transient budget: 16 output rows or
+   columns at a time) against the reference, inside a GRZO pass and a plain call ------------------- */
+static void test_chunks(void)
+{
+    enum { DO = 40, DI = 12, B = 3, ROWS = 2 * B * 2 };
+    int v;
+    for (v = 0; v < V_COUNT; v++) {
+        grzo_backend be[2];
+        grzo_ctx *ctx[2];
+        float *W[2], *x[2], *y[2];
+        grzo_block blk[2];
+        grzo_cpu_desc cd;
+        grzo_rows rows;
+        double diff = 0.0, mag = 0.0;
+        int k, i;
+        memset(&cd, 0, sizeof cd);
+        cd.n_threads = 2;
+        cd.transient_bytes = 1;
+        REQUIRE_OK(grzo_backend_cpu_create(&cd, &be[0]));
+        REQUIRE_OK(grzo_backend_ref_create(&be[1]));
+        for (k = 0; k < 2; k++) {
+            grzo_desc d = tu_desc(&be[k], GRZO_ESTIMATOR_GRZO, 5, 0.01f, 0.05f);
+            grzo_step_info si;
+            grzo_pass_info pi;
+            set_variant(&d, v);
+            ctx[k] = tu_ctx(&d);
+            W[k] = (float *)tu_alloc(&be[k], DO * DI * sizeof(float));
+            x[k] = (float *)tu_alloc(&be[k], ROWS * DI * sizeof(float));
+            y[k] = (float *)tu_alloc(&be[k], 2 * ROWS * DO * sizeof(float));
+            tu_fill_unif(W[k], DO * DI, 1001, -1, 1);
+            tu_fill_unif(x[k], ROWS * DI, 1002, -1, 1);
+            blk[k] = tu_block(ctx[k], GRZO_BLOCK_MATRIX, DO, DI, W[k], "w", 0);
+            rows.n_rows = ROWS;
+            rows.offsets = NULL;
+            REQUIRE_OK(grzo_step_begin(ctx[k], B, &si));
+            REQUIRE_OK(grzo_pass_begin(ctx[k], &pi));
+            REQUIRE_OK(grzo_linear(ctx[k], blk[k], x[k], y[k], &rows));
+            REQUIRE_OK(grzo_step_abort(ctx[k]));
+            REQUIRE_OK(grzo_linear(ctx[k], blk[k], x[k], y[k] + ROWS * DO, &rows));   /* plain */
+        }
+        for (i = 0; i < 2 * ROWS * DO; i++) {
+            diff = fmax(diff, fabs((double)y[0][i] - y[1][i]));
+            mag = fmax(mag, fabs((double)y[1][i]));
+        }
+        CHECKF(diff <= 1e-5 * mag, "%s: chunked CPU linear differs from the reference by %.3g (of %.3g)", VNAME[v], diff, mag);
+        for (k = 0; k < 2; k++) {
+            grzo_destroy(ctx[k]);
+            grzo_backend_free(&be[k], W[k]);
+            grzo_backend_free(&be[k], x[k]);
+            grzo_backend_free(&be[k], y[k]);
+            grzo_backend_destroy(&be[k]);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const grzo_estimator ests[5] = { GRZO_ESTIMATOR_GRZO, GRZO_ESTIMATOR_CANONICAL, GRZO_ESTIMATOR_SHARED,
@@ -750,5 +807,6 @@ int main(int argc, char **argv)
     if (tu_case("quant")) test_quant();
     if (tu_case("refused")) test_refused();
     if (tu_case("cpu_vs_ref")) test_cpu_vs_ref();
+    if (tu_case("chunks")) test_chunks();
     return tu_finish("test_variants");
 }
