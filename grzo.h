@@ -254,7 +254,8 @@
      (and the step counter too); in-place MeZO restores them within rounding (section 3).
      grzo never aborts or exits and has no mutable globals.
      Memory: parameters and activations live in backend memory (grzo_backend_alloc); per
-     step grzo allocates only the losses and coefficients (O(B) floats), and a backend
+     step grzo allocates only the losses and coefficients (O(B) floats; the sparse variant
+     keeps one float per block and reads each block once at its first step), and a backend
      allocates per operation the sign vectors (B (d_out + d_in) floats) and a transient
      per-layer buffer bounded by its budget (CPU: 8 MiB by default). Z_i is never stored.
      Threads: one context must not be used from two threads at once; distinct contexts
@@ -270,7 +271,11 @@
      element), grzo_backend_cpu_create (backends/grzo_cpu.h: OpenBLAS + OpenMP, or portable
      loops without BLAS), grzo_backend_cuda_create (backends/grzo_cuda.h, when built).
      Capabilities are queried with
-     grzo_backend_query. The core never dereferences parameter or activation memory.
+     grzo_backend_query (storage types; caps.variants: the variant axes of section 3c the
+     backend implements, 0 for a backend that predates them, whose contexts then refuse the
+     axes). A variant reaches the backend as the `variant` pointer of each op's arguments
+     (NULL: dense, the paths as before). The core never dereferences parameter or activation
+     memory.
 
    6. CHECKPOINT FORMAT (little-endian, version 1; version 2 with a variant axis on)
      bytes 0..255   header: "GRZOCKPT", u32 version, u32 header size (256), u64 payload
