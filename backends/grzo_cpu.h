@@ -447,15 +447,50 @@ static void grzo__cpu_var_weights(int nt, const grzo_linear_args *a, int64_t j0,
     }
 }
 
+/* Flipout under an element-wise variant, one chunk of output rows [j0, j1) for example e:
+   its "+" and "-" copies' weights Wq +- sigma r_e B (.) s_e formed in one pass (a lone copy,
+   or a clean one, alone), then one GEMM per copy on the calling thread. */
+static void grzo__cpu_variant_example_chunk(const grzo_linear_args *a, const float *Wq, const float *Bz, const float *R,
+                                            const float *S, int64_t e, int64_t j0, int64_t j1, float *buf) {
+    const grzo_perturb *pt = a->perturb;
+    int64_t d_out = a->w.rows, d_in = a->w.cols, w = j1 - j0, segs[2], c, j, k;
+    int n = grzo__cpu_segments_of(pt, e, segs, 2), q;
+    int paired = n == 2 && pt->sign[segs[0]] == -pt->sign[segs[1]];
+    const float *r_e = R + e * d_out, *s_e = S + e * d_in;
+    float *buf2 = buf + w * d_in;
+    for (q = 0; q < n; q += paired ? 2 : 1) {
+        float scl = (float)pt->sign[segs[q]] * pt->sigma;
+        for (j = j0; j < j1; j++) {
+            const float *wq = Wq + (j - j0) * d_in, *b = Bz + (j - j0) * d_in;
+            float *o1 = buf + (j - j0) * d_in, *o2 = buf2 + (j - j0) * d_in, f = scl * r_e[j];
+            if (paired) {
+                for (k = 0; k < d_in; k++) {
+                    float z = f * (b[k] * s_e[k]);
+                    o1[k] = wq[k] + z;
+                    o2[k] = wq[k] - z;
+                }
+            } else {
+                for (k = 0; k < d_in; k++) o1[k] = wq[k] + f * (b[k] * s_e[k]);
+            }
+        }
+        for (c = 0; c < (paired ? 2 : 1); c++) {
+            int64_t sg = segs[q + c], r0 = pt->offsets[sg];
+            grzo__cpu_gemm_nt(1, pt->offsets[sg + 1] - r0, w, d_in, a->x + r0 * d_in, d_in, c ? buf2 : buf, d_in, 0.0f,
+                              a->y + r0 * d_out + j0, d_out);
+        }
+    }
+}
+
 /* Sparse and/or quantized linear (and plain ops on quantized weights): per chunk of output
-   rows, the read weights Wq and the base B once, then per segment (run of equal-sign
-   segments without Flipout) the perturbed chunk Wq + sign sigma B (.) r s^T and one GEMM. */
+   rows, the read weights Wq = q(W) or W and the base B once; then with Flipout each example's
+   copies in parallel (grzo__cpu_variant_example_chunk), without it each run of equal-sign
+   segments reads Wq + sign sigma B in one GEMM; clean segments read Wq. */
 static grzo_status grzo__cpu_linear_elementwise(grzo__cpu *cpu, const grzo_linear_args *a) {
     const grzo_perturb *pt = a->perturb && a->perturb->sigma != 0.0f && a->perturb->n_segments > 0 ? a->perturb : NULL;
     const float *W = (const float *)a->w.data;
-    int64_t d_out = a->w.rows, d_in = a->w.cols, j0, B = pt ? pt->n_examples : 0;
-    int nt = cpu->n_threads, flip = pt && pt->flipout;
-    int64_t chunk = grzo__cpu_chunk_rows(cpu, d_out, d_in, 3);
+    int64_t d_out = a->w.rows, d_in = a->w.cols, j0, B = pt ? pt->n_examples : 0, e;
+    int nt = cpu->n_threads, T = nt, flip = pt && pt->flipout;
+    int64_t chunk = grzo__cpu_chunk_rows(cpu, d_out, d_in, 2 + 2 * T);
     grzo__cpu_scratch sc = {{0}, 0};
     grzo__cpu_var cv;
     float *Wq, *Bz, *Wp, *R = NULL, *S = NULL;
@@ -463,7 +498,7 @@ static grzo_status grzo__cpu_linear_elementwise(grzo__cpu *cpu, const grzo_linea
     memset(&cv, 0, sizeof cv);
     Wq = (float *)grzo__cpu_take(&sc, (size_t)(chunk * d_in) * sizeof(float));
     Bz = (float *)grzo__cpu_take(&sc, (size_t)(chunk * d_in) * sizeof(float));
-    Wp = (float *)grzo__cpu_take(&sc, (size_t)(chunk * d_in) * sizeof(float));
+    Wp = (float *)grzo__cpu_take(&sc, (size_t)(2 * T * chunk * d_in) * sizeof(float));   /* two per thread */
     if (flip) {
         R = (float *)grzo__cpu_take(&sc, (size_t)(B * d_out) * sizeof(float));
         S = (float *)grzo__cpu_take(&sc, (size_t)(B * d_in) * sizeof(float));
@@ -484,20 +519,24 @@ static grzo_status grzo__cpu_linear_elementwise(grzo__cpu *cpu, const grzo_linea
         }
         GRZO__OMP_FOR
         for (j = j0; j < j1; j++) grzo__cpu_var_row(&cv, j, W + j * d_in, Bz + (j - j0) * d_in);
-        while (c < pt->n_segments) {
+        if (flip) {
+            GRZO__OMP_FOR_DYNAMIC
+            for (e = 0; e < B; e++)
+                grzo__cpu_variant_example_chunk(a, Wq, Bz, R, S, e, j0, j1, Wp + (int64_t)grzo__cpu_thread() * 2 * chunk * d_in);
+        }
+        while (c < pt->n_segments) {   /* shared Z: runs of one sign; clean segments (any estimator) */
             int64_t c1 = c + 1, r0 = pt->offsets[c], r1;
-            const float *r_e = flip ? R + pt->example[c] * d_out : NULL, *s_e = flip ? S + pt->example[c] * d_in : NULL;
             float scl = (float)pt->sign[c] * pt->sigma;
-            while (!flip && c1 < pt->n_segments && pt->sign[c1] == pt->sign[c]) c1++;   /* one shared Z: one GEMM */
+            if (flip && pt->sign[c] != 0) { c++; continue; }
+            while (c1 < pt->n_segments && pt->sign[c1] == pt->sign[c] && !(flip && pt->sign[c1] != 0)) c1++;
             r1 = pt->offsets[c1];
             if (r1 > r0) {
                 GRZO__OMP_FOR
                 for (j = j0; j < j1; j++) {
                     const float *q = Wq + (j - j0) * d_in, *b = Bz + (j - j0) * d_in;
-                    float *o = Wp + (j - j0) * d_in, f = flip ? scl * r_e[j] : scl;
+                    float *o = Wp + (j - j0) * d_in;
                     int64_t k;
-                    if (flip) for (k = 0; k < d_in; k++) o[k] = q[k] + f * (b[k] * s_e[k]);
-                    else for (k = 0; k < d_in; k++) o[k] = q[k] + f * b[k];
+                    for (k = 0; k < d_in; k++) o[k] = q[k] + scl * b[k];
                 }
                 grzo__cpu_gemm_nt(nt, r1 - r0, w, d_in, a->x + r0 * d_in, d_in, Wp, d_in, 0.0f, a->y + r0 * d_out + j0, d_out);
             }
