@@ -191,7 +191,8 @@
      is perturbed then. The mask is never stored: each operation and the
      update recompute it from the unperturbed theta they read (the forward and the update of
      a step see the same theta, so the same mask), and it follows the weights as they move
-     (the paper's dynamic mask). Memory: one float per block (h_b, in checkpoints). Sparse-
+     (the paper's dynamic mask). Memory: one float per block (h_b, in checkpoints); the
+     first step reads each block once into a transient host copy (16-bit blocks widened). Sparse-
      GRZO: Z_i = m (.) U (.) (r_i s_i^T); the update's M = R^T diag(a) S / B is masked
      element-wise and keeps its rank-B cost. Variance: the estimator targets m (.) g, the
      gradient restricted to the masked coordinates (E[z z^T] = diag(m)); the variance law of
@@ -1737,9 +1738,28 @@ static float grzo__kth_smallest(float *a, int64_t n, int64_t k) {
     return a[k];
 }
 
+/* |x| of one stored element (16-bit blocks widened exactly); NaN reads as +inf */
+static float grzo__stored_abs(const uint8_t *p, grzo_dtype t) {
+    uint16_t h;
+    float v;
+    if (t == GRZO_DTYPE_F32) { memcpy(&v, p, 4); return isnan(v) ? INFINITY : fabsf(v); }
+    memcpy(&h, p, 2);   /* backend memory holds native byte order */
+    if (t == GRZO_DTYPE_BF16) {
+        uint32_t b = (uint32_t)(h & 0x7FFFu) << 16;
+        memcpy(&v, &b, 4);
+        return isnan(v) ? INFINITY : v;
+    }
+    {   /* IEEE half: 5 exponent bits, 10 mantissa bits */
+        int e = (h >> 10) & 0x1F, m = h & 0x3FF;
+        if (e == 31) return INFINITY;
+        return e == 0 ? ldexpf((float)m, -24) : ldexpf((float)(m | 0x400), e - 25);
+    }
+}
+
 /* Sparse variant: h_b = the ceil(density n)-th smallest |theta| of each block that has none yet
    (at its first step), so that a fraction >= density of the block is perturbed then. The
-   block is read once into a transient host copy (quickselect needs it whole). */
+   block is read once into a transient host copy (quickselect needs it whole; 16-bit blocks
+   are widened). */
 static grzo_status grzo__sparse_thresholds(grzo_ctx *ctx) {
     uint32_t i;
     for (i = 0; i < ctx->n_blocks; i++) {
@@ -1749,14 +1769,12 @@ static grzo_status grzo__sparse_thresholds(grzo_ctx *ctx) {
         float *a;
         grzo_status s;
         if (b->sparse_ready) continue;
-        if (b->p.dtype != GRZO_DTYPE_F32)
-            return grzo__fail(ctx, GRZO_ERR_UNSUPPORTED, "sparse variant: block %u ('%s') is not f32 (thresholds read f32 blocks)",
-                              (unsigned)i, b->name);
         a = (float *)grzo__alloc(ctx, (size_t)n * sizeof(float));
         if (!a) return grzo__fail(ctx, GRZO_ERR_OUT_OF_MEMORY, "sparse variant: out of memory for block %u's threshold", (unsigned)i);
-        s = grzo_backend_download(ctx->desc.backend, a, b->p.data, (size_t)n * sizeof(float));
+        /* the stored bytes land in the buffer's first n * size bytes; widened from the back */
+        s = grzo_backend_download(ctx->desc.backend, a, b->p.data, (size_t)n * grzo__dtype_size(b->p.dtype));
         if (s != GRZO_OK) { grzo__free(ctx, a); return grzo__backend_fail(ctx, s, "sparse variant: reading a block for its threshold"); }
-        for (q = 0; q < n; q++) a[q] = isnan(a[q]) ? INFINITY : fabsf(a[q]);
+        for (q = n - 1; q >= 0; q--) a[q] = grzo__stored_abs((const uint8_t *)a + (size_t)q * grzo__dtype_size(b->p.dtype), b->p.dtype);
         t = (double)ctx->desc.sparse_density * (double)n;
         k = (int64_t)ceil(t - t * 0x1p-23) - 1;   /* density at float precision: 0.4f of 30 is 12 */
         if (k < 0) k = 0;

@@ -8,7 +8,7 @@
                      and c_i from the recorded losses.
      mask            the sparse mask perturbs exactly {|theta_t| <= h_b} at every step (it
                      follows the weights), h_b the ceil(rho n)-th smallest |theta_0|; masked-off
-                     weights never move.
+                     weights never move; 16-bit storage widens exactly for the thresholds.
      rank            low-rank: each Z_i has rank r; MeZO's update rank r, GRZO's r B; V stays
                      for nu steps (the perturbations of steps 0 and 1 share their row space)
                      and is redrawn at step nu.
@@ -361,6 +361,19 @@ static void test_mask(void)
         for (i = 0; i < rec.n; i++) for (b = 0; b < NB; b++) free(rec.pert[i][b]);
     }
     fx_free(&f);
+    {   /* 16-bit blocks' |theta| for the thresholds (a device backend's bf16/f16 storage) */
+        static const uint16_t bits[8] = { 0x3FC0, 0xBFC0, 0x7FC0, 0x3E00, 0xC000, 0x0001, 0x7C00, 0x7E00 };
+        static const int type[8] = { GRZO_DTYPE_BF16, GRZO_DTYPE_BF16, GRZO_DTYPE_BF16, GRZO_DTYPE_F16, GRZO_DTYPE_F16,
+                                     GRZO_DTYPE_F16, GRZO_DTYPE_F16, GRZO_DTYPE_F16 };
+        static const float want[8] = { 1.5f, 1.5f, INFINITY, 1.5f, 2.0f, 5.9604644775390625e-8f, INFINITY, INFINITY };
+        int i;
+        for (i = 0; i < 8; i++) {
+            uint8_t raw[2];
+            memcpy(raw, &bits[i], 2);
+            CHECKF(grzo__stored_abs(raw, (grzo_dtype)type[i]) == want[i], "16-bit value %d: %g", i,
+                   (double)grzo__stored_abs(raw, (grzo_dtype)type[i]));
+        }
+    }
 }
 
 /* ---- rank ---------------------------------------------------------------------------------------- */
