@@ -368,7 +368,7 @@ static void test_mask(void)
         static const float want[8] = { 1.5f, 1.5f, INFINITY, 1.5f, 2.0f, 5.9604644775390625e-8f, INFINITY, INFINITY };
         int i;
         for (i = 0; i < 8; i++) {
-            uint8_t raw[2];
+            uint8_t raw[4] = { 0, 0, 0, 0 };   /* room for the f32 branch the compiler also sees */
             memcpy(raw, &bits[i], 2);
             CHECKF(grzo__stored_abs(raw, (grzo_dtype)type[i]) == want[i], "16-bit value %d: %g", i,
                    (double)grzo__stored_abs(raw, (grzo_dtype)type[i]));
