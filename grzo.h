@@ -24,6 +24,7 @@
      2. Step by step (the recipe)
      3. Estimators
      3b. Will GRZO help? The alignment diagnostic (B_eff)
+     3c. Variants: sparse, low-rank, quantized
      4. Errors, memory, threads, determinism
      4b. Data parallelism (several processes or GPUs, one communication interface)
      5. Backends
@@ -166,6 +167,90 @@
      for large D (G the Gamma function; MeZO's cosine is the mean of a folded normal), which
      is not sqrt(B_eff): ~1.25 sqrt(B_eff) for large B (grzo_align_cos_ratio).
 
+   3c. VARIANTS: SPARSE, LOW-RANK, QUANTIZED (desc.sparse_density, lowrank_rank, quant_bits)
+     Three axes of the perturbation, each a descriptor field (0 = off), each combining with
+     every core: GRZO, CANONICAL, SHARED, MEZO, FZOO (its N probes each get their own U;
+     low-rank probes share V; sparse FZOO is refused, below). Write B for the variant's base (dense: B = U). Every core
+     then uses B where it used U: GRZO Z_i = B (.) (r_i s_i^T), SHARED and MeZO z = B, FZOO
+     u_j = B_j, and the update is W -= lr/(2 sigma) B (.) (R^T diag(a) S)/B as before. B is
+     regenerated from the counter RNG in every operation and in the update (new streams,
+     section "counter-based RNG"; the dense streams' bits are unchanged), the parameters are
+     written once per step, by the update, and the perturbed linear never forms B densely when
+     it can avoid it. Refused, with a message: in-place MeZO with any variant (it writes the
+     perturbation into theta, the variants perturb through the operations), sparse with FZOO
+     (its N probe updates run one after another, so a later probe's mask would read weights
+     an earlier one moved, not the step's theta), sparse with
+     low-rank (a mask on U V^T is not low-rank), low-rank with quantized (rounding U V^T
+     element-wise materializes it), the alignment diagnostic with any variant, and a backend
+     whose grzo_backend_caps.variants lacks the axis (GRZO_ERR_UNSUPPORTED, queried at
+     grzo_create and at checkpoint load). Sparse and quantized combine (B = m (.) Q(U)).
+     Reference backend: element by element (materialized Z_i); CPU and CUDA backends: all
+     three (the same element functions, host and device; low-rank linears as two thin GEMMs).
+
+     SPARSE (Sparse-MeZO, arXiv 2402.15751). B = m (.) U with the magnitude mask
+     m = 1[|theta| <= h_b]: only small weights are perturbed and updated. h_b is fixed at the
+     block's first step as the ceil(rho n)-th smallest |theta| of the block (rho =
+     sparse_density, read at float precision: 0.4f of 30 weights is 12;
+     GRZO_SPARSE_DENSITY_DEFAULT 0.2 is the paper's best), so a fraction rho (more on ties)
+     is perturbed then. The mask is never stored: each operation and the
+     update recompute it from the unperturbed theta they read (the forward and the update of
+     a step see the same theta, so the same mask), and it follows the weights as they move
+     (the paper's dynamic mask). Memory: one float per block (h_b, in checkpoints); the
+     first step reads each block once into a transient host copy (16-bit blocks widened). Sparse-
+     GRZO: Z_i = m (.) U (.) (r_i s_i^T); the update's M = R^T diag(a) S / B is masked
+     element-wise and keeps its rank-B cost. Variance: the estimator targets m (.) g, the
+     gradient restricted to the masked coordinates (E[z z^T] = diag(m)); the variance law of
+     section 3b holds with the per-example gradients masked. Weight decay still applies to
+     every weight of a decayed block.
+
+     LOW-RANK (LOZO, optsuite/LOZO). For matrix and embedding blocks B = U V^T / sqrt(r),
+     U (d_out x r) and V (d_in x r) with entries from desc.noise; vector blocks stay dense.
+     U is drawn every step (stream 0x1100 + base stream), V every nu = lowrank_every steps
+     (stream 7, keyed by the refresh step floor(t / nu) nu, so a resumed run redraws the
+     same V and nothing is stored); unlike LOZO's code the update regenerates exactly the
+     factors the passes used, on refresh steps too. The 1/sqrt(r) makes the entries unit-
+     variance like dense U (LOZO's code omits it: its sigma is sqrt(r) larger). LO-GRZO:
+         Z_i = (U V^T / sqrt(r)) (.) (r_i s_i^T) = (r_i (.) U)(s_i (.) V)^T / sqrt(r),
+     i.e. each example's direction is itself rank r, with the factors' rows re-signed. The
+     perturbed linear of example i's rows computes
+         x Z_i^T = (((x (.) s_i) V) U^T) (.) r_i / sqrt(r)
+     as two thin GEMMs (n x d_in x r, then n x r x d_out): r (d_in + d_out) flops per row
+     instead of d_in d_out, so the fused 2B-wide pass keeps its one-pass budget and no
+     weight-sized buffer is formed. The update
+         W -= lr/(2 sigma B) sum_i a_i (r_i (.) U)(s_i (.) V)^T / sqrt(r)
+     is a sum of B rank-r terms: rank <= r B (MeZO's low-rank z: rank r), so the rank-B
+     structure of GRZO's update is kept, multiplied by r; it is applied in one pass over W
+     (each weight: r products for (U V^T)_jk, B for M_jk). Variance: entries of U V^T / sqrt(r)
+     are uncorrelated with unit variance (E[z z^T] = I), so the estimator is unbiased to
+     O(sigma^2) as the dense one, and Flipout's E[z_i z_j^T | U, V] = 0 still holds. The
+     projection c = <G, U V^T>/sqrt(r) has Var c = |G|_F^2 as dense, but a heavier tail
+     (Gaussian factors): E c^4 = 3 |G|_F^4 + 6 tr((G^T G)^2) / r, up to 3x the dense value
+     for a rank-one gradient at r = 1, which raises the spread of MeZO's coefficient and of
+     GRZO's loss differences; and every update lies in an r-dimensional (r B for GRZO)
+     subspace per block that moves only every nu steps on the V side.
+
+     QUANTIZED (QuZO, jmha02/QuZO; quant_bits 8 or 4). Fake quantization, in fp32:
+     - weights: a matrix block read by grzo_linear is used as q(W), per output row symmetric
+       b-bit: q(w) = clamp(rint(w / d_j), -Q, Q) d_j, d_j = max_k |W_jk| / Q, Q = 2^(b-1) - 1,
+       the scale from the unperturbed weight of this step (so updates move the grid). Also in
+       plain (evaluation) ops and in grzo_perturbed_params. Vector and embedding blocks are
+       not quantized (QuZO keeps norms, biases and embeddings in full precision);
+     - perturbation: B = Q_sr(U), U stochastically rounded to the grid k delta, |k| <= Q,
+       delta = bound / Q with bound the largest value the base distribution can take (1 for
+       Rademacher, 6.6604 for grzo's Box-Muller Gaussian), so nothing is clipped and
+       E[Q_sr(U) | U] = U (unbiased; the rounding adds variance <= delta^2/4 per entry). The
+       rounding bits come from stream 0x2200 + base stream at the element's index, so the
+       forward and the update see the same quantized B (unlike QuZO's paper, like its code)
+       and the streams never overlap (unlike QuZO's seed + 4). With Rademacher U (the default)
+       the rounding is exact (+-1 are grid points): only the weights are quantized; use
+       desc.noise = GAUSSIAN for QuZO's setting. Qu-GRZO is the GRZO core on this B;
+     - the master weights, the update and the activations stay fp32.
+     A real low-bit deployment would store q(W) as int8/int4 codes plus one scale per row,
+     run x q(W)^T as an integer GEMM (int32 accumulate, rescale per row) and the perturbation
+     sigma x (Q_sr(U) (.) r s^T)^T as a second low-bit GEMM on the k codes (scale sigma delta),
+     quantize activations (QuZO: per-tensor 8-bit, not done here), and keep the fp32 master
+     copy only where the update is applied (or round the update stochastically into the codes).
+
    4. ERRORS, MEMORY, THREADS, DETERMINISM
      Every public function returns grzo_status (GRZO_OK = 0, errors < 0);
      grzo_status_str() names it and grzo_last_error(ctx) explains the last failure.
@@ -174,7 +259,8 @@
      (and the step counter too); in-place MeZO restores them within rounding (section 3).
      grzo never aborts or exits and has no mutable globals.
      Memory: parameters and activations live in backend memory (grzo_backend_alloc); per
-     step grzo allocates only the losses and coefficients (O(B) floats), and a backend
+     step grzo allocates only the losses and coefficients (O(B) floats; the sparse variant
+     keeps one float per block and reads each block once at its first step), and a backend
      allocates per operation the sign vectors (B (d_out + d_in) floats) and a transient
      per-layer buffer bounded by its budget (CPU: 8 MiB by default). Z_i is never stored.
      Threads: one context must not be used from two threads at once; distinct contexts
@@ -238,17 +324,28 @@
      element), grzo_backend_cpu_create (backends/grzo_cpu.h: OpenBLAS + OpenMP, or portable
      loops without BLAS), grzo_backend_cuda_create (backends/grzo_cuda.h, when built).
      Capabilities are queried with
-     grzo_backend_query. The core never dereferences parameter or activation memory.
+     grzo_backend_query (storage types; caps.variants: the variant axes of section 3c the
+     backend implements, 0 for a backend that predates them, whose contexts then refuse the
+     axes). A variant reaches the backend as the `variant` pointer of each op's arguments
+     (NULL: dense, the paths as before). The core never dereferences parameter or activation
+     memory.
 
-   6. CHECKPOINT FORMAT (little-endian, version 1)
+   6. CHECKPOINT FORMAT (little-endian, version 1; version 2 with a variant axis on)
      bytes 0..255   header: "GRZOCKPT", u32 version, u32 header size (256), u64 payload
                     bytes, u64 FNV-1a-64 of the payload, u64 seed, u64 step, u32 estimator,
                     u32 noise, f32 lr, f32 sigma, f32 norm_eps, f32 weight_decay,
                     i64 warmup_steps, u32 schedule, u32 fzoo_probes, u32 n_blocks, u32 0,
-                    u64 degenerate-step count, zero padding, u64 FNV-1a-64 of bytes 0..247
-                    at offset 248.
+                    u64 degenerate-step count; version 2 adds at offset 104: f32
+                    sparse_density, u32 lowrank_rank, u32 lowrank_every, u32 quant_bits;
+                    zero padding, u64 FNV-1a-64 of bytes 0..247 at offset 248.
      payload        per block: u32 kind, u32 dtype, i64 rows, i64 cols, char name[64];
-                    then every block's data in registration order (f32 LE).
+                    then every block's data in registration order (f32 LE); version 2 with
+                    sparse_density > 0: then per block u32 threshold-set (0/1), f32 h_b.
+     A context without variants writes version 1, byte for byte as before; one with a
+     variant writes version 2, which older readers refuse (version mismatch). This grzo
+     reads both (version 1: every variant off). The low-rank V needs no state (it is keyed
+     by the refresh step), the mask none (recomputed from theta), the thresholds are in the
+     table, so a resumed run continues bit-identically.
      Saving writes "<path>.tmp", fsyncs it and renames it over <path>. Loading checks the
      whole file (sizes, checksums, each block's kind, dtype, shape and name) before it
      writes any parameter; the
@@ -362,7 +459,10 @@ typedef struct grzo_logger {
    for Gaussian (Box-Muller on two 32-bit uniforms, computed in double with explicitly
    fused operations so that every IEEE-754 platform, CPU or GPU, gets the same bits).
    Streams used by grzo: 0 = base U, 1 = r signs, 2 = s signs, 3 = stochastic rounding of
-   16-bit updates, 4..6 = the same for in-place MeZO's three shifts, 16 + j = FZOO probe j.
+   16-bit updates, 4..6 = the same for in-place MeZO's three shifts, 7 = low-rank V (keyed by
+   the step of its last refresh), 16 + j = FZOO probe j, 0x1100 + s = low-rank U of base
+   stream s, 0x2200 + s = stochastic-rounding bits of the quantized perturbation of base
+   stream s (section 3c; s = 0 or an FZOO probe's stream, so the ranges never meet).
    Block id 0xFFFFFFFF is never a grzo block: use it for your own streams (data order). */
 typedef struct grzo_noise {   /* block = registration index (grzo_block.id - 1) */
     uint64_t seed;
@@ -377,11 +477,18 @@ typedef struct grzo_noise {   /* block = registration index (grzo_block.id - 1) 
 #define GRZO_STREAM_SIGN_S 2u
 #define GRZO_STREAM_ROUND 3u           /* stochastic-rounding bits of the update */
 #define GRZO_STREAM_ROUND_INPLACE 4u   /* 4, 5, 6: in-place MeZO's +sigma, -2 sigma, restore */
+#define GRZO_STREAM_LOWRANK_V 7u        /* low-rank V of a block, at the step of its last refresh */
 #define GRZO_STREAM_FZOO0 16u
+#define GRZO_STREAM_LOWRANK_U 0x1100u  /* + base stream: low-rank U (section 3c) */
+#define GRZO_STREAM_QUANT 0x2200u      /* + base stream: rounding bits of the quantized perturbation */
 #define GRZO_STREAM_ALIGN0 0x4000u     /* alignment probe k: stream 0x4000 + k (section 3b) */
 #define GRZO_ALIGN_MAX_PROBES 0xC000   /* streams 0x4000 .. 0xFFFF */
 #define GRZO_ALIGN_MAX_EXAMPLES 4096   /* the Gram sum is B x B doubles */
 #define GRZO_USER_BLOCK 0xFFFFFFFFu
+#define GRZO_SPARSE_DENSITY_DEFAULT 0.2f  /* what tools use for "sparse" without a density */
+#define GRZO_LOWRANK_RANK_DEFAULT 2
+#define GRZO_LOWRANK_EVERY_DEFAULT 100
+#define GRZO_LOWRANK_MAX_RANK 1024
 #define GRZO_MAX_INDEX ((uint64_t)1 << 48)   /* elements per (block, stream) */
 
 GRZO_API void grzo_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
@@ -398,6 +505,17 @@ typedef struct grzo_param {      /* one parameter block as the backend sees it *
     grzo_dtype dtype;
     int64_t rows, cols;          /* vector: cols = 1 */
 } grzo_param;
+
+/* A block's variant (section 3c) as the backend applies it; a NULL pointer in the op
+   arguments means dense (every field zero). Built by the core per operation. */
+typedef struct grzo_variant {
+    int32_t sparse;              /* 1: perturbation and update masked by m = 1[|theta| <= sparse_threshold] */
+    float sparse_threshold;      /* h_b, fixed at the block's first step */
+    int32_t lowrank_rank;        /* r > 0 (matrix and embedding blocks): base = U V^T / sqrt(r) */
+    uint32_t lowrank_step;       /* V's key step: the step of its last refresh */
+    int32_t quant_bits;          /* 8 or 4: perturbation stochastically rounded to b bits; matrix
+                                    blocks' weights fake-quantized per output row in linear ops */
+} grzo_variant;
 
 /* How the rows of one operation are perturbed. sigma = 0 or n_segments = 0: plain op.
    Segment c covers rows [offsets[c], offsets[c+1]) and adds sign[c] * sigma * Z, where
@@ -419,6 +537,7 @@ typedef struct grzo_linear_args {     /* y[n x rows] = x[n x cols] W^T (+ pertur
     float *y;
     int64_t n_rows;
     const grzo_perturb *perturb;      /* NULL: plain */
+    const grzo_variant *variant;      /* NULL: dense (also for plain ops: quantized weights) */
 } grzo_linear_args;
 
 typedef struct grzo_vector_args {     /* y[n x d] = x op v, v perturbed per segment */
@@ -428,6 +547,7 @@ typedef struct grzo_vector_args {     /* y[n x d] = x op v, v perturbed per segm
     float *y;
     int64_t n_rows;
     const grzo_perturb *perturb;
+    const grzo_variant *variant;      /* NULL: dense */
 } grzo_vector_args;
 
 typedef struct grzo_embedding_args {  /* y[n x d] = E[ids[n]] (+ perturbation) */
@@ -437,6 +557,7 @@ typedef struct grzo_embedding_args {  /* y[n x d] = E[ids[n]] (+ perturbation) *
     int64_t n_rows;
     uint8_t *touched;                 /* backend memory, rows bytes: set to 1 per gathered row; may be NULL */
     const grzo_perturb *perturb;
+    const grzo_variant *variant;      /* NULL: dense */
 } grzo_embedding_args;
 
 /* theta -= sum_e coeff[e] * Z_e + decay * theta, Z_e as in grzo_perturb (flipout: one
@@ -455,6 +576,7 @@ typedef struct grzo_update_args {
     float decay;
     uint8_t *touched;                 /* embeddings only; NULL = every row */
     uint32_t round_stream;            /* stochastic-rounding stream; 0 = GRZO_STREAM_ROUND */
+    const grzo_variant *variant;      /* NULL: dense; else Z_e is the variant's (section 3c) */
 } grzo_update_args;
 
 /* out = theta + sign * sigma * Z_example (the whole block, materialized: ask/tell only) */
@@ -465,13 +587,19 @@ typedef struct grzo_copy_args {
     int64_t example;
     float scale;                      /* sign * sigma */
     void *out;                        /* backend memory, same size as the block */
+    const grzo_variant *variant;      /* NULL: dense; quant: matrix blocks give q(theta) + scale Z */
 } grzo_copy_args;
 
 typedef struct grzo_backend_caps {
     uint32_t dtypes;                  /* bit (1 << grzo_dtype) per supported storage type */
     int32_t device_memory;            /* 1: pointers are device memory (use upload/download) */
     int32_t n_threads;
+    uint32_t variants;                /* GRZO_VARIANT_* bits the backend implements (0: dense only) */
 } grzo_backend_caps;
+
+#define GRZO_VARIANT_SPARSE 1u
+#define GRZO_VARIANT_LOWRANK 2u
+#define GRZO_VARIANT_QUANT 4u
 
 typedef struct grzo_backend_i {
     uint32_t api_version;             /* GRZO_BACKEND_API_VERSION */
@@ -542,6 +670,11 @@ typedef struct grzo_desc {
     int64_t warmup_steps;             /* default 0: no warm-up */
     grzo_schedule schedule;           /* default constant */
     int32_t fzoo_probes;              /* N, default 8 */
+    /* variant axes (section 3c), each zero = off; composable with every core but in-place MeZO */
+    float sparse_density;             /* fraction of each block perturbed, (0, 1] (Sparse-MeZO: 0.2) */
+    int32_t lowrank_rank;             /* rank r of 2-D blocks' base U V^T / sqrt(r) (LOZO: 1-2) */
+    int32_t lowrank_every;            /* nu: V redrawn every nu steps; 0 = 100 (with lowrank_rank) */
+    int32_t quant_bits;               /* 8 or 4: fake-quantized weights and perturbation (QuZO) */
     grzo_allocator allocator;
     grzo_logger logger;
     /* data parallelism (section 4b); all zero: one process */
@@ -806,6 +939,102 @@ GRZO__RNG_FN float grzo__noise_value(const grzo_noise *n, uint64_t index) {
     return grzo__rademacher_bit(w, (unsigned)(index & 127u));
 }
 
+/* ---- variant primitives (section 3c), host and device ---------------------------------- */
+#define GRZO__GAUSS_BOUND 6.660437107086182f   /* |Box-Muller output| <= sqrt(-2 ln 2^-32), as a float */
+
+/* Q = 2^(b-1) - 1: the largest level of a symmetric b-bit grid (127, 7) */
+GRZO__RNG_FN float grzo__quant_levels(int32_t bits) { return (float)((1 << (bits - 1)) - 1); }
+
+/* Stochastic rounding of a base value z to the perturbation grid k * delta, |k| <= Q, delta =
+   bound / Q with bound the base distribution's largest |value| (1 for Rademacher, the
+   Box-Muller bound for Gaussian): nothing is clipped, so E[result | z] = z (up to the 2^-24
+   resolution of u). k = floor(z / delta) + 1[u < frac], u = 24 bits of stream q at `index`
+   (4 elements per Philox call). Constants go through double division and frac through an
+   explicit fma, so CPU and GPU round alike. */
+GRZO__RNG_FN float grzo__sround(const grzo_noise *q, uint64_t index, float z, int32_t bits) {
+    uint32_t w[4];
+    double bound = q->dist == GRZO_NOISE_GAUSSIAN ? (double)GRZO__GAUSS_BOUND : 1.0, levels = (double)grzo__quant_levels(bits);
+    float inv = (float)(levels / bound), Q = (float)levels;
+    float k = floorf(z * inv), frac = fmaf(z, inv, -k), u;
+    grzo__noise_group(q, index >> 2, w);
+    u = (float)(w[index & 3u] >> 8) * (1.0f / 16777216.0f);
+    if (u < frac) k += 1.0f;
+    if (k > Q) k = Q;
+    if (k < -Q) k = -Q;
+    return (float)((double)k * bound / levels);   /* k = +-Q gives +-bound exactly */
+}
+
+/* Symmetric per-row fake quantization: round-to-nearest-even of w / delta_row, clamped to
+   [-Q, Q], times delta_row = amax_row / Q (amax the row's largest |w|; 0 for a zero row). */
+GRZO__RNG_FN float grzo__fake_quant(float w, float amax, int32_t bits) {
+    double levels = (double)grzo__quant_levels(bits);
+    float inv, k, Q = (float)levels;
+    if (!(amax > 0.0f)) return 0.0f;
+    inv = (float)(levels / (double)amax);
+    k = rintf(w * inv);
+    if (k > Q) k = Q;
+    if (k < -Q) k = -Q;
+    return (float)((double)k * (double)amax / levels);   /* k = +-Q gives +-amax exactly */
+}
+
+/* Low-rank base element (U_j . V_k) / sqrt(r): U row j is elements j*r .. j*r+r-1 of u, V row
+   k the same of v. */
+GRZO__RNG_FN float grzo__lowrank_at(const grzo_noise *u, const grzo_noise *v, int32_t r, int64_t j, int64_t k) {
+    float acc = 0.0f;
+    int32_t l;
+    for (l = 0; l < r; l++)
+        acc += grzo__noise_value(u, (uint64_t)(j * r + l)) * grzo__noise_value(v, (uint64_t)(k * r + l));
+    return acc * (float)(1.0 / sqrt((double)r));
+}
+
+/* The variant's noise tensors, derived from an op's base noise (section 3c). */
+GRZO__RNG_FN grzo_noise grzo__lowrank_u_noise(const grzo_noise *base) {
+    grzo_noise n = *base;
+    n.stream = GRZO_STREAM_LOWRANK_U + base->stream;
+    return n;
+}
+GRZO__RNG_FN grzo_noise grzo__lowrank_v_noise(const grzo_noise *base, const grzo_variant *v) {
+    grzo_noise n = *base;
+    n.step = v->lowrank_step;
+    n.stream = GRZO_STREAM_LOWRANK_V;
+    return n;
+}
+GRZO__RNG_FN grzo_noise grzo__quant_noise(const grzo_noise *base) {
+    grzo_noise n = *base;              /* dist kept: it sets the grid (grzo__sround) */
+    n.stream = GRZO_STREAM_QUANT + base->stream;
+    return n;
+}
+GRZO__RNG_FN int grzo__variant_is_lowrank(const grzo_param *p, const grzo_variant *v) {
+    return v && v->lowrank_rank > 0 && p->kind != GRZO_BLOCK_VECTOR;
+}
+/* quantized variants fake-quantize matrix blocks' weights (linear ops, ask/tell) */
+GRZO__RNG_FN int grzo__quantizes_weights(const grzo_param *p, const grzo_variant *v) {
+    return v && v->quant_bits && p->kind == GRZO_BLOCK_MATRIX;
+}
+GRZO__RNG_FN int grzo__variant_masked(const grzo_variant *v, float theta) {
+    return v && v->sparse && !(fabsf(theta) <= v->sparse_threshold);
+}
+
+/* Element (j, k) of a variant's base B (before the Flipout signs): 0 where the sparse mask
+   (from the unperturbed theta) is off, else U[j,k] or (U V^T)[j,k] / sqrt(r), then quantized. */
+GRZO__RNG_FN float grzo__variant_base(const grzo_param *p, const grzo_noise *base, const grzo_variant *v,
+                                      int64_t j, int64_t k, float theta) {
+    uint64_t index = (uint64_t)(j * p->cols + k);
+    float z;
+    if (grzo__variant_masked(v, theta)) return 0.0f;
+    if (grzo__variant_is_lowrank(p, v)) {
+        grzo_noise u = grzo__lowrank_u_noise(base), vv = grzo__lowrank_v_noise(base, v);
+        z = grzo__lowrank_at(&u, &vv, v->lowrank_rank, j, k);
+    } else {
+        z = grzo__noise_value(base, index);
+    }
+    if (v && v->quant_bits) {
+        grzo_noise q = grzo__quant_noise(base);
+        z = grzo__sround(&q, index, z, v->quant_bits);
+    }
+    return z;
+}
+
 #endif /* RNG primitives */
 
 /* ===================================================================================== */
@@ -947,19 +1176,33 @@ static grzo_noise grzo__sign_noise(const grzo_noise *base, uint32_t stream) {
 /* The perturbation of element (j, k) of a block for example e, without the sigma sign:
    U[j,k] r_e[j] s_e[k] (flipout; vectors have no s) or U[j,k] (shared). The literal
    SPEC formula: used by the reference backend and by the tests. */
+static float grzo__flipout_signs(const grzo_param *p, const grzo_noise *base, int64_t e, int64_t j, int64_t k) {
+    grzo_noise r = grzo__sign_noise(base, GRZO_STREAM_SIGN_R), s = grzo__sign_noise(base, GRZO_STREAM_SIGN_S);
+    float f = grzo__noise_value(&r, (uint64_t)(e * p->rows + j));
+    return p->kind != GRZO_BLOCK_VECTOR ? f * grzo__noise_value(&s, (uint64_t)(e * p->cols + k)) : f;
+}
 static float grzo__z_element(const grzo_param *p, const grzo_noise *base, int flipout,
                              int64_t e, int64_t j, int64_t k) {
     float z = grzo__noise_value(base, (uint64_t)(j * p->cols + k));
-    if (flipout) {
-        grzo_noise r = grzo__sign_noise(base, GRZO_STREAM_SIGN_R);
-        z *= grzo__noise_value(&r, (uint64_t)(e * p->rows + j));
-        if (p->kind != GRZO_BLOCK_VECTOR) {
-            grzo_noise s = grzo__sign_noise(base, GRZO_STREAM_SIGN_S);
-            z *= grzo__noise_value(&s, (uint64_t)(e * p->cols + k));
-        }
-    }
-    return z;
+    return flipout ? z * grzo__flipout_signs(p, base, e, j, k) : z;
 }
+/* The same under a variant (NULL: dense): B[j,k] (section 3c) times the signs; theta is the
+   element's unperturbed value, which the sparse mask reads. */
+static float grzo__z_variant(const grzo_param *p, const grzo_noise *base, int flipout, const grzo_variant *v,
+                             int64_t e, int64_t j, int64_t k, float theta) {
+    float z;
+    if (!v) return grzo__z_element(p, base, flipout, e, j, k);
+    z = grzo__variant_base(p, base, v, j, k, theta);
+    return flipout ? z * grzo__flipout_signs(p, base, e, j, k) : z;
+}
+/* largest |w| of row j (the per-row fake-quantization scale) */
+static float grzo__row_amax(const float *W, int64_t cols, int64_t j) {
+    float m = 0.0f;
+    int64_t k;
+    for (k = 0; k < cols; k++) if (fabsf(W[j * cols + k]) > m) m = fabsf(W[j * cols + k]);
+    return m;
+}
+
 
 /* segment of row n: binary search over offsets (n_segments + 1 entries) */
 static int64_t grzo__segment_of(const grzo_perturb *pt, int64_t row) {
@@ -977,6 +1220,7 @@ typedef struct grzo__ref { char err[128]; } grzo__ref;
 static grzo_status grzo__ref_query(void *self, grzo_backend_caps *out) {
     (void)self;
     out->dtypes = 1u << GRZO_DTYPE_F32;
+    out->variants = GRZO_VARIANT_SPARSE | GRZO_VARIANT_LOWRANK | GRZO_VARIANT_QUANT;
     out->device_memory = 0;
     out->n_threads = 1;
     return GRZO_OK;
@@ -1015,10 +1259,13 @@ static grzo_status grzo__ref_linear(void *self, const grzo_linear_args *a) {
         const float *x = a->x + n * w->cols;
         for (j = 0; j < w->rows; j++) {
             double acc = 0.0;
+            int quant = grzo__quantizes_weights(w, a->variant);
+            float amax = quant ? grzo__row_amax(W, w->cols, j) : 0.0f;
             for (k = 0; k < w->cols; k++) {
-                float wjk = W[j * w->cols + k];
+                float theta = W[j * w->cols + k];
+                float wjk = quant ? grzo__fake_quant(theta, amax, a->variant->quant_bits) : theta;
                 if (scale != 0.0f)
-                    wjk += scale * grzo__z_element(w, &a->perturb->base, a->perturb->flipout, e, j, k);
+                    wjk += scale * grzo__z_variant(w, &a->perturb->base, a->perturb->flipout, a->variant, e, j, k, theta);
                 acc += (double)x[k] * wjk;
             }
             a->y[n * w->rows + j] = (float)acc;
@@ -1037,7 +1284,7 @@ static grzo_status grzo__ref_vector(void *self, const grzo_vector_args *a) {
         for (j = 0; j < d; j++) {
             float vj = v[j];
             if (scale != 0.0f)
-                vj += scale * grzo__z_element(&a->v, &a->perturb->base, a->perturb->flipout, e, j, 0);
+                vj += scale * grzo__z_variant(&a->v, &a->perturb->base, a->perturb->flipout, a->variant, e, j, 0, v[j]);
             a->y[n * d + j] = a->op == GRZO_VECTOR_MUL ? a->x[n * d + j] * vj : a->x[n * d + j] + vj;
         }
     }
@@ -1060,7 +1307,8 @@ static grzo_status grzo__ref_embedding(void *self, const grzo_embedding_args *a)
         for (k = 0; k < d; k++) {
             float v = E[row * d + k];
             if (scale != 0.0f)
-                v += scale * grzo__z_element(&a->e, &a->perturb->base, a->perturb->flipout, e, row, k);
+                v += scale * grzo__z_variant(&a->e, &a->perturb->base, a->perturb->flipout, a->variant, e, row, k,
+                                             E[row * d + k]);
             a->y[n * d + k] = v;
         }
     }
@@ -1077,7 +1325,7 @@ static grzo_status grzo__ref_update(void *self, const grzo_update_args *a) {
             double g = 0.0;
             float *pjk = &P[j * a->p.cols + k];
             for (e = 0; e < a->n_examples; e++)
-                g += (double)a->coeff[e] * grzo__z_element(&a->p, &a->base, a->flipout, e, j, k);
+                g += (double)a->coeff[e] * grzo__z_variant(&a->p, &a->base, a->flipout, a->variant, e, j, k, *pjk);
             *pjk = *pjk - (float)g - a->decay * *pjk;
         }
     }
@@ -1088,11 +1336,16 @@ static grzo_status grzo__ref_perturbed_copy(void *self, const grzo_copy_args *a)
     const float *P = (const float *)a->p.data;
     float *out = (float *)a->out;
     int64_t j, k;
+    int quant = grzo__quantizes_weights(&a->p, a->variant);
     (void)self;
-    for (j = 0; j < a->p.rows; j++)
-        for (k = 0; k < a->p.cols; k++)
-            out[j * a->p.cols + k] = P[j * a->p.cols + k] +
-                a->scale * grzo__z_element(&a->p, &a->base, a->flipout, a->example, j, k);
+    for (j = 0; j < a->p.rows; j++) {
+        float amax = quant ? grzo__row_amax(P, a->p.cols, j) : 0.0f;
+        for (k = 0; k < a->p.cols; k++) {
+            float theta = P[j * a->p.cols + k];
+            out[j * a->p.cols + k] = (quant ? grzo__fake_quant(theta, amax, a->variant->quant_bits) : theta) +
+                a->scale * grzo__z_variant(&a->p, &a->base, a->flipout, a->variant, a->example, j, k, theta);
+        }
+    }
     return GRZO_OK;
 }
 
@@ -1155,6 +1408,8 @@ typedef struct grzo__block {
     int no_decay;
     uint8_t *touched;            /* embeddings: backend memory, one byte per row */
     int full_touch;              /* embedding read as a whole this step (linear, ask/tell) */
+    int sparse_ready;            /* sparse variant: sparse_h has been set (first step, or a checkpoint) */
+    float sparse_h;              /* its magnitude threshold h_b */
 } grzo__block;
 
 enum { GRZO__IDLE = 0, GRZO__IN_STEP, GRZO__IN_PASS };
@@ -1230,10 +1485,57 @@ GRZO__DEF grzo_desc grzo_desc_resolve(const grzo_desc *desc) {
     if (d.fzoo_probes == 0) d.fzoo_probes = 8;
     if (d.per_example_ops == 0) d.per_example_ops = d.comm ? 1 : -1;
     if (d.replica_check_every == 0) d.replica_check_every = 100;
+    if (d.lowrank_rank > 0 && d.lowrank_every == 0) d.lowrank_every = GRZO_LOWRANK_EVERY_DEFAULT;
     return d;
 }
 
 static int grzo__finite_nonneg(float x) { return isfinite(x) && x >= 0.0f; }
+
+static int grzo__variants_on(const grzo_desc *d) {
+    return d->sparse_density > 0.0f || d->lowrank_rank > 0 || d->quant_bits > 0;
+}
+
+/* The variant axes and their combinations (section 3c). */
+static grzo_status grzo__validate_variants(const grzo_desc *d, char *msg, size_t cap) {
+#define GRZO__BAD(...) do { snprintf(msg, cap, __VA_ARGS__); return GRZO_ERR_INVALID_ARG; } while (0)
+    if (!(isfinite(d->sparse_density) && d->sparse_density >= 0.0f && d->sparse_density <= 1.0f))
+        GRZO__BAD("sparse_density must be in (0, 1], or 0 for off (got %g)", (double)d->sparse_density);
+    if (d->lowrank_rank < 0 || d->lowrank_rank > GRZO_LOWRANK_MAX_RANK)
+        GRZO__BAD("lowrank_rank must be in [1, %d], or 0 for off (got %d)", GRZO_LOWRANK_MAX_RANK, (int)d->lowrank_rank);
+    if (d->lowrank_every < 0) GRZO__BAD("lowrank_every must be >= 1, or 0 for the default (got %d)", (int)d->lowrank_every);
+    if (d->lowrank_rank == 0 && d->lowrank_every != 0) GRZO__BAD("lowrank_every is set but lowrank_rank is 0 (low-rank is off)");
+    if (d->quant_bits != 0 && d->quant_bits != 8 && d->quant_bits != 4) GRZO__BAD("quant_bits must be 8 or 4, or 0 for off (got %d)", (int)d->quant_bits);
+    if (!grzo__variants_on(d)) return GRZO_OK;
+    if (d->estimator == GRZO_ESTIMATOR_MEZO_INPLACE)
+        GRZO__BAD("the sparse, low-rank and quantized variants perturb through the operations; in-place MeZO writes the "
+                  "perturbation into the parameters (use the MEZO estimator)");
+    if (d->sparse_density > 0.0f && d->estimator == GRZO_ESTIMATOR_FZOO)
+        GRZO__BAD("sparse does not combine with FZOO: its N probe directions are N updates in a row, and the mask of a later "
+                  "one would read weights the earlier ones moved (the mask must come from the step's unperturbed weights)");
+    if (d->sparse_density > 0.0f && d->lowrank_rank > 0)
+        GRZO__BAD("sparse and low-rank do not combine: a magnitude mask on U V^T is no longer low-rank (the thin GEMMs "
+                  "of the perturbed linear need the factored form)");
+    if (d->lowrank_rank > 0 && d->quant_bits > 0)
+        GRZO__BAD("low-rank and quantized do not combine: quantizing U V^T element-wise would materialize it");
+    return GRZO_OK;
+#undef GRZO__BAD
+}
+
+/* A backend must say that it implements each variant axis in use (grzo_backend_caps.variants). */
+static grzo_status grzo__check_variant_caps(const grzo_desc *d, const grzo_backend_caps *caps, const char *backend,
+                                            char *msg, size_t cap) {
+    static const struct { uint32_t bit; const char *name; } axes[] = {
+        {GRZO_VARIANT_SPARSE, "sparse"}, {GRZO_VARIANT_LOWRANK, "low-rank"}, {GRZO_VARIANT_QUANT, "quantized"}};
+    uint32_t want = (d->sparse_density > 0.0f ? GRZO_VARIANT_SPARSE : 0u) | (d->lowrank_rank > 0 ? GRZO_VARIANT_LOWRANK : 0u) |
+                    (d->quant_bits > 0 ? GRZO_VARIANT_QUANT : 0u);
+    size_t i;
+    for (i = 0; i < sizeof axes / sizeof axes[0]; i++)
+        if ((want & axes[i].bit) && !(caps->variants & axes[i].bit)) {
+            snprintf(msg, cap, "backend '%s' does not implement the %s variant (grzo_backend_caps.variants)", backend, axes[i].name);
+            return GRZO_ERR_UNSUPPORTED;
+        }
+    return GRZO_OK;
+}
 
 static grzo_status grzo__validate_desc(const grzo_desc *d, char *msg, size_t cap) {
 #define GRZO__BAD(...) do { snprintf(msg, cap, __VA_ARGS__); return GRZO_ERR_INVALID_ARG; } while (0)
@@ -1266,7 +1568,7 @@ static grzo_status grzo__validate_desc(const grzo_desc *d, char *msg, size_t cap
         if (c->n_ranks < 1 || c->rank < 0 || c->rank >= c->n_ranks)
             GRZO__BAD("desc.comm: rank %d of %d ranks is out of range", (int)c->rank, (int)c->n_ranks);
     }
-    return GRZO_OK;
+    return grzo__validate_variants(d, msg, cap);
 #undef GRZO__BAD
 }
 
@@ -1274,7 +1576,7 @@ GRZO__DEF grzo_status grzo_create(const grzo_desc *desc, grzo_ctx **out) {
     grzo_desc d;
     grzo_ctx *ctx;
     grzo_status s;
-    char msg[160];
+    char msg[256];
     if (!out) return GRZO_ERR_INVALID_ARG;
     *out = NULL;
     if (!desc) return GRZO_ERR_INVALID_ARG;
@@ -1290,7 +1592,12 @@ GRZO__DEF grzo_status grzo_create(const grzo_desc *desc, grzo_ctx **out) {
     memset(ctx, 0, sizeof *ctx);
     ctx->desc = d;
     s = grzo_backend_query(d.backend, &ctx->caps);
-    if (s != GRZO_OK) { grzo__free(ctx, ctx); return s; }
+    if (s == GRZO_OK) s = grzo__check_variant_caps(&d, &ctx->caps, d.backend->iface->name, msg, sizeof msg);
+    if (s != GRZO_OK) {
+        if (d.logger.func && s == GRZO_ERR_UNSUPPORTED) d.logger.func(GRZO_LOG_ERROR, s, msg, d.logger.user_data);
+        grzo__free(ctx, ctx);
+        return s;
+    }
     if (d.comm) {
         ctx->gather_counts = (int64_t *)grzo__alloc(ctx, (size_t)d.comm->n_ranks * sizeof(int64_t));
         if (!ctx->gather_counts) { grzo__free(ctx, ctx); return GRZO_ERR_OUT_OF_MEMORY; }
@@ -1548,6 +1855,73 @@ static grzo_status grzo__inplace_restore(grzo_ctx *ctx) {
     return s;
 }
 
+/* k-th smallest of a[0..n) (0-based), reordering a: Hoare quickselect, no NaN in a */
+static float grzo__kth_smallest(float *a, int64_t n, int64_t k) {
+    int64_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        float x = a[lo], y = a[lo + (hi - lo) / 2], z = a[hi], pivot, t;
+        int64_t i = lo, j = hi;
+        pivot = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));   /* median of three */
+        while (i <= j) {
+            while (a[i] < pivot) i++;
+            while (a[j] > pivot) j--;
+            if (i <= j) { t = a[i]; a[i] = a[j]; a[j] = t; i++; j--; }
+        }
+        if (k <= j) hi = j;
+        else if (k >= i) lo = i;
+        else return a[k];
+    }
+    return a[k];
+}
+
+/* |x| of one stored element (16-bit blocks widened exactly); NaN reads as +inf */
+static float grzo__stored_abs(const uint8_t *p, grzo_dtype t) {
+    uint16_t h;
+    float v;
+    if (t == GRZO_DTYPE_F32) { memcpy(&v, p, 4); return isnan(v) ? INFINITY : fabsf(v); }
+    memcpy(&h, p, 2);   /* backend memory holds native byte order */
+    if (t == GRZO_DTYPE_BF16) {
+        uint32_t b = (uint32_t)(h & 0x7FFFu) << 16;
+        memcpy(&v, &b, 4);
+        return isnan(v) ? INFINITY : v;
+    }
+    {   /* IEEE half: 5 exponent bits, 10 mantissa bits */
+        int e = (h >> 10) & 0x1F, m = h & 0x3FF;
+        if (e == 31) return INFINITY;
+        return e == 0 ? ldexpf((float)m, -24) : ldexpf((float)(m | 0x400), e - 25);
+    }
+}
+
+/* Sparse variant: h_b = the ceil(density n)-th smallest |theta| of each block that has none yet
+   (at its first step), so that a fraction >= density of the block is perturbed then. The
+   block is read once into a transient host copy (quickselect needs it whole; 16-bit blocks
+   are widened). */
+static grzo_status grzo__sparse_thresholds(grzo_ctx *ctx) {
+    uint32_t i;
+    for (i = 0; i < ctx->n_blocks; i++) {
+        grzo__block *b = &ctx->blocks[i];
+        int64_t n = b->p.rows * b->p.cols, k, q;
+        double t;
+        float *a;
+        grzo_status s;
+        if (b->sparse_ready) continue;
+        a = (float *)grzo__alloc(ctx, (size_t)n * sizeof(float));
+        if (!a) return grzo__fail(ctx, GRZO_ERR_OUT_OF_MEMORY, "sparse variant: out of memory for block %u's threshold", (unsigned)i);
+        /* the stored bytes land in the buffer's first n * size bytes; widened from the back */
+        s = grzo_backend_download(ctx->desc.backend, a, b->p.data, (size_t)n * grzo__dtype_size(b->p.dtype));
+        if (s != GRZO_OK) { grzo__free(ctx, a); return grzo__backend_fail(ctx, s, "sparse variant: reading a block for its threshold"); }
+        for (q = n - 1; q >= 0; q--) a[q] = grzo__stored_abs((const uint8_t *)a + (size_t)q * grzo__dtype_size(b->p.dtype), b->p.dtype);
+        t = (double)ctx->desc.sparse_density * (double)n;
+        k = (int64_t)ceil(t - t * 0x1p-23) - 1;   /* density at float precision: 0.4f of 30 is 12 */
+        if (k < 0) k = 0;
+        if (k > n - 1) k = n - 1;
+        b->sparse_h = grzo__kth_smallest(a, n, k);
+        b->sparse_ready = 1;
+        grzo__free(ctx, a);
+    }
+    return GRZO_OK;
+}
+
 GRZO__DEF grzo_status grzo_step_begin(grzo_ctx *ctx, int64_t n_examples, grzo_step_info *out) {
     if (!ctx) return GRZO_ERR_INVALID_ARG;
     if (ctx->state != GRZO__IDLE) return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_step_begin: a step is already in flight (end or abort it)");
@@ -1557,6 +1931,10 @@ GRZO__DEF grzo_status grzo_step_begin(grzo_ctx *ctx, int64_t n_examples, grzo_st
         return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_step_begin: the RNG step counter is exhausted (2^32 steps)");
     if (grzo__ensure_step_buffers(ctx, n_examples) != GRZO_OK)
         return grzo__fail(ctx, GRZO_ERR_OUT_OF_MEMORY, "grzo_step_begin: out of memory");
+    if (ctx->desc.sparse_density > 0.0f) {
+        grzo_status s = grzo__sparse_thresholds(ctx);
+        if (s != GRZO_OK) return s;
+    }
     ctx->B = n_examples;
     grzo__set_share(ctx);
     grzo__plan(&ctx->desc, &ctx->n_passes, &ctx->copies);
@@ -1880,13 +2258,33 @@ static grzo_status grzo__coefficients(grzo_ctx *ctx, float lr, grzo_step_report 
     return GRZO_OK;
 }
 
+/* Block i's variant for an operation (section 3c), or NULL when the op is dense. Plain ops
+   (outside a pass) still read fake-quantized weights. */
+static const grzo_variant *grzo__block_variant(const grzo_ctx *ctx, uint32_t i, int perturbed, grzo_variant *out) {
+    const grzo_desc *d = &ctx->desc;
+    const grzo__block *b = &ctx->blocks[i];
+    memset(out, 0, sizeof *out);
+    if (perturbed && d->sparse_density > 0.0f && b->sparse_ready) {
+        out->sparse = 1;
+        out->sparse_threshold = b->sparse_h;
+    }
+    if (perturbed && d->lowrank_rank > 0 && b->p.kind != GRZO_BLOCK_VECTOR) {
+        out->lowrank_rank = d->lowrank_rank;
+        out->lowrank_step = (uint32_t)(ctx->step - ctx->step % d->lowrank_every);   /* V of the last refresh */
+    }
+    out->quant_bits = d->quant_bits;
+    return (out->sparse || out->lowrank_rank || out->quant_bits) ? out : NULL;
+}
+
 static grzo_status grzo__update_block(grzo_ctx *ctx, uint32_t index, float lr) {
     grzo__block *b = &ctx->blocks[index];
     const grzo_backend *be = ctx->desc.backend;
     grzo_update_args u;
+    grzo_variant var;
     int32_t k, n_updates = 1;
     memset(&u, 0, sizeof u);
     u.p = b->p;
+    u.variant = grzo__block_variant(ctx, index, 1, &var);
     u.touched = (b->p.kind == GRZO_BLOCK_EMBEDDING && !b->full_touch) ? b->touched : NULL;
     u.flipout = grzo__flipout(ctx);
     u.n_examples = grzo__is_grzo_family(ctx->desc.estimator) ? ctx->B : 1;
@@ -2000,6 +2398,9 @@ GRZO__DEF grzo_status grzo_align_begin(grzo_ctx *ctx, int64_t n_examples, int32_
                           GRZO_ALIGN_MAX_PROBES, (int)n_probes);
     if (ctx->step >= (int64_t)UINT32_MAX)
         return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_align_begin: the RNG step counter is exhausted (2^32 steps)");
+    if (grzo__variants_on(&ctx->desc))
+        return grzo__fail(ctx, GRZO_ERR_UNSUPPORTED, "grzo_align_begin: the diagnostic measures dense directions; it does not run with "
+                          "the sparse, low-rank or quantized variant (use a context without them)");
     ctx->align_gram = (double *)grzo__alloc(ctx, (size_t)n_examples * (size_t)n_examples * sizeof(double));
     ctx->align_ab = (double *)grzo__alloc(ctx, (size_t)n_probes * 2 * sizeof(double));
     if (!ctx->align_gram || !ctx->align_ab || grzo__ensure_buffers(ctx, 2 * n_examples, 2 * n_examples, 2 * n_examples) != GRZO_OK) {
@@ -2099,7 +2500,10 @@ typedef struct grzo__op {
     int per_segment;             /* section 4b: one backend call per segment of pt.offsets */
     grzo_perturb seg_pt;         /* the perturbation of one of those calls */
     int64_t seg_offsets[2];
+    grzo_variant var;
+    const grzo_variant *variant;   /* &var, or NULL when the variant changes nothing here */
 } grzo__op;
+
 
 /* Validate an operation's block and rows, and describe its perturbation. */
 static grzo_status grzo__prepare_op(grzo_ctx *ctx, const char *who, grzo_block b, const grzo_rows *rows,
@@ -2111,6 +2515,7 @@ static grzo_status grzo__prepare_op(grzo_ctx *ctx, const char *who, grzo_block b
     if (!rows) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "%s: rows is NULL", who);
     if (rows->n_rows < 0) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "%s: n_rows < 0", who);
     if (ctx->state == GRZO__IN_STEP) return grzo__fail(ctx, GRZO_ERR_STATE, "%s: between passes (call grzo_pass_begin)", who);
+    op->variant = grzo__block_variant(ctx, b.id - 1, ctx->state == GRZO__IN_PASS, &op->var);
     if (ctx->state != GRZO__IN_PASS) return GRZO_OK;                /* plain evaluation */
     op->per_segment = ctx->desc.per_example_ops == 1;
     /* in-place MeZO: the parameters themselves are perturbed; the rows matter only per segment */
@@ -2186,6 +2591,7 @@ GRZO__DEF grzo_status grzo_linear(grzo_ctx *ctx, grzo_block w, const float *x, f
     a.y = y;
     a.n_rows = rows->n_rows;
     a.perturb = op.perturbed ? &op.pt : NULL;
+    a.variant = op.variant;
     be = ctx->desc.backend;
     if (op.per_segment) {
         int64_t c, first, count;
@@ -2222,6 +2628,7 @@ GRZO__DEF grzo_status grzo_vector(grzo_ctx *ctx, grzo_block v, grzo_vector_op op
     a.y = y;
     a.n_rows = rows->n_rows;
     a.perturb = op.perturbed ? &op.pt : NULL;
+    a.variant = op.variant;
     be = ctx->desc.backend;
     if (op.per_segment) {
         int64_t c, first, count;
@@ -2256,6 +2663,7 @@ GRZO__DEF grzo_status grzo_embedding(grzo_ctx *ctx, grzo_block e, const int32_t 
     a.n_rows = rows->n_rows;
     a.touched = ctx->state == GRZO__IN_PASS ? op.blk->touched : NULL;
     a.perturb = op.perturbed ? &op.pt : NULL;
+    a.variant = op.variant;
     be = ctx->desc.backend;
     if (op.per_segment) {
         int64_t c, first, count;
@@ -2276,6 +2684,7 @@ GRZO__DEF grzo_status grzo_embedding(grzo_ctx *ctx, grzo_block e, const int32_t 
 GRZO__DEF grzo_status grzo_perturbed_params(grzo_ctx *ctx, grzo_block b, int64_t segment, void *out) {
     grzo__block *blk;
     grzo_copy_args a;
+    grzo_variant var;
     const grzo_backend *be;
     if (!ctx) return GRZO_ERR_INVALID_ARG;
     if (ctx->state != GRZO__IN_PASS) return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_perturbed_params: no pass in flight");
@@ -2292,13 +2701,16 @@ GRZO__DEF grzo_status grzo_perturbed_params(grzo_ctx *ctx, grzo_block b, int64_t
     /* in-place MeZO: the block already holds the perturbed values */
     a.scale = grzo__inplace(ctx) ? 0.0f : (float)ctx->seg_sign[segment] * ctx->desc.sigma;
     a.out = out;
+    a.variant = grzo__block_variant(ctx, b.id - 1, 1, &var);
     be = ctx->desc.backend;
     return grzo__run(ctx, "grzo_perturbed_params", be->iface->perturbed_copy(be->self, &a));
 }
 
 /* ---- checkpoints --------------------------------------------------------------------------------- */
 #define GRZO__CKPT_MAGIC "GRZOCKPT"
-#define GRZO__CKPT_VERSION 1u
+#define GRZO__CKPT_VERSION 1u            /* dense settings */
+#define GRZO__CKPT_VERSION_VARIANTS 2u   /* written when a variant axis is on (section 6) */
+#define GRZO__CKPT_THRESHOLD_ENTRY 8     /* u32 set, f32 h_b */
 #define GRZO__CKPT_HEADER 256
 #define GRZO__CKPT_BLOCK_ENTRY (4 + 4 + 8 + 8 + GRZO__NAME_MAX)
 #define GRZO__CKPT_CHUNK 65536
@@ -2338,8 +2750,9 @@ static void grzo__f32_to_le(uint8_t *p, size_t n_floats) {
     for (i = 0; i < n_floats; i++) { float f; memcpy(&f, p + 4 * i, 4); grzo__put_f32(p + 4 * i, f); }
 }
 
-static uint64_t grzo__payload_bytes(const grzo_ctx *ctx) {
-    uint64_t n = (uint64_t)ctx->n_blocks * GRZO__CKPT_BLOCK_ENTRY;
+/* payload size of the context's blocks; `sparse`: with the threshold table */
+static uint64_t grzo__payload_bytes(const grzo_ctx *ctx, int sparse) {
+    uint64_t n = (uint64_t)ctx->n_blocks * (GRZO__CKPT_BLOCK_ENTRY + (sparse ? GRZO__CKPT_THRESHOLD_ENTRY : 0));
     uint32_t i;
     for (i = 0; i < ctx->n_blocks; i++)
         n += (uint64_t)(ctx->blocks[i].p.rows * ctx->blocks[i].p.cols) * grzo__dtype_size(ctx->blocks[i].p.dtype);
@@ -2359,7 +2772,7 @@ static void grzo__encode_header(const grzo_ctx *ctx, uint64_t payload, uint64_t 
     const grzo_desc *d = &ctx->desc;
     memset(h, 0, GRZO__CKPT_HEADER);
     memcpy(h, GRZO__CKPT_MAGIC, 8);
-    grzo__put_u32(h + 8, GRZO__CKPT_VERSION);
+    grzo__put_u32(h + 8, grzo__variants_on(d) ? GRZO__CKPT_VERSION_VARIANTS : GRZO__CKPT_VERSION);
     grzo__put_u32(h + 12, GRZO__CKPT_HEADER);
     grzo__put_u64(h + 16, payload);
     grzo__put_u64(h + 24, sum);
@@ -2376,6 +2789,10 @@ static void grzo__encode_header(const grzo_ctx *ctx, uint64_t payload, uint64_t 
     grzo__put_u32(h + 84, (uint32_t)d->fzoo_probes);
     grzo__put_u32(h + 88, ctx->n_blocks);
     grzo__put_u64(h + 96, (uint64_t)ctx->degenerate_total);
+    grzo__put_f32(h + 104, d->sparse_density);        /* version 2: the variant axes */
+    grzo__put_u32(h + 108, (uint32_t)d->lowrank_rank);
+    grzo__put_u32(h + 112, (uint32_t)d->lowrank_every);
+    grzo__put_u32(h + 116, (uint32_t)d->quant_bits);
     grzo__put_u64(h + 248, grzo__fnv1a(GRZO__FNV_INIT, h, 248));
 }
 
@@ -2403,6 +2820,14 @@ static grzo_status grzo__write_payload(grzo_ctx *ctx, FILE *f, uint8_t *buf, uin
             done += n;
         }
     }
+    if (ctx->desc.sparse_density > 0.0f) {
+        for (i = 0; i < ctx->n_blocks; i++) {
+            grzo__put_u32(buf, (uint32_t)ctx->blocks[i].sparse_ready);
+            grzo__put_f32(buf + 4, ctx->blocks[i].sparse_h);
+            h = grzo__fnv1a(h, buf, GRZO__CKPT_THRESHOLD_ENTRY);
+            if (f && fwrite(buf, 1, GRZO__CKPT_THRESHOLD_ENTRY, f) != GRZO__CKPT_THRESHOLD_ENTRY) return GRZO_ERR_IO;
+        }
+    }
     *sum = h;
     return GRZO_OK;
 }
@@ -2423,7 +2848,7 @@ GRZO__DEF grzo_status grzo_checkpoint_save(grzo_ctx *ctx, const char *path) {
     if (!buf || !tmp) { grzo__free(ctx, buf); grzo__free(ctx, tmp); return grzo__fail(ctx, GRZO_ERR_OUT_OF_MEMORY, "grzo_checkpoint_save: out of memory"); }
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp", 5);
-    payload = grzo__payload_bytes(ctx);
+    payload = grzo__payload_bytes(ctx, ctx->desc.sparse_density > 0.0f);
     /* the header carries the payload hash, so hash first, then write header + payload */
     s = grzo__write_payload(ctx, NULL, buf, &sum);
     f = s == GRZO_OK ? fopen(tmp, "wb") : NULL;
@@ -2459,10 +2884,13 @@ typedef struct grzo__ckpt_header {
 } grzo__ckpt_header;
 
 static grzo_status grzo__parse_header(grzo_ctx *ctx, const uint8_t *h, grzo__ckpt_header *out) {
+    uint32_t version;
     if (memcmp(h, GRZO__CKPT_MAGIC, 8) != 0) return grzo__fail(ctx, GRZO_ERR_FORMAT, "checkpoint: bad magic (not a grzo checkpoint)");
     if (grzo__get_u64(h + 248) != grzo__fnv1a(GRZO__FNV_INIT, h, 248)) return grzo__fail(ctx, GRZO_ERR_FORMAT, "checkpoint: header checksum mismatch (corrupted)");
-    if (grzo__get_u32(h + 8) != GRZO__CKPT_VERSION)
-        return grzo__fail(ctx, GRZO_ERR_VERSION, "checkpoint: version %u, this grzo reads %u", (unsigned)grzo__get_u32(h + 8), GRZO__CKPT_VERSION);
+    version = grzo__get_u32(h + 8);
+    if (version != GRZO__CKPT_VERSION && version != GRZO__CKPT_VERSION_VARIANTS)
+        return grzo__fail(ctx, GRZO_ERR_VERSION, "checkpoint: version %u, this grzo reads %u and %u", (unsigned)version,
+                          GRZO__CKPT_VERSION, GRZO__CKPT_VERSION_VARIANTS);
     if (grzo__get_u32(h + 12) != GRZO__CKPT_HEADER) return grzo__fail(ctx, GRZO_ERR_FORMAT, "checkpoint: bad header size");
     out->payload = grzo__get_u64(h + 16);
     out->sum = grzo__get_u64(h + 24);
@@ -2481,10 +2909,18 @@ static grzo_status grzo__parse_header(grzo_ctx *ctx, const uint8_t *h, grzo__ckp
     out->d.fzoo_probes = (int32_t)grzo__get_u32(h + 84);
     out->n_blocks = grzo__get_u32(h + 88);
     out->degenerate_total = grzo__get_u64(h + 96);
+    out->d.sparse_density = version == GRZO__CKPT_VERSION_VARIANTS ? grzo__get_f32(h + 104) : 0.0f;
+    out->d.lowrank_rank = version == GRZO__CKPT_VERSION_VARIANTS ? (int32_t)grzo__get_u32(h + 108) : 0;
+    out->d.lowrank_every = version == GRZO__CKPT_VERSION_VARIANTS ? (int32_t)grzo__get_u32(h + 112) : 0;
+    out->d.quant_bits = version == GRZO__CKPT_VERSION_VARIANTS ? (int32_t)grzo__get_u32(h + 116) : 0;
     {
-        char msg[160];
+        char msg[256];
         if (grzo__validate_desc(&out->d, msg, sizeof msg) != GRZO_OK)
             return grzo__fail(ctx, GRZO_ERR_FORMAT, "checkpoint: invalid optimizer settings: %s", msg);
+        if (out->d.lowrank_rank > 0 && out->d.lowrank_every == 0)
+            return grzo__fail(ctx, GRZO_ERR_FORMAT, "checkpoint: invalid optimizer settings: lowrank_every is 0");
+        if (grzo__check_variant_caps(&out->d, &ctx->caps, ctx->desc.backend->iface->name, msg, sizeof msg) != GRZO_OK)
+            return grzo__fail(ctx, GRZO_ERR_UNSUPPORTED, "checkpoint: %s", msg);
     }
     /* UINT32_MAX is the exhausted counter that 2^32 - 1 steps leave (grzo_step_begin then
        refuses): a saved context in that state must load again */
@@ -2492,9 +2928,9 @@ static grzo_status grzo__parse_header(grzo_ctx *ctx, const uint8_t *h, grzo__ckp
         return grzo__fail(ctx, GRZO_ERR_FORMAT, "checkpoint: invalid step counters");
     if (out->n_blocks != ctx->n_blocks)
         return grzo__fail(ctx, GRZO_ERR_FORMAT, "checkpoint: %u blocks, the context has %u", (unsigned)out->n_blocks, (unsigned)ctx->n_blocks);
-    if (out->payload != grzo__payload_bytes(ctx))
+    if (out->payload != grzo__payload_bytes(ctx, out->d.sparse_density > 0.0f))
         return grzo__fail(ctx, GRZO_ERR_FORMAT, "checkpoint: payload of %llu bytes, the context's blocks need %llu",
-                          (unsigned long long)out->payload, (unsigned long long)grzo__payload_bytes(ctx));
+                          (unsigned long long)out->payload, (unsigned long long)grzo__payload_bytes(ctx, out->d.sparse_density > 0.0f));
     return GRZO_OK;
 }
 
@@ -2528,6 +2964,25 @@ static grzo_status grzo__read_payload(grzo_ctx *ctx, FILE *f, uint8_t *buf, cons
             }
             done += n;
         }
+    }
+    if (hd->d.sparse_density > 0.0f) {   /* the threshold table */
+        for (i = 0; i < ctx->n_blocks; i++) {
+            uint32_t set;
+            float th;
+            if (fread(buf, 1, GRZO__CKPT_THRESHOLD_ENTRY, f) != GRZO__CKPT_THRESHOLD_ENTRY)
+                return grzo__fail(ctx, GRZO_ERR_FORMAT, "checkpoint: truncated threshold table");
+            h = grzo__fnv1a(h, buf, GRZO__CKPT_THRESHOLD_ENTRY);
+            set = grzo__get_u32(buf);
+            th = grzo__get_f32(buf + 4);
+            if (set > 1 || !(th >= 0.0f))
+                return grzo__fail(ctx, GRZO_ERR_FORMAT, "checkpoint: invalid sparse threshold of block %u", (unsigned)i);
+            if (upload) {
+                ctx->blocks[i].sparse_ready = (int)set;
+                ctx->blocks[i].sparse_h = th;
+            }
+        }
+    } else if (upload) {
+        for (i = 0; i < ctx->n_blocks; i++) ctx->blocks[i].sparse_ready = 0;
     }
     if (fgetc(f) != EOF) return grzo__fail(ctx, GRZO_ERR_FORMAT, "checkpoint: trailing bytes after the payload");
     if (h != hd->sum) return grzo__fail(ctx, GRZO_ERR_FORMAT, "checkpoint: payload checksum mismatch (corrupted)");

@@ -136,6 +136,7 @@ static grzo_status grzo__cpu_query(void *self, grzo_backend_caps *out) {
     out->dtypes = 1u << GRZO_DTYPE_F32;
     out->device_memory = 0;
     out->n_threads = cpu->n_threads;
+    out->variants = GRZO_VARIANT_SPARSE | GRZO_VARIANT_LOWRANK | GRZO_VARIANT_QUANT;
     return GRZO_OK;
 }
 static grzo_status grzo__cpu_alloc(void *self, size_t bytes, void **out) {
@@ -378,10 +379,387 @@ static int grzo__cpu_prefers_per_example(const grzo__cpu *cpu, const grzo_linear
     return a->n_rows >= 8 * a->perturb->n_segments;
 }
 
+/* ---- variants (grzo.h section 3c): taken only when an op carries a variant ---------------------------------- */
+/* What the base rows B of one op need, prepared once: the noise keys and, for low-rank
+   blocks, V (cols x r). */
+typedef struct grzo__cpu_var {
+    const grzo_variant *v;
+    const grzo_param *p;
+    grzo_noise base, u, q;
+    float *V;
+    int lowrank;
+} grzo__cpu_var;
+
+static grzo_status grzo__cpu_var_init(grzo__cpu *cpu, grzo__cpu_var *cv, const grzo_param *p, const grzo_noise *base,
+                                      const grzo_variant *v) {
+    memset(cv, 0, sizeof *cv);
+    cv->v = v;
+    cv->p = p;
+    cv->base = *base;
+    cv->u = grzo__lowrank_u_noise(base);
+    cv->q = grzo__quant_noise(base);
+    cv->lowrank = grzo__variant_is_lowrank(p, v);
+    if (cv->lowrank) {
+        grzo_noise vn = grzo__lowrank_v_noise(base, v);
+        cv->V = (float *)malloc((size_t)(p->cols * v->lowrank_rank) * sizeof(float));
+        if (!cv->V) return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "variant: scratch allocation failed");
+        grzo_noise_fill(&vn, 0, (size_t)(p->cols * v->lowrank_rank), cv->V);
+    }
+    return GRZO_OK;
+}
+static void grzo__cpu_var_free(grzo__cpu_var *cv) { free(cv->V); cv->V = NULL; }
+
+/* Row j of B into out[0..cols) (the values grzo__variant_base gives element by element);
+   theta is the row's unperturbed values, which the sparse mask reads. */
+static void grzo__cpu_var_row(const grzo__cpu_var *cv, int64_t j, const float *theta, float *out) {
+    const grzo_variant *v = cv->v;
+    int64_t cols = cv->p->cols, k;
+    if (cv->lowrank) {
+        float uj[GRZO_LOWRANK_MAX_RANK], norm = (float)(1.0 / sqrt((double)v->lowrank_rank));
+        int32_t r = v->lowrank_rank, l;
+        grzo_noise_fill(&cv->u, (uint64_t)(j * r), (size_t)r, uj);
+        for (k = 0; k < cols; k++) {
+            const float *vk = cv->V + k * r;
+            float acc = 0.0f;
+            for (l = 0; l < r; l++) acc += uj[l] * vk[l];
+            out[k] = acc * norm;
+        }
+    } else {
+        grzo_noise_fill(&cv->base, (uint64_t)(j * cols), (size_t)cols, out);
+    }
+    if (v->quant_bits)
+        for (k = 0; k < cols; k++) out[k] = grzo__sround(&cv->q, (uint64_t)(j * cols + k), out[k], v->quant_bits);
+    if (v->sparse)
+        for (k = 0; k < cols; k++) if (grzo__variant_masked(v, theta[k])) out[k] = 0.0f;
+}
+
+/* rows [j0, j1) of the weights the linear reads: q(W) (quantized matrix blocks) or W */
+static void grzo__cpu_var_weights(int nt, const grzo_linear_args *a, int64_t j0, int64_t j1, float *out) {
+    const float *W = (const float *)a->w.data;
+    int64_t d_in = a->w.cols, j;
+    int quant = grzo__quantizes_weights(&a->w, a->variant);
+    GRZO__OMP_FOR
+    for (j = j0; j < j1; j++) {
+        const float *w = W + j * d_in;
+        float *o = out + (j - j0) * d_in, amax = quant ? grzo__row_amax(W, d_in, j) : 0.0f;
+        int64_t k;
+        for (k = 0; k < d_in; k++) o[k] = quant ? grzo__fake_quant(w[k], amax, a->variant->quant_bits) : w[k];
+    }
+}
+
+/* Flipout under an element-wise variant, one chunk of output rows [j0, j1) for example e:
+   its "+" and "-" copies' weights Wq +- sigma r_e B (.) s_e formed in one pass (a lone copy,
+   or a clean one, alone), then one GEMM per copy on the calling thread. */
+static void grzo__cpu_variant_example_chunk(const grzo_linear_args *a, const float *Wq, const float *Bz, const float *R,
+                                            const float *S, int64_t e, int64_t j0, int64_t j1, float *buf) {
+    const grzo_perturb *pt = a->perturb;
+    int64_t d_out = a->w.rows, d_in = a->w.cols, w = j1 - j0, segs[2], c, j, k;
+    int n = grzo__cpu_segments_of(pt, e, segs, 2), q;
+    int paired = n == 2 && pt->sign[segs[0]] == -pt->sign[segs[1]];
+    const float *r_e = R + e * d_out, *s_e = S + e * d_in;
+    float *buf2 = buf + w * d_in;
+    for (q = 0; q < n; q += paired ? 2 : 1) {
+        float scl = (float)pt->sign[segs[q]] * pt->sigma;
+        for (j = j0; j < j1; j++) {
+            const float *wq = Wq + (j - j0) * d_in, *b = Bz + (j - j0) * d_in;
+            float *o1 = buf + (j - j0) * d_in, *o2 = buf2 + (j - j0) * d_in, f = scl * r_e[j];
+            if (paired) {
+                for (k = 0; k < d_in; k++) {
+                    float z = f * (b[k] * s_e[k]);
+                    o1[k] = wq[k] + z;
+                    o2[k] = wq[k] - z;
+                }
+            } else {
+                for (k = 0; k < d_in; k++) o1[k] = wq[k] + f * (b[k] * s_e[k]);
+            }
+        }
+        for (c = 0; c < (paired ? 2 : 1); c++) {
+            int64_t sg = segs[q + c], r0 = pt->offsets[sg];
+            grzo__cpu_gemm_nt(1, pt->offsets[sg + 1] - r0, w, d_in, a->x + r0 * d_in, d_in, c ? buf2 : buf, d_in, 0.0f,
+                              a->y + r0 * d_out + j0, d_out);
+        }
+    }
+}
+
+/* Sparse and/or quantized linear (and plain ops on quantized weights): per chunk of output
+   rows, the read weights Wq = q(W) or W and the base B once; then with Flipout each example's
+   copies in parallel (grzo__cpu_variant_example_chunk), without it each run of equal-sign
+   segments reads Wq + sign sigma B in one GEMM; clean segments read Wq. */
+static grzo_status grzo__cpu_linear_elementwise(grzo__cpu *cpu, const grzo_linear_args *a) {
+    const grzo_perturb *pt = a->perturb && a->perturb->sigma != 0.0f && a->perturb->n_segments > 0 ? a->perturb : NULL;
+    const float *W = (const float *)a->w.data;
+    int64_t d_out = a->w.rows, d_in = a->w.cols, j0, B = pt ? pt->n_examples : 0, e;
+    int nt = cpu->n_threads, T = nt, flip = pt && pt->flipout;
+    int64_t chunk = grzo__cpu_chunk_rows(cpu, d_out, d_in, 2 + 2 * T);
+    grzo__cpu_scratch sc = {{0}, 0};
+    grzo__cpu_var cv;
+    float *Wq, *Bz, *Wp, *R = NULL, *S = NULL;
+    grzo_status st = GRZO_OK;
+    memset(&cv, 0, sizeof cv);
+    Wq = (float *)grzo__cpu_take(&sc, (size_t)(chunk * d_in) * sizeof(float));
+    Bz = (float *)grzo__cpu_take(&sc, (size_t)(chunk * d_in) * sizeof(float));
+    Wp = (float *)grzo__cpu_take(&sc, (size_t)(2 * T * chunk * d_in) * sizeof(float));   /* two per thread */
+    if (flip) {
+        R = (float *)grzo__cpu_take(&sc, (size_t)(B * d_out) * sizeof(float));
+        S = (float *)grzo__cpu_take(&sc, (size_t)(B * d_in) * sizeof(float));
+    }
+    if (!Wq || !Bz || !Wp || (flip && (!R || !S))) { grzo__cpu_release(&sc); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed"); }
+    if (pt) st = grzo__cpu_var_init(cpu, &cv, &a->w, &pt->base, a->variant);
+    if (st != GRZO_OK) { grzo__cpu_release(&sc); return st; }
+    if (flip) {
+        grzo__cpu_fill_signs(nt, &pt->base, GRZO_STREAM_SIGN_R, B, d_out, R);
+        grzo__cpu_fill_signs(nt, &pt->base, GRZO_STREAM_SIGN_S, B, d_in, S);
+    }
+    for (j0 = 0; j0 < d_out; j0 += chunk) {
+        int64_t j1 = j0 + chunk > d_out ? d_out : j0 + chunk, w = j1 - j0, c = 0, j;
+        grzo__cpu_var_weights(nt, a, j0, j1, Wq);
+        if (!pt) {
+            grzo__cpu_gemm_nt(nt, a->n_rows, w, d_in, a->x, d_in, Wq, d_in, 0.0f, a->y + j0, d_out);
+            continue;
+        }
+        GRZO__OMP_FOR
+        for (j = j0; j < j1; j++) grzo__cpu_var_row(&cv, j, W + j * d_in, Bz + (j - j0) * d_in);
+        if (flip) {
+            GRZO__OMP_FOR_DYNAMIC
+            for (e = 0; e < B; e++)
+                grzo__cpu_variant_example_chunk(a, Wq, Bz, R, S, e, j0, j1, Wp + (int64_t)grzo__cpu_thread() * 2 * chunk * d_in);
+        }
+        while (c < pt->n_segments) {   /* shared Z: runs of one sign; clean segments (any estimator) */
+            int64_t c1 = c + 1, r0 = pt->offsets[c], r1;
+            float scl = (float)pt->sign[c] * pt->sigma;
+            if (flip && pt->sign[c] != 0) { c++; continue; }
+            while (c1 < pt->n_segments && pt->sign[c1] == pt->sign[c] && !(flip && pt->sign[c1] != 0)) c1++;
+            r1 = pt->offsets[c1];
+            if (r1 > r0) {
+                GRZO__OMP_FOR
+                for (j = j0; j < j1; j++) {
+                    const float *q = Wq + (j - j0) * d_in, *b = Bz + (j - j0) * d_in;
+                    float *o = Wp + (j - j0) * d_in;
+                    int64_t k;
+                    for (k = 0; k < d_in; k++) o[k] = q[k] + scl * b[k];
+                }
+                grzo__cpu_gemm_nt(nt, r1 - r0, w, d_in, a->x + r0 * d_in, d_in, Wp, d_in, 0.0f, a->y + r0 * d_out + j0, d_out);
+            }
+            c = c1;
+        }
+    }
+    grzo__cpu_var_free(&cv);
+    grzo__cpu_release(&sc);
+    return GRZO_OK;
+}
+
+/* Low-rank linear: Y = X W^T + sign sigma (((X (.) s_e) V) U^T) (.) r_e / sqrt(r), two thin
+   GEMMs through rank r, the second in chunks of output columns (an N x chunk transient within
+   the budget); U V^T is never formed. */
+static grzo_status grzo__cpu_linear_lowrank(grzo__cpu *cpu, const grzo_linear_args *a) {
+    const grzo_perturb *pt = a->perturb;
+    int64_t d_out = a->w.rows, d_in = a->w.cols, B = pt->n_examples, N = a->n_rows, r = a->variant->lowrank_rank, n, k, l, j0;
+    int64_t chunk = grzo__cpu_chunk_rows(cpu, d_out, N, 1);
+    int nt = cpu->n_threads, flip = pt->flipout != 0;
+    float norm = (float)(1.0 / sqrt((double)r)), *U, *V, *Vt, *XS, *T, *P, *R = NULL, *S = NULL;
+    grzo__cpu_scratch sc = {{0}, 0};
+    grzo_noise un = grzo__lowrank_u_noise(&pt->base), vn = grzo__lowrank_v_noise(&pt->base, a->variant);
+    U = (float *)grzo__cpu_take(&sc, (size_t)((d_out + 2 * d_in + N) * r) * sizeof(float));   /* U, V, V^T, T */
+    V = U ? U + d_out * r : NULL;
+    Vt = U ? V + d_in * r : NULL;
+    T = U ? Vt + d_in * r : NULL;
+    XS = (float *)grzo__cpu_take(&sc, (size_t)(N * d_in) * sizeof(float));
+    P = (float *)grzo__cpu_take(&sc, (size_t)(N * chunk) * sizeof(float));
+    if (flip) {
+        R = (float *)grzo__cpu_take(&sc, (size_t)(B * d_out) * sizeof(float));
+        S = (float *)grzo__cpu_take(&sc, (size_t)(B * d_in) * sizeof(float));
+    }
+    if (!U || !V || !Vt || !XS || !T || !P || (flip && (!R || !S))) { grzo__cpu_release(&sc); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed"); }
+    grzo_noise_fill(&un, 0, (size_t)(d_out * r), U);
+    grzo_noise_fill(&vn, 0, (size_t)(d_in * r), V);
+    for (k = 0; k < d_in; k++)
+        for (l = 0; l < r; l++) Vt[l * d_in + k] = V[k * r + l];
+    if (flip) {
+        grzo__cpu_fill_signs(nt, &pt->base, GRZO_STREAM_SIGN_R, B, d_out, R);
+        grzo__cpu_fill_signs(nt, &pt->base, GRZO_STREAM_SIGN_S, B, d_in, S);
+    }
+    GRZO__OMP_FOR
+    for (n = 0; n < N; n++) {
+        const float *x = a->x + n * d_in, *s_e = flip ? S + pt->example[grzo__segment_of(pt, n)] * d_in : NULL;
+        int64_t q;
+        for (q = 0; q < d_in; q++) XS[n * d_in + q] = flip ? x[q] * s_e[q] : x[q];
+    }
+    grzo__cpu_gemm_nt(nt, N, d_out, d_in, a->x, d_in, (const float *)a->w.data, d_in, 0.0f, a->y, d_out);
+    grzo__cpu_gemm_nt(nt, N, r, d_in, XS, d_in, Vt, d_in, 0.0f, T, r);           /* (X (.) s) V */
+    for (j0 = 0; j0 < d_out; j0 += chunk) {
+        int64_t w = j0 + chunk > d_out ? d_out - j0 : chunk;
+        grzo__cpu_gemm_nt(nt, N, w, r, T, r, U + j0 * r, r, 0.0f, P, w);          /* ... U^T     */
+        GRZO__OMP_FOR
+        for (n = 0; n < N; n++) {
+            int64_t c = grzo__segment_of(pt, n), j;
+            const float *r_e = flip ? R + pt->example[c] * d_out : NULL;
+            float f = (float)pt->sign[c] * pt->sigma * norm;
+            if (f == 0.0f) continue;
+            for (j = j0; j < j0 + w; j++) a->y[n * d_out + j] += f * (flip ? r_e[j] : 1.0f) * P[n * w + (j - j0)];
+        }
+    }
+    grzo__cpu_release(&sc);
+    return GRZO_OK;
+}
+
+static grzo_status grzo__cpu_linear_variant(grzo__cpu *cpu, const grzo_linear_args *a) {
+    int perturbed = a->perturb && a->perturb->sigma != 0.0f && a->perturb->n_segments > 0;
+    if (perturbed && grzo__variant_is_lowrank(&a->w, a->variant)) return grzo__cpu_linear_lowrank(cpu, a);
+    return grzo__cpu_linear_elementwise(cpu, a);
+}
+
+/* vector under a variant (sparse, quantized; low-rank leaves vectors dense): v + sign sigma B (.) r_e */
+static grzo_status grzo__cpu_vector_variant(grzo__cpu *cpu, const grzo_vector_args *a) {
+    const grzo_perturb *pt = a->perturb;
+    const float *v = (const float *)a->v.data;
+    int64_t d = a->v.rows, c, j;
+    int nt = cpu->n_threads;
+    grzo__cpu_var cv;
+    float *Bz = (float *)malloc((size_t)d * sizeof(float) * (size_t)(1 + nt));
+    grzo_status st;
+    if (!Bz) return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "vector: scratch allocation failed");
+    st = grzo__cpu_var_init(cpu, &cv, &a->v, &pt->base, a->variant);
+    if (st != GRZO_OK) { free(Bz); return st; }
+    for (j = 0; j < d; j++) grzo__cpu_var_row(&cv, j, v + j, Bz + j);   /* cols = 1: one element per row */
+    GRZO__OMP_FOR_DYNAMIC
+    for (c = 0; c < pt->n_segments; c++) {
+        float *vp = Bz + d * (1 + grzo__cpu_thread()), scl = (float)pt->sign[c] * pt->sigma;
+        int64_t i, n;
+        if (pt->flipout) {
+            grzo_noise r = grzo__sign_noise(&pt->base, GRZO_STREAM_SIGN_R);
+            grzo_noise_fill(&r, (uint64_t)(pt->example[c] * d), (size_t)d, vp);
+            for (i = 0; i < d; i++) vp[i] = v[i] + scl * (Bz[i] * vp[i]);
+        } else {
+            for (i = 0; i < d; i++) vp[i] = v[i] + scl * Bz[i];
+        }
+        for (n = pt->offsets[c]; n < pt->offsets[c + 1]; n++)
+            for (i = 0; i < d; i++)
+                a->y[n * d + i] = a->op == GRZO_VECTOR_MUL ? a->x[n * d + i] * vp[i] : a->x[n * d + i] + vp[i];
+    }
+    grzo__cpu_var_free(&cv);
+    free(Bz);
+    return GRZO_OK;
+}
+
+/* embedding rows under a variant: E[row] + sign sigma r_e[row] B[row] (.) s_e (ids checked by the caller) */
+static grzo_status grzo__cpu_embedding_variant(grzo__cpu *cpu, const grzo_embedding_args *a) {
+    const grzo_perturb *pt = a->perturb;
+    const float *E = (const float *)a->e.data;
+    int64_t d = a->e.cols, V = a->e.rows, n;
+    int nt = cpu->n_threads;
+    float *S = (float *)malloc((size_t)(pt->n_examples * d) * sizeof(float)), *buf = (float *)malloc((size_t)(nt * d) * sizeof(float));
+    grzo__cpu_var cv;
+    grzo_status st;
+    if (!S || !buf) { free(S); free(buf); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "embedding: scratch allocation failed"); }
+    st = grzo__cpu_var_init(cpu, &cv, &a->e, &pt->base, a->variant);
+    if (st != GRZO_OK) { free(S); free(buf); return st; }
+    if (pt->flipout) grzo__cpu_fill_signs(nt, &pt->base, GRZO_STREAM_SIGN_S, pt->n_examples, d, S);
+    GRZO__OMP_FOR
+    for (n = 0; n < a->n_rows; n++) {
+        int64_t row = a->ids[n], k, c = grzo__segment_of(pt, n), e = pt->example[c];
+        const float *src = E + row * d;
+        float *y = a->y + n * d, *b = buf + grzo__cpu_thread() * d, f = (float)pt->sign[c] * pt->sigma;
+        if (a->touched) a->touched[row] = 1;
+        if (f == 0.0f) { memcpy(y, src, (size_t)d * sizeof(float)); continue; }
+        grzo__cpu_var_row(&cv, row, src, b);
+        if (pt->flipout) {
+            grzo_noise r = grzo__sign_noise(&pt->base, GRZO_STREAM_SIGN_R);
+            f *= grzo_noise_at(&r, (uint64_t)(e * V + row));
+            for (k = 0; k < d; k++) y[k] = src[k] + f * (b[k] * S[e * d + k]);
+        } else {
+            for (k = 0; k < d; k++) y[k] = src[k] + f * b[k];
+        }
+    }
+    grzo__cpu_var_free(&cv);
+    free(S);
+    free(buf);
+    return GRZO_OK;
+}
+
+/* update under a variant: theta -= B (.) (sum_e coeff_e r_e s_e^T) + decay theta, B of each
+   row from the row's values before the write (the mask the passes saw) */
+static grzo_status grzo__cpu_update_variant(grzo__cpu *cpu, const grzo_update_args *a) {
+    float *P = (float *)a->p.data;
+    int64_t rows = a->p.rows, cols = a->p.cols, B = a->n_examples, j, e;
+    int nt = cpu->n_threads, vec = a->p.kind == GRZO_BLOCK_VECTOR, flip = a->flipout != 0;
+    float *R = NULL, *S = NULL, *scratch = (float *)malloc((size_t)(nt * 2 * cols) * sizeof(float));
+    double shared = 0.0;
+    grzo__cpu_var cv;
+    grzo_status st;
+    if (flip) {
+        R = (float *)malloc((size_t)(B * rows) * sizeof(float));
+        if (!vec) S = (float *)malloc((size_t)(B * cols) * sizeof(float));
+    }
+    if (!scratch || (flip && (!R || (!vec && !S)))) {
+        free(scratch); free(R); free(S);
+        return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "update: scratch allocation failed");
+    }
+    st = grzo__cpu_var_init(cpu, &cv, &a->p, &a->base, a->variant);
+    if (st != GRZO_OK) { free(scratch); free(R); free(S); return st; }
+    if (R) grzo__cpu_fill_signs(nt, &a->base, GRZO_STREAM_SIGN_R, B, rows, R);
+    if (S) grzo__cpu_fill_signs(nt, &a->base, GRZO_STREAM_SIGN_S, B, cols, S);
+    for (e = 0; e < B; e++) shared += a->coeff[e];
+    GRZO__OMP_FOR
+    for (j = 0; j < rows; j++) {
+        float *b = scratch + grzo__cpu_thread() * 2 * cols, *m = b + cols, *p = P + j * cols;
+        int64_t k, i;
+        if (a->touched && !a->touched[j]) continue;
+        grzo__cpu_var_row(&cv, j, p, b);
+        for (k = 0; k < cols; k++) m[k] = flip ? 0.0f : (float)shared;
+        for (i = 0; flip && i < B; i++) {   /* row j of M = R^T diag(coeff) S (vectors: no S) */
+            float ri = a->coeff[i] * R[i * rows + j];
+            for (k = 0; k < cols; k++) m[k] += vec ? ri : ri * S[i * cols + k];
+        }
+        for (k = 0; k < cols; k++) p[k] = p[k] - b[k] * m[k] - a->decay * p[k];
+    }
+    grzo__cpu_var_free(&cv);
+    free(scratch);
+    free(R);
+    free(S);
+    return GRZO_OK;
+}
+
+/* ask/tell under a variant: (quantized matrix: q(theta)) + scale r_e B (.) s_e */
+static grzo_status grzo__cpu_perturbed_copy_variant(grzo__cpu *cpu, const grzo_copy_args *a) {
+    const float *P = (const float *)a->p.data;
+    float *out = (float *)a->out;
+    int64_t rows = a->p.rows, cols = a->p.cols, j;
+    int nt = cpu->n_threads, vec = a->p.kind == GRZO_BLOCK_VECTOR, quant = grzo__quantizes_weights(&a->p, a->variant);
+    float *S = (float *)malloc((size_t)cols * sizeof(float)), *buf = (float *)malloc((size_t)(nt * cols) * sizeof(float));
+    grzo__cpu_var cv;
+    grzo_status st;
+    if (!S || !buf) { free(S); free(buf); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "perturbed_copy: scratch allocation failed"); }
+    st = grzo__cpu_var_init(cpu, &cv, &a->p, &a->base, a->variant);
+    if (st != GRZO_OK) { free(S); free(buf); return st; }
+    {
+        grzo_noise s = grzo__sign_noise(&a->base, GRZO_STREAM_SIGN_S);
+        int64_t k;
+        if (a->flipout && !vec) grzo_noise_fill(&s, (uint64_t)(a->example * cols), (size_t)cols, S);
+        else for (k = 0; k < cols; k++) S[k] = 1.0f;
+    }
+    GRZO__OMP_FOR
+    for (j = 0; j < rows; j++) {
+        const float *p = P + j * cols;
+        float *o = out + j * cols, *b = buf + grzo__cpu_thread() * cols, f = a->scale, amax = quant ? grzo__row_amax(P, cols, j) : 0.0f;
+        int64_t k;
+        grzo__cpu_var_row(&cv, j, p, b);
+        if (a->flipout) {
+            grzo_noise r = grzo__sign_noise(&a->base, GRZO_STREAM_SIGN_R);
+            f *= grzo_noise_at(&r, (uint64_t)(a->example * rows + j));
+        }
+        for (k = 0; k < cols; k++) o[k] = (quant ? grzo__fake_quant(p[k], amax, a->variant->quant_bits) : p[k]) + f * (b[k] * S[k]);
+    }
+    grzo__cpu_var_free(&cv);
+    free(S);
+    free(buf);
+    return GRZO_OK;
+}
+
 static grzo_status grzo__cpu_linear(void *self, const grzo_linear_args *a) {
     grzo__cpu *cpu = (grzo__cpu *)self;
     if (a->w.rows > INT_MAX || a->w.cols > INT_MAX || a->n_rows > INT_MAX)
         return grzo__cpu_fail(cpu, GRZO_ERR_UNSUPPORTED, "linear: dimensions above INT_MAX");
+    if (a->variant) return grzo__cpu_linear_variant(cpu, a);
     if (!a->perturb || a->perturb->sigma == 0.0f || a->perturb->n_segments == 0) {
         grzo__cpu_gemm_nt(cpu->n_threads, a->n_rows, a->w.rows, a->w.cols, a->x, a->w.cols, (const float *)a->w.data,
                           a->w.cols, 0.0f, a->y, a->w.rows);
@@ -399,6 +777,7 @@ static grzo_status grzo__cpu_vector(void *self, const grzo_vector_args *a) {
     int64_t d = a->v.rows, n_seg = pt && pt->sigma != 0.0f ? pt->n_segments : 0, c;
     int nt = cpu->n_threads;
     float *U = NULL;
+    if (n_seg > 0 && a->variant) return grzo__cpu_vector_variant(cpu, a);
     if (n_seg == 0) {
         int64_t n;
         GRZO__OMP_FOR
@@ -445,6 +824,7 @@ static grzo_status grzo__cpu_embedding(void *self, const grzo_embedding_args *a)
                  (long)a->ids[bad], (long long)bad, (long long)V);
         return GRZO_ERR_INVALID_ARG;
     }
+    if (pt && a->variant) return grzo__cpu_embedding_variant(cpu, a);
     if (pt) {
         S = (float *)malloc((size_t)(pt->n_examples * d) * sizeof(float));
         Ubuf = (float *)malloc((size_t)(nt * d) * sizeof(float));
@@ -488,6 +868,7 @@ static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
     float *S = NULL, *R = NULL, *scratch;
     double shared = 0.0;
     int64_t e;
+    if (a->variant) return grzo__cpu_update_variant(cpu, a);
     scratch = (float *)malloc((size_t)(nt * (2 * cols + B)) * sizeof(float));
     if (flip) {
         R = (float *)malloc((size_t)(B * rows) * sizeof(float));
@@ -540,7 +921,9 @@ static grzo_status grzo__cpu_perturbed_copy(void *self, const grzo_copy_args *a)
     float *out = (float *)a->out;
     int64_t rows = a->p.rows, cols = a->p.cols, j;
     int nt = cpu->n_threads, vec = a->p.kind == GRZO_BLOCK_VECTOR;
-    float *S = (float *)malloc((size_t)cols * sizeof(float));
+    float *S;
+    if (a->variant) return grzo__cpu_perturbed_copy_variant(cpu, a);
+    S = (float *)malloc((size_t)cols * sizeof(float));
     if (!S) return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "perturbed_copy: scratch allocation failed");
     {
         grzo_noise s = grzo__sign_noise(&a->base, GRZO_STREAM_SIGN_S);

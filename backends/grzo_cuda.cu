@@ -314,6 +314,137 @@ __global__ static void grzo__k_perturbed_copy(const void *P, int dtype, int64_t 
     grzo__cu_store_sr(out, dtype, i, grzo__cu_load(P, dtype, i) + scale * z, 0x80008000u);  /* round to nearest-ish */
 }
 
+/* ---- variant kernels (grzo.h section 3c): the element functions are grzo.h's, host and
+   device, so each value is the one the CPU backend and the reference compute ---------------- */
+/* amax[j] = max_k |W[j][k]|: the per-row scale of the fake-quantized weights */
+__global__ static void grzo__k_row_amax(const void *W, int dtype, int64_t rows, int64_t cols, float *amax) {
+    int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, k;
+    float m = 0.0f;
+    if (j >= rows) return;
+    for (k = 0; k < cols; k++) m = fmaxf(m, fabsf(grzo__cu_load(W, dtype, j * cols + k)));
+    amax[j] = m;
+}
+
+/* out[r][k] = w + scale r_e[j] B[j][k] s_e[k], j = j0 + r, w = q(W[j][k]) (amax given) or W[j][k];
+   r_e, s_e NULL: 1 (shared Z); scale 0: the read weights alone */
+__global__ static void grzo__k_variant_weights(grzo_param p, int64_t j0, int64_t nr, grzo_noise base, grzo_variant v,
+                                               const float *amax, float scale, const float *r_e, const float *s_e, float *out) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, j, k;
+    float theta, w;
+    if (i >= nr * p.cols) return;
+    j = j0 + i / p.cols;
+    k = i % p.cols;
+    theta = grzo__cu_load(p.data, (int)p.dtype, j * p.cols + k);
+    w = amax ? grzo__fake_quant(theta, amax[j], v.quant_bits) : theta;
+    if (scale != 0.0f) {
+        float z = grzo__variant_base(&p, &base, &v, j, k, theta);
+        if (r_e) z *= r_e[j];
+        if (s_e) z *= s_e[k];
+        w += scale * z;
+    }
+    out[i] = w;
+}
+
+/* Vt[l][k] = V[k][l], V the low-rank factor (d_in x r) of noise n */
+__global__ static void grzo__k_lowrank_vt(grzo_noise n, int64_t d_in, int64_t r, float *Vt) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, l, k;
+    if (i >= d_in * r) return;
+    l = i / d_in;
+    k = i % d_in;
+    Vt[i] = grzo__noise_value(&n, (uint64_t)(k * r + l));
+}
+
+__global__ static void grzo__k_vector_variant(const float *x, float *y, grzo_param p, int64_t N, int op, grzo__cu_segs s,
+                                              grzo_noise u, grzo_variant v, float sigma, int flipout) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, n, j, d = p.rows;
+    float vj;
+    if (i >= N * d) return;
+    n = i / d;
+    j = i % d;
+    vj = grzo__cu_load(p.data, (int)p.dtype, j);
+    if (s.n > 0) {
+        int64_t c = grzo__cu_segment_of(s, n);
+        if (s.sign[c] != 0) {
+            float z = grzo__variant_base(&p, &u, &v, j, 0, vj);
+            if (flipout) {
+                grzo_noise r = grzo__cu_with_stream(u, GRZO_STREAM_SIGN_R);
+                z *= grzo__noise_value(&r, (uint64_t)(s.example[c] * d + j));
+            }
+            vj += (float)s.sign[c] * sigma * z;
+        }
+    }
+    y[i] = op == GRZO_VECTOR_MUL ? x[i] * vj : x[i] + vj;
+}
+
+__global__ static void grzo__k_embedding_variant(grzo_param p, const int32_t *ids, float *y, int64_t N, uint8_t *touched,
+                                                 grzo__cu_segs s, grzo_noise u, grzo_variant v, float sigma, int flipout,
+                                                 int *bad) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, n, k, row, d = p.cols;
+    float val;
+    if (i >= N * d) return;
+    n = i / d;
+    k = i % d;
+    row = ids[n];
+    if (row < 0 || row >= p.rows) { *bad = 1; return; }
+    if (touched && k == 0) touched[row] = 1;
+    val = grzo__cu_load(p.data, (int)p.dtype, row * d + k);
+    if (s.n > 0) {
+        int64_t c = grzo__cu_segment_of(s, n);
+        if (s.sign[c] != 0) {
+            float z = grzo__variant_base(&p, &u, &v, row, k, val);
+            if (flipout) {
+                grzo_noise r = grzo__cu_with_stream(u, GRZO_STREAM_SIGN_R), sn = grzo__cu_with_stream(u, GRZO_STREAM_SIGN_S);
+                z *= grzo__noise_value(&r, (uint64_t)(s.example[c] * p.rows + row)) *
+                     grzo__noise_value(&sn, (uint64_t)(s.example[c] * d + k));
+            }
+            val += (float)s.sign[c] * sigma * z;
+        }
+    }
+    y[i] = val;
+}
+
+/* theta -= B (.) (sum_e coeff_e r_e s_e^T) + decay theta, B from theta before the write */
+__global__ static void grzo__k_update_variant(grzo_param p, grzo_noise u, grzo_variant v, int flipout, int64_t B,
+                                              const float *coeff, const float *R, const float *S, float decay,
+                                              const uint8_t *touched, uint32_t round_stream) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, j, k, e;
+    int vec = p.kind == GRZO_BLOCK_VECTOR;
+    float g = 0.0f, th;
+    if (i >= p.rows * p.cols) return;
+    j = i / p.cols;
+    k = i % p.cols;
+    if (touched && !touched[j]) return;
+    if (flipout)
+        for (e = 0; e < B; e++) g += coeff[e] * R[e * p.rows + j] * (vec ? 1.0f : S[e * p.cols + k]);
+    else
+        for (e = 0; e < B; e++) g += coeff[e];
+    th = grzo__cu_load(p.data, (int)p.dtype, i);
+    th = th - grzo__variant_base(&p, &u, &v, j, k, th) * g - decay * th;
+    {
+        uint32_t w[4];
+        grzo_noise sr = grzo__cu_with_stream(u, round_stream);
+        grzo__noise_group(&sr, (uint64_t)i, w);
+        grzo__cu_store_sr(p.data, (int)p.dtype, i, th, w[0]);
+    }
+}
+
+__global__ static void grzo__k_perturbed_copy_variant(grzo_param p, grzo_noise u, grzo_variant v, const float *amax, int flipout,
+                                                      int64_t example, float scale, void *out) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, j, k;
+    float z, th;
+    if (i >= p.rows * p.cols) return;
+    j = i / p.cols;
+    k = i % p.cols;
+    th = grzo__cu_load(p.data, (int)p.dtype, i);
+    z = grzo__variant_base(&p, &u, &v, j, k, th);
+    if (flipout) {
+        grzo_noise r = grzo__cu_with_stream(u, GRZO_STREAM_SIGN_R), s = grzo__cu_with_stream(u, GRZO_STREAM_SIGN_S);
+        z *= grzo__noise_value(&r, (uint64_t)(example * p.rows + j));
+        if (p.kind != GRZO_BLOCK_VECTOR) z *= grzo__noise_value(&s, (uint64_t)(example * p.cols + k));
+    }
+    grzo__cu_store_sr(out, (int)p.dtype, i, (amax ? grzo__fake_quant(th, amax[j], v.quant_bits) : th) + scale * z, 0x80008000u);
+}
+
 /* ---- host helpers -------------------------------------------------------------------------- */
 /* Scratch of at least `bytes`, carved by the caller; grows (synchronizing) when too small. */
 static grzo_status grzo__cu_scratch(grzo__cuda *cu, size_t bytes, void **out) {
@@ -485,6 +616,7 @@ static grzo_status grzo__cu_query(void *self, grzo_backend_caps *out) {
     out->dtypes = (1u << GRZO_DTYPE_F32) | (1u << GRZO_DTYPE_BF16) | (1u << GRZO_DTYPE_F16);
     out->device_memory = 1;
     out->n_threads = 1;
+    out->variants = GRZO_VARIANT_SPARSE | GRZO_VARIANT_LOWRANK | GRZO_VARIANT_QUANT;
     return GRZO_OK;
 }
 
@@ -574,6 +706,182 @@ static grzo_status grzo__cu_linear_fast16(grzo__cuda *cu, const grzo_linear_args
     return GRZO_OK;
 }
 
+static grzo_noise grzo__cu_host_sign_noise(const grzo_noise *base, uint32_t stream) {
+    grzo_noise n = *base;
+    n.stream = stream;
+    n.dist = GRZO_NOISE_RADEMACHER;
+    return n;
+}
+
+/* ---- variants (grzo.h section 3c): taken only when an op carries a variant ------------------------- */
+/* the per-row scales of a quantized matrix into scratch piece `amax` (rows floats) */
+static grzo_status grzo__cu_row_amax(grzo__cuda *cu, const grzo_param *p, float *amax) {
+    grzo__k_row_amax<<<grzo__cu_blocks(p->rows), GRZO__CU_THREADS, 0, cu->stream>>>(p->data, (int)p->dtype, p->rows, p->cols, amax);
+    GRZO__CU_LAUNCHED(cu, "row_amax kernel");
+    return GRZO_OK;
+}
+
+/* Sparse and/or quantized linear (and plain ops on quantized weights): per chunk of output
+   rows and per segment (run of equal-sign segments without Flipout), the perturbed chunk
+   q(W) + sign sigma B (.) r s^T formed by one kernel, then one GEMM over the segment's rows. */
+static grzo_status grzo__cu_linear_elementwise(grzo__cuda *cu, const grzo_linear_args *a, const grzo_perturb *pt) {
+    int64_t d_out = a->w.rows, d_in = a->w.cols, N = a->n_rows, B = pt ? pt->n_examples : 0, j0, chunk;
+    int flip = pt && pt->flipout, quant = grzo__quantizes_weights(&a->w, a->variant);
+    grzo__cu_carve c;
+    float *amax = NULL, *R = NULL, *S = NULL, *Wc;
+    grzo_noise base = pt ? pt->base : grzo_noise();
+    grzo_status s;
+    chunk = grzo__cu_chunk_rows(cu, d_out, 4 * d_in);
+    s = grzo__cu_scratch(cu, grzo__cu_align((size_t)d_out * 4) + grzo__cu_align((size_t)(B * d_out) * 4) +
+                                 grzo__cu_align((size_t)(B * d_in) * 4) + grzo__cu_align((size_t)(chunk * d_in) * 4), (void **)&c.base);
+    if (s != GRZO_OK) return s;
+    c.used = 0;
+    amax = (float *)grzo__cu_take(&c, (size_t)d_out * 4);
+    if (quant && (s = grzo__cu_row_amax(cu, &a->w, amax)) != GRZO_OK) return s;
+    if (flip) {
+        R = (float *)grzo__cu_take(&c, (size_t)(B * d_out) * 4);
+        S = (float *)grzo__cu_take(&c, (size_t)(B * d_in) * 4);
+        if ((s = grzo__cu_fill(cu, grzo__cu_host_sign_noise(&base, GRZO_STREAM_SIGN_R), 0, B * d_out, R)) != GRZO_OK ||
+            (s = grzo__cu_fill(cu, grzo__cu_host_sign_noise(&base, GRZO_STREAM_SIGN_S), 0, B * d_in, S)) != GRZO_OK)
+            return s;
+    }
+    Wc = (float *)grzo__cu_take(&c, (size_t)(chunk * d_in) * 4);
+    for (j0 = 0; j0 < d_out; j0 += chunk) {
+        int64_t nr = j0 + chunk > d_out ? d_out - j0 : chunk, c0 = 0;
+        if (!pt) {
+            grzo__k_variant_weights<<<grzo__cu_blocks(nr * d_in), GRZO__CU_THREADS, 0, cu->stream>>>(
+                a->w, j0, nr, base, *a->variant, quant ? amax : NULL, 0.0f, NULL, NULL, Wc);
+            GRZO__CU_LAUNCHED(cu, "variant_weights kernel");
+            if ((s = grzo__cu_gemm_nt(cu, N, nr, d_in, a->x, Wc, a->y + j0, d_out)) != GRZO_OK) return s;
+            continue;
+        }
+        while (c0 < pt->n_segments) {
+            int64_t c1 = c0 + 1, r0 = pt->offsets[c0], e = pt->example[c0];
+            while (!flip && c1 < pt->n_segments && pt->sign[c1] == pt->sign[c0]) c1++;
+            if (pt->offsets[c1] > r0) {
+                grzo__k_variant_weights<<<grzo__cu_blocks(nr * d_in), GRZO__CU_THREADS, 0, cu->stream>>>(
+                    a->w, j0, nr, base, *a->variant, quant ? amax : NULL, (float)pt->sign[c0] * pt->sigma, flip ? R + e * d_out : NULL,
+                    flip ? S + e * d_in : NULL, Wc);
+                GRZO__CU_LAUNCHED(cu, "variant_weights kernel");
+                s = grzo__cu_gemm_nt(cu, pt->offsets[c1] - r0, nr, d_in, a->x + r0 * d_in, Wc, a->y + r0 * d_out + j0, d_out);
+                if (s != GRZO_OK) return s;
+            }
+            c0 = c1;
+        }
+    }
+    return GRZO_OK;
+}
+
+/* Low-rank linear: Y = X W^T + sign sigma (((X (.) s_e) V) U^T) (.) r_e / sqrt(r): two thin GEMMs,
+   the second in chunks of output columns; U V^T is never formed. */
+static grzo_status grzo__cu_linear_lowrank(grzo__cuda *cu, const grzo_linear_args *a, const grzo_perturb *pt) {
+    int64_t d_out = a->w.rows, d_in = a->w.cols, N = a->n_rows, B = pt->n_examples, r = a->variant->lowrank_rank, j0, chunk;
+    int flip = pt->flipout != 0;
+    grzo__cu_carve c;
+    float *R = NULL, *S = NULL, *U, *Vt, *T, *P, *XS = (float *)a->x, *Wc;
+    grzo_noise un = grzo__lowrank_u_noise(&pt->base), vn = grzo__lowrank_v_noise(&pt->base, a->variant);
+    grzo_status s;
+    chunk = grzo__cu_chunk_rows(cu, d_out, 4 * (N > d_in ? N : d_in));
+    s = grzo__cu_scratch(cu, grzo__cu_align((size_t)(B * d_out) * 4) + grzo__cu_align((size_t)(B * d_in) * 4) +
+                                 grzo__cu_align((size_t)(N * d_in) * 4) + grzo__cu_align((size_t)(d_out * r) * 4) +
+                                 grzo__cu_align((size_t)(d_in * r) * 4) + grzo__cu_align((size_t)(N * r) * 4) +
+                                 grzo__cu_align((size_t)(chunk * (N > d_in ? N : d_in)) * 4), (void **)&c.base);
+    if (s != GRZO_OK) return s;
+    c.used = 0;
+    if (flip) {
+        R = (float *)grzo__cu_take(&c, (size_t)(B * d_out) * 4);
+        S = (float *)grzo__cu_take(&c, (size_t)(B * d_in) * 4);
+        XS = (float *)grzo__cu_take(&c, (size_t)(N * d_in) * 4);
+        if ((s = grzo__cu_fill(cu, grzo__cu_host_sign_noise(&pt->base, GRZO_STREAM_SIGN_R), 0, B * d_out, R)) != GRZO_OK ||
+            (s = grzo__cu_fill(cu, grzo__cu_host_sign_noise(&pt->base, GRZO_STREAM_SIGN_S), 0, B * d_in, S)) != GRZO_OK)
+            return s;
+    }
+    U = (float *)grzo__cu_take(&c, (size_t)(d_out * r) * 4);
+    Vt = (float *)grzo__cu_take(&c, (size_t)(d_in * r) * 4);
+    T = (float *)grzo__cu_take(&c, (size_t)(N * r) * 4);
+    P = Wc = (float *)grzo__cu_take(&c, (size_t)(chunk * (N > d_in ? N : d_in)) * 4);   /* W chunk, then P chunk */
+    {
+        grzo__cu_segs segs;
+        if ((s = grzo__cu_segments(cu, pt, &segs)) != GRZO_OK) return s;
+        if (flip) {
+            grzo__k_scale_x<<<grzo__cu_blocks(N * d_in), GRZO__CU_THREADS, 0, cu->stream>>>(a->x, N, d_in, segs, S, XS);
+            GRZO__CU_LAUNCHED(cu, "scale_x kernel");
+        }
+        if ((s = grzo__cu_fill(cu, un, 0, d_out * r, U)) != GRZO_OK) return s;
+        grzo__k_lowrank_vt<<<grzo__cu_blocks(d_in * r), GRZO__CU_THREADS, 0, cu->stream>>>(vn, d_in, r, Vt);
+        GRZO__CU_LAUNCHED(cu, "lowrank_vt kernel");
+        if ((s = grzo__cu_gemm_nt(cu, N, r, d_in, XS, Vt, T, r)) != GRZO_OK) return s;   /* (X (.) s) V */
+        for (j0 = 0; j0 < d_out; j0 += chunk) {
+            int64_t nr = j0 + chunk > d_out ? d_out - j0 : chunk;
+            if (a->w.dtype == GRZO_DTYPE_F32) {
+                s = grzo__cu_gemm_nt(cu, N, nr, d_in, a->x, (const float *)a->w.data + j0 * d_in, a->y + j0, d_out);
+            } else {   /* 16-bit storage: widen the chunk for an fp32 GEMM */
+                grzo_variant plain;
+                memset(&plain, 0, sizeof plain);
+                grzo__k_variant_weights<<<grzo__cu_blocks(nr * d_in), GRZO__CU_THREADS, 0, cu->stream>>>(
+                    a->w, j0, nr, pt->base, plain, NULL, 0.0f, NULL, NULL, Wc);
+                GRZO__CU_LAUNCHED(cu, "variant_weights kernel");
+                s = grzo__cu_gemm_nt(cu, N, nr, d_in, a->x, Wc, a->y + j0, d_out);
+            }
+            if (s != GRZO_OK) return s;
+            if ((s = grzo__cu_gemm_nt(cu, N, nr, r, T, U + j0 * r, P, nr)) != GRZO_OK) return s;   /* ... U^T */
+            grzo__k_add_perturbation<<<grzo__cu_blocks(N * nr), GRZO__CU_THREADS, 0, cu->stream>>>(
+                a->y, N, d_out, j0, nr, P, segs, R, pt->sigma * (float)(1.0 / sqrt((double)r)));
+            GRZO__CU_LAUNCHED(cu, "add_perturbation kernel");
+        }
+    }
+    return GRZO_OK;
+}
+
+static grzo_status grzo__cu_linear_variant(grzo__cuda *cu, const grzo_linear_args *a) {
+    const grzo_perturb *pt = grzo__cu_active(a->perturb);
+    if (pt && grzo__variant_is_lowrank(&a->w, a->variant)) return grzo__cu_linear_lowrank(cu, a, pt);
+    return grzo__cu_linear_elementwise(cu, a, pt);
+}
+
+static grzo_status grzo__cu_vector_variant(grzo__cuda *cu, const grzo_vector_args *a, const grzo_perturb *pt) {
+    grzo__cu_segs segs;
+    grzo_status s = grzo__cu_segments(cu, pt, &segs);
+    if (s != GRZO_OK) return s;
+    grzo__k_vector_variant<<<grzo__cu_blocks(a->n_rows * a->v.rows), GRZO__CU_THREADS, 0, cu->stream>>>(
+        a->x, a->y, a->v, a->n_rows, (int)a->op, segs, pt->base, *a->variant, pt->sigma, pt->flipout);
+    GRZO__CU_LAUNCHED(cu, "vector_variant kernel");
+    return GRZO_OK;
+}
+
+static grzo_status grzo__cu_embedding_variant(grzo__cuda *cu, const grzo_embedding_args *a, const grzo_perturb *pt) {
+    grzo__cu_segs segs;
+    grzo_status s = grzo__cu_segments(cu, pt, &segs);
+    if (s != GRZO_OK) return s;
+    grzo__k_embedding_variant<<<grzo__cu_blocks(a->n_rows * a->e.cols), GRZO__CU_THREADS, 0, cu->stream>>>(
+        a->e, a->ids, a->y, a->n_rows, a->touched, segs, pt->base, *a->variant, pt->sigma, pt->flipout, cu->d_flag);
+    GRZO__CU_LAUNCHED(cu, "embedding_variant kernel");
+    return GRZO_OK;
+}
+
+/* the update under a variant; coeff is the device copy, R and S filled by the caller (flipout) */
+static grzo_status grzo__cu_update_variant(grzo__cuda *cu, const grzo_update_args *a, const float *coeff, const float *R, const float *S) {
+    grzo__k_update_variant<<<grzo__cu_blocks(a->p.rows * a->p.cols), GRZO__CU_THREADS, 0, cu->stream>>>(
+        a->p, a->base, *a->variant, a->flipout != 0, a->n_examples, coeff, R, S, a->decay, a->touched,
+        a->round_stream ? a->round_stream : GRZO_STREAM_ROUND);
+    GRZO__CU_LAUNCHED(cu, "update_variant kernel");
+    return GRZO_OK;
+}
+
+static grzo_status grzo__cu_perturbed_copy_variant(grzo__cuda *cu, const grzo_copy_args *a) {
+    int quant = grzo__quantizes_weights(&a->p, a->variant);
+    float *amax = NULL;
+    grzo_status s;
+    if (quant) {
+        if ((s = grzo__cu_scratch(cu, (size_t)a->p.rows * 4, (void **)&amax)) != GRZO_OK) return s;
+        if ((s = grzo__cu_row_amax(cu, &a->p, amax)) != GRZO_OK) return s;
+    }
+    grzo__k_perturbed_copy_variant<<<grzo__cu_blocks(a->p.rows * a->p.cols), GRZO__CU_THREADS, 0, cu->stream>>>(
+        a->p, a->base, *a->variant, amax, a->flipout, a->example, a->scale, a->out);
+    GRZO__CU_LAUNCHED(cu, "perturbed_copy_variant kernel");
+    return GRZO_OK;
+}
+
 static grzo_status grzo__cu_linear(void *self, const grzo_linear_args *a) {
     grzo__cuda *cu = (grzo__cuda *)self;
     const grzo_perturb *pt = grzo__cu_active(a->perturb);
@@ -589,6 +897,7 @@ static grzo_status grzo__cu_linear(void *self, const grzo_linear_args *a) {
     size_t fixed;
     grzo_status s = grzo__cu_check(cu);
     if (s != GRZO_OK) return s;
+    if (a->variant) return grzo__cu_linear_variant(cu, a);
     if (cu->math == GRZO_CUDA_MATH_FAST && a->w.dtype != GRZO_DTYPE_F32) return grzo__cu_linear_fast16(cu, a, pt);
     /* per output row of a chunk: W chunk, and with two products a U chunk and a P column of N */
     chunk = grzo__cu_chunk_rows(cu, d_out, 4 * (two ? 2 * d_in + N : d_in));
@@ -660,6 +969,7 @@ static grzo_status grzo__cu_vector(void *self, const grzo_vector_args *a) {
     grzo__cu_segs segs;
     grzo_status s = grzo__cu_check(cu);
     if (s != GRZO_OK) return s;
+    if (pt && a->variant) return grzo__cu_vector_variant(cu, a, pt);
     if ((s = grzo__cu_segments(cu, pt, &segs)) != GRZO_OK) return s;
     grzo__k_vector<<<grzo__cu_blocks(a->n_rows * a->v.rows), GRZO__CU_THREADS, 0, cu->stream>>>(
         a->x, a->y, a->v.data, (int)a->v.dtype, a->v.rows, a->n_rows, (int)a->op, segs, pt ? pt->base : grzo_noise(),
@@ -676,6 +986,7 @@ static grzo_status grzo__cu_embedding(void *self, const grzo_embedding_args *a) 
     grzo__cu_segs segs;
     grzo_status s = grzo__cu_check(cu);
     if (s != GRZO_OK) return s;
+    if (pt && a->variant) return grzo__cu_embedding_variant(cu, a, pt);
     if ((s = grzo__cu_segments(cu, pt, &segs)) != GRZO_OK) return s;
     grzo__k_embedding<<<grzo__cu_blocks(a->n_rows * a->e.cols), GRZO__CU_THREADS, 0, cu->stream>>>(
         a->e.data, (int)a->e.dtype, a->ids, a->y, a->n_rows, a->e.cols, a->e.rows, a->touched, segs,
@@ -715,6 +1026,7 @@ static grzo_status grzo__cu_update(void *self, const grzo_update_args *a) {
         S = (float *)grzo__cu_take(&c, (size_t)(B * cols) * 4);
         if ((s = grzo__cu_fill(cu, r, 0, B * rows, R)) != GRZO_OK || (s = grzo__cu_fill(cu, sn, 0, B * cols, S)) != GRZO_OK) return s;
     }
+    if (a->variant) return grzo__cu_update_variant(cu, a, (const float *)coeff, R, S);
     grzo__k_update<<<grzo__cu_blocks(rows * cols), GRZO__CU_THREADS, 0, cu->stream>>>(
         a->p.data, (int)a->p.dtype, rows, cols, a->base, flip, vec, B, (const float *)coeff, R, S, a->decay, a->touched,
         a->round_stream ? a->round_stream : GRZO_STREAM_ROUND);
@@ -726,6 +1038,7 @@ static grzo_status grzo__cu_perturbed_copy(void *self, const grzo_copy_args *a) 
     grzo__cuda *cu = (grzo__cuda *)self;
     grzo_status s = grzo__cu_check(cu);
     if (s != GRZO_OK) return s;
+    if (a->variant) return grzo__cu_perturbed_copy_variant(cu, a);
     grzo__k_perturbed_copy<<<grzo__cu_blocks(a->p.rows * a->p.cols), GRZO__CU_THREADS, 0, cu->stream>>>(
         a->p.data, (int)a->p.dtype, a->p.rows, a->p.cols, a->base, a->flipout, a->p.kind == GRZO_BLOCK_VECTOR, a->example,
         a->scale, a->out);

@@ -51,6 +51,16 @@
        weights in fast math) has u = 2^-11 (TF32 keeps 10 stored mantissa bits).
      Updates of 16-bit parameters keep stochastic rounding in both modes.
 
+   VARIANTS (grzo.h section 3c; caps.variants has all three): every element of a variant's
+     base B (mask, low-rank (U V^T)_jk, stochastic rounding, fake-quantized weight) comes from
+     grzo.h's host/device functions, so the values are the CPU's. Sparse and quantized linears
+     form q(W) + sign sigma B (.) r s^T per chunk of output rows and segment and run one fp32
+     GEMM per segment; in fast math that GEMM is TF32, so sigma B is rounded at W's scale
+     (2^-11 |W|): use pedantic math where the perturbation must be exact. Low-rank linears run
+     X W^T plus the two thin GEMMs ((X (.) s) V) and (.) U^T, in chunks of output columns. Not
+     yet run on a GPU at the time of writing: tests/test_cuda.c checks three steps of each
+     variant and core against the CPU backend.
+
    SYNCHRONIZATION
      Operations only enqueue work on the backend's stream (grzo_backend_cuda_stream); the
      segment tables and update coefficients are uploaded once per distinct table from pinned

@@ -18,6 +18,9 @@
    - in-place MeZO: fp32 steps equal the CPU's (1e-5); bf16 restore drift (SR, 200 steps of
      zero update): unbiased (mean within 5 standard errors of 0) and rms <= sqrt(3 T / 4) ulp
      (3 stochastic roundings a step, variance <= ulp^2 / 4 each); measured values printed.
+   - variants (grzo.h section 3c: sparse, low-rank, int8, int4, sparse + int4) with the GRZO,
+     MeZO and FZOO cores: three steps of the tiny model, parameters within 1e-5 of the CPU's
+     (the masks, the rounding bits and the fake-quantized weights are the same functions).
    - no synchronization inside a pass: a bad token id is reported by the next synchronize (and
      only once), update coefficients may be overwritten as soon as update returns, and the
      memory accounting follows allocations byte for byte. */
@@ -140,6 +143,8 @@ static grzo_status tiny_forward(grzo_ctx *ctx, const grzo_pass_info *pi, float *
     return GRZO_OK;
 }
 
+static grzo_desc tiny_axes;   /* the variant axes of run_tiny (test_variants_parity); zero: dense */
+
 static void run_tiny(grzo_backend *be, int on_gpu, grzo_estimator est, float *E, float *W, float *g) {
     tiny m;
     grzo_ctx *ctx = NULL;
@@ -150,6 +155,8 @@ static void run_tiny(grzo_backend *be, int on_gpu, grzo_estimator est, float *E,
     memset(&d, 0, sizeof d);
     m.be = be;
     d.backend = be; d.lr = 1e-3f; d.sigma = 1e-2f; d.seed = 11; d.estimator = est; d.fzoo_probes = 3;
+    d.sparse_density = tiny_axes.sparse_density; d.lowrank_rank = tiny_axes.lowrank_rank;
+    d.lowrank_every = tiny_axes.lowrank_every; d.quant_bits = tiny_axes.quant_bits; d.noise = tiny_axes.noise;
     CHECK(grzo_create(&d, &ctx) == GRZO_OK, "create");
     if (!ctx) return;
     m.E = on_gpu ? dev_from(E, sizeof(float) * TV * TD) : E;
@@ -185,6 +192,27 @@ static void test_steps_parity(grzo_estimator est) {
           "estimator %d: parameters after 3 steps differ: E %.3g W %.3g g %.3g", (int)est, rel_diff(E2, E1, TV * TD),
           rel_diff(W2, W1, TO * TD), rel_diff(g2, g1, TO));
     free(E1); free(W1); free(g1); free(E2); free(W2); free(g2);
+}
+
+static void test_variants_parity(void) {
+    static const grzo_estimator ests[3] = {GRZO_ESTIMATOR_GRZO, GRZO_ESTIMATOR_MEZO, GRZO_ESTIMATOR_FZOO};
+    static const char *names[5] = {"sparse", "low-rank", "int8", "int4", "sparse + int4"};
+    int v, e;
+    for (v = 0; v < 5; v++)
+        for (e = 0; e < 3; e++) {
+            memset(&tiny_axes, 0, sizeof tiny_axes);
+            if (v == 0 || v == 4) tiny_axes.sparse_density = 0.3f;
+            if (v == 1) { tiny_axes.lowrank_rank = 2; tiny_axes.lowrank_every = 2; }
+            if (v == 2) tiny_axes.quant_bits = 8;
+            if (v >= 3) { tiny_axes.quant_bits = 4; tiny_axes.noise = GRZO_NOISE_GAUSSIAN; }
+            if (ests[e] == GRZO_ESTIMATOR_FZOO && tiny_axes.sparse_density > 0) continue;   /* refused */
+            {
+                int before = fails;
+                test_steps_parity(ests[e]);
+                if (fails > before) printf("  (with variant %s)\n", names[v]);
+            }
+        }
+    memset(&tiny_axes, 0, sizeof tiny_axes);
 }
 
 /* bf16 weights: forward close to fp32 on rounded weights; SR update unbiased on average */
@@ -500,6 +528,7 @@ int main(void) {
     test_steps_parity(GRZO_ESTIMATOR_MEZO);
     test_steps_parity(GRZO_ESTIMATOR_FZOO);
     test_steps_parity(GRZO_ESTIMATOR_MEZO_INPLACE);
+    test_variants_parity();
     test_bf16();
     test_inplace_drift_bf16();
     test_deferred_errors();

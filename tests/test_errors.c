@@ -794,11 +794,11 @@ static void test_checkpoints(void)
     memcpy(buf, "GRZOCKPX", 8);
     fix_header_sum(buf);
     expect_load_fails(&v, bad, buf, n, GRZO_ERR_FORMAT, GRZO_ERR_FORMAT, "wrong magic");
-    /* another version, consistently written */
+    /* an unknown version (3; 1 and 2 are read), consistently written */
     memcpy(buf, file, n);
-    tu_put_le32(buf + 8, 2);
+    tu_put_le32(buf + 8, 3);
     fix_header_sum(buf);
-    expect_load_fails(&v, bad, buf, n, GRZO_ERR_VERSION, GRZO_ERR_VERSION, "version 2");
+    expect_load_fails(&v, bad, buf, n, GRZO_ERR_VERSION, GRZO_ERR_VERSION, "version 3");
     /* trailing bytes */
     memcpy(buf, file, n);
     buf[n] = 0;

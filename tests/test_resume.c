@@ -10,7 +10,11 @@
         seed gives other parameters.
      2. The checkpoint file has the documented layout (header fields, FNV-1a-64 checksums,
         block table, f32 data equal to the parameters).
-     3. The CPU backend with 1 and with 2 threads trains bitwise identically. */
+     3. The CPU backend with 1 and with 2 threads trains bitwise identically.
+     4. The same resume, and the layout (version 2: the variant fields, the sparse thresholds
+        after the data), with each variant axis (grzo.h section 3c) on: sparse, low-rank
+        (nu = 2, so the resumed run crosses a V refresh), int8 and int4 (Gaussian noise), and
+        sparse + int4; the fresh context is created dense and takes the axes from the file. */
 #define GRZO_IMPLEMENTATION
 #include "grzo.h"
 #include "backends/grzo_cpu.h"
@@ -184,7 +188,7 @@ static void check_layout(const char *path, const net *n, const grzo_desc *d, int
     int b, i;
     REQUIRE(f != NULL && size >= 256);
     CHECK(memcmp(f, "GRZOCKPT", 8) == 0);
-    CHECK(tu_le32(f + 8) == 1);
+    CHECK(tu_le32(f + 8) == (d->sparse_density > 0 || d->lowrank_rank > 0 || d->quant_bits > 0 ? 2u : 1u));
     CHECK(tu_le32(f + 12) == 256);
     CHECK(tu_le64(f + 16) == size - 256);
     CHECK(tu_le64(f + 24) == tu_fnv1a64(f + 256, size - 256));
@@ -201,6 +205,8 @@ static void check_layout(const char *path, const net *n, const grzo_desc *d, int
     CHECK(tu_le32(f + 84) == (uint32_t)d->fzoo_probes);
     CHECK(tu_le32(f + 88) == NBLK);
     CHECK(tu_le64(f + 248) == tu_fnv1a64(f, 248));
+    CHECK(tu_lef32(f + 104) == d->sparse_density && tu_le32(f + 108) == (uint32_t)d->lowrank_rank &&
+          tu_le32(f + 112) == (uint32_t)d->lowrank_every && tu_le32(f + 116) == (uint32_t)d->quant_bits);
     off = 256;
     for (b = 0; b < NBLK; b++) {
         char name[64];
@@ -225,14 +231,19 @@ static void check_layout(const char *path, const net *n, const grzo_desc *d, int
         CHECKF(bad == 0, "block %d: %d stored values differ from the parameters", b, bad);
         off += 4 * (size_t)cnt;
     }
+    if (d->sparse_density > 0) {   /* thresholds: set at step 0, a |theta| of the block */
+        for (b = 0; b < NBLK; b++, off += 8) CHECK(tu_le32(f + off) == 1 && tu_lef32(f + off + 4) >= 0.0f);
+    }
     CHECK(off == size);
     free(f);
 }
 
+/* the variant axes of the run (section 4 of this file); all zero elsewhere */
+static grzo_desc variant_axes;
+
 static grzo_desc base_desc(grzo_estimator est, int dist)
 {
-    grzo_desc d;
-    memset(&d, 0, sizeof d);
+    grzo_desc d = variant_axes;
     d.estimator = est;
     d.noise = (grzo_noise_dist)dist;
     d.seed = 0x5EED0000ULL + (uint64_t)est;
@@ -290,6 +301,8 @@ static void test_resume(grzo_estimator est, int dist, int cpu_threads)
         d2.lr = 0.9f;
         d2.sigma = 0.2f;
         d2.warmup_steps = 0;
+        d2.sparse_density = 0.0f;   /* the variant axes come from the checkpoint */
+        d2.lowrank_rank = d2.lowrank_every = d2.quant_bits = 0;
         net_init(&fresh, &SMALL, cpu_threads, &d2, 730);
     }
     CHECK(!net_same(&fresh, &part));
@@ -299,6 +312,8 @@ static void test_resume(grzo_estimator est, int dist, int cpu_threads)
     REQUIRE_OK(grzo_get_desc(fresh.ctx, &dres));
     CHECK(dres.seed == d.seed && dres.lr == d.lr && dres.sigma == d.sigma && dres.warmup_steps == d.warmup_steps &&
           dres.estimator == est && dres.weight_decay == d.weight_decay && dres.fzoo_probes == d.fzoo_probes);
+    CHECK(dres.sparse_density == d.sparse_density && dres.lowrank_rank == d.lowrank_rank &&
+          dres.lowrank_every == d.lowrank_every && dres.quant_bits == d.quant_bits);
     for (s = KSTEPS; s < NSTEPS; s++) {
         net_step(&fresh, &rr);
         CHECKF(same_report(&rr, &rs[s]), "%s est %d: resumed step %d report differs (loss %.9g vs %.9g)", bk, (int)est, s,
@@ -424,5 +439,23 @@ int main(int argc, char **argv)
         test_resume(GRZO_ESTIMATOR_FZOO, GRZO_NOISE_GAUSSIAN, 2);
     }
     if (tu_case("threads")) test_threads();
+    if (tu_case("variants")) {
+        static const grzo_estimator vests[3] = { GRZO_ESTIMATOR_GRZO, GRZO_ESTIMATOR_MEZO, GRZO_ESTIMATOR_FZOO };
+        int v;
+        for (v = 0; v < 5; v++) {
+            int dist = v >= 2 ? GRZO_NOISE_GAUSSIAN : GRZO_NOISE_RADEMACHER;
+            memset(&variant_axes, 0, sizeof variant_axes);
+            if (v == 0 || v == 4) variant_axes.sparse_density = 0.3f;
+            if (v == 1) { variant_axes.lowrank_rank = 2; variant_axes.lowrank_every = 2; }
+            if (v == 2) variant_axes.quant_bits = 8;
+            if (v >= 3) variant_axes.quant_bits = 4;
+            for (ei = 0; ei < 3; ei++) {
+                if (vests[ei] == GRZO_ESTIMATOR_FZOO && variant_axes.sparse_density > 0) continue;   /* refused */
+                test_resume(vests[ei], dist, -1);
+                test_resume(vests[ei], dist, 2);
+            }
+        }
+        memset(&variant_axes, 0, sizeof variant_axes);
+    }
     return tu_finish("test_resume");
 }

@@ -14,6 +14,10 @@
 #              GRZO vs MeZO vs FZOO, each until its share of the time budget ends (SIGINT:
 #              grzo-finetune saves and stops); steps/s and losses from its log.jsonl, and for
 #              GRZO and MeZO the forward-only B_eff (--diagnose) at step 0 and every 100 steps
+#              With GRZO_GPU_VARIANTS=SECONDS (and the SmolLM2 GGUF), then MeZO+X and GRZO+X for
+#              X = sparse (20%), low-rank (r = 2, nu = 100), int8 and int4 (grzo.h section 3c,
+#              the paper's Table 5 pairs), the eight runs sharing SECONDS more (on
+#              $GRZO_VARIANTS_DEVICE, default cuda; cpu where the CUDA backend lacks the variants)
 #   5. report  OUTDIR/report.md and PNG plots (python3 + matplotlib, else gnuplot, else none)
 # No network is needed: the models are stories260K (in the repository), shapes initialised on
 # the spot, and the optional GGUF. Nothing is installed. Progress lines start with [mm:ss].
@@ -25,6 +29,10 @@ BUILD=${GRZO_GPU_BUILD:-$REPO/build-gpu}
 START=$(date +%s)
 # stage caps in seconds (sum 520)
 CAP_BUILD=150 CAP_TESTS=90 CAP_BENCH=170 CAP_TUNE=90 CAP_REPORT=20
+# the variant pairs (opt-in): their own seconds, added to the tune stage
+CAP_VARIANTS=${GRZO_GPU_VARIANTS:-0}
+case $CAP_VARIANTS in ''|*[!0-9]*) echo "GRZO_GPU_VARIANTS: expected seconds, got '$CAP_VARIANTS'" >&2; exit 2 ;; esac
+CAP_TUNE=$((CAP_TUNE + CAP_VARIANTS))
 
 usage() { echo "usage: bash bench/gpu/run.sh OUTDIR [SMOLLM2.gguf] | --report-only OUTDIR" >&2; exit 2; }
 elapsed() { echo $(( $(date +%s) - START )); }
@@ -258,7 +266,7 @@ say "    data: $SST2"
 models=("stories260K|--model $REPO/tests/data/stories260K.bin --tokenizer $REPO/tests/data/tok512.bin")
 [ -z "$GGUF" ] || models+=("smollm2|--model $GGUF")
 n_runs=$(( ${#models[@]} * 3 ))
-per_run=$(( ($(budget "$CAP_REPORT") - 5) / n_runs ))
+per_run=$(( ($(budget $((CAP_REPORT + CAP_VARIANTS))) - 5) / n_runs ))
 tune_ok=1
 for entry in "${models[@]}"; do
     name=${entry%%|*}
@@ -290,6 +298,31 @@ for entry in "${models[@]}"; do
         say "      $(cat "$OUT/tune/$run.status"); ${logged:-0} steps logged"
     done
 done
+# the variant pairs (Table 5): MeZO+X and GRZO+X on SmolLM2, the same data and seed as above
+if [ "$CAP_VARIANTS" -gt 0 ] && [ -n "$GGUF" ]; then
+    vdev=${GRZO_VARIANTS_DEVICE:-cuda}
+    vtype=bf16; [ "$vdev" = cpu ] && vtype=f32
+    per_run=$(( ($(budget "$CAP_REPORT") - 5) / 8 ))
+    for variant in "sparse|--sparse-density 0.2" "lowrank|--lowrank-rank 2 --lowrank-every 100" "int8|--quant int8" "int4|--quant int4"; do
+        read -r -a vargs <<< "${variant#*|}"
+        for est in mezo grzo; do
+            run=smollm2-$est-${variant%%|*}
+            lr=1e-4; [ "$est" = grzo ] && lr=1e-5
+            rm -rf "${OUT:?}/tune/$run"
+            say "    $run on $vdev (at most $per_run s)"
+            timeout -s INT -k 10 "$per_run" "$FT" --model "$GGUF" --task sst2 --data "$SST2" --estimator "$est" "${vargs[@]}" \
+                --device "$vdev" --dtype "$vtype" --batch 16 --steps 400 --lr "$lr" --sigma 1e-3 --eval-every 0 --seed 1 \
+                "${sizes[@]}" --out "$OUT/tune/$run" > "$OUT/tune/$run.log" 2>&1
+            st=$?
+            case $st in
+                0) echo "done" > "$OUT/tune/$run.status" ;;
+                124|130) echo "stopped by its time budget ($per_run s)" > "$OUT/tune/$run.status" ;;
+                *) tune_ok=0; echo "FAILED (exit $st): $(tail -1 "$OUT/tune/$run.log")" > "$OUT/tune/$run.status" ;;
+            esac
+            say "      $(cat "$OUT/tune/$run.status"); $(grep -c '"loss"' "$OUT/tune/$run/log.jsonl" 2> /dev/null || echo 0) steps logged"
+        done
+    done
+fi
 if [ "$tune_ok" = 1 ]; then record tune passed $(( $(date +%s) - t0 )); else record tune "FAILED (see the table)" $(( $(date +%s) - t0 )); rc=1; fi
 
 # ---- 5. report ------------------------------------------------------------------------------------

@@ -67,6 +67,7 @@ typedef enum opt_id {
     OPT_THREADS, OPT_MAX_LEN, OPT_FZOO_PROBES, OPT_N_TRAIN, OPT_N_DEV, OPT_N_TEST,
     OPT_DEVICE, OPT_DTYPE, OPT_CHECKPOINT, OPT_LOG, OPT_OUT, OPT_EXPORT, OPT_EXPORT_TYPE, OPT_DIAGNOSE_PROBES,
     OPT_DIAGNOSE_EVERY, OPT_REPLICA_CHECK,
+    OPT_SPARSE_DENSITY, OPT_LOWRANK_RANK, OPT_LOWRANK_EVERY, OPT_QUANT,   /* variant axes (grzo.h section 3c) */
     OPT_COUNT
 } opt_id;
 
@@ -110,6 +111,10 @@ static const opt_def OPTS[OPT_COUNT] = {
     {"--diagnose-probes", NULL, KIND_INT, 2, GRZO_ALIGN_MAX_PROBES, 1},   /* --diagnose: not the run's identity */
     {"--diagnose-every", NULL, KIND_INT, 0, 1000000000, 1},                  /* likewise */
     {"--replica-check-every", NULL, KIND_INT, 1, 1000000000, 1},             /* mpirun: the divergence guard */
+    {"--sparse-density", "sparse_density", KIND_FLOAT, 0, 0, 0},
+    {"--lowrank-rank", "lowrank_rank", KIND_INT, 0, GRZO_LOWRANK_MAX_RANK, 0},
+    {"--lowrank-every", "lowrank_every", KIND_INT, 0, 1000000000, 0},
+    {"--quant", "quant", KIND_TEXT, 0, 0, 0},
 };
 
 #define SAVE_SECONDS_DEFAULT 600.0   /* --save-every 0: a checkpoint every 10 minutes */
@@ -150,6 +155,13 @@ static void usage(FILE *f) {
         "               relative error is ~sqrt(2/K))\n"
         "  --diagnose-every N (0: only before training) also before every N-th step, on the batch\n"
         "               that step draws; each diagnostic is a line of the log (the training is unchanged)\n"
+        "  variants (grzo.h section 3c; each off by default, combine with every estimator but mezo-inplace):\n"
+        "  --sparse-density D  perturb and update only the fraction D of each block with the smallest\n"
+        "               |weights| (Sparse-MeZO; 0.2 is its best; not with fzoo or --lowrank-rank)\n"
+        "  --lowrank-rank R  perturb matrices by U V^T / sqrt(R) (LOZO; R = 2 typical)\n"
+        "  --lowrank-every N  redraw V every N steps (100)\n"
+        "  --quant int8|int4|none  fake-quantize the weights per row and the perturbation (QuZO;\n"
+        "               the perturbation's rounding matters with Gaussian noise only)\n"
         "  --resume     continue the run in OUT from its checkpoint: settings not given are taken\n"
         "               from OUT/run.json; a given setting that differs is refused, except\n"
         "               --steps, --eval-every, --save-every, --threads, --data and the paths\n"
@@ -205,7 +217,12 @@ static int set_option(options *o, opt_id id, const char *v, char *err, size_t er
     const opt_def *d = &OPTS[id];
     switch (d->kind) {
     case KIND_INT: return cli_parse_int(d->flag, v, d->lo, d->hi, &o->num[id], err, errlen);
-    case KIND_FLOAT: return cli_parse_float(d->flag, v, positive, &o->real[id], err, errlen);
+    case KIND_FLOAT:
+        if (id == OPT_SPARSE_DENSITY) {   /* 0: off */
+            static const cli_range unit = {0.0, 1.0, 0, 0};
+            return cli_parse_float(d->flag, v, unit, &o->real[id], err, errlen);
+        }
+        return cli_parse_float(d->flag, v, positive, &o->real[id], err, errlen);
     case KIND_SEED: return cli_parse_u64(d->flag, v, &o->seed, err, errlen);
     case KIND_TEXT:
         if (id == OPT_ESTIMATOR && parse_estimator(v, &o->estimator)) {
@@ -218,6 +235,10 @@ static int set_option(options *o, opt_id id, const char *v, char *err, size_t er
         }
         if (id == OPT_EXPORT_TYPE && llm_gguf_type_parse(v, NULL)) {
             snprintf(err, errlen, "--export-type: expected f32, f16, bf16 or q8_0, got '%.64s'", v);
+            return -1;
+        }
+        if (id == OPT_QUANT && strcmp(v, "int8") && strcmp(v, "int4") && strcmp(v, "none")) {
+            snprintf(err, errlen, "--quant: expected int8, int4 or none, got '%.64s'", v);
             return -1;
         }
         if (id == OPT_DTYPE && parse_dtype(v, NULL)) {
@@ -250,6 +271,7 @@ static void default_options(options *o) {
     o->str[OPT_DEVICE] = "cpu";
     o->str[OPT_DTYPE] = "f32";
     o->str[OPT_EXPORT_TYPE] = "f32";
+    o->str[OPT_QUANT] = "none";
 }
 
 static int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
@@ -418,6 +440,7 @@ typedef struct run {
     tok_split train, dev, test;
     grzo_backend be;
     grzo_ctx *ctx;
+    char grzo_why[256];               /* grzo's logger writes its last error here (keep_message) */
     llm_model model;
     llm_state *st;
     int lm_loss;                      /* train on the gold continuation's tokens (COPA, SQuAD, DROP) */
@@ -910,7 +933,11 @@ static int resume_settings(run *r, char *err, size_t errlen) {
         const char *given = o->text[id];
         int differs = 0;
         if (!d->key) continue;
-        if (!(v = json_get(root, d->key))) { snprintf(err, errlen, "%s: no \"%s\"", r->path_manifest, d->key); return -1; }
+        if (!(v = json_get(root, d->key))) {
+            if (id >= OPT_SPARSE_DENSITY && id <= OPT_QUANT && !given) continue;   /* recorded before the variants: dense */
+            snprintf(err, errlen, "%s: no \"%s\"", r->path_manifest, d->key);
+            return -1;
+        }
         recorded_text(v, rec, sizeof rec);
         if (v->type == JSON_NULL) {   /* no tokenizer was given */
             if (given && !d->may_change) add_conflict(conflicts, sizeof conflicts, d->flag, given, "the run", "none");
@@ -986,6 +1013,16 @@ static int check_checkpoint_readable(const char *path, char *err, size_t errlen)
 
 /* The checkpoint's optimizer settings must be the run's (a checkpoint copied in from
    another run is refused, not silently mixed). */
+static int32_t quant_bits(const options *o) {
+    return !strcmp(o->str[OPT_QUANT], "int8") ? 8 : !strcmp(o->str[OPT_QUANT], "int4") ? 4 : 0;
+}
+
+/* grzo's one-line reason for a refused descriptor (e.g. a variant combination) */
+static void keep_message(grzo_log_level level, grzo_status s, const char *msg, void *user) {
+    (void)level; (void)s;
+    snprintf((char *)user, 256, "%s", msg);
+}
+
 static int check_checkpoint_matches(const run *r, char *err, size_t errlen) {
     grzo_desc d;
     char conflicts[600] = "", a[64], b[64], fa[32], fb[32];
@@ -999,6 +1036,10 @@ static int check_checkpoint_matches(const run *r, char *err, size_t errlen) {
     CK(d.seed != o->seed, "--seed", "%llu", (unsigned long long)o->seed, (unsigned long long)d.seed)
     CK(d.warmup_steps != o->num[OPT_WARMUP], "--warmup", "%lld", (long long)o->num[OPT_WARMUP], (long long)d.warmup_steps)
     CK(d.fzoo_probes != o->num[OPT_FZOO_PROBES], "--fzoo-probes", "%lld", (long long)o->num[OPT_FZOO_PROBES], (long long)d.fzoo_probes)
+    CK(d.sparse_density != o->real[OPT_SPARSE_DENSITY], "--sparse-density", "%s", float_text(o->real[OPT_SPARSE_DENSITY], fa),
+       float_text(d.sparse_density, fb))
+    CK(d.lowrank_rank != o->num[OPT_LOWRANK_RANK], "--lowrank-rank", "%lld", (long long)o->num[OPT_LOWRANK_RANK], (long long)d.lowrank_rank)
+    CK(d.quant_bits != quant_bits(o), "--quant", "%d", quant_bits(o), (int)d.quant_bits)
 #undef CK
     if (conflicts[0]) {
         snprintf(err, errlen, "--resume: the checkpoint %s belongs to another run than %s: %s", r->path_ckpt, r->path_manifest, conflicts);
@@ -1179,8 +1220,14 @@ static int setup_optimizer(run *r, char *err, size_t errlen) {
     d.warmup_steps = r->o.num[OPT_WARMUP]; d.fzoo_probes = (int32_t)r->o.num[OPT_FZOO_PROBES];
     d.comm = ft_ranks_comm(&r->ranks); d.per_example_ops = r->o.shard_invariant ? 1 : 0;   /* 0: on with comm */
     d.replica_check_every = r->o.num[OPT_REPLICA_CHECK];
+    d.sparse_density = r->o.real[OPT_SPARSE_DENSITY]; d.quant_bits = quant_bits(&r->o);
+    d.lowrank_rank = (int32_t)r->o.num[OPT_LOWRANK_RANK]; d.lowrank_every = (int32_t)r->o.num[OPT_LOWRANK_EVERY];
+    d.logger.func = keep_message; d.logger.user_data = r->grzo_why;
     if (llm_backend_create(r->o.str[OPT_DEVICE], (int32_t)r->o.num[OPT_THREADS], &r->be, err, errlen) != GRZO_OK) return -1;
-    if ((s = grzo_create(&d, &r->ctx)) != GRZO_OK) { snprintf(err, errlen, "grzo_create: %s", grzo_status_str(s)); return -1; }
+    if ((s = grzo_create(&d, &r->ctx)) != GRZO_OK) {
+        snprintf(err, errlen, "grzo_create: %s%s%s", grzo_status_str(s), r->grzo_why[0] ? ": " : "", r->grzo_why);
+        return -1;
+    }
     memset(&md, 0, sizeof md);
     parse_dtype(r->o.str[OPT_DTYPE], &md.dtype);
     if (llm_model_register_ex(r->ctx, &r->model, &r->cfg, &r->w, &md) != GRZO_OK) {

@@ -34,6 +34,7 @@ static const subcommand SUBCOMMANDS[] = {
     {"batch", probe_batch, "GRZO training loss for B = 4, 8, 16, 32"},
     {"ablation", probe_ablation, "GRZO vs no group normalization vs no per-example perturbation"},
     {"alignment", probe_alignment, "forward-only B_eff (will GRZO help?) vs the exact one from backprop"},
+    {"variants", probe_variants, "sparse, low-rank, int8, int4 perturbations: MeZO+X vs GRZO+X"},
 };
 enum { N_SUBCOMMANDS = (int)(sizeof SUBCOMMANDS / sizeof SUBCOMMANDS[0]) };
 
@@ -61,7 +62,7 @@ static void usage(FILE *f) {
             "  --out DIR     folder for the CSV, gnuplot script and PNG (default probe-out)\n"
             "  --no-plot     do not run gnuplot\n"
             "  --sabotage    run MeZO wherever GRZO or canonical is named, to show that --check\n"
-            "                catches a wrong estimator (variance, cosine, quant); alignment:\n"
+            "                catches a wrong estimator (variance, cosine, quant, variants); alignment:\n"
             "                each \"-\" copy reads the next example (a mislaid copy layout)\n"
             "  --help        this text\n"
             "\n"
@@ -127,7 +128,7 @@ static int parse_args(int argc, char **argv, probe_opts *o, int *sub) {
             if (*sub == -2) return bad_usage("unknown subcommand '%s'", a);
         }
     }
-    if (!have_sub) return bad_usage("%s", "no subcommand given (variance, cosine, quant, batch, ablation, alignment or all)");
+    if (!have_sub) return bad_usage("%s", "no subcommand given (variance, cosine, quant, batch, ablation, alignment, variants or all)");
     return 0;
 }
 

@@ -219,5 +219,6 @@ int probe_quant(const probe_opts *o);
 int probe_batch(const probe_opts *o);
 int probe_ablation(const probe_opts *o);
 int probe_alignment(const probe_opts *o);
+int probe_variants(const probe_opts *o);
 
 #endif /* GRZO_PROBE_H */

@@ -12,6 +12,9 @@
 #              fails (periodic or final) fails the run
 #   paths      long paths are not truncated; a directory given as --log is refused and
 #              kept; an unreadable checkpoint says why; a bad model or data leaves no files
+#   variants   --sparse-density, --lowrank-rank/--lowrank-every and --quant: bad values and
+#              refused combinations give one line and no files; each variant trains, is
+#              recorded in run.json and resumes; a resume with another variant is refused
 # usage: test_finetune_cli.sh CASE GRZO_FINETUNE DATA_DIR WORK_DIR
 set -u
 case_=$1 bin=$(realpath "$2") data=$(realpath "$3") work=$4/$1
@@ -187,11 +190,40 @@ case_paths() {
     echo "ok: long paths kept whole, directories refused and kept, errors say why, early failures leave nothing"
 }
 
+case_variants() {
+    local bad
+    for bad in "--sparse-density 1.5" "--sparse-density -0.1" "--lowrank-rank -1" "--lowrank-rank 2.5" "--quant int3"; do
+        set -- $bad
+        run 2 "${common[@]}" "$1" "$2" --out o
+        one_line "$bad"
+        grep -q -- "$1" err.txt || fail "$bad: the message does not name $1: $(cat err.txt)"
+    done
+    # refused by grzo_create after the data are read (stderr: the data's note, then one error line)
+    run 1 "${common[@]}" --sparse-density 0.2 --lowrank-rank 2 --out o
+    tail -1 err.txt | grep -q "^grzo-finetune: grzo_create: .*do not combine" || fail "sparse + low-rank: $(cat err.txt)"
+    run 1 "${common[@]}" --estimator mezo-inplace --quant int8 --out o
+    tail -1 err.txt | grep -q "^grzo-finetune: grzo_create: .*in-place MeZO" || fail "in-place MeZO + int8: $(cat err.txt)"
+    run 1 "${common[@]}" --estimator fzoo --sparse-density 0.2 --out o
+    tail -1 err.txt | grep -q "^grzo-finetune: grzo_create: .*FZOO" || fail "FZOO + sparse: $(cat err.txt)"
+    [ ! -e o ] || fail "a refused variant left its output folder"
+    run 0 "${common[@]}" --steps 2 --sparse-density 0.2 --out s
+    run 0 "${common[@]}" --steps 2 --lowrank-rank 2 --lowrank-every 1 --estimator mezo --out l
+    run 0 "${common[@]}" --steps 2 --quant int4 --out q
+    grep -q '"sparse_density":0.2' s/run.json && grep -q '"lowrank_rank":2' l/run.json && grep -q '"quant":"int4"' q/run.json ||
+        fail "run.json does not record the variants"
+    run 0 --out q --resume --steps 3
+    [ "$(wc -l < q/log.jsonl)" -eq 3 ] || fail "the int4 run did not resume"
+    run 2 --out q --resume --steps 4 --quant int8; one_line "resume with another --quant"
+    grep -q -- "--quant int8 (the run has int4)" err.txt || fail "resume with another --quant: $(cat err.txt)"
+    echo "ok: variant options checked, refused combinations leave nothing, each variant trains and resumes"
+}
+
 case "$case_" in
+variants) case_variants ;;
 options) case_options ;;
 injection) case_injection ;;
 resume) case_resume ;;
 saves) case_saves ;;
 paths) case_paths ;;
-*) echo "usage: $0 options|injection|resume|saves|paths GRZO_FINETUNE DATA_DIR WORK_DIR"; exit 1 ;;
+*) echo "usage: $0 options|injection|resume|saves|paths|variants GRZO_FINETUNE DATA_DIR WORK_DIR"; exit 1 ;;
 esac
