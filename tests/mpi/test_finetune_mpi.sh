@@ -46,6 +46,20 @@ timeout 300 "${mpi[@]}" -np 3 "$bin" "${common[@]}" --steps 4 --out "$work/resum
 cmp -s "$work/grzo-1/checkpoint.grzo" "$work/resume/checkpoint.grzo" || fail "2 steps at -np 2 + 2 at -np 3 differ from 4 steps in one process"
 echo "ok: resumed at another rank count, still bitwise the single-process run"
 
+# the variant axes (grzo.h section 3c) shard the same way: masks, V and the rounding bits are
+# regenerated from the seeds on every rank
+for variant in "--sparse-density 0.2" "--lowrank-rank 2" "--quant int8"; do
+    name=$(echo "$variant" | tr -d ' -')
+    # shellcheck disable=SC2086 # variant is two words
+    "$bin" "${common[@]}" $variant --steps 3 --shard-invariant --out "$work/$name-1" > "$work/$name-1.out" 2>&1 ||
+        fail "$variant single process: $(tail -3 "$work/$name-1.out")"
+    # shellcheck disable=SC2086
+    timeout 300 "${mpi[@]}" -np 2 "$bin" "${common[@]}" $variant --steps 3 --out "$work/$name-2" > "$work/$name-2.out" 2>&1 ||
+        fail "$variant mpirun -np 2: $(tail -5 "$work/$name-2.out")"
+    cmp -s "$work/$name-1/checkpoint.grzo" "$work/$name-2/checkpoint.grzo" || fail "$variant -np 2: the checkpoint differs from one process's"
+done
+echo "ok: sparse, low-rank and int8 runs at 2 ranks are bitwise the single-process runs"
+
 # the process of rank `which` (first|last) of the job writing into $1, never another program's
 rank_pid() {
     local p found=""
