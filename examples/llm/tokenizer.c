@@ -469,6 +469,8 @@ static int set_pre(llm_tokenizer *t, llm_bytes pre, char *err, size_t errlen)
 {
     static const char *const gpt2_names[] = {"gpt2", "gpt-2", "default", "phi-2", "roberta-bpe", "mpt", "olmo", "jais"};
     static const char *const digit_names[] = {"smollm", "starcoder", "refact", "codeshell", "command-r", "exaone", "minerva"};
+    /* llama.cpp's LLAMA3 pre-tokenizer: Llama-3's regex, with ignore_merges */
+    static const char *const llama3_names[] = {"llama-bpe", "llama3", "llama-v3"};
     size_t i, n = pre.n < sizeof t->pre_name - 1 ? pre.n : sizeof t->pre_name - 1;
     if (pre.n) memcpy(t->pre_name, pre.p, n);
     t->pre_name[n] = '\0';
@@ -481,8 +483,13 @@ static int set_pre(llm_tokenizer *t, llm_bytes pre, char *err, size_t errlen)
         if (pre.n == strlen(gpt2_names[i]) && memcmp(pre.p, gpt2_names[i], pre.n) == 0) t->pre = LLM_PRE_GPT2;
     for (i = 0; i < sizeof digit_names / sizeof digit_names[0]; i++)
         if (pre.n == strlen(digit_names[i]) && memcmp(pre.p, digit_names[i], pre.n) == 0) t->pre = LLM_PRE_DIGITS_THEN_GPT2;
+    for (i = 0; i < sizeof llama3_names / sizeof llama3_names[0]; i++)
+        if (pre.n == strlen(llama3_names[i]) && memcmp(pre.p, llama3_names[i], pre.n) == 0) {
+            t->pre = LLM_PRE_LLAMA3;
+            t->hf.ignore_merges = 1;
+        }
     if (t->pre == LLM_PRE_BY_NAME)
-        return llm__errf(err, errlen, "pre-tokenizer '%s' is not supported (supported: gpt2, smollm and their aliases)",
+        return llm__errf(err, errlen, "pre-tokenizer '%s' is not supported (supported: gpt2, smollm, llama-bpe and their aliases)",
                          t->pre_name);
     return 0;
 }
@@ -647,6 +654,30 @@ const char *llm_tokenizer_pre(const llm_tokenizer *t) { return t ? t->pre_name :
 int llm_tokenizer_wants_bos(const llm_tokenizer *t) { return t ? t->add_bos : 0; }
 const char *llm_tokenizer_chat_template(const llm_tokenizer *t) { return t && t->chat_template ? t->chat_template : ""; }
 void llm_tokenizer_set_parse_special(llm_tokenizer *t, int on) { if (t) t->parse_special = on != 0; }
+
+void llm__tokenizer_view(const llm_tokenizer *t, llm_tokenizer_view *v)
+{
+    memset(v, 0, sizeof *v);
+    v->kind = t->kind;
+    v->model_name = t->model_name;
+    v->pre_name = t->pre_name;
+    v->n_tokens = t->n;
+    v->pool = t->pool;
+    v->off = t->off;
+    v->len = t->len;
+    v->scores = t->score;
+    v->types = t->type;
+    v->n_merges = t->n_merges;
+    v->merge_left = t->m_left;
+    v->merge_right = t->m_right;
+    v->bos = t->bos;
+    v->eos = t->eos;
+    v->unk = t->unk;
+    v->add_bos = t->add_bos;
+    v->add_space_prefix = t->add_space_prefix;
+    v->chat_template = t->chat_template;
+    v->hf = t->from_hf ? &t->hf : NULL;
+}
 
 int32_t llm_token_id(const llm_tokenizer *t, const char *text)
 {
