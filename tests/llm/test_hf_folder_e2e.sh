@@ -4,7 +4,7 @@
 # Llama-3 pipeline that hf_tokenizer_cases.py builds with the `tokenizers` package, whose ids
 # test_llm_tokenizer_hf checks on 400 strings) is
 #   1. fine-tuned for 3 steps by grzo-finetune --model DIR (the tokenizer, the weights and the
-#      task pipeline together),
+#      task pipeline together; --export writes the GGUF that grzo-export writes, byte for byte),
 #   2. exported by grzo-export to a safetensors folder (f32) and to a GGUF (f32: llama.cpp's
 #      metadata, tokenizer and rope_freqs.weight), which
 #   3. grzo-generate loads and, greedy, writes the same text as the original folder with the
@@ -25,7 +25,7 @@ PYTHONPATH=$pylib "$py" "$ref" make-hf --out "$work/model" --variant hf_llama3_s
     > "$work/make.out" 2>&1 || fail "writing the folder: $(tail -3 "$work/make.out")"
 
 "$ft" --model "$work/model" --task sst2 --data "$data/tasks/SST-2" --n-train 8 --n-dev 4 --n-test 4 --batch 4 --steps 3 \
-    --lr 5e-2 --sigma 1e-3 --seed 3 --threads 1 --out "$work/ft" > "$work/ft.out" 2>&1 || fail "grzo-finetune: $(tail -3 "$work/ft.out")"
+    --lr 5e-2 --sigma 1e-3 --seed 3 --threads 1 --out "$work/ft" --export "$work/ft.gguf" > "$work/ft.out" 2>&1 || fail "grzo-finetune: $(tail -3 "$work/ft.out")"
 [ "$(wc -l < "$work/ft/log.jsonl")" -eq 3 ] || fail "grzo-finetune logged $(wc -l < "$work/ft/log.jsonl") steps, want 3"
 cmp -s "$work/ft/checkpoint.grzo" /dev/null && fail "empty checkpoint"
 
@@ -37,6 +37,7 @@ done
 
 "$exp" --model "$work/model" --checkpoint "$work/ft/checkpoint.grzo" --out "$work/exported.gguf" --format gguf --type f32 \
     > "$work/exp_gguf.out" 2>&1 || fail "grzo-export --format gguf: $(tail -3 "$work/exp_gguf.out")"
+cmp -s "$work/ft.gguf" "$work/exported.gguf" || fail "grzo-finetune --export wrote another GGUF than grzo-export"
 
 prompt="The movie was 12 times better"
 "$gen" --model "$work/model" --checkpoint "$work/ft/checkpoint.grzo" --prompt "$prompt" --steps 40 --temperature 0 \
