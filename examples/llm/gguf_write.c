@@ -1,4 +1,7 @@
-/* gguf_write.c - GGUF v3 output with the original's metadata (see gguf_write.h).
+/* gguf_write.c - GGUF v3 output (see gguf_write.h): with a GGUF original's metadata
+   (llm_gguf_write), or with the metadata llama.cpp's converter writes for a Hugging Face
+   folder (llm_gguf_write_model). Both fill one gguf_out (the key-value pairs encoded, the
+   tensor infos, the weights to convert) that one writer puts in the file.
 
    The original's layout (every key-value pair's bytes, every tensor info) comes from the
    loader's own validated GGUF parse (llm__gguf_layout in load.c), so an original is read
