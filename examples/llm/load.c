@@ -1501,8 +1501,8 @@ int llm_load(const char *path, llm_config *cfg, llm_weights *w, llm_tokenizer **
         rc = llm_load_memory(d, n, cfg, w, tok, err, errlen);
         free(d);
     }
-    if (rc && err && errlen) {
-        /* say which file: prefix the message with the path */
+    if (rc && err && errlen && strncmp(err, path, strlen(path)) != 0) {
+        /* say which file: prefix the message with the path (unless it already starts with it) */
         char msg[512];
         snprintf(msg, sizeof msg, "%s", err);
         snprintf(err, errlen, "%s: %s", path, msg);
