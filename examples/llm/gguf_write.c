@@ -451,7 +451,7 @@ static llm_bytes token_of(const llm_tokenizer_view *v, int32_t i)
 
 /* tokenizer.ggml.*: tokens (ids without a token, and ids past the tokenizer up to the
    model's vocabulary, become "[PAD<id>]", UNUSED, as the converter writes them), types,
-   merges as "left right", the special ids, add_bos/add_eos, the chat template. */
+   merges as "left right", the bos/eos/unknown/padding ids, add_bos/add_eos, the chat template. */
 static int put_tokenizer(gguf_out *o, const llm_tokenizer_view *v, const char *pre, int32_t n_vocab, char *err,
                          size_t errlen)
 {
@@ -491,6 +491,7 @@ static int put_tokenizer(gguf_out *o, const llm_tokenizer_view *v, const char *p
     if (v->bos >= 0) kv_u32(o, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos);
     if (v->eos >= 0) kv_u32(o, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos);
     if (v->unk >= 0) kv_u32(o, "tokenizer.ggml.unknown_token_id", (uint32_t)v->unk);
+    if (v->pad >= 0) kv_u32(o, "tokenizer.ggml.padding_token_id", (uint32_t)v->pad);
     kv_bool(o, "tokenizer.ggml.add_bos_token", v->add_bos);
     kv_bool(o, "tokenizer.ggml.add_eos_token", 0);   /* grzo's tokenizer.json post-processor adds BOS only */
     if (v->chat_template) kv_str(o, "tokenizer.chat_template", v->chat_template);

@@ -52,7 +52,7 @@ int llm_gguf_write(const uint8_t *original, size_t original_size, const llm_conf
    value_length when head_dim != dim / n_heads; a llama3 rope_scaling as the F32 tensor
    rope_freqs.weight (its per-pair factors, as the converter computes them) plus
    grzo.rope.llama3.* (llm_internal.h says why); tokenizer.ggml.{model "gpt2", pre, tokens,
-   token_type, merges, bos/eos/unknown_token_id, add_bos_token, add_eos_token} and
+   token_type, merges, bos/eos/unknown/padding_token_id, add_bos_token, add_eos_token} and
    tokenizer.chat_template. Tensors: llama.cpp's names (token_embd, blk.N.attn_q, ...,
    output_norm, output when untied), Q/K rows in the adjacent-pair rotary layout of
    llm_weights (the converter's permutation of HF's rows). Types as llm_gguf_write.
@@ -60,8 +60,7 @@ int llm_gguf_write(const uint8_t *original, size_t original_size, const llm_conf
    name: GPT-2's regex ("gpt2"), Digits + GPT-2's regex ("smollm"), Llama-3's regex with
    ignore_merges ("llama-bpe"); anything else (character BPE / Llama-2, add_prefix_space,
    ignore_merges elsewhere, no regex) is refused with the reason, because llama.cpp would
-   tokenize it differently. Not written: tokenizer.ggml.padding_token_id (grzo's tokenizer
-   does not keep the pad token). Returns 0, or nonzero with one line in err. */
+   tokenize it differently. Returns 0, or nonzero with one line in err. */
 int llm_gguf_write_model(const llm_config *cfg, const llm_weights *w, const llm_tokenizer *tok, const char *name,
                          llm_gguf_type type, const char *out_path, char *err, size_t errlen);
 

@@ -191,6 +191,7 @@ typedef struct llm_tokenizer_spec {
     int32_t n_merges;         /* BPE: "left right" strings, rank = index */
     const llm_bytes *merges;
     int32_t bos, eos, unk;    /* -1: none */
+    int32_t pad;              /* -1: none (kept for the GGUF writer; a zeroed spec must set it) */
     int add_bos;              /* whether prompts start with BOS by default */
     int add_space_prefix;     /* SPM: prepend " " to the text (llama2.c's dummy prefix) */
     int spm_space_is_u2581;   /* SPM: vocab spells spaces as U+2581 (GGUF), not ' ' (llama2.c) */
@@ -214,7 +215,7 @@ typedef struct llm_tokenizer_view {
     const uint8_t *types;         /* LLM_TOKTYPE_* */
     int32_t n_merges;
     const int32_t *merge_left, *merge_right;
-    int32_t bos, eos, unk;        /* -1: none */
+    int32_t bos, eos, unk, pad;   /* -1: none */
     int add_bos, add_space_prefix;
     const char *chat_template;    /* NULL: none */
     const llm_tokenizer_hf *hf;   /* tokenizer.json's options; NULL for GGUF and llama2.c */

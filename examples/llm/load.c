@@ -1398,6 +1398,7 @@ static int gguf_tokenizer_settings(const gguf_file *g, llm_tokenizer_spec *spec)
     if (gguf_token_id(g, "tokenizer.ggml.bos_token_id", n, spm && n > 1 ? 1 : -1, &spec->bos) ||
         gguf_token_id(g, "tokenizer.ggml.eos_token_id", n, spm && n > 2 ? 2 : -1, &spec->eos) ||
         gguf_token_id(g, "tokenizer.ggml.unknown_token_id", n, spm ? 0 : -1, &spec->unk) ||
+        gguf_token_id(g, "tokenizer.ggml.padding_token_id", n, -1, &spec->pad) ||
         gguf_get_bool(g, "tokenizer.ggml.add_bos_token", spm, &spec->add_bos) ||
         gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", spm, &spec->add_space_prefix) ||
         gguf_get_str(g, "tokenizer.chat_template", &spec->chat_template))

@@ -66,7 +66,7 @@ struct llm_tokenizer {
     int32_t n_merges;
     int32_t byte_tok[256];     /* SPM: <0xXX>; BPE: the byte's character; -1 if absent */
     char byte_str[256][2];     /* one-byte strings for <0xXX> pieces */
-    int32_t bos, eos, unk;
+    int32_t bos, eos, unk, pad;
     int add_bos, add_space_prefix;
     int byte_level;            /* BPE: 1 GPT-2 byte alphabet; 0 characters + <0xXX> (tokenizer.json) */
     llm_tokenizer_hf hf;       /* tokenizer.json's text preparation (all 0 otherwise) */
@@ -531,6 +531,7 @@ int llm__tokenizer_build(const llm_tokenizer_spec *s, llm_tokenizer **out, char 
     t->bos = s->bos >= 0 && s->bos < s->n_tokens ? s->bos : -1;
     t->eos = s->eos >= 0 && s->eos < s->n_tokens ? s->eos : -1;
     t->unk = s->unk >= 0 && s->unk < s->n_tokens ? s->unk : -1;
+    t->pad = s->pad >= 0 && s->pad < s->n_tokens ? s->pad : -1;
     t->add_bos = s->add_bos;
     t->add_space_prefix = s->add_space_prefix;
     t->parse_special = 1;
@@ -621,6 +622,7 @@ int llm_tokenizer_load_llama2c_memory(const void *data, size_t size, int32_t voc
     spec.scores = scores;
     /* llama2.c: <unk>=0, <s>=1, </s>=2, and encode() always adds the dummy prefix */
     spec.unk = 0;
+    spec.pad = -1;
     spec.bos = n > 1 ? 1 : -1;
     spec.eos = n > 2 ? 2 : -1;
     spec.add_bos = 1;
@@ -673,6 +675,7 @@ void llm__tokenizer_view(const llm_tokenizer *t, llm_tokenizer_view *v)
     v->bos = t->bos;
     v->eos = t->eos;
     v->unk = t->unk;
+    v->pad = t->pad;
     v->add_bos = t->add_bos;
     v->add_space_prefix = t->add_space_prefix;
     v->chat_template = t->chat_template;

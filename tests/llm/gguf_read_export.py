@@ -247,7 +247,7 @@ def check_hf(folder, path):
     check(all(types[i] == added.get(i, 1) for i in range(len(types)) if i in text), "token types")
     merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
     check(value(r, "tokenizer.ggml.merges") == merges, "merges differ from tokenizer.json")
-    for key, name in (("bos", "bos_token"), ("eos", "eos_token")):
+    for key, name in (("bos", "bos_token"), ("eos", "eos_token"), ("padding", "pad_token")):
         tok = tc.get(name)
         tok = tok.get("content") if isinstance(tok, dict) else tok
         if tok:

@@ -31,6 +31,7 @@
 #include "grzo.h"
 #include "backends/grzo_cpu.h"
 #include "llm_export.h"
+#include "llm_internal.h"
 #include "model.h"
 
 static char dir[256];
@@ -536,6 +537,13 @@ static void test_hf_pipeline(const char *python, const char *ref, const char *re
             CHECK(strcmp(llm_tokenizer_chat_template(t2), llm_tokenizer_chat_template(tok)) == 0);
             CHECK(llm_tokenizer_bos(t2) == llm_tokenizer_bos(tok) && llm_tokenizer_eos(t2) == llm_tokenizer_eos(tok));
             CHECK(llm_tokenizer_wants_bos(t2) == llm_tokenizer_wants_bos(tok));
+            {   /* the ids the public interface does not show: unknown and padding */
+                llm_tokenizer_view a, b;
+                llm__tokenizer_view(tok, &a);
+                llm__tokenizer_view(t2, &b);
+                CHECK(a.unk == b.unk && a.pad == b.pad);
+                CHECK(strcmp(tok_name, "llama3") || a.pad >= 0);   /* its tokenizer_config.json has a pad_token */
+            }
             snprintf(cmd, sizeof cmd, "'%s' '%s' --hf '%s' '%s'", python, read_script, folder, out);
             fflush(stdout);
             CHECKF(system(cmd) == 0, "the gguf package's reader disagrees on %s (above)", out);
