@@ -146,7 +146,7 @@ static void usage(FILE *f) {
         "  --out DIR (finetune-out)  --n-train N --n-dev N --n-test N (task defaults: 1000/500/1000)\n"
         "  --max-len N (tokens per sequence, left-truncated keeping BOS; 0: model max)\n"
         "  --fzoo-probes N (8)\n"
-        "  --export PATH  at the end, the fine-tuned model as a GGUF (as grzo-export; a GGUF --model)\n"
+        "  --export PATH  at the end, the fine-tuned model as a GGUF (as grzo-export; a GGUF or folder --model)\n"
         "  --export-type f32|f16|bf16|q8_0 (f32)\n"
         "  --diagnose   before training, estimate B_eff of the first batch from forward passes\n"
         "               (grzo.h section 3b): its 95%% interval, the predicted GRZO/MeZO variance and\n"

@@ -4,9 +4,12 @@
                [--type f32|f16|bf16|q8_0]
 
    --model       the model the run fine-tuned (grzo-finetune --model): for GGUF output a GGUF,
-                 whose metadata, tokenizer and tensor names are copied (a llama2.c original
-                 is refused: it has neither); for safetensors a GGUF or llama2.c file, or a
-                 Hugging Face folder (whose tokenizer and generation files are copied)
+                 whose metadata, tokenizer and tensor names are copied, or a Hugging Face
+                 folder, written with the metadata and tokenizer llama.cpp's converter writes
+                 (gguf_write.h; a tokenizer llama.cpp would encode differently is refused; a
+                 llama2.c original is refused: it has neither); for safetensors a GGUF or
+                 llama2.c file, or a Hugging Face folder (whose tokenizer and generation files
+                 are copied)
    --checkpoint  the run's checkpoint (grzo-finetune's OUT/checkpoint.grzo); it must be of
                  this model: a block whose name or shape differs is named in the error
    --out         the file (GGUF) or the new folder (safetensors) to write, through a temporary

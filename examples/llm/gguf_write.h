@@ -1,5 +1,7 @@
 /* gguf_write.h - GGUF v3 output for the grzo LLM examples: a model's (fine-tuned) weights
-   written with the metadata and tokenizer of the GGUF they came from.
+   written with the metadata and tokenizer of the GGUF they came from (llm_gguf_write), or
+   with the metadata llama.cpp's converter writes for a Hugging Face folder
+   (llm_gguf_write_model). Both share the tensor types and the writing below.
 
    The output keeps, from the original file: every key-value pair, byte for byte and in
    order (only general.file_type is set to the written type, appended when the original
@@ -40,5 +42,26 @@ int llm_gguf_type_parse(const char *name, llm_gguf_type *out);
    accepted as cfg's model). Returns 0, or nonzero with one line in err. */
 int llm_gguf_write(const uint8_t *original, size_t original_size, const llm_config *cfg, const llm_weights *w,
                    llm_gguf_type type, const char *out_path, char *err, size_t errlen);
+
+/* Write cfg/w and tok as a new GGUF (a Hugging Face folder's model): the metadata that
+   llama.cpp's convert_hf_to_gguf.py writes for a Llama model: general.architecture
+   "llama", general.type, general.name (name), general.file_type, general.quantization_version;
+   llama.{context_length, embedding_length, block_count, feed_forward_length,
+   attention.head_count, attention.head_count_kv, attention.layer_norm_rms_epsilon,
+   rope.freq_base, rope.dimension_count, vocab_size}, llama.attention.key_length and
+   value_length when head_dim != dim / n_heads; a llama3 rope_scaling as the F32 tensor
+   rope_freqs.weight (its per-pair factors, as the converter computes them) plus
+   grzo.rope.llama3.* (llm_internal.h says why); tokenizer.ggml.{model "gpt2", pre, tokens,
+   token_type, merges, bos/eos/unknown/padding_token_id, add_bos_token, add_eos_token} and
+   tokenizer.chat_template. Tensors: llama.cpp's names (token_embd, blk.N.attn_q, ...,
+   output_norm, output when untied), Q/K rows in the adjacent-pair rotary layout of
+   llm_weights (the converter's permutation of HF's rows). Types as llm_gguf_write.
+   The tokenizer must be a tokenizer.json byte-level BPE whose pipeline llama.cpp has by
+   name: GPT-2's regex ("gpt2"), Digits + GPT-2's regex ("smollm"), Llama-3's regex with
+   ignore_merges ("llama-bpe"); anything else (character BPE / Llama-2, add_prefix_space,
+   ignore_merges elsewhere, no regex) is refused with the reason, because llama.cpp would
+   tokenize it differently. Returns 0, or nonzero with one line in err. */
+int llm_gguf_write_model(const llm_config *cfg, const llm_weights *w, const llm_tokenizer *tok, const char *name,
+                         llm_gguf_type type, const char *out_path, char *err, size_t errlen);
 
 #endif /* GRZO_LLM_GGUF_WRITE_H */

@@ -131,7 +131,7 @@ int32_t llm_token_id(const llm_tokenizer *t, const char *text);
 void llm_tokenizer_set_parse_special(llm_tokenizer *t, int on);
 
 /* Hugging Face tokenizer.json (tokenizer_hf.c): DIR/tokenizer.json and, if present,
-   DIR/tokenizer_config.json (bos/eos tokens, add_bos_token, chat_template). Supported: model
+   DIR/tokenizer_config.json (bos/eos/pad tokens, add_bos_token, chat_template). Supported: model
    BPE (vocab; merges as "a b" strings or [a, b] pairs; byte_fallback, fuse_unk,
    ignore_merges), added tokens (split out of the text as special tokens; "special": false
    ones also when parse_special is off), normalizers Prepend("\u2581") and

@@ -61,22 +61,41 @@ static int is_directory(const char *path)
     return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-/* A Hugging Face original: safetensors only (a GGUF export needs a GGUF's metadata); the
-   new folder gets the original's tokenizer and generation files. */
+/* The folder's own name (its last path component), for general.name. */
+static void folder_name(const char *dir, char *out, size_t cap)
+{
+    size_t n = strlen(dir), start;
+    while (n > 1 && dir[n - 1] == '/') n--;
+    for (start = n; start > 0 && dir[start - 1] != '/'; start--) {}
+    snprintf(out, cap, "%.*s", (int)(n - start), dir + start);
+}
+
+/* A Hugging Face original: a GGUF with the metadata llama.cpp's converter writes (the
+   folder's tokenizer.json is needed), or a new folder with the original's tokenizer and
+   generation files. */
 static int export_hf(const char *model, const char *checkpoint, const char *out_path, llm_export_format format,
                      llm_gguf_type type, char *err, size_t errlen)
 {
     static const llm_st_dtype st_of[] = {LLM_ST_F32, LLM_ST_F16, LLM_ST_BF16};
     llm_config cfg;
     llm_weights w;
+    llm_tokenizer *tok = NULL;
+    char name[256];
     int rc;
-    if (format == LLM_EXPORT_GGUF)
-        return llm__errf(err, errlen, "%s is a Hugging Face folder: a GGUF export copies the metadata and tokenizer of a GGUF "
-                         "original (export --format safetensors, or convert it with llama.cpp's convert_hf_to_gguf.py first)",
-                         model);
-    if (llm_load(model, &cfg, &w, NULL, err, errlen)) return 1;
-    rc = apply_checkpoint(checkpoint, &cfg, &w, err, errlen) ||
-         llm_safetensors_write_ex(&cfg, &w, st_of[type], -1, -1, model, out_path, err, errlen);
+    if (llm_load(model, &cfg, &w, format == LLM_EXPORT_GGUF ? &tok : NULL, err, errlen)) return 1;
+    folder_name(model, name, sizeof name);
+    rc = apply_checkpoint(checkpoint, &cfg, &w, err, errlen);
+    if (!rc && format == LLM_EXPORT_GGUF) {
+        rc = llm_gguf_write_model(&cfg, &w, tok, name, type, out_path, err, errlen);
+        if (rc) { /* name the folder: the refusals are about its tokenizer */
+            char msg[384];
+            snprintf(msg, sizeof msg, "%s", err);
+            llm__errf(err, errlen, "%s: %s", model, msg);
+        }
+    } else if (!rc) {
+        rc = llm_safetensors_write_ex(&cfg, &w, st_of[type], -1, -1, model, out_path, err, errlen);
+    }
+    llm_tokenizer_free(tok);
     llm_weights_free(&w);
     return rc;
 }

@@ -4,7 +4,7 @@
    The original is loaded (llm_load), registered as F32 blocks on the CPU backend
    (llm_model_register), the checkpoint is loaded into those blocks (grzo_checkpoint_load
    checks every block's name, kind, dtype and shape, and names the first that differs) and
-   the weights are written in the requested format (gguf_write.h for GGUF). */
+   the weights are written in the requested format (gguf_write.h for GGUF, safetensors_write.h). */
 #ifndef GRZO_LLM_EXPORT_H
 #define GRZO_LLM_EXPORT_H
 
@@ -21,10 +21,13 @@ typedef enum llm_export_format {
 /* "gguf", "safetensors" -> format; nonzero for anything else. */
 int llm_export_format_parse(const char *name, llm_export_format *out);
 
-/* Write `model` with the weights of `checkpoint` to out_path. A GGUF export needs a GGUF
-   original (its metadata and tokenizer are copied); a llama2.c original or a Hugging Face
-   folder is refused. A safetensors export takes any original and the types f32, f16, bf16
-   (q8_0 is refused); from a folder it also copies the tokenizer and generation files.
+/* Write `model` with the weights of `checkpoint` to out_path. A GGUF export from a GGUF
+   original copies its metadata and tokenizer (llm_gguf_write); from a Hugging Face folder it
+   writes the metadata llama.cpp's convert_hf_to_gguf.py writes, the folder's tokenizer.json
+   included (llm_gguf_write_model: tokenizers llama.cpp would encode differently are
+   refused, with the reason); a llama2.c original is refused. A safetensors export takes any
+   original and the types f32, f16, bf16 (q8_0 is refused); from a folder it also copies the
+   tokenizer and generation files.
    Returns 0, or nonzero with one line in err; nothing is left at out_path on failure. */
 int llm_export(const char *model, const char *checkpoint, const char *out_path, llm_export_format format,
                llm_gguf_type type, char *err, size_t errlen);

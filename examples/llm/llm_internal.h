@@ -32,6 +32,20 @@ static inline float llm__bf16_to_f32(uint16_t h)
     return f;
 }
 
+/* Llama-3.1's "llama3" rotary scaling in GGUF (gguf_write.c writes, load.c reads): llama.cpp
+   keeps it as the tensor rope_freqs.weight, F32, one factor per rotary pair i < head_dim/2,
+   by which llama.cpp divides that pair's frequency; convert_hf_to_gguf.py's factors are 1
+   (short wavelengths), factor (long ones), 1 / ((1 - s) / factor + s) between (s as in
+   llm_rope_inv_freq). llm__rope_freq_factors computes them from c (llama3 scaling) in that
+   form. The factors do not determine the four parameters (only the two wavelength edges
+   matter), so grzo also writes the parameters under these keys, which llama.cpp ignores,
+   and its loader takes rope_freqs.weight only when it equals the factors they give. */
+#define LLM_GGUF_KEY_LLAMA3_FACTOR "grzo.rope.llama3.factor"
+#define LLM_GGUF_KEY_LLAMA3_LOW "grzo.rope.llama3.low_freq_factor"
+#define LLM_GGUF_KEY_LLAMA3_HIGH "grzo.rope.llama3.high_freq_factor"
+#define LLM_GGUF_KEY_LLAMA3_ORIG "grzo.rope.llama3.original_max_position_embeddings"
+void llm__rope_freq_factors(const llm_config *c, float *factors);
+
 /* The checks every loader applies to a config (sizes, head layout, epsilon, rotary base and
    scaling), and the one allocation of the weights for it (load.c). */
 int llm__config_check(const llm_config *c, char *err, size_t errlen);
@@ -177,6 +191,7 @@ typedef struct llm_tokenizer_spec {
     int32_t n_merges;         /* BPE: "left right" strings, rank = index */
     const llm_bytes *merges;
     int32_t bos, eos, unk;    /* -1: none */
+    int32_t pad;              /* -1: none (kept for the GGUF writer; a zeroed spec must set it) */
     int add_bos;              /* whether prompts start with BOS by default */
     int add_space_prefix;     /* SPM: prepend " " to the text (llama2.c's dummy prefix) */
     int spm_space_is_u2581;   /* SPM: vocab spells spaces as U+2581 (GGUF), not ' ' (llama2.c) */
@@ -185,6 +200,28 @@ typedef struct llm_tokenizer_spec {
 } llm_tokenizer_spec;
 
 int llm__tokenizer_build(const llm_tokenizer_spec *spec, llm_tokenizer **out, char *err, size_t errlen);
+
+/* What a built tokenizer holds, for the GGUF writer (gguf_write.c): views into t, valid
+   while t lives. Token i is pool + off[i], len[i] bytes, in the file's spelling (byte-level
+   BPE: the GPT-2 byte alphabet); merges by rank as token ids. */
+typedef struct llm_tokenizer_view {
+    int kind;                     /* LLM_TOK_SPM or LLM_TOK_BPE */
+    const char *model_name, *pre_name;
+    int32_t n_tokens;
+    const char *pool;
+    const size_t *off;
+    const uint32_t *len;
+    const float *scores;          /* SPM priorities (may be NULL for BPE) */
+    const uint8_t *types;         /* LLM_TOKTYPE_* */
+    int32_t n_merges;
+    const int32_t *merge_left, *merge_right;
+    int32_t bos, eos, unk, pad;   /* -1: none */
+    int add_bos, add_space_prefix;
+    const char *chat_template;    /* NULL: none */
+    const llm_tokenizer_hf *hf;   /* tokenizer.json's options; NULL for GGUF and llama2.c */
+} llm_tokenizer_view;
+
+void llm__tokenizer_view(const llm_tokenizer *t, llm_tokenizer_view *v);
 
 /* printf into err (if any); returns 1 so that callers can `return llm__errf(...)`. */
 #if defined(__GNUC__) || defined(__clang__)

@@ -447,6 +447,19 @@ int llm_rope_inv_freq(const llm_config *c, double *inv_freq, char *err, size_t e
     return 0;
 }
 
+void llm__rope_freq_factors(const llm_config *c, float *factors)
+{
+    const double two_pi = 6.283185307179586476925286766559;
+    double orig = (double)c->rope_original_max_pos, lo = (double)c->rope_low_freq_factor;
+    double hi = (double)c->rope_high_freq_factor, factor = (double)c->rope_factor;
+    int32_t i, half = c->head_dim / 2;
+    for (i = 0; i < half; i++) {
+        double wavelen = two_pi / pow((double)c->rope_theta, -2.0 * (double)i / (double)c->head_dim);
+        double s = (orig / wavelen - lo) / (hi - lo);
+        factors[i] = wavelen < orig / hi ? 1.0f : wavelen > orig / lo ? (float)factor : (float)(1.0 / ((1.0 - s) / factor + s));
+    }
+}
+
 /* Element counts of each weight, from a checked config: widths are at most 2^20 and the
    vocabulary below 2^31, so only the product with the layer count needs a check. */
 typedef struct weight_sizes {
@@ -1129,6 +1142,45 @@ static int gguf_take(const gguf_file *g, const char *name, uint64_t d_in, uint64
     if (dst) dequantize(t->type, dst, g->data + g->data_start + t->offset, t->n_elements);
     return 0;
 }
+/* rope_freqs.weight: llama3 scaling, read from grzo.rope.llama3.* (llm_internal.h) and
+   taken only when the tensor holds exactly the factors those parameters give, so that
+   grzo's frequencies are llama.cpp's. Without the keys (llama.cpp's own converter) the
+   parameters cannot be recovered from the factors: refused. */
+static int gguf_llama3_scaling(const gguf_file *g, llm_config *c)
+{
+    const gguf_tensor *t = gguf_tensor_find(g, "rope_freqs.weight");
+    double factor, low, high;
+    int64_t orig;
+    float *want;
+    uint64_t i, half;
+    int bad = 0;
+    if (!gguf_find(g, LLM_GGUF_KEY_LLAMA3_FACTOR))
+        return llm__errf(g->err, g->errlen, "per-frequency rotary factors (rope_freqs.weight) without the llama3 parameters "
+                         "(" LLM_GGUF_KEY_LLAMA3_FACTOR " etc., written by grzo-export) are not supported: the factors "
+                         "do not determine them");
+    if (gguf_get_float(g, LLM_GGUF_KEY_LLAMA3_FACTOR, 0.0, &factor) || gguf_get_float(g, LLM_GGUF_KEY_LLAMA3_LOW, 0.0, &low) ||
+        gguf_get_float(g, LLM_GGUF_KEY_LLAMA3_HIGH, 0.0, &high) ||
+        gguf_get_int(g, LLM_GGUF_KEY_LLAMA3_ORIG, 1, 0, 1, LLM_MAX_SEQ, &orig))
+        return 1;
+    c->rope_scaling = LLM_ROPE_SCALING_LLAMA3;
+    c->rope_factor = (float)factor;
+    c->rope_low_freq_factor = (float)low;
+    c->rope_high_freq_factor = (float)high;
+    c->rope_original_max_pos = (int32_t)orig;
+    if (rope_scaling_check(c, g->err, g->errlen)) return 1;
+    half = (uint64_t)c->head_dim / 2;
+    if (t->type != GGML_F32 || t->n_dims != 1 || t->ne[0] != half)
+        return llm__errf(g->err, g->errlen, "GGUF tensor 'rope_freqs.weight' must be F32 [%llu]", (unsigned long long)half);
+    if (!(want = (float *)malloc((size_t)half * sizeof *want))) return llm__errf(g->err, g->errlen, "out of memory");
+    llm__rope_freq_factors(c, want);
+    for (i = 0; i < half; i++) bad |= f32_from_bits(le32(g->data + g->data_start + t->offset + 4 * i)) != want[i];
+    free(want);
+    if (bad)
+        return llm__errf(g->err, g->errlen, "GGUF tensor 'rope_freqs.weight' differs from the factors of its llama3 "
+                         "parameters (" LLM_GGUF_KEY_LLAMA3_FACTOR " etc.)");
+    return 0;
+}
+
 static int gguf_config(const gguf_file *g, llm_config *c)
 {
     llm_bytes arch;
@@ -1174,8 +1226,7 @@ static int gguf_config(const gguf_file *g, llm_config *c)
             return llm__errf(g->err, g->errlen, "rotary scaling '%.*s' is not supported", (int)(scaling.n > 32 ? 32 : scaling.n),
                              scaling.p);
     }
-    if (gguf_tensor_find(g, "rope_freqs.weight"))
-        return llm__errf(g->err, g->errlen, "per-frequency rotary factors (rope_freqs.weight) are not supported");
+    if (gguf_tensor_find(g, "rope_freqs.weight") && gguf_llama3_scaling(g, c)) return 1;
 
     /* the vocabulary is the embedding's row count; llama.vocab_size, when given, must agree */
     emb = gguf_tensor_find(g, "token_embd.weight");
@@ -1347,6 +1398,7 @@ static int gguf_tokenizer_settings(const gguf_file *g, llm_tokenizer_spec *spec)
     if (gguf_token_id(g, "tokenizer.ggml.bos_token_id", n, spm && n > 1 ? 1 : -1, &spec->bos) ||
         gguf_token_id(g, "tokenizer.ggml.eos_token_id", n, spm && n > 2 ? 2 : -1, &spec->eos) ||
         gguf_token_id(g, "tokenizer.ggml.unknown_token_id", n, spm ? 0 : -1, &spec->unk) ||
+        gguf_token_id(g, "tokenizer.ggml.padding_token_id", n, -1, &spec->pad) ||
         gguf_get_bool(g, "tokenizer.ggml.add_bos_token", spm, &spec->add_bos) ||
         gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", spm, &spec->add_space_prefix) ||
         gguf_get_str(g, "tokenizer.chat_template", &spec->chat_template))
@@ -1450,8 +1502,8 @@ int llm_load(const char *path, llm_config *cfg, llm_weights *w, llm_tokenizer **
         rc = llm_load_memory(d, n, cfg, w, tok, err, errlen);
         free(d);
     }
-    if (rc && err && errlen) {
-        /* say which file: prefix the message with the path */
+    if (rc && err && errlen && strncmp(err, path, strlen(path)) != 0) {
+        /* say which file: prefix the message with the path (unless it already starts with it) */
         char msg[512];
         snprintf(msg, sizeof msg, "%s", err);
         snprintf(err, errlen, "%s: %s", path, msg);

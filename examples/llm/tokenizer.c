@@ -66,7 +66,7 @@ struct llm_tokenizer {
     int32_t n_merges;
     int32_t byte_tok[256];     /* SPM: <0xXX>; BPE: the byte's character; -1 if absent */
     char byte_str[256][2];     /* one-byte strings for <0xXX> pieces */
-    int32_t bos, eos, unk;
+    int32_t bos, eos, unk, pad;
     int add_bos, add_space_prefix;
     int byte_level;            /* BPE: 1 GPT-2 byte alphabet; 0 characters + <0xXX> (tokenizer.json) */
     llm_tokenizer_hf hf;       /* tokenizer.json's text preparation (all 0 otherwise) */
@@ -469,6 +469,8 @@ static int set_pre(llm_tokenizer *t, llm_bytes pre, char *err, size_t errlen)
 {
     static const char *const gpt2_names[] = {"gpt2", "gpt-2", "default", "phi-2", "roberta-bpe", "mpt", "olmo", "jais"};
     static const char *const digit_names[] = {"smollm", "starcoder", "refact", "codeshell", "command-r", "exaone", "minerva"};
+    /* llama.cpp's LLAMA3 pre-tokenizer: Llama-3's regex, with ignore_merges */
+    static const char *const llama3_names[] = {"llama-bpe", "llama3", "llama-v3"};
     size_t i, n = pre.n < sizeof t->pre_name - 1 ? pre.n : sizeof t->pre_name - 1;
     if (pre.n) memcpy(t->pre_name, pre.p, n);
     t->pre_name[n] = '\0';
@@ -481,8 +483,13 @@ static int set_pre(llm_tokenizer *t, llm_bytes pre, char *err, size_t errlen)
         if (pre.n == strlen(gpt2_names[i]) && memcmp(pre.p, gpt2_names[i], pre.n) == 0) t->pre = LLM_PRE_GPT2;
     for (i = 0; i < sizeof digit_names / sizeof digit_names[0]; i++)
         if (pre.n == strlen(digit_names[i]) && memcmp(pre.p, digit_names[i], pre.n) == 0) t->pre = LLM_PRE_DIGITS_THEN_GPT2;
+    for (i = 0; i < sizeof llama3_names / sizeof llama3_names[0]; i++)
+        if (pre.n == strlen(llama3_names[i]) && memcmp(pre.p, llama3_names[i], pre.n) == 0) {
+            t->pre = LLM_PRE_LLAMA3;
+            t->hf.ignore_merges = 1;
+        }
     if (t->pre == LLM_PRE_BY_NAME)
-        return llm__errf(err, errlen, "pre-tokenizer '%s' is not supported (supported: gpt2, smollm and their aliases)",
+        return llm__errf(err, errlen, "pre-tokenizer '%s' is not supported (supported: gpt2, smollm, llama-bpe and their aliases)",
                          t->pre_name);
     return 0;
 }
@@ -524,6 +531,7 @@ int llm__tokenizer_build(const llm_tokenizer_spec *s, llm_tokenizer **out, char 
     t->bos = s->bos >= 0 && s->bos < s->n_tokens ? s->bos : -1;
     t->eos = s->eos >= 0 && s->eos < s->n_tokens ? s->eos : -1;
     t->unk = s->unk >= 0 && s->unk < s->n_tokens ? s->unk : -1;
+    t->pad = s->pad >= 0 && s->pad < s->n_tokens ? s->pad : -1;
     t->add_bos = s->add_bos;
     t->add_space_prefix = s->add_space_prefix;
     t->parse_special = 1;
@@ -614,6 +622,7 @@ int llm_tokenizer_load_llama2c_memory(const void *data, size_t size, int32_t voc
     spec.scores = scores;
     /* llama2.c: <unk>=0, <s>=1, </s>=2, and encode() always adds the dummy prefix */
     spec.unk = 0;
+    spec.pad = -1;
     spec.bos = n > 1 ? 1 : -1;
     spec.eos = n > 2 ? 2 : -1;
     spec.add_bos = 1;
@@ -647,6 +656,31 @@ const char *llm_tokenizer_pre(const llm_tokenizer *t) { return t ? t->pre_name :
 int llm_tokenizer_wants_bos(const llm_tokenizer *t) { return t ? t->add_bos : 0; }
 const char *llm_tokenizer_chat_template(const llm_tokenizer *t) { return t && t->chat_template ? t->chat_template : ""; }
 void llm_tokenizer_set_parse_special(llm_tokenizer *t, int on) { if (t) t->parse_special = on != 0; }
+
+void llm__tokenizer_view(const llm_tokenizer *t, llm_tokenizer_view *v)
+{
+    memset(v, 0, sizeof *v);
+    v->kind = t->kind;
+    v->model_name = t->model_name;
+    v->pre_name = t->pre_name;
+    v->n_tokens = t->n;
+    v->pool = t->pool;
+    v->off = t->off;
+    v->len = t->len;
+    v->scores = t->score;
+    v->types = t->type;
+    v->n_merges = t->n_merges;
+    v->merge_left = t->m_left;
+    v->merge_right = t->m_right;
+    v->bos = t->bos;
+    v->eos = t->eos;
+    v->unk = t->unk;
+    v->pad = t->pad;
+    v->add_bos = t->add_bos;
+    v->add_space_prefix = t->add_space_prefix;
+    v->chat_template = t->chat_template;
+    v->hf = t->from_hf ? &t->hf : NULL;
+}
 
 int32_t llm_token_id(const llm_tokenizer *t, const char *text)
 {

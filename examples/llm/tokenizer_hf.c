@@ -491,7 +491,7 @@ static int hf_post_processor(hf_load *h, const json_value *root)
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* tokenizer_config.json: bos/eos tokens, add_bos_token, chat_template.                    */
+/* tokenizer_config.json: bos/eos/pad tokens, add_bos_token, chat_template.                */
 
 /* A token named by the config: "text", {"content": "text"} or null. */
 static int config_token(hf_load *h, const json_value *cfg, const char *key, int32_t *id)
@@ -528,7 +528,7 @@ static int hf_config(hf_load *h, const json_value *cfg)
     const json_value *add_bos = json_get(cfg, "add_bos_token");
     if (cfg->type != JSON_OBJECT) return llm__errf(h->err, h->errlen, "tokenizer_config.json: not an object");
     if (config_token(h, cfg, "bos_token", &h->spec.bos) || config_token(h, cfg, "eos_token", &h->spec.eos) ||
-        config_chat_template(h, cfg))
+        config_token(h, cfg, "pad_token", &h->spec.pad) || config_chat_template(h, cfg))
         return 1;
     /* transformers rebuilds the post-processor from add_bos_token when the config has it */
     if (add_bos && add_bos->type != JSON_NULL && hf_bool(h, cfg, "tokenizer_config", "add_bos_token", 0, &h->spec.add_bos))
@@ -552,7 +552,7 @@ static int hf_parse(hf_load *h, const char *what, const char *text, size_t len, 
 static int hf_describe(hf_load *h, const json_value *root, const json_value *cfg)
 {
     if (root->type != JSON_OBJECT) return llm__errf(h->err, h->errlen, "tokenizer.json: not an object");
-    h->spec.bos = h->spec.eos = h->spec.unk = -1;
+    h->spec.bos = h->spec.eos = h->spec.unk = h->spec.pad = -1;
     if (hf_normalizer(h, root) || hf_model(h, root) || hf_pre_tokenizer(h, root) || hf_post_processor(h, root)) return 1;
     if (h->bos_text) {
         if ((h->spec.bos = hf_find(h, h->bos_text)) < 0)

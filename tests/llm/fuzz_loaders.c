@@ -27,7 +27,9 @@
 
 #include "fuzz_driver.h"
 #include "fuzz_weights.h"
+#include "gguf_write.h"
 #include "llm.h"
+#include "llm_internal.h"
 #include "toy_model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -133,15 +135,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #define HF_MERGES_CH "\"merges\":[\"\u2581 a\",\"a b\"]"
 #define HF_SPECIALS_CH "\"added_tokens\":[{\"id\":1,\"content\":\"<s>\",\"special\":true,\"normalized\":false}]"
 
+#define HF_LLAMA3_TOKENIZER                                                                                            \
+    "{" HF_SPECIALS ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[" HF_SPLIT(HF_LLAMA3_RE)                  \
+    ",{\"type\":\"ByteLevel\",\"use_regex\":false}]},\"post_processor\":{\"type\":\"Sequence\","                          \
+    "\"processors\":[{\"type\":\"ByteLevel\"}," HF_BOS_STEP "]},\"model\":{\"type\":\"BPE\","                             \
+    "\"ignore_merges\":true," HF_VOCAB_BL "," HF_MERGES_BL "}}"
+
 static int write_hf_corpus(const char *dir)
 {
     static const char *const files[][2] = {
         {"hf_gpt2.json", "{" HF_SPECIALS ",\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,"
                          "\"use_regex\":true}," HF_BOS ",\"model\":{\"type\":\"BPE\"," HF_VOCAB_BL "," HF_MERGES_BL "}}"},
-        {"hf_llama3.json", "{" HF_SPECIALS ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[" HF_SPLIT(HF_LLAMA3_RE)
-                           ",{\"type\":\"ByteLevel\",\"use_regex\":false}]},\"post_processor\":{\"type\":\"Sequence\","
-                           "\"processors\":[{\"type\":\"ByteLevel\"}," HF_BOS_STEP "]},\"model\":{\"type\":\"BPE\","
-                           "\"ignore_merges\":true," HF_VOCAB_BL "," HF_MERGES_BL "}}\0{\"bos_token\":\"<s>\","
+        {"hf_llama3.json", HF_LLAMA3_TOKENIZER "\0{\"bos_token\":\"<s>\","
                            "\"eos_token\":{\"content\":\"<x>\"},\"chat_template\":\"{{x}}\"}"},
         {"hf_smollm.json", "{" HF_SPECIALS ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":"
                            "\"Digits\",\"individual_digits\":true},{\"type\":\"ByteLevel\"}]},\"model\":{\"type\":\"BPE\","
@@ -163,6 +168,38 @@ static int write_hf_corpus(const char *dir)
         if (strstr(files[i][0], "llama3") || strstr(files[i][0], "llama2")) m = n + 1 + strlen(json + n + 1);
         rc |= fuzz_write_file(dir, files[i][0], json, m);
     }
+    return rc;
+}
+
+/* A GGUF as grzo-export writes it from a Hugging Face folder (gguf_write.h): the Llama-3
+   tokenizer seed, llama3 rope scaling (rope_freqs.weight and its grzo.rope.llama3.* keys),
+   head_dim != dim / heads, small deterministic weights. */
+static int write_exported_gguf(const char *dir)
+{
+    char path[4096], err[256];
+    llm_tokenizer *tok = NULL;
+    llm_hf_tensor t[9 + 4];
+    llm_config c;
+    llm_weights w;
+    uint64_t k;
+    int i, n, rc = 1;
+    if (llm_tokenizer_load_hf_memory(HF_LLAMA3_TOKENIZER, strlen(HF_LLAMA3_TOKENIZER), NULL, 0, &tok, err, sizeof err))
+        return fprintf(stderr, "%s\n", err), 1;
+    memset(&c, 0, sizeof c);
+    c.dim = 32, c.hidden_dim = 32, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 1, c.head_dim = 8;
+    c.vocab_size = llm_tokenizer_vocab(tok), c.max_seq_len = 64, c.norm_eps = 1e-5f, c.rope_theta = 10000.0f;
+    c.rope_scaling = LLM_ROPE_SCALING_LLAMA3, c.rope_factor = 8.0f, c.rope_low_freq_factor = 1.0f;
+    c.rope_high_freq_factor = 4.0f, c.rope_original_max_pos = 16;
+    if (llm__weights_alloc(&c, &w, err, sizeof err) == 0) {
+        n = llm__hf_tensors(&c, &w, t);
+        for (i = 0; i < n; i++)
+            for (k = 0; k < t[i].rows * t[i].cols; k++) t[i].data[k] = (float)((k * 37 + (uint64_t)i) % 11) * 0.01f;
+        snprintf(path, sizeof path, "%s/gguf_f32_bpe_llama3_exported.gguf", dir);
+        rc = llm_gguf_write_model(&c, &w, tok, "seed", LLM_GGUF_F32, path, err, sizeof err);
+        if (rc) fprintf(stderr, "%s\n", err);
+        llm_weights_free(&w);
+    }
+    llm_tokenizer_free(tok);
     return rc;
 }
 
@@ -219,6 +256,7 @@ static int write_corpus(const char *dir)
         free(b.p);
     }
     rc |= write_hf_corpus(dir);
+    rc |= write_exported_gguf(dir);
     return rc;
 }
 

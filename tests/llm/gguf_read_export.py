@@ -2,6 +2,7 @@
 """Read grzo-export's GGUF files with the `gguf` package (llama.cpp's own Python reader).
 
 usage: gguf_read_export.py ORIGINAL F32 F16 BF16 Q8_0 [SAFETENSORS_DIR]   (exports of one model)
+       gguf_read_export.py --hf FOLDER F32   (an export of a Hugging Face folder: check_hf says what it checks)
 
 Checks, for each export: every key-value pair of the original is present with the same
 type and bytes (general.file_type excepted: it must be the written type's llama_ftype);
@@ -194,7 +195,104 @@ def main(orig_path, paths, st_folder):
     return 1 if failures else 0
 
 
+def value(reader, key):
+    f = reader.fields.get(key)
+    if f is None:
+        failures.append(f"key {key} is missing")
+        return None
+    return f.contents()
+
+
+def check_hf(folder, path):
+    """--hf: a GGUF that grzo-export wrote from a Hugging Face folder (fine-tuned: every weight
+    moved by at most 1e-2): the keys llama.cpp's convert_hf_to_gguf.py writes, from the
+    folder's config.json, tokenizer.json and tokenizer_config.json; every tensor with llama.cpp's
+    name and shape, F32, within 1e-2 of the folder's weight with the converter's q/k
+    permutation; rope_freqs.weight such that llama.cpp's frequencies (base / factor) are
+    transformers' llama3 frequencies."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+    import llama_ref
+    cfg, hf = llama_ref.read_hf(folder)
+    with open(os.path.join(folder, "tokenizer.json"), encoding="utf-8") as f:
+        tj = json.load(f)
+    tc = {}
+    if os.path.exists(os.path.join(folder, "tokenizer_config.json")):
+        with open(os.path.join(folder, "tokenizer_config.json"), encoding="utf-8") as f:
+            tc = json.load(f)
+    r = gguf.GGUFReader(path)
+    heads, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // heads
+    want = {"general.architecture": "llama", "llama.context_length": cfg["max_position_embeddings"],
+            "llama.embedding_length": cfg["hidden_size"], "llama.block_count": cfg["num_hidden_layers"],
+            "llama.feed_forward_length": cfg["intermediate_size"], "llama.attention.head_count": heads,
+            "llama.attention.head_count_kv": kv, "llama.rope.dimension_count": hd, "llama.vocab_size": cfg["vocab_size"],
+            "llama.rope.freq_base": float(np.float32(cfg["rope_theta"])),
+            "llama.attention.layer_norm_rms_epsilon": float(np.float32(cfg["rms_norm_eps"])),
+            "general.file_type": 0, "tokenizer.ggml.model": "gpt2"}
+    if hd * heads != cfg["hidden_size"]:
+        want["llama.attention.key_length"] = want["llama.attention.value_length"] = hd
+    for key, v in want.items():
+        got = value(r, key)
+        check(got == v, f"{key} = {got!r}, config says {v!r}")
+    check(value(r, "tokenizer.ggml.pre") in ("gpt2", "llama-bpe", "smollm"), "tokenizer.ggml.pre")
+    text = {i: t for t, i in tj["model"]["vocab"].items()}
+    text.update({a["id"]: a["content"] for a in tj.get("added_tokens", [])})
+    tokens = value(r, "tokenizer.ggml.tokens") or []
+    check(len(tokens) == cfg["vocab_size"], f"{len(tokens)} tokens for a vocabulary of {cfg['vocab_size']}")
+    check(all(tokens[i] == text.get(i, f"[PAD{i}]") for i in range(len(tokens))), "tokens differ from tokenizer.json")
+    types = value(r, "tokenizer.ggml.token_type") or []
+    # added tokens: special ones CONTROL (3); the others USER_DEFINED (4), split out of any
+    # text as the tokenizers library does (the converter makes "<...>"-looking ones CONTROL)
+    added = {a["id"]: 3 if a.get("special") else 4 for a in tj.get("added_tokens", [])}
+    check(all(types[i] == added.get(i, 1) for i in range(len(types)) if i in text), "token types")
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
+    check(value(r, "tokenizer.ggml.merges") == merges, "merges differ from tokenizer.json")
+    for key, name in (("bos", "bos_token"), ("eos", "eos_token"), ("padding", "pad_token")):
+        tok = tc.get(name)
+        tok = tok.get("content") if isinstance(tok, dict) else tok
+        if tok:
+            tid = value(r, f"tokenizer.ggml.{key}_token_id")
+            check(tid is not None and tokens[tid] == tok, f"{key} token {tid} is not {tok!r}")
+    template = tc.get("chat_template")
+    if isinstance(template, list):   # named templates: the converter writes "default" as the template
+        template = next((t["template"] for t in template if t.get("name") == "default"), None)
+    if template:
+        check(value(r, "tokenizer.chat_template") == template, "chat template")
+    check(value(r, "tokenizer.ggml.add_eos_token") is False, "add_eos_token")
+
+    tensors = {t.name: t for t in r.tensors}
+    names = ["token_embd.weight", "output_norm.weight"] + [f"blk.{l}.{k}.weight" for l in range(cfg["num_hidden_layers"])
+                                                           for k in HF_LAYER]
+    if not cfg.get("tie_word_embeddings"):
+        names.append("output.weight")
+    check(sorted(tensors) == sorted(names + ["rope_freqs.weight"]), f"tensor names {sorted(tensors)}")
+    for name in names:
+        t = tensors.get(name)
+        if t is None:
+            continue
+        w = hf[hf_name(name)]
+        if ".attn_q." in name:
+            w = permute(w, heads)
+        elif ".attn_k." in name:
+            w = permute(w, kv)
+        check(t.tensor_type == T.F32 and list(t.shape) == list(reversed(w.shape)), f"{name}: type or shape")
+        d = np.asarray(t.data, dtype=np.float64).reshape(w.shape) - w
+        check(np.max(np.abs(d)) <= 1.01e-2, f"{name}: {np.max(np.abs(d)):.3g} from the folder's weight")
+    ff = tensors.get("rope_freqs.weight")
+    if ff is not None:
+        base = cfg["rope_theta"] ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
+        ours = base / np.asarray(ff.data, dtype=np.float64)
+        check(ff.tensor_type == T.F32 and np.allclose(ours, llama_ref.hf_inv_freq(cfg, hd), rtol=1e-6, atol=0),
+              "rope_freqs.weight: llama.cpp's frequencies are not transformers' llama3 frequencies")
+    print(f"gguf read {path}: {len(r.fields)} keys, {len(r.tensors)} tensors")
+    for f in failures:
+        print("FAIL:", f)
+    return 1 if failures else 0
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--hf":
+        sys.exit(check_hf(sys.argv[2], sys.argv[3]))
     if len(sys.argv) not in (6, 7):
         print(__doc__)
         sys.exit(1)

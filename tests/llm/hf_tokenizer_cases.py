@@ -193,7 +193,7 @@ def build_all(out, gpt2_dir):
         processors.TemplateProcessing(single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|> $B",
                                       special_tokens=[("<|begin_of_text|>", bos)])])
     tok.decoder = decoders.ByteLevel()
-    config = {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "chat_template":
+    config = {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "pad_token": "<|end_of_text|>", "chat_template":
               "{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n{{ m['content'] }}<|eot_id|>"
               "{% endfor %}"}
     names.append(write(out, "llama3", tok, config))

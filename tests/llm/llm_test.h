@@ -211,4 +211,79 @@ LT_UNUSED static int lt_round_trips(const llm_tokenizer *t, const char *text, in
     return ok;
 }
 
+/* ---- known answers of the tokenizers package (hf_tokenizer_cases.py's cases.txt) ---- */
+
+LT_UNUSED static int lt_hexval(int c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+/* "HEX<TAB>ids" -> text (NUL-terminated) and ids; 0 on a malformed line. */
+LT_UNUSED static int lt_parse_case(char *line, char *text, size_t text_cap, int32_t *ids, int32_t cap, int32_t *n)
+{
+    char *tab = strchr(line, '\t'), *p;
+    size_t i, len;
+    if (!tab) return 0;
+    len = (size_t)(tab - line) / 2;
+    if (len + 1 > text_cap) return 0;
+    for (i = 0; i < len; i++) {
+        int hi = lt_hexval(line[2 * i]), lo = lt_hexval(line[2 * i + 1]);
+        if (hi < 0 || lo < 0) return 0;
+        text[i] = (char)(hi * 16 + lo);
+    }
+    text[len] = '\0';
+    *n = 0;
+    for (p = tab + 1; *p && *p != '\n';) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || *n >= cap) return 0;
+        ids[(*n)++] = (int32_t)v;
+        p = end;
+        while (*p == ' ') p++;
+    }
+    return 1;
+}
+
+LT_UNUSED static void lt_print_ids(const char *what, const int32_t *ids, int32_t n)
+{
+    int32_t i;
+    fprintf(stderr, "    %s:", what);
+    for (i = 0; i < n && i < 40; i++) fprintf(stderr, " %d", (int)ids[i]);
+    fprintf(stderr, n > 40 ? " ...\n" : "\n");
+}
+
+/* Encode every case of cases_path with t (BOS as t wants it) and check the tokenizers
+   package's ids (at least 300 cases); returns the number of mismatches. */
+LT_UNUSED static int lt_compare_cases(const llm_tokenizer *t, const char *cases_path, const char *name)
+{
+    static char line[1 << 16], text[1 << 15];
+    static int32_t want[4096], got[4096];
+    char err[512] = "";
+    int cases = 0, bad = 0;
+    FILE *f = fopen(cases_path, "r");
+    CHECKF(f != NULL, "%s: cannot open", cases_path);
+    while (f && fgets(line, sizeof line, f)) {
+        int32_t n_want = 0, n_got = 0;
+        if (!lt_parse_case(line, text, sizeof text, want, 4096, &n_want)) {
+            CHECKF(0, "%s: malformed line %d", cases_path, cases + 1);
+            break;
+        }
+        cases++;
+        if (llm_tokenize(t, text, llm_tokenizer_wants_bos(t), got, 4096, &n_got, err, sizeof err) != 0 ||
+            n_got != n_want || memcmp(got, want, (size_t)n_want * sizeof(int32_t)) != 0) {
+            if (++bad <= 5) {
+                fprintf(stderr, "%s case %d: '%s' %s\n", name, cases, text, err);
+                lt_print_ids("tokenizers", want, n_want);
+                lt_print_ids("grzo      ", got, n_got);
+            }
+        }
+    }
+    if (f) fclose(f);
+    printf("%-12s %d strings, %d differ\n", name, cases, bad);
+    CHECKF(bad == 0 && cases >= 300, "%s: %d of %d strings encode differently", name, bad, cases);
+    return bad;
+}
+
 #endif /* LLM_TEST_H */

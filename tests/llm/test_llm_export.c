@@ -31,12 +31,13 @@
 #include "grzo.h"
 #include "backends/grzo_cpu.h"
 #include "llm_export.h"
+#include "llm_internal.h"
 #include "model.h"
 
 static char dir[256];
 
-/* The first interpreter that imports gguf (and numpy) with PYLIB on its path, or NULL. */
-static const char *python_with_gguf(const char *pylib, char **candidates, int n)
+/* The first interpreter that imports `modules` ("numpy, gguf") with PYLIB on its path, or NULL. */
+static const char *python_importing(const char *modules, const char *pylib, char **candidates, int n)
 {
     static char cmd[1024];
     const char *old = getenv("PYTHONPATH");
@@ -45,7 +46,7 @@ static const char *python_with_gguf(const char *pylib, char **candidates, int n)
     snprintf(path, sizeof path, "%s%s%s", pylib, old && *old ? ":" : "", old && *old ? old : "");
     setenv("PYTHONPATH", path, 1);
     for (i = 0; i < n; i++) {
-        snprintf(cmd, sizeof cmd, "'%s' -c 'import numpy, gguf' >/dev/null 2>&1", candidates[i]);
+        snprintf(cmd, sizeof cmd, "'%s' -c 'import %s' >/dev/null 2>&1", candidates[i], modules);
         if (system(cmd) == 0) return candidates[i];
     }
     return NULL;
@@ -145,26 +146,32 @@ static void session_close(session *s)
     grzo_backend_destroy(&s->be);
 }
 
-/* The toy GGUF at path, fine-tuned (every weight moved a little) and checkpointed. */
-static void make_original(const toy_opts *o, const char *gguf, const char *ckpt, llm_config *cfg, llm_weights *w)
+/* w fine-tuned (every weight moved a little) and checkpointed at ckpt. */
+static void tune_and_save(const llm_config *cfg, llm_weights *w, const char *ckpt)
 {
-    toy_model toy;
-    char err[512] = "";
     tensor_list t;
     session s;
     lt_rng r = {7};
     int i;
     uint64_t k;
-    toy_build(o, &toy);
-    write_file(gguf, toy.file, toy.size);
-    toy_free(&toy);
-    REQUIRE(llm_load(gguf, cfg, w, NULL, err, sizeof err) == 0, "load %s: %s", gguf, err);
     list_weights(cfg, w, &t);
     for (i = 0; i < t.count; i++)
         for (k = 0; k < t.n[i]; k++) ((float *)t.p[i])[k] += (float)((double)lt_below(&r, 2001) - 1000.0) * 1e-5f;
     session_open(&s, cfg, w);
     REQUIRE(grzo_checkpoint_save(s.ctx, ckpt) == GRZO_OK, "checkpoint: %s", grzo_last_error(s.ctx));
     session_close(&s);
+}
+
+/* The toy GGUF at path, fine-tuned and checkpointed. */
+static void make_original(const toy_opts *o, const char *gguf, const char *ckpt, llm_config *cfg, llm_weights *w)
+{
+    toy_model toy;
+    char err[512] = "";
+    toy_build(o, &toy);
+    write_file(gguf, toy.file, toy.size);
+    toy_free(&toy);
+    REQUIRE(llm_load(gguf, cfg, w, NULL, err, sizeof err) == 0, "load %s: %s", gguf, err);
+    tune_and_save(cfg, w, ckpt);
 }
 
 /* The largest error the type's rounding allows for value x (in block of max |x| amax). */
@@ -445,6 +452,155 @@ static void test_refusals(const char *orig, const char *ckpt, const char *llama2
     CHECK(temporaries_left() == 0);
 }
 
+/* ---- a Hugging Face folder -> GGUF (llm_gguf_write_model) ---- */
+
+/* Tokenizers of hf_tokenizer_cases.py that llama.cpp has by name, each with a model of
+   llama_ref.py (all with llama3 rope_scaling; untied, sharded with head_dim != dim/heads,
+   tied with rows of 48 that q8_0 writes as F16). */
+static const char *const hf_pipelines[][2] = {
+    {"gpt2", "hf_llama3_untied_f32"}, {"llama3", "hf_llama3_sharded_f16"}, {"smollm", "hf_llama3_tied_bf16"}};
+
+static void shell(const char *cmd)
+{
+    fflush(stdout);
+    REQUIRE(system(cmd) == 0, "failed: %s", cmd);
+}
+
+/* work/NAME: llama_ref.py's model VARIANT with the tokenizer folder tok_dir/TOK. */
+static void make_hf(const char *python, const char *ref, const char *work, const char *name, const char *variant,
+                    const char *tok_dir, const char *tok)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' '%s' make-hf --out '%s/%s' --variant %s --tokenizer '%s/%s' >/dev/null", python, ref, work,
+             name, variant, tok_dir, tok);
+    shell(cmd);
+}
+
+/* The f32 export's metadata tampered with: rope_freqs.weight must then be refused. */
+static void test_rope_freqs_refusals(const char *f32)
+{
+    static const char key[] = "grzo.rope.llama3.factor";
+    char err[512] = "";
+    llm_config c;
+    llm_weights w;
+    size_t n = 0, at;
+    uint8_t *d = lt_read_file(f32, &n);
+    REQUIRE(d != NULL, "read %s", f32);
+    /* factor 8 -> 7: the tensor's factors no longer follow from the keys */
+    at = find_bytes(d, n, key, sizeof key - 1);
+    REQUIRE(at != (size_t)-1, "no %s", key);
+    {
+        float seven = 7.0f;
+        memcpy(d + at + sizeof key - 1 + 4, &seven, 4);
+    }
+    CHECK(llm_load_memory(d, n, &c, &w, NULL, err, sizeof err) != 0);
+    CHECKF(strstr(err, "rope_freqs.weight' differs") != NULL, "%s", err);
+    /* the key renamed (as a file of llama.cpp's converter has no grzo keys) */
+    d[at + sizeof key - 2] = 'R';
+    CHECK(llm_load_memory(d, n, &c, &w, NULL, err, sizeof err) != 0);
+    CHECKF(strstr(err, "without the llama3 parameters") != NULL, "%s", err);
+    free(d);
+}
+
+/* A folder fine-tuned, exported at each type and loaded back: f32 bit for bit (config with
+   its rope scaling, weights, the tokenizer's ids on cases.txt), the others within the
+   type's rounding; then the f32 file read by the gguf package. */
+static void test_hf_pipeline(const char *python, const char *ref, const char *read_script, const char *work,
+                             const char *tok_dir, const char *tok_name, const char *variant)
+{
+    static const char *const type_names[] = {"f32", "f16", "bf16", "q8_0"};
+    char folder[1024], ckpt[1024], out[1024], path[1200], cmd[4096], err[512] = "";
+    llm_config cfg, c2;
+    llm_weights w, w2;
+    llm_tokenizer *tok = NULL, *t2 = NULL;
+    int type;
+    make_hf(python, ref, work, tok_name, variant, tok_dir, tok_name);
+    snprintf(folder, sizeof folder, "%s/%s", work, tok_name);
+    snprintf(ckpt, sizeof ckpt, "%s/%s.grzo", work, tok_name);
+    REQUIRE(llm_load(folder, &cfg, &w, &tok, err, sizeof err) == 0, "load %s: %s", folder, err);
+    CHECK(cfg.rope_scaling == LLM_ROPE_SCALING_LLAMA3);
+    tune_and_save(&cfg, &w, ckpt);
+    for (type = 0; type < 4; type++) {
+        uint64_t differ;
+        snprintf(out, sizeof out, "%s/%s-%s.gguf", work, tok_name, type_names[type]);
+        REQUIRE(llm_export(folder, ckpt, out, LLM_EXPORT_GGUF, (llm_gguf_type)type, err, sizeof err) == 0, "export %s: %s", out,
+                err);
+        REQUIRE(llm_load(out, &c2, &w2, &t2, err, sizeof err) == 0, "load %s: %s", out, err);
+        CHECKF(memcmp(&cfg, &c2, sizeof c2) == 0, "%s: the config differs", out);
+        differ = compare(&cfg, &w, &w2, (llm_gguf_type)type);
+        CHECKF(type == LLM_GGUF_F32 ? differ == 0 : differ > 0, "%s: %llu values differ", out, (unsigned long long)differ);
+        if (type == LLM_GGUF_F32) {
+            snprintf(path, sizeof path, "%s/%s/cases.txt", tok_dir, tok_name);
+            lt_compare_cases(t2, path, tok_name);
+            CHECK(strcmp(llm_tokenizer_model(t2), "gpt2") == 0);
+            CHECK(strcmp(llm_tokenizer_pre(t2), llm_tokenizer_pre(tok)) == 0);
+            CHECK(strcmp(llm_tokenizer_chat_template(t2), llm_tokenizer_chat_template(tok)) == 0);
+            CHECK(llm_tokenizer_bos(t2) == llm_tokenizer_bos(tok) && llm_tokenizer_eos(t2) == llm_tokenizer_eos(tok));
+            CHECK(llm_tokenizer_wants_bos(t2) == llm_tokenizer_wants_bos(tok));
+            {   /* the ids the public interface does not show: unknown and padding */
+                llm_tokenizer_view a, b;
+                llm__tokenizer_view(tok, &a);
+                llm__tokenizer_view(t2, &b);
+                CHECK(a.unk == b.unk && a.pad == b.pad);
+                CHECK(strcmp(tok_name, "llama3") || a.pad >= 0);   /* its tokenizer_config.json has a pad_token */
+            }
+            snprintf(cmd, sizeof cmd, "'%s' '%s' --hf '%s' '%s'", python, read_script, folder, out);
+            fflush(stdout);
+            CHECKF(system(cmd) == 0, "the gguf package's reader disagrees on %s (above)", out);
+            if (!strcmp(tok_name, "llama3")) test_rope_freqs_refusals(out);
+        }
+        llm_tokenizer_free(t2);
+        llm_weights_free(&w2);
+    }
+    llm_tokenizer_free(tok);
+    llm_weights_free(&w);
+}
+
+/* Tokenizers that llama.cpp would encode differently: refused, naming why, no file left. */
+static void test_hf_refusals(const char *python, const char *ref, const char *work, const char *tok_dir)
+{
+    static const char *const cases[][3] = {{"llama2", "hf_llama2_mha_f32", "character BPE"},
+                                           {"gpt2_prefix", "hf_llama3_untied_f32", "add_prefix_space"},
+                                           {"gpt2_noregex", "hf_llama3_untied_f32", "without a regex"}};
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char folder[1024], ckpt[1024], out[1024], err[512] = "";
+        llm_config cfg;
+        llm_weights w;
+        make_hf(python, ref, work, cases[i][0], cases[i][1], tok_dir, cases[i][0]);
+        snprintf(folder, sizeof folder, "%s/%s", work, cases[i][0]);
+        snprintf(ckpt, sizeof ckpt, "%s/%s.grzo", work, cases[i][0]);
+        snprintf(out, sizeof out, "%s/%s.gguf", work, cases[i][0]);
+        REQUIRE(llm_load(folder, &cfg, &w, NULL, err, sizeof err) == 0, "load %s: %s", folder, err);
+        tune_and_save(&cfg, &w, ckpt);
+        llm_weights_free(&w);
+        CHECK(llm_export(folder, ckpt, out, LLM_EXPORT_GGUF, LLM_GGUF_F32, err, sizeof err) != 0);
+        CHECKF(strstr(err, cases[i][2]) != NULL && strstr(err, folder) != NULL, "%s: %s", cases[i][0], err);
+        CHECK(!file_exists(out));
+    }
+}
+
+/* test_llm_export --hf CASES_SCRIPT LLAMA_REF READ_SCRIPT PYLIB WORK PYTHON... */
+static int main_hf(int argc, char **argv)
+{
+    const char *python, *work = argv[6];
+    char tok_dir[1024], cmd[4096];
+    size_t i;
+    REQUIRE(argc >= 8, "usage: test_llm_export --hf CASES_SCRIPT LLAMA_REF READ_SCRIPT PYLIB WORK PYTHON...");
+    python = python_importing("numpy, gguf, safetensors, tokenizers", argv[5], argv + 7, argc - 7);
+    if (!python) {
+        printf("SKIP: no Python with numpy, gguf, safetensors and tokenizers (tests/run.sh installs them into %s)\n", argv[5]);
+        return 77;
+    }
+    snprintf(tok_dir, sizeof tok_dir, "%s/tok", work);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && '%s' '%s' '%s' >/dev/null", work, work, python, argv[2], tok_dir);
+    shell(cmd);
+    for (i = 0; i < sizeof hf_pipelines / sizeof hf_pipelines[0]; i++)
+        test_hf_pipeline(python, argv[3], argv[4], work, tok_dir, hf_pipelines[i][0], hf_pipelines[i][1]);
+    test_hf_refusals(python, argv[3], work, tok_dir);
+    return lt_finish("test_llm_export --hf");
+}
+
 int main(int argc, char **argv)
 {
     toy_opts o = toy_defaults();
@@ -455,8 +611,9 @@ int main(int argc, char **argv)
     const char *tmp = getenv("TMPDIR");
 
     const char *python = NULL;
+    if (argc > 1 && !strcmp(argv[1], "--hf")) return main_hf(argc, argv);
     REQUIRE(argc == 2 || argc >= 5, "usage: test_llm_export DATA_DIR [SCRIPT PYLIB PYTHON...]");
-    if (argc >= 5 && !(python = python_with_gguf(argv[3], argv + 4, argc - 4))) {
+    if (argc >= 5 && !(python = python_importing("numpy, gguf", argv[3], argv + 4, argc - 4))) {
         printf("SKIP: no interpreter imports the gguf package (tests/run.sh installs it into %s)\n", argv[3]);
         return 77;
     }
