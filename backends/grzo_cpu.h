@@ -22,7 +22,11 @@
      TWO_GEMM     Y = X W^T + sigma ((X(.)s) U^T)(.)r for all rows: twice the FLOPs,
                   but no per-copy forming, so it wins when copies have few rows (an
                   output head read at one position per example).
-   AUTO chooses PER_EXAMPLE when the copies average at least 8 rows.
+     FUSED        (GRZO_USE_BLIS) PER_EXAMPLE's algorithm in one pass: W and U packed once
+                  per cache block, each copy's W +- sigma U(.)(r s^T) formed while packing
+                  and multiplied by BLIS's micro-kernel (backends/grzo_cpu_fused.h). Also
+                  serves the shared-Z passes (MeZO, FZOO): W + sigma U is formed while packing.
+   AUTO chooses FUSED (PER_EXAMPLE without BLIS) when the copies average at least 8 rows.
    Transient memory is bounded by desc.transient_bytes (default 8 MiB): weights are
    processed in chunks of output rows.
 
@@ -41,7 +45,8 @@ extern "C" {
 typedef enum grzo_cpu_linear_algo {
     GRZO_CPU_LINEAR_AUTO = 0,
     GRZO_CPU_LINEAR_PER_EXAMPLE,
-    GRZO_CPU_LINEAR_TWO_GEMM
+    GRZO_CPU_LINEAR_TWO_GEMM,
+    GRZO_CPU_LINEAR_FUSED        /* needs GRZO_USE_BLIS and a BLIS kernel for this CPU, else PER_EXAMPLE */
 } grzo_cpu_linear_algo;
 
 typedef struct grzo_cpu_desc {
@@ -51,6 +56,14 @@ typedef struct grzo_cpu_desc {
 } grzo_cpu_desc;
 
 GRZO_API grzo_status grzo_backend_cpu_create(const grzo_cpu_desc *desc, grzo_backend *out);
+/* The GEMM kernels a CPU backend runs, one line for logs ("OpenBLAS 0.3.21 ... core Haswell;
+   fused: BLIS 0.9.0 skx"), and a warning with the remedy when a library runs kernels older
+   than the CPU supports ("" when none). Returns INVALID_ARG if `be` is not a CPU backend. */
+GRZO_API grzo_status grzo_backend_cpu_kernels(const grzo_backend *be, const char **line, const char **warning);
+/* Environment setting i (0, 1, ...) that makes OpenBLAS/BLIS use this CPU's kernels: returns 1
+   and fills *name and value (e.g. OPENBLAS_CORETYPE=SkylakeX), 0 when there is no i-th. The
+   libraries read them when they initialize, so a program sets them and re-executes itself. */
+GRZO_API int grzo_cpu_kernel_env(int i, const char **name, char *value, size_t value_size);
 
 #ifdef __cplusplus
 }
@@ -68,10 +81,13 @@ GRZO_API grzo_status grzo_backend_cpu_create(const grzo_cpu_desc *desc, grzo_bac
 #include <cblas.h>
 #endif
 
+struct grzo__ukr;
 typedef struct grzo__cpu {
     int n_threads;
     grzo_cpu_linear_algo algo;
     size_t transient;
+    struct grzo__ukr *ukr;   /* the fused path's micro-kernel, NULL without one */
+    char kernels[192], warning[320];
     char err[160];
 } grzo__cpu;
 
@@ -148,7 +164,10 @@ static grzo_status grzo__cpu_copy(void *self, void *dst, const void *src, size_t
     if (bytes) memmove(dst, src, bytes);
     return GRZO_OK;
 }
-static void grzo__cpu_destroy(void *self) { free(self); }
+static void grzo__cpu_destroy(void *self) {
+    free(((grzo__cpu *)self)->ukr);
+    free(self);
+}
 static const char *grzo__cpu_last_error(void *self) { return ((grzo__cpu *)self)->err; }
 
 /* ---- random tensors for one op ------------------------------------------------------------------ */
@@ -175,6 +194,11 @@ static void *grzo__cpu_take(grzo__cpu_scratch *s, size_t bytes) {
     return p;
 }
 static void grzo__cpu_release(grzo__cpu_scratch *s) { while (s->n > 0) free(s->p[--s->n]); }
+
+#ifdef GRZO_USE_BLIS
+#include "grzo_cpu_fused.h"
+#endif
+#include "grzo_cpu_kernels.h"
 
 /* ---- linear ---------------------------------------------------------------------------------------- */
 /* Output rows per chunk so that `bufs` buffers of chunk x cols floats fit the budget. */
@@ -372,8 +396,59 @@ static grzo_status grzo__cpu_linear_shared(grzo__cpu *cpu, const grzo_linear_arg
     return GRZO_OK;
 }
 
+#ifdef GRZO_USE_BLIS
+/* The op's copies for the fused kernel: flipout segments with a sign (sign-0 segments read W
+   itself), or runs of shared-Z segments with one sign. */
+static grzo_status grzo__cpu_linear_fused_op(grzo__cpu *cpu, const grzo_linear_args *a) {
+    const grzo_perturb *pt = a->perturb;
+    const float *W = (const float *)a->w.data;
+    int64_t d_out = a->w.rows, d_in = a->w.cols, B = pt->n_examples, c = 0, n = 0;
+    int nt = cpu->n_threads, flip = pt->flipout != 0;
+    grzo__cpu_scratch sc = {{0}, 0};
+    grzo__fused_copy *cp = (grzo__fused_copy *)grzo__cpu_take(&sc, (size_t)pt->n_segments * sizeof *cp);
+    float *R = flip ? (float *)grzo__cpu_take(&sc, (size_t)(B * d_out) * sizeof(float)) : NULL;
+    float *S = flip ? (float *)grzo__cpu_take(&sc, (size_t)(B * d_in) * sizeof(float)) : NULL;
+    grzo_status st;
+    if (!cp || (flip && (!R || !S))) { grzo__cpu_release(&sc); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed"); }
+    if (flip) {
+        grzo__cpu_fill_signs(nt, &pt->base, GRZO_STREAM_SIGN_R, B, d_out, R);
+        grzo__cpu_fill_signs(nt, &pt->base, GRZO_STREAM_SIGN_S, B, d_in, S);
+    }
+    while (c < pt->n_segments) {
+        int64_t c1 = c + 1, r0 = pt->offsets[c], r1;
+        int sign = pt->sign[c];
+        while (!flip && c1 < pt->n_segments && pt->sign[c1] == sign) c1++;
+        r1 = pt->offsets[c1];
+        if (sign == 0) {
+            grzo__cpu_gemm_nt(nt, r1 - r0, d_out, d_in, a->x + r0 * d_in, d_in, W, d_in, 0.0f, a->y + r0 * d_out, d_out);
+        } else if (r1 > r0) {
+            grzo__fused_copy q;
+            memset(&q, 0, sizeof q);
+            q.row0 = r0;
+            q.n_rows = r1 - r0;
+            q.scale = (float)sign * pt->sigma;
+            if (flip) { q.r = R + pt->example[c] * d_out; q.s = S + pt->example[c] * d_in; }
+            cp[n++] = q;
+        }
+        c = c1;
+    }
+    st = n > 0 ? grzo__cpu_linear_fused(cpu, a, cp, n) : GRZO_OK;
+    grzo__cpu_release(&sc);
+    return st;
+}
+
+/* FUSED where the kernel is there and asked for (AUTO: shared Z always, flipout when the
+   copies average 8 rows or more, as PER_EXAMPLE) */
+static int grzo__cpu_takes_fused(const grzo__cpu *cpu, const grzo_linear_args *a) {
+    if (!cpu->ukr) return 0;
+    if (cpu->algo == GRZO_CPU_LINEAR_FUSED) return 1;
+    if (cpu->algo != GRZO_CPU_LINEAR_AUTO) return 0;
+    return !a->perturb->flipout || a->n_rows >= 8 * a->perturb->n_segments;
+}
+#endif
+
 static int grzo__cpu_prefers_per_example(const grzo__cpu *cpu, const grzo_linear_args *a) {
-    if (cpu->algo == GRZO_CPU_LINEAR_PER_EXAMPLE) return 1;
+    if (cpu->algo == GRZO_CPU_LINEAR_PER_EXAMPLE || cpu->algo == GRZO_CPU_LINEAR_FUSED) return 1;
     if (cpu->algo == GRZO_CPU_LINEAR_TWO_GEMM) return 0;
     return a->n_rows >= 8 * a->perturb->n_segments;
 }
@@ -387,6 +462,9 @@ static grzo_status grzo__cpu_linear(void *self, const grzo_linear_args *a) {
                           a->w.cols, 0.0f, a->y, a->w.rows);
         return GRZO_OK;
     }
+#ifdef GRZO_USE_BLIS
+    if (grzo__cpu_takes_fused(cpu, a)) return grzo__cpu_linear_fused_op(cpu, a);
+#endif
     if (!a->perturb->flipout) return grzo__cpu_linear_shared(cpu, a);
     return grzo__cpu_prefers_per_example(cpu, a) ? grzo__cpu_linear_per_example(cpu, a) : grzo__cpu_linear_two_gemm(cpu, a);
 }
@@ -577,7 +655,7 @@ GRZO__DEF grzo_status grzo_backend_cpu_create(const grzo_cpu_desc *desc, grzo_ba
     out->self = NULL;
     if (desc) d = *desc; else memset(&d, 0, sizeof d);
     if (d.n_threads < 0 || d.n_threads > 1024) return GRZO_ERR_INVALID_ARG;
-    if ((int)d.linear_algo < 0 || d.linear_algo > GRZO_CPU_LINEAR_TWO_GEMM) return GRZO_ERR_INVALID_ARG;
+    if ((int)d.linear_algo < 0 || d.linear_algo > GRZO_CPU_LINEAR_FUSED) return GRZO_ERR_INVALID_ARG;
 #ifdef _OPENMP
     if (d.n_threads == 0) d.n_threads = omp_get_max_threads();
 #else
@@ -589,8 +667,23 @@ GRZO__DEF grzo_status grzo_backend_cpu_create(const grzo_cpu_desc *desc, grzo_ba
     cpu->n_threads = d.n_threads;
     cpu->algo = d.linear_algo;
     cpu->transient = d.transient_bytes;
+#ifdef GRZO_USE_BLIS
+    cpu->ukr = (struct grzo__ukr *)malloc(sizeof *cpu->ukr);
+    if (!cpu->ukr) { free(cpu); return GRZO_ERR_OUT_OF_MEMORY; }
+    if (!grzo__ukr_init(cpu->ukr)) { free(cpu->ukr); cpu->ukr = NULL; }
+#endif
+    grzo__cpu_describe_kernels(cpu);
     out->iface = &grzo__cpu_iface;
     out->self = cpu;
+    return GRZO_OK;
+}
+
+GRZO__DEF grzo_status grzo_backend_cpu_kernels(const grzo_backend *be, const char **line, const char **warning) {
+    const grzo__cpu *cpu;
+    if (!be || be->iface != &grzo__cpu_iface || !be->self) return GRZO_ERR_INVALID_ARG;
+    cpu = (const grzo__cpu *)be->self;
+    if (line) *line = cpu->kernels;
+    if (warning) *warning = cpu->warning;
     return GRZO_OK;
 }
 
