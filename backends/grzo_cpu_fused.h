@@ -114,9 +114,17 @@ static void grzo__pack_u(const grzo_noise *base, int64_t d_in, int64_t j0, int64
     }
 }
 
+/* The forming loop runs once per copy and weight element: built for the CPU's widest
+   vectors where the compiler can dispatch at run time (no contraction: the same bits). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define GRZO__WIDE_VECTORS __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define GRZO__WIDE_VECTORS
+#endif
+
 /* One sliver of the copy's weight: out = w + (f_i s_k) u, f_i = scale r_i, the
    per-example path's w + f (u s) exactly (s = +-1 flips signs exactly). */
-static void grzo__form_sliver(const float *w, const float *u, const float *f, const float *s, int64_t kc,
+GRZO__WIDE_VECTORS static void grzo__form_sliver(const float *w, const float *u, const float *f, const float *s, int64_t kc,
                               int64_t width, float *out) {
     int64_t k, i;
     for (k = 0; k < kc; k++) {
