@@ -19,7 +19,7 @@
          any step), then two steps run.
 
    usage: bench_llm --model PATH [--data SST2_TSV] [--batch 16] [--rounds 5] [--threads N]
-                    [--transient-mb M] [--algo auto|per-example|two-gemm] [--part all|time|memory]
+                    [--transient-mb M] [--algo auto|per-example|two-gemm|fused] [--part all|time|memory]
    --transient-mb and --algo set grzo_cpu_desc.transient_bytes and .linear_algo.
    Every label of the SST-2 file must be 0 or 1 (else it exits 1 naming the line); the
    counts of each, in the file and among the B examples, are printed with the context.
@@ -43,6 +43,7 @@
 #include "grzo.h"
 #include "backends/grzo_cpu.h"
 #include "cli_args.h"
+#include "cpu_env.h"
 #include "llm.h"
 #include "model.h"
 
@@ -464,7 +465,7 @@ static int run_mem_child(const options *o, const char *mode, long *setup_kb, lon
     snprintf(threads, sizeof threads, "%d", (int)o->threads);
     snprintf(batch, sizeof batch, "%d", (int)o->batch);
     snprintf(tmb, sizeof tmb, "%lld", (long long)o->transient_mb);
-    snprintf(algo, sizeof algo, "%s", o->algo == 1 ? "per-example" : o->algo == 2 ? "two-gemm" : "auto");
+    snprintf(algo, sizeof algo, "%s", o->algo == 1 ? "per-example" : o->algo == 2 ? "two-gemm" : o->algo == 3 ? "fused" : "auto");
     args[n++] = "bench_llm";
     args[n++] = "--mem-child"; args[n++] = (char *)mode;
     args[n++] = "--model"; args[n++] = (char *)o->model;
@@ -517,7 +518,7 @@ static int bench_memory(const options *o) {
 
 /* ---- main --------------------------------------------------------------------------------------- */
 #define USAGE "usage: bench_llm --model PATH [--data SST2_TSV] [--batch B] [--rounds R] [--threads N] " \
-              "[--transient-mb M] [--algo auto|per-example|two-gemm] [--part all|time|memory]"
+              "[--transient-mb M] [--algo auto|per-example|two-gemm|fused] [--part all|time|memory]"
 
 /* Formats a one-line refusal into err; returns 1. */
 static int refuse(char *err, size_t n, const char *fmt, const char *arg) {
@@ -564,7 +565,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t n)
                 return refuse(err, n, "--part: expected all, time or memory, got '%s'", v);
             o->part = v;
         } else if (!strcmp(a, "--algo")) {
-            o->algo = !strcmp(v, "per-example") ? 1 : !strcmp(v, "two-gemm") ? 2 : !strcmp(v, "auto") ? 0 : -1;
+            o->algo = !strcmp(v, "per-example") ? 1 : !strcmp(v, "two-gemm") ? 2 : !strcmp(v, "fused") ? 3 : !strcmp(v, "auto") ? 0 : -1;
             if (o->algo < 0) return refuse(err, n, "--algo: expected auto, per-example or two-gemm, got '%s'", v);
         } else if (parse_number(a, v, o, err, n)) {
             return 1;
@@ -595,10 +596,17 @@ static void print_context(int argc, char **argv, const options *o, const bench *
            b->cfg.dim, b->cfg.hidden_dim, b->cfg.n_layers, b->cfg.n_heads, b->cfg.n_kv_heads, b->cfg.vocab_size,
            b->cfg.tied_output ? "tied" : "untied");
     printf("backend cpu, %d threads, transient budget %lld MiB, linear algorithm %s", (int)caps.n_threads,
-           (long long)o->transient_mb, o->algo == 1 ? "PER_EXAMPLE" : o->algo == 2 ? "TWO_GEMM" : "AUTO");
+           (long long)o->transient_mb, o->algo == 1 ? "PER_EXAMPLE" : o->algo == 2 ? "TWO_GEMM" : o->algo == 3 ? "FUSED" : "AUTO");
 #ifdef GRZO_USE_OPENBLAS
     printf(", %s", openblas_get_config());
 #endif
+    printf("\n");
+    {
+        double peak = cpu_env_peak_gflops((int)caps.n_threads), g = cpu_env_gemm_gflops(&b->be, 1024, b->cfg.dim, b->cfg.dim, 5);
+        cpu_env_report(stdout, "", &b->be);
+        printf("fp32 peak (FMA loop, %d threads): %.1f GFLOP/s; plain GEMM 1024x%dx%d: %.1f GFLOP/s = %.0f %% of peak "
+               "(target >= 70 %%)", (int)caps.n_threads, peak, b->cfg.dim, b->cfg.dim, g, peak > 0 ? 100.0 * g / peak : 0.0);
+    }
     printf("\nB = %d examples, %s; prompt lengths:", b->wl.B,
            b->wl.synthetic ? "SYNTHETIC token sequences (no SST-2 file or tokenizer)" : "SST-2 training sentences + \" It was\"");
     for (i = 0; i < b->wl.B; i++) printf(" %d", b->wl.ex[i].n_tokens);
@@ -612,6 +620,7 @@ int main(int argc, char **argv) {
     FILE *f;
     int rc;
     char err[512];
+    cpu_env_reexec(argv);   /* the GEMM kernels of this CPU (OPENBLAS_CORETYPE, BLIS_ARCH_TYPE) */
     if (parse_options(argc, argv, &o, err, sizeof err)) {
         fprintf(stderr, "bench_llm: %s\n", err);
         return 2;

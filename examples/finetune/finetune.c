@@ -41,6 +41,8 @@
 #include <unistd.h>
 
 #include "grzo.h"
+#include "backends/grzo_cpu.h"
+#include "cpu_env.h"   /* the CPU's GEMM kernels: re-exec, report */
 #include "llm.h"
 #include "llm_export.h"
 #include "model.h"
@@ -1168,6 +1170,7 @@ int main(int argc, char **argv) {
     double t_train0, last_save;
     grzo_status s = GRZO_OK;
     struct sigaction sa;
+    cpu_env_reexec(argv);
     r.zs_dev = r.zs_test = r.dev_acc = r.test_acc = -1;
     if (parse_options(argc, argv, &r.o, err, sizeof err)) return fail(&r, 2, err);
     if (!(r.path_manifest = path_join(r.o.str[OPT_OUT], "run.json"))) return fail(&r, 1, "out of memory");
@@ -1179,6 +1182,7 @@ int main(int argc, char **argv) {
     if (r.o.resume && check_checkpoint_readable(r.path_ckpt, err, sizeof err)) return fail(&r, 1, err);
     if (load_everything(&r, err, sizeof err) || setup_optimizer(&r, err, sizeof err)) return fail(&r, 1, err);
     tasks_describe(&r.data, stderr);
+    cpu_env_report(stderr, "grzo-finetune: ", &r.be);   /* nothing for a CUDA run */
     if (r.o.resume ? start_resumed(&r, err, sizeof err) : start_fresh(&r, err, sizeof err)) return fail(&r, 1, err);
     if (!(logf = fopen(r.path_log, r.o.resume ? "a" : "w"))) {
         snprintf(err, sizeof err, "cannot open the log %s: %s", r.path_log, strerror(errno));
