@@ -195,6 +195,21 @@ static void *grzo__cpu_take(grzo__cpu_scratch *s, size_t bytes) {
 }
 static void grzo__cpu_release(grzo__cpu_scratch *s) { while (s->n > 0) free(s->p[--s->n]); }
 
+/* Loops that run once per weight element and copy (forming, the update) are built for the
+   CPU's widest vectors where the compiler dispatches at run time (GCC, x86-64 Linux).
+   Without contraction (C99 mode) every width gives the same bits. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && !defined(__cplusplus)
+#define GRZO__WIDE_VECTORS __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define GRZO__WIDE_VECTORS
+#endif
+
+#ifdef __cplusplus
+#define GRZO__RESTRICT __restrict
+#else
+#define GRZO__RESTRICT restrict
+#endif
+
 #ifdef GRZO_USE_BLIS
 #include "grzo_cpu_fused.h"
 #endif
@@ -557,6 +572,22 @@ static grzo_status grzo__cpu_embedding(void *self, const grzo_embedding_args *a)
 }
 
 /* ---- update: theta -= U (.) (sum_e coeff_e r_e s_e^T) + decay theta, one pass over theta ---------------------- */
+/* Row j of M = R^T diag(coeff) S, accumulated example by example along the row (B
+   multiply-adds per weight, vectorized over k), then applied with the regenerated U row.
+   Built for the CPU's widest vectors: each element's operations keep their order. */
+GRZO__WIDE_VECTORS static void grzo__cpu_update_row(float *GRZO__RESTRICT p, const float *GRZO__RESTRICT u, const float *GRZO__RESTRICT S,
+                                                    const float *GRZO__RESTRICT rc, int64_t B, int64_t cols, float decay,
+                                                    float *GRZO__RESTRICT g) {
+    int64_t i, k;
+    for (k = 0; k < cols; k++) g[k] = rc[0] * S[k];
+    for (i = 1; i < B; i++) {
+        const float *GRZO__RESTRICT s_i = S + i * cols;
+        float ri = rc[i];
+        for (k = 0; k < cols; k++) g[k] += ri * s_i[k];
+    }
+    for (k = 0; k < cols; k++) p[k] = p[k] - u[k] * g[k] - decay * p[k];
+}
+
 static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
     grzo__cpu *cpu = (grzo__cpu *)self;
     float *P = (float *)a->p.data;
@@ -596,15 +627,7 @@ static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
             p[0] = p[0] - u[0] * gv - a->decay * p[0];
             continue;
         }
-        /* row j of M = R^T diag(coeff) S, accumulated example by example along the row (B
-           FMAs per weight, vectorized over k), then applied with the regenerated U row */
-        for (k = 0; k < cols; k++) g[k] = rc[0] * S[k];
-        for (i = 1; i < B; i++) {
-            const float *s_i = S + i * cols;
-            float ri = rc[i];
-            for (k = 0; k < cols; k++) g[k] += ri * s_i[k];
-        }
-        for (k = 0; k < cols; k++) p[k] = p[k] - u[k] * g[k] - a->decay * p[k];
+        grzo__cpu_update_row(p, u, S, rc, B, cols, a->decay, g);
     }
     free(scratch);
     free(R);

@@ -115,26 +115,18 @@ static void grzo__pack_u(const grzo_noise *base, int64_t d_in, int64_t j0, int64
     }
 }
 
-/* The forming loop runs once per copy and weight element: built for the CPU's widest
-   vectors where the compiler can dispatch at run time (no contraction: the same bits). */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define GRZO__WIDE_VECTORS __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define GRZO__WIDE_VECTORS
-#endif
-
 /* One sliver of the copy's weight: out = w + (f_i s_k) u, f_i = scale r_i, the
    per-example path's w + f (u s) exactly (s = +-1 flips signs exactly). The sliver width
    is a constant in the specialized copies, so that each k is a few whole vectors. */
 #define GRZO__FORM_SLIVER_FN(name, WIDTH)                                                               \
-    GRZO__WIDE_VECTORS static void name(const float *restrict w, const float *restrict u,              \
-                                        const float *restrict f, const float *restrict s, int64_t kc,  \
-                                        int64_t width, float *restrict out) {                          \
+    GRZO__WIDE_VECTORS static void name(const float *GRZO__RESTRICT w, const float *GRZO__RESTRICT u,              \
+                                        const float *GRZO__RESTRICT f, const float *GRZO__RESTRICT s, int64_t kc,  \
+                                        int64_t width, float *GRZO__RESTRICT out) {                          \
         int64_t k, i, wd = (WIDTH) > 0 ? (WIDTH) : width;                                             \
         for (k = 0; k < kc; k++) {                                                                     \
             float sk = s ? s[k] : 1.0f;                                                                \
-            const float *restrict wk = w + k * wd, *restrict uk = u + k * wd;                          \
-            float *restrict ok = out + k * wd;                                                         \
+            const float *GRZO__RESTRICT wk = w + k * wd, *GRZO__RESTRICT uk = u + k * wd;                          \
+            float *GRZO__RESTRICT ok = out + k * wd;                                                         \
             for (i = 0; i < wd; i++) ok[i] = wk[i] + (f[i] * sk) * uk[i];                              \
         }                                                                                              \
     }
