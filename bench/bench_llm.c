@@ -355,7 +355,7 @@ static double median(double *v, int n) {
 static int bench_time(const options *o, bench *b) {
     double t[N_WORKLOADS][MAX_ROUNDS], cpu[N_WORKLOADS][MAX_ROUNDS], lin[N_WORKLOADS][MAX_ROUNDS];
     double att[N_WORKLOADS][MAX_ROUNDS];
-    double ratio[MAX_ROUNDS], cpu_ratio[MAX_ROUNDS];
+    double ratio[MAX_ROUNDS], cpu_ratio[MAX_ROUNDS], grzo_plain[MAX_ROUNDS], mezo_plain[MAX_ROUNDS];
     int64_t rows = 0;
     int r, i, w;
     for (w = 0; w < N_WORKLOADS; w++)   /* warm-up: first-touch of every buffer */
@@ -378,6 +378,8 @@ static int bench_time(const options *o, bench *b) {
         }
         ratio[r] = t[W_GRZO][r] / t[W_MEZO][r];
         cpu_ratio[r] = cpu[W_GRZO][r] / cpu[W_MEZO][r];
+        grzo_plain[r] = t[W_GRZO][r] / t[W_INFER][r];
+        mezo_plain[r] = t[W_MEZO][r] / t[W_INFER][r];
     }
     printf("\n### (a) time per step (median of %d rounds, workloads interleaved)\n\n", o->rounds);
     printf("%lld token rows per forward of 2B sequences; GEMM = time inside grzo_linear calls (perturbed or "
@@ -403,6 +405,10 @@ static int bench_time(const options *o, bench *b) {
         printf("\nGRZO step / MeZO step: median of per-round ratios %.3fx (min %.3f, max %.3f; target <= 1.0x)\n",
                median(ratio, o->rounds), lo, hi);
         printf("the same in CPU time: %.3fx\n", median(cpu_ratio, o->rounds));
+        printf("GRZO step / inference: median of per-round ratios %.3fx (target <= 1.15x)\n",
+               median(grzo_plain, o->rounds));
+        printf("MeZO step / inference: median of per-round ratios %.3fx (target <= 1.10x)\n",
+               median(mezo_plain, o->rounds));
     }
     return 0;
 }
