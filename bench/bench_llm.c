@@ -20,6 +20,7 @@
 
    usage: bench_llm --model PATH [--data SST2_TSV] [--batch 16] [--rounds 5] [--threads N]
                     [--transient-mb M] [--algo auto|per-example|two-gemm|fused] [--part all|time|memory]
+                    [--dump-tokens FILE]
    --transient-mb and --algo set grzo_cpu_desc.transient_bytes and .linear_algo.
    Every label of the SST-2 file must be 0 or 1 (else it exits 1 naming the line); the
    counts of each, in the file and among the B examples, are printed with the context.
@@ -59,7 +60,7 @@ char *openblas_get_config(void);
 #define DEFAULT_MODEL "/work/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 typedef struct options {
-    const char *model, *data, *mem_child, *part;
+    const char *model, *data, *mem_child, *part, *dump_tokens;
     int32_t batch, rounds, threads, algo;
     int64_t transient_mb;
 } options;
@@ -524,7 +525,7 @@ static int bench_memory(const options *o) {
 
 /* ---- main --------------------------------------------------------------------------------------- */
 #define USAGE "usage: bench_llm --model PATH [--data SST2_TSV] [--batch B] [--rounds R] [--threads N] " \
-              "[--transient-mb M] [--algo auto|per-example|two-gemm|fused] [--part all|time|memory]"
+              "[--transient-mb M] [--algo auto|per-example|two-gemm|fused] [--part all|time|memory] [--dump-tokens FILE]"
 
 /* Formats a one-line refusal into err; returns 1. */
 static int refuse(char *err, size_t n, const char *fmt, const char *arg) {
@@ -566,13 +567,14 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t n)
         if (!strcmp(a, "--model")) o->model = v;
         else if (!strcmp(a, "--data")) o->data = v;
         else if (!strcmp(a, "--mem-child")) o->mem_child = v;
+        else if (!strcmp(a, "--dump-tokens")) o->dump_tokens = v;
         else if (!strcmp(a, "--part")) {
             if (strcmp(v, "all") && strcmp(v, "time") && strcmp(v, "memory"))
                 return refuse(err, n, "--part: expected all, time or memory, got '%s'", v);
             o->part = v;
         } else if (!strcmp(a, "--algo")) {
             o->algo = !strcmp(v, "per-example") ? 1 : !strcmp(v, "two-gemm") ? 2 : !strcmp(v, "fused") ? 3 : !strcmp(v, "auto") ? 0 : -1;
-            if (o->algo < 0) return refuse(err, n, "--algo: expected auto, per-example or two-gemm, got '%s'", v);
+            if (o->algo < 0) return refuse(err, n, "--algo: expected auto, per-example, two-gemm or fused, got '%s'", v);
         } else if (parse_number(a, v, o, err, n)) {
             return 1;
         }
@@ -620,6 +622,31 @@ static void print_context(int argc, char **argv, const options *o, const bench *
     print_labels(o, &b->wl);
 }
 
+/* {"candidates": [id, id], "examples": [{"tokens": [...], "label": l}, ...]}; 0 ok, 1 on error */
+static int dump_tokens(const char *path, const workload *wl) {
+    FILE *f = fopen(path, "w");
+    int32_t e, k;
+    if (!f) {
+        fprintf(stderr, "bench_llm: cannot write %s\n", path);
+        return 1;
+    }
+    fprintf(f, "{\"candidates\": [%d, %d], \"synthetic\": %s, \"examples\": [", (int)wl->cand[0], (int)wl->cand[1],
+            wl->synthetic ? "true" : "false");
+    for (e = 0; e < wl->B; e++) {
+        fprintf(f, "%s\n  {\"label\": %d, \"tokens\": [", e ? "," : "", (int)wl->ex[e].label);
+        for (k = 0; k < wl->ex[e].n_tokens; k++) fprintf(f, "%s%d", k ? ", " : "", (int)wl->ex[e].tokens[k]);
+        fprintf(f, "]}");
+    }
+    fprintf(f, "\n]}\n");
+    if (fclose(f) != 0) {
+        fprintf(stderr, "bench_llm: cannot write %s\n", path);
+        remove(path);
+        return 1;
+    }
+    printf("bench_llm: wrote the token batch (%d examples) to %s\n", (int)wl->B, path);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     options o;
     bench b;
@@ -644,6 +671,11 @@ int main(int argc, char **argv) {
     if (bench_open(&o, &b) != 0) {
         bench_close(&b);
         return 1;
+    }
+    if (o.dump_tokens) {   /* the token batch, for bench/torch_mezo.py */
+        rc = dump_tokens(o.dump_tokens, &b.wl);
+        bench_close(&b);
+        return rc;
     }
     print_context(argc, argv, &o, &b);
     rc = strcmp(o.part, "memory") ? bench_time(&o, &b) : 0;
