@@ -146,6 +146,29 @@ static void grzo__form_sliver(const float *w, const float *u, const float *f, co
     }
 }
 
+/* A copy's formed block straight from row-major W and freshly generated U rows, without
+   packing W and U first: one transposing pass per element instead of three, for ops with one
+   or two copies (a MeZO or FZOO pass, whose packed panels would serve no other copy). U rows
+   go to `urows` (width x kc floats). The same expression as grzo__form_sliver: the same bits. */
+static void grzo__form_block_direct(const float *W, int64_t ld, const grzo_noise *base, const grzo__fused_copy *cq,
+                                    int64_t j0, int64_t j1, int64_t k0, int64_t kc, int64_t width, float *urows,
+                                    float *f, float *out) {
+    int64_t q, i, k;
+    for (q = j0; q < j1; q += width, out += width * kc) {
+        int64_t h = j1 - q < width ? j1 - q : width;
+        const float *w = W + q * ld + k0;
+        for (i = 0; i < h; i++) {
+            grzo_noise_fill(base, (uint64_t)((q + i) * ld + k0), (size_t)kc, urows + i * kc);
+            f[i] = cq->r ? cq->scale * cq->r[q + i] : cq->scale;
+        }
+        for (k = 0; k < kc; k++) {
+            float sk = cq->s ? cq->s[k0 + k] : 1.0f, *o = out + k * width;
+            for (i = 0; i < h; i++) o[i] = w[i * ld + k] + (f[i] * sk) * urows[i * kc + k];
+            for (; i < width; i++) o[i] = 0.0f;
+        }
+    }
+}
+
 /* Y[copy rows, weight rows j0..j1) (+)= X_c W_c^T for one formed block, in BLIS's loop
    order: each X sliver (L1) meets every formed weight sliver of the block (L2). */
 static void grzo__ukr_block(const grzo__ukr *u, const float *formed, int64_t j0, int64_t j1, const float *xpack,
@@ -197,9 +220,9 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     if (nt > 1) n_blocks = (n_blocks + nt - 1) / nt * nt;
     if (n_blocks > n_slivers) n_blocks = n_slivers;
     per_block = (n_slivers + n_blocks - 1) / n_blocks;   /* the largest block: slivers are split evenly */
-    /* per thread: packed W, packed U and one copy's formed weights of a block, one U row,
-       the f vector */
-    t_elems = (size_t)(3 * per_block * u->wp * kc_max + kc_max + u->wp + 15) / 16 * 16;
+    /* per thread: packed W, packed U and one copy's formed weights of a block, one sliver's
+       U rows, the f vector */
+    t_elems = (size_t)(3 * per_block * u->wp * kc_max + u->wp * kc_max + u->wp + 15) / 16 * 16;
     xpack = (float *)grzo__aligned_take(&sc, (size_t)(x_elems > 0 ? x_elems : 1) * sizeof(float));
     tbuf = (float *)grzo__aligned_take(&sc, (size_t)nt * t_elems * sizeof(float));
     if (!xpack || !tbuf) { grzo__cpu_release(&sc); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed"); }
@@ -217,8 +240,17 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
             upk = wpk + per_block * u->wp * kc;
             formed = upk + per_block * u->wp * kc;
             row = formed + per_block * u->wp * kc;
-            f = row + kc;
+            f = row + u->wp * kc;
             if (j0 >= j1) continue;
+            if (n_copies <= 2) {
+                for (cc = 0; cc < n_copies; cc++) {
+                    if (cp[cc].n_rows == 0) continue;
+                    grzo__form_block_direct(W, d_in, &pt->base, &cp[cc], j0, j1, k0, kc, u->wp, row, f, formed);
+                    grzo__ukr_block(u, formed, j0, j1, xpack + cp[cc].x_off, cp[cc].n_rows, kc, beta,
+                                    a->y + cp[cc].row0 * d_out, d_out);
+                }
+                continue;
+            }
             grzo__pack_rows(W, d_in, j0, j1 - j0, k0, kc, u->wp, wpk);
             grzo__pack_u(&pt->base, d_in, j0, j1 - j0, k0, kc, u->wp, row, upk);
             for (cc = 0; cc < n_copies; cc++) {

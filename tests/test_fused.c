@@ -20,9 +20,11 @@
 #define D_OUT 75
 #define N_SEG 8
 
-static const int64_t seg_rows[N_SEG] = { 13, 37, 0, 1, 5, 13, 37, 9 };
-static const int8_t seg_sign[N_SEG] = { 1, 1, 1, -1, -1, -1, 0, 1 };
-static const int64_t seg_example[N_SEG] = { 0, 1, 2, 0, 1, 2, 0, 3 };
+/* layout 0: seven copies (the packed-panel path); layout 1: a "+" and a "-" run, i.e. at
+   most two copies (the path that forms straight from W, as in a MeZO pass) */
+static const int64_t seg_rows[2][N_SEG] = { { 13, 37, 0, 1, 5, 13, 37, 9 }, { 13, 37, 5, 1, 13, 37, 5, 1 } };
+static const int8_t seg_sign[2][N_SEG] = { { 1, 1, 1, -1, -1, -1, 0, 1 }, { 1, 1, 1, 1, -1, -1, -1, -1 } };
+static const int64_t seg_example[2][N_SEG] = { { 0, 1, 2, 0, 1, 2, 0, 3 }, { 0, 0, 0, 0, 0, 0, 0, 0 } };
 
 static void run_linear(grzo_cpu_linear_algo algo, int threads, const grzo_linear_args *a0, float *y)
 {
@@ -51,15 +53,16 @@ static float formed(const float *W, const grzo_perturb *pt, int64_t c, int64_t j
     return W[j * D_IN + k] + scale * u;
 }
 
-static void check_case(int flipout, uint32_t dist)
+static void check_case(int layout, int flipout, uint32_t dist)
 {
     int64_t off[N_SEG + 1], n_rows = 0, c, n, j, k;
     float *W, *X, *y1, *y2, *ype, *wp;
     grzo_perturb pt;
     grzo_linear_args a;
     double worst = 0.0;
-    for (c = 0; c < N_SEG; c++) { off[c] = n_rows; n_rows += seg_rows[c]; }
-    off[N_SEG] = n_rows;
+    int n_seg = layout == 1 && flipout ? 2 : N_SEG;   /* flipout, layout 1: one example's "+" and "-" */
+    for (c = 0; c < n_seg; c++) { off[c] = n_rows; n_rows += layout == 1 && flipout ? 4 * seg_rows[layout][4 * c] : seg_rows[layout][c]; }
+    off[n_seg] = n_rows;
     W = (float *)malloc(sizeof(float) * D_OUT * D_IN);
     X = (float *)malloc(sizeof(float) * (size_t)(n_rows * D_IN));
     wp = (float *)malloc(sizeof(float) * D_IN);
@@ -77,10 +80,10 @@ static void check_case(int flipout, uint32_t dist)
     pt.sigma = 0.02f;
     pt.flipout = flipout;
     pt.n_examples = 4;
-    pt.n_segments = N_SEG;
+    pt.n_segments = n_seg;
     pt.offsets = off;
-    pt.sign = seg_sign;
-    pt.example = seg_example;
+    pt.sign = layout == 1 && flipout ? seg_sign[1] + 3 : seg_sign[layout];   /* {1, -1} */
+    pt.example = seg_example[layout];
     memset(&a, 0, sizeof a);
     a.w.data = W;
     a.w.kind = GRZO_BLOCK_MATRIX;
@@ -94,8 +97,8 @@ static void check_case(int flipout, uint32_t dist)
     run_linear(GRZO_CPU_LINEAR_FUSED, 2, &a, y2);
     run_linear(GRZO_CPU_LINEAR_PER_EXAMPLE, 1, &a, ype);
     CHECKF(memcmp(y1, y2, sizeof(float) * (size_t)(n_rows * D_OUT)) == 0,
-           "flipout %d dist %u: 1 and 2 threads differ", flipout, (unsigned)dist);
-    for (c = 0; c < N_SEG; c++)
+           "layout %d flipout %d dist %u: 1 and 2 threads differ", layout, flipout, (unsigned)dist);
+    for (c = 0; c < n_seg; c++)
         for (j = 0; j < D_OUT; j++) {
             for (k = 0; k < D_IN; k++) wp[k] = formed(W, &pt, c, j, k);
             for (n = off[c]; n < off[c + 1]; n++) {
@@ -109,12 +112,12 @@ static void check_case(int flipout, uint32_t dist)
                 d_pe = fabs((double)y1[n * D_OUT + j] - (double)ype[n * D_OUT + j]);
                 if (d_ex / bound > worst) worst = d_ex / bound;
                 CHECKF(d_ex <= bound && d_pe <= 2.0 * bound,
-                       "flipout %d dist %u row %lld col %lld: fused %.9g exact %.9g per-example %.9g bound %.3g",
-                       flipout, (unsigned)dist, (long long)n, (long long)j, (double)y1[n * D_OUT + j], exact,
+                       "layout %d flipout %d dist %u row %lld col %lld: fused %.9g exact %.9g per-example %.9g bound %.3g",
+                       layout, flipout, (unsigned)dist, (long long)n, (long long)j, (double)y1[n * D_OUT + j], exact,
                        (double)ype[n * D_OUT + j], bound);
             }
         }
-    printf("test_fused: flipout %d, %s U: worst |fused - exact| = %.3f of K eps sum|x w'|\n", flipout,
+    printf("test_fused: layout %d, flipout %d, %s U: worst |fused - exact| = %.3f of K eps sum|x w'|\n", layout, flipout,
            dist == GRZO_NOISE_GAUSSIAN ? "Gaussian" : "Rademacher", worst);
     free(W); free(X); free(wp); free(y1); free(y2); free(ype);
 }
@@ -137,9 +140,12 @@ int main(int argc, char **argv)
         tu_skip("test_fused", "BLIS has no micro-kernel for this CPU");
     }
     grzo_backend_destroy(&be);
-    check_case(1, GRZO_NOISE_RADEMACHER);
-    check_case(0, GRZO_NOISE_RADEMACHER);
-    check_case(1, GRZO_NOISE_GAUSSIAN);
-    check_case(0, GRZO_NOISE_GAUSSIAN);
+    {
+        int layout, flip, gauss;
+        for (layout = 0; layout < 2; layout++)
+            for (flip = 0; flip < 2; flip++)
+                for (gauss = 0; gauss < 2; gauss++)
+                    check_case(layout, flip, gauss ? GRZO_NOISE_GAUSSIAN : GRZO_NOISE_RADEMACHER);
+    }
     return tu_finish("test_fused");
 }
