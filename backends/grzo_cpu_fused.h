@@ -147,9 +147,10 @@ static void grzo__form_sliver(const float *w, const float *u, const float *f, co
 }
 
 /* A copy's formed block straight from row-major W and freshly generated U rows, without
-   packing W and U first: one transposing pass per element instead of three, for ops with one
-   or two copies (a MeZO or FZOO pass, whose packed panels would serve no other copy). U rows
-   go to `urows` (width x kc floats). The same expression as grzo__form_sliver: the same bits. */
+   packing W and U first: one transposing pass per element instead of three, for ops with a
+   single copy (a MeZO or FZOO pass: packed panels would serve no other copy; with two copies
+   regenerating U twice costs more than it saves). U rows go to `urows` (width x kc floats).
+   The same expression as grzo__form_sliver: the same bits. */
 static void grzo__form_block_direct(const float *W, int64_t ld, const grzo_noise *base, const grzo__fused_copy *cq,
                                     int64_t j0, int64_t j1, int64_t k0, int64_t kc, int64_t width, float *urows,
                                     float *f, float *out) {
@@ -242,7 +243,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
             row = formed + per_block * u->wp * kc;
             f = row + u->wp * kc;
             if (j0 >= j1) continue;
-            if (n_copies <= 2) {
+            if (n_copies == 1) {
                 for (cc = 0; cc < n_copies; cc++) {
                     if (cp[cc].n_rows == 0) continue;
                     grzo__form_block_direct(W, d_in, &pt->base, &cp[cc], j0, j1, k0, kc, u->wp, row, f, formed);

@@ -20,10 +20,11 @@
 #define D_OUT 75
 #define N_SEG 8
 
-/* layout 0: seven copies (the packed-panel path); layout 1: a "+" and a "-" run, i.e. at
-   most two copies (the path that forms straight from W, as in a MeZO pass) */
+/* layout 0: seven copies (the packed-panel path); layout 1: shared Z, one run of one sign,
+   i.e. one copy (the path that forms straight from W, as in a MeZO pass); flipout, one
+   example's "+" and "-" copies */
 static const int64_t seg_rows[2][N_SEG] = { { 13, 37, 0, 1, 5, 13, 37, 9 }, { 13, 37, 5, 1, 13, 37, 5, 1 } };
-static const int8_t seg_sign[2][N_SEG] = { { 1, 1, 1, -1, -1, -1, 0, 1 }, { 1, 1, 1, 1, -1, -1, -1, -1 } };
+static const int8_t seg_sign[2][N_SEG] = { { 1, 1, 1, -1, -1, -1, 0, 1 }, { -1, -1, -1, -1, -1, -1, -1, -1 } };
 static const int64_t seg_example[2][N_SEG] = { { 0, 1, 2, 0, 1, 2, 0, 3 }, { 0, 0, 0, 0, 0, 0, 0, 0 } };
 
 static void run_linear(grzo_cpu_linear_algo algo, int threads, const grzo_linear_args *a0, float *y)
@@ -82,7 +83,7 @@ static void check_case(int layout, int flipout, uint32_t dist)
     pt.n_examples = 4;
     pt.n_segments = n_seg;
     pt.offsets = off;
-    pt.sign = layout == 1 && flipout ? seg_sign[1] + 3 : seg_sign[layout];   /* {1, -1} */
+    pt.sign = layout == 1 && flipout ? seg_sign[0] + 2 : seg_sign[layout];   /* flipout: {1, -1} */
     pt.example = seg_example[layout];
     memset(&a, 0, sizeof a);
     a.w.data = W;
