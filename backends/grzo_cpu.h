@@ -171,19 +171,43 @@ static void grzo__cpu_destroy(void *self) {
 static const char *grzo__cpu_last_error(void *self) { return ((grzo__cpu *)self)->err; }
 
 /* ---- random tensors for one op ------------------------------------------------------------------ */
+/* grzo_noise_fill expands whole 128-element Rademacher groups through a table but the ends of
+   a range that starts or stops mid-group bit by bit, several times slower; rows of widths like
+   576 start mid-group. These fill whole groups only: the same values (the same function at the
+   same indices). */
+#define GRZO__CPU_NOISE_SLACK 256   /* extra floats a whole-group fill may need */
+
+/* Elements [first, first + count) of the tensor, computed as whole groups into tmp (count +
+   GRZO__CPU_NOISE_SLACK floats); returns where element `first` landed in tmp. */
+static const float *grzo__cpu_noise_whole(const grzo_noise *n, uint64_t first, size_t count, float *tmp) {
+    uint64_t g = n->dist == GRZO_NOISE_GAUSSIAN ? 4u : 128u, a = first / g * g, b = (first + count + g - 1) / g * g;
+    grzo_noise_fill(n, a, (size_t)(b - a), tmp);
+    return tmp + (first - a);
+}
+
+/* Elements [first, first + count) into out, in pieces split at whole groups, in parallel. */
+static void grzo__cpu_fill_range(int nt, const grzo_noise *n, uint64_t first, int64_t count, float *out) {
+    const int64_t piece = 128 * 64;
+    uint64_t a0 = first / (uint64_t)piece * (uint64_t)piece;
+    int64_t n_pieces = (int64_t)((first + (uint64_t)count - a0 + (uint64_t)piece - 1) / (uint64_t)piece), q;
+    GRZO__OMP_FOR
+    for (q = 0; q < n_pieces; q++) {
+        uint64_t s = a0 + (uint64_t)(q * piece), e = s + (uint64_t)piece;
+        if (s < first) s = first;
+        if (e > first + (uint64_t)count) e = first + (uint64_t)count;
+        if (e > s) grzo_noise_fill(n, s, (size_t)(e - s), out + (s - first));
+    }
+}
+
 /* Sign vectors of all B examples: R[e][j] (length len each) from stream `stream`. */
 static void grzo__cpu_fill_signs(int nt, const grzo_noise *base, uint32_t stream, int64_t B, int64_t len, float *out) {
     grzo_noise n = grzo__sign_noise(base, stream);
-    int64_t e;
-    GRZO__OMP_FOR
-    for (e = 0; e < B; e++) grzo_noise_fill(&n, (uint64_t)(e * len), (size_t)len, out + e * len);
+    grzo__cpu_fill_range(nt, &n, 0, B * len, out);
 }
 
-/* U rows [j0, j1) of a rows x cols block into out */
+/* U rows [j0, j1) of a rows x cols block into out: one contiguous range of the tensor */
 static void grzo__cpu_fill_u(int nt, const grzo_noise *base, int64_t cols, int64_t j0, int64_t j1, float *out) {
-    int64_t j;
-    GRZO__OMP_FOR
-    for (j = j0; j < j1; j++) grzo_noise_fill(base, (uint64_t)(j * cols), (size_t)cols, out + (j - j0) * cols);
+    grzo__cpu_fill_range(nt, base, (uint64_t)(j0 * cols), (j1 - j0) * cols, out);
 }
 
 /* scratch that is freed on every exit path */
@@ -597,7 +621,7 @@ static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
     float *S = NULL, *R = NULL, *scratch;
     double shared = 0.0;
     int64_t e;
-    scratch = (float *)malloc((size_t)(nt * (2 * cols + B)) * sizeof(float));
+    scratch = (float *)malloc((size_t)(nt * (3 * cols + B + GRZO__CPU_NOISE_SLACK)) * sizeof(float));
     if (flip) {
         R = (float *)malloc((size_t)(B * rows) * sizeof(float));
         if (!vec) S = (float *)malloc((size_t)(B * cols) * sizeof(float));
@@ -611,10 +635,11 @@ static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
     for (e = 0; e < B; e++) shared += a->coeff[e];
     GRZO__OMP_FOR
     for (j = 0; j < rows; j++) {
-        float *u = scratch + grzo__cpu_thread() * (2 * cols + B), *g = u + cols, *rc = g + cols, *p = P + j * cols;
+        float *g = scratch + grzo__cpu_thread() * (3 * cols + B + GRZO__CPU_NOISE_SLACK), *rc = g + cols, *p = P + j * cols;
+        const float *u;
         int64_t k, i;
         if (a->touched && !a->touched[j]) continue;
-        grzo_noise_fill(&a->base, (uint64_t)(j * cols), (size_t)cols, u);
+        u = grzo__cpu_noise_whole(&a->base, (uint64_t)(j * cols), (size_t)cols, rc + B);   /* U row j */
         if (!flip) {
             float gs = (float)shared;
             for (k = 0; k < cols; k++) p[k] = p[k] - u[k] * gs - a->decay * p[k];

@@ -99,7 +99,8 @@ static void grzo__pack_rows(const float *M, int64_t ld, int64_t r0, int64_t n, i
     }
 }
 
-/* U rows [j0, j0 + n), columns [k0, k0 + kc) of a d_in-wide block, packed like W. */
+/* U rows [j0, j0 + n), columns [k0, k0 + kc) of a d_in-wide block, packed like W; `row`
+   holds kc + GRZO__CPU_NOISE_SLACK floats. */
 static void grzo__pack_u(const grzo_noise *base, int64_t d_in, int64_t j0, int64_t n, int64_t k0, int64_t kc,
                          int64_t width, float *row, float *out) {
     int64_t q, i, k;
@@ -107,8 +108,8 @@ static void grzo__pack_u(const grzo_noise *base, int64_t d_in, int64_t j0, int64
         int64_t h = n - q < width ? n - q : width;
         float *o = out + q * kc;
         for (i = 0; i < h; i++) {
-            grzo_noise_fill(base, (uint64_t)((j0 + q + i) * d_in + k0), (size_t)kc, row);
-            for (k = 0; k < kc; k++) o[k * width + i] = row[k];
+            const float *ur = grzo__cpu_noise_whole(base, (uint64_t)((j0 + q + i) * d_in + k0), (size_t)kc, row);
+            for (k = 0; k < kc; k++) o[k * width + i] = ur[k];
         }
         for (; i < width; i++)
             for (k = 0; k < kc; k++) o[k * width + i] = 0.0f;
@@ -149,17 +150,19 @@ static void grzo__form_sliver(const float *w, const float *u, const float *f, co
 /* A copy's formed block straight from row-major W and freshly generated U rows, without
    packing W and U first: one transposing pass per element instead of three, for ops with a
    single copy (a MeZO or FZOO pass: packed panels would serve no other copy; with two copies
-   regenerating U twice costs more than it saves). U rows go to `urows` (width x kc floats).
+   regenerating U twice costs more than it saves). U rows go to `urows` (width x kc floats)
+   through `tmp` (kc + GRZO__CPU_NOISE_SLACK floats).
    The same expression as grzo__form_sliver: the same bits. */
 static void grzo__form_block_direct(const float *W, int64_t ld, const grzo_noise *base, const grzo__fused_copy *cq,
                                     int64_t j0, int64_t j1, int64_t k0, int64_t kc, int64_t width, float *urows,
-                                    float *f, float *out) {
+                                    float *tmp, float *f, float *out) {
     int64_t q, i, k;
     for (q = j0; q < j1; q += width, out += width * kc) {
         int64_t h = j1 - q < width ? j1 - q : width;
         const float *w = W + q * ld + k0;
         for (i = 0; i < h; i++) {
-            grzo_noise_fill(base, (uint64_t)((q + i) * ld + k0), (size_t)kc, urows + i * kc);
+            const float *ur = grzo__cpu_noise_whole(base, (uint64_t)((q + i) * ld + k0), (size_t)kc, tmp);
+            memcpy(urows + i * kc, ur, (size_t)kc * sizeof(float));
             f[i] = cq->r ? cq->scale * cq->r[q + i] : cq->scale;
         }
         for (k = 0; k < kc; k++) {
@@ -223,7 +226,8 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     per_block = (n_slivers + n_blocks - 1) / n_blocks;   /* the largest block: slivers are split evenly */
     /* per thread: packed W, packed U and one copy's formed weights of a block, one sliver's
        U rows, the f vector */
-    t_elems = (size_t)(3 * per_block * u->wp * kc_max + u->wp * kc_max + u->wp + 15) / 16 * 16;
+    t_elems = (size_t)(3 * per_block * u->wp * kc_max + u->wp * kc_max + kc_max + GRZO__CPU_NOISE_SLACK + u->wp + 15) /
+              16 * 16;
     xpack = (float *)grzo__aligned_take(&sc, (size_t)(x_elems > 0 ? x_elems : 1) * sizeof(float));
     tbuf = (float *)grzo__aligned_take(&sc, (size_t)nt * t_elems * sizeof(float));
     if (!xpack || !tbuf) { grzo__cpu_release(&sc); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed"); }
@@ -237,23 +241,24 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
         for (blk = 0; blk < n_blocks; blk++) {
             int64_t s0 = blk * n_slivers / n_blocks, s1 = (blk + 1) * n_slivers / n_blocks;
             int64_t j0 = s0 * u->wp, j1 = s1 * u->wp > d_out ? d_out : s1 * u->wp, q, i, cc;
-            float *wpk = tbuf + (size_t)grzo__cpu_thread() * t_elems, *upk, *formed, *row, *f;
+            float *wpk = tbuf + (size_t)grzo__cpu_thread() * t_elems, *upk, *formed, *row, *tmp, *f;
             upk = wpk + per_block * u->wp * kc;
             formed = upk + per_block * u->wp * kc;
             row = formed + per_block * u->wp * kc;
-            f = row + u->wp * kc;
+            tmp = row + u->wp * kc;
+            f = tmp + kc + GRZO__CPU_NOISE_SLACK;
             if (j0 >= j1) continue;
             if (n_copies == 1) {
                 for (cc = 0; cc < n_copies; cc++) {
                     if (cp[cc].n_rows == 0) continue;
-                    grzo__form_block_direct(W, d_in, &pt->base, &cp[cc], j0, j1, k0, kc, u->wp, row, f, formed);
+                    grzo__form_block_direct(W, d_in, &pt->base, &cp[cc], j0, j1, k0, kc, u->wp, row, tmp, f, formed);
                     grzo__ukr_block(u, formed, j0, j1, xpack + cp[cc].x_off, cp[cc].n_rows, kc, beta,
                                     a->y + cp[cc].row0 * d_out, d_out);
                 }
                 continue;
             }
             grzo__pack_rows(W, d_in, j0, j1 - j0, k0, kc, u->wp, wpk);
-            grzo__pack_u(&pt->base, d_in, j0, j1 - j0, k0, kc, u->wp, row, upk);
+            grzo__pack_u(&pt->base, d_in, j0, j1 - j0, k0, kc, u->wp, tmp, upk);
             for (cc = 0; cc < n_copies; cc++) {
                 const grzo__fused_copy *cq = &cp[cc];
                 if (cq->n_rows == 0) continue;
