@@ -10,17 +10,20 @@
 
      for each KC block of the shared dimension (sequential: the kernel accumulates in Y)
        pack every copy's rows of X into NR-wide (or MR-wide) slivers, once
-       for each block of weight rows (one thread each)
+       for each block of weight rows (about MC/3 rows; one thread each)
          pack W and U of the block into slivers, once (U regenerated from the counter RNG)
-         for each copy: form one sliver of W + f_c (.) U from the two packed slivers
-                        (in L1), then run the micro-kernel over that copy's X slivers
+         for each copy: form its weight block W + f_c (.) U from the two packed panels
+                        (held in L2), then, X sliver by X sliver (L1), run the micro-kernel
+                        over every formed weight sliver
 
-   so W and U are read and packed once per call whatever the number of copies, each copy's
-   perturbed weight is never materialized beyond one sliver, and every product runs in the
-   library's tuned kernel. The formed weights are bit-identical to the per-example path's
-   (w + (f r_j)(u s_k) with exact sign flips, no contraction: C99 mode); only the order of
-   the K-sum differs from OpenBLAS's, so results agree within fp32 reassociation:
-   |y - y_ref| <= 2 K eps sum_k |x_k| |w'_jk| (eps = 2^-24), tested in test_ops.
+   so W and U are read and packed once per call whatever the number of copies, a copy's
+   perturbed weight exists one cache block at a time, and every product runs in the
+   library's tuned kernel. An op with a single copy (a MeZO or FZOO pass) skips the packed
+   panels and forms each block straight from W and fresh U rows. The formed weights are
+   bit-identical to the per-example path's (w + (f r_j s_k) u with exact sign flips, no
+   contraction: C99 mode); only the order of the K-sum differs from OpenBLAS's, so
+   |y - y_exact| <= K eps sum_k |x_k| |w'_jk| (eps = 2^-24) and the two paths agree within
+   twice that: tests/test_fused.c.
 
    Results do not depend on the thread count: a weight-row block is computed by one thread,
    and the K blocks run in a fixed order. */
