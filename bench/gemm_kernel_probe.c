@@ -6,6 +6,9 @@
 #include "grzo.h"
 #include "backends/grzo_cpu.h"
 #include "examples/common/cpu_env.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 int main(int argc, char **argv)
 {
@@ -14,6 +17,9 @@ int main(int argc, char **argv)
     const char *line = "", *warning = "";
     (void)argc;
     cpu_env_reexec(argv);
+#ifdef _OPENMP
+    omp_set_num_threads(1);   /* OpenBLAS's OpenMP build follows it */
+#endif
     memset(&cd, 0, sizeof cd);
     cd.n_threads = 1;
     if (grzo_backend_cpu_create(&cd, &be) != GRZO_OK || grzo_backend_cpu_kernels(&be, &line, &warning) != GRZO_OK) {
