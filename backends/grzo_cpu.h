@@ -11,6 +11,10 @@
                         libopenblas-openmp-dev on Debian: the pthread build's spinning
                         threads slow our OpenMP loops 10-30x). Without it, portable
                         C loops compute every product (correct, several times slower).
+     GRZO_USE_BLIS      the fused perturbed GEMM on BLIS's micro-kernel (link -lblis;
+                        libblis-dev on Debian; blis.h needs _POSIX_C_SOURCE >= 200112L).
+                        Without it, or where BLIS has no kernel for the CPU, FUSED falls
+                        back to PER_EXAMPLE.
      _OPENMP            (set by -fopenmp) parallel loops; without it, one thread.
 
    The perturbed linear picks, per call, between two exact algorithms:
