@@ -123,6 +123,24 @@ static void check_case(int layout, int flipout, uint32_t dist)
     free(W); free(X); free(wp); free(y1); free(y2); free(ype);
 }
 
+/* The old-kernel detection: OpenBLAS core names to SIMD levels, and the remedy it names. */
+static void check_kernel_detection(void)
+{
+#ifdef GRZO_USE_OPENBLAS
+    const char *name;
+    char value[32];
+    int i;
+    CHECK(grzo__openblas_core_level("Prescott") == 0);
+    CHECK(grzo__openblas_core_level("Sandybridge") == 1);
+    CHECK(grzo__openblas_core_level("Haswell") == 2 && grzo__openblas_core_level("Zen") == 2);
+    CHECK(grzo__openblas_core_level("SkylakeX") == 3 && grzo__openblas_core_level("cooperlake") == 3);
+    CHECK(strcmp(grzo__openblas_core_for(3), "SkylakeX") == 0 && strcmp(grzo__openblas_core_for(2), "Haswell") == 0);
+    /* after cpu_env_reexec's settings the libraries run this CPU's kernels: nothing is left */
+    for (i = 0; grzo_cpu_kernel_env(i, &name, value, sizeof value); i++)
+        CHECKF(0, "%s=%s still suggested after the re-exec", name, value);
+#endif
+}
+
 int main(int argc, char **argv)
 {
     grzo_backend be;
@@ -134,6 +152,7 @@ int main(int argc, char **argv)
 #endif
     REQUIRE(grzo_backend_cpu_create(NULL, &be) == GRZO_OK);
     REQUIRE(grzo_backend_cpu_kernels(&be, &line, &warning) == GRZO_OK);
+    check_kernel_detection();
     printf("test_fused: %s\n", line);
     if (strstr(line, "(off")) {
         printf("test_fused: %s\n", warning);
