@@ -11,6 +11,10 @@
                         libopenblas-openmp-dev on Debian: the pthread build's spinning
                         threads slow our OpenMP loops 10-30x). Without it, portable
                         C loops compute every product (correct, several times slower).
+     GRZO_USE_BLIS      the fused perturbed GEMM on BLIS's micro-kernel (link -lblis;
+                        libblis-dev on Debian; blis.h needs _POSIX_C_SOURCE >= 200112L).
+                        Without it, or where BLIS has no kernel for the CPU, FUSED falls
+                        back to PER_EXAMPLE.
      _OPENMP            (set by -fopenmp) parallel loops; without it, one thread.
 
    The perturbed linear picks, per call, between two exact algorithms:
@@ -22,7 +26,11 @@
      TWO_GEMM     Y = X W^T + sigma ((X(.)s) U^T)(.)r for all rows: twice the FLOPs,
                   but no per-copy forming, so it wins when copies have few rows (an
                   output head read at one position per example).
-   AUTO chooses PER_EXAMPLE when the copies average at least 8 rows.
+     FUSED        (GRZO_USE_BLIS) PER_EXAMPLE's algorithm in one pass: W and U packed once
+                  per cache block, each copy's W +- sigma U(.)(r s^T) formed while packing
+                  and multiplied by BLIS's micro-kernel (backends/grzo_cpu_fused.h). Also
+                  serves the shared-Z passes (MeZO, FZOO): W + sigma U is formed while packing.
+   AUTO chooses FUSED (PER_EXAMPLE without BLIS) when the copies average at least 8 rows.
    Transient memory is bounded by desc.transient_bytes (default 8 MiB): weights are
    processed in chunks of output rows.
 
@@ -41,7 +49,8 @@ extern "C" {
 typedef enum grzo_cpu_linear_algo {
     GRZO_CPU_LINEAR_AUTO = 0,
     GRZO_CPU_LINEAR_PER_EXAMPLE,
-    GRZO_CPU_LINEAR_TWO_GEMM
+    GRZO_CPU_LINEAR_TWO_GEMM,
+    GRZO_CPU_LINEAR_FUSED        /* needs GRZO_USE_BLIS and a BLIS kernel for this CPU, else PER_EXAMPLE */
 } grzo_cpu_linear_algo;
 
 typedef struct grzo_cpu_desc {
@@ -51,6 +60,14 @@ typedef struct grzo_cpu_desc {
 } grzo_cpu_desc;
 
 GRZO_API grzo_status grzo_backend_cpu_create(const grzo_cpu_desc *desc, grzo_backend *out);
+/* The GEMM kernels a CPU backend runs, one line for logs ("OpenBLAS 0.3.21 ... core Haswell;
+   fused: BLIS 0.9.0 skx"), and a warning with the remedy when a library runs kernels older
+   than the CPU supports ("" when none). Returns INVALID_ARG if `be` is not a CPU backend. */
+GRZO_API grzo_status grzo_backend_cpu_kernels(const grzo_backend *be, const char **line, const char **warning);
+/* Environment setting i (0, 1, ...) that makes OpenBLAS/BLIS use this CPU's kernels: returns 1
+   and fills *name and value (e.g. OPENBLAS_CORETYPE=SkylakeX), 0 when there is no i-th. The
+   libraries read them when they initialize, so a program sets them and re-executes itself. */
+GRZO_API int grzo_cpu_kernel_env(int i, const char **name, char *value, size_t value_size);
 
 #ifdef __cplusplus
 }
@@ -68,10 +85,13 @@ GRZO_API grzo_status grzo_backend_cpu_create(const grzo_cpu_desc *desc, grzo_bac
 #include <cblas.h>
 #endif
 
+struct grzo__ukr;
 typedef struct grzo__cpu {
     int n_threads;
     grzo_cpu_linear_algo algo;
     size_t transient;
+    struct grzo__ukr *ukr;   /* the fused path's micro-kernel, NULL without one */
+    char kernels[192], warning[320];
     char err[160];
 } grzo__cpu;
 
@@ -149,23 +169,50 @@ static grzo_status grzo__cpu_copy(void *self, void *dst, const void *src, size_t
     if (bytes) memmove(dst, src, bytes);
     return GRZO_OK;
 }
-static void grzo__cpu_destroy(void *self) { free(self); }
+static void grzo__cpu_destroy(void *self) {
+    free(((grzo__cpu *)self)->ukr);
+    free(self);
+}
 static const char *grzo__cpu_last_error(void *self) { return ((grzo__cpu *)self)->err; }
 
 /* ---- random tensors for one op ------------------------------------------------------------------ */
+/* grzo_noise_fill expands whole 128-element Rademacher groups through a table but the ends of
+   a range that starts or stops mid-group bit by bit, several times slower; rows of widths like
+   576 start mid-group. These fill whole groups only: the same values (the same function at the
+   same indices). */
+#define GRZO__CPU_NOISE_SLACK 256   /* extra floats a whole-group fill may need */
+
+/* Elements [first, first + count) of the tensor, computed as whole groups into tmp (count +
+   GRZO__CPU_NOISE_SLACK floats); returns where element `first` landed in tmp. */
+static const float *grzo__cpu_noise_whole(const grzo_noise *n, uint64_t first, size_t count, float *tmp) {
+    uint64_t g = n->dist == GRZO_NOISE_GAUSSIAN ? 4u : 128u, a = first / g * g, b = (first + count + g - 1) / g * g;
+    grzo_noise_fill(n, a, (size_t)(b - a), tmp);
+    return tmp + (first - a);
+}
+
+/* Elements [first, first + count) into out, in pieces split at whole groups, in parallel. */
+static void grzo__cpu_fill_range(int nt, const grzo_noise *n, uint64_t first, int64_t count, float *out) {
+    const int64_t piece = 128 * 64;
+    uint64_t a0 = first / (uint64_t)piece * (uint64_t)piece;
+    int64_t n_pieces = (int64_t)((first + (uint64_t)count - a0 + (uint64_t)piece - 1) / (uint64_t)piece), q;
+    GRZO__OMP_FOR
+    for (q = 0; q < n_pieces; q++) {
+        uint64_t s = a0 + (uint64_t)(q * piece), e = s + (uint64_t)piece;
+        if (s < first) s = first;
+        if (e > first + (uint64_t)count) e = first + (uint64_t)count;
+        if (e > s) grzo_noise_fill(n, s, (size_t)(e - s), out + (s - first));
+    }
+}
+
 /* Sign vectors of all B examples: R[e][j] (length len each) from stream `stream`. */
 static void grzo__cpu_fill_signs(int nt, const grzo_noise *base, uint32_t stream, int64_t B, int64_t len, float *out) {
     grzo_noise n = grzo__sign_noise(base, stream);
-    int64_t e;
-    GRZO__OMP_FOR
-    for (e = 0; e < B; e++) grzo_noise_fill(&n, (uint64_t)(e * len), (size_t)len, out + e * len);
+    grzo__cpu_fill_range(nt, &n, 0, B * len, out);
 }
 
-/* U rows [j0, j1) of a rows x cols block into out */
+/* U rows [j0, j1) of a rows x cols block into out: one contiguous range of the tensor */
 static void grzo__cpu_fill_u(int nt, const grzo_noise *base, int64_t cols, int64_t j0, int64_t j1, float *out) {
-    int64_t j;
-    GRZO__OMP_FOR
-    for (j = j0; j < j1; j++) grzo_noise_fill(base, (uint64_t)(j * cols), (size_t)cols, out + (j - j0) * cols);
+    grzo__cpu_fill_range(nt, base, (uint64_t)(j0 * cols), (j1 - j0) * cols, out);
 }
 
 /* scratch that is freed on every exit path */
@@ -176,6 +223,26 @@ static void *grzo__cpu_take(grzo__cpu_scratch *s, size_t bytes) {
     return p;
 }
 static void grzo__cpu_release(grzo__cpu_scratch *s) { while (s->n > 0) free(s->p[--s->n]); }
+
+/* Loops that run once per weight element and copy (forming, the update) are built for the
+   CPU's widest vectors where the compiler dispatches at run time (GCC, x86-64 Linux).
+   Without contraction (C99 mode) every width gives the same bits. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && !defined(__cplusplus)
+#define GRZO__WIDE_VECTORS __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define GRZO__WIDE_VECTORS
+#endif
+
+#ifdef __cplusplus
+#define GRZO__RESTRICT __restrict
+#else
+#define GRZO__RESTRICT restrict
+#endif
+
+#ifdef GRZO_USE_BLIS
+#include "grzo_cpu_fused.h"
+#endif
+#include "grzo_cpu_kernels.h"
 
 /* ---- linear ---------------------------------------------------------------------------------------- */
 /* Output rows per chunk so that `bufs` buffers of chunk x cols floats fit the budget. */
@@ -373,8 +440,59 @@ static grzo_status grzo__cpu_linear_shared(grzo__cpu *cpu, const grzo_linear_arg
     return GRZO_OK;
 }
 
+#ifdef GRZO_USE_BLIS
+/* The op's copies for the fused kernel: flipout segments with a sign (sign-0 segments read W
+   itself), or runs of shared-Z segments with one sign. */
+static grzo_status grzo__cpu_linear_fused_op(grzo__cpu *cpu, const grzo_linear_args *a) {
+    const grzo_perturb *pt = a->perturb;
+    const float *W = (const float *)a->w.data;
+    int64_t d_out = a->w.rows, d_in = a->w.cols, B = pt->n_examples, c = 0, n = 0;
+    int nt = cpu->n_threads, flip = pt->flipout != 0;
+    grzo__cpu_scratch sc = {{0}, 0};
+    grzo__fused_copy *cp = (grzo__fused_copy *)grzo__cpu_take(&sc, (size_t)pt->n_segments * sizeof *cp);
+    float *R = flip ? (float *)grzo__cpu_take(&sc, (size_t)(B * d_out) * sizeof(float)) : NULL;
+    float *S = flip ? (float *)grzo__cpu_take(&sc, (size_t)(B * d_in) * sizeof(float)) : NULL;
+    grzo_status st;
+    if (!cp || (flip && (!R || !S))) { grzo__cpu_release(&sc); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed"); }
+    if (flip) {
+        grzo__cpu_fill_signs(nt, &pt->base, GRZO_STREAM_SIGN_R, B, d_out, R);
+        grzo__cpu_fill_signs(nt, &pt->base, GRZO_STREAM_SIGN_S, B, d_in, S);
+    }
+    while (c < pt->n_segments) {
+        int64_t c1 = c + 1, r0 = pt->offsets[c], r1;
+        int sign = pt->sign[c];
+        while (!flip && c1 < pt->n_segments && pt->sign[c1] == sign) c1++;
+        r1 = pt->offsets[c1];
+        if (sign == 0) {
+            grzo__cpu_gemm_nt(nt, r1 - r0, d_out, d_in, a->x + r0 * d_in, d_in, W, d_in, 0.0f, a->y + r0 * d_out, d_out);
+        } else if (r1 > r0) {
+            grzo__fused_copy q;
+            memset(&q, 0, sizeof q);
+            q.row0 = r0;
+            q.n_rows = r1 - r0;
+            q.scale = (float)sign * pt->sigma;
+            if (flip) { q.r = R + pt->example[c] * d_out; q.s = S + pt->example[c] * d_in; }
+            cp[n++] = q;
+        }
+        c = c1;
+    }
+    st = n > 0 ? grzo__cpu_linear_fused(cpu, a, cp, n) : GRZO_OK;
+    grzo__cpu_release(&sc);
+    return st;
+}
+
+/* FUSED where the kernel is there and asked for (AUTO: shared Z always, flipout when the
+   copies average 8 rows or more, as PER_EXAMPLE) */
+static int grzo__cpu_takes_fused(const grzo__cpu *cpu, const grzo_linear_args *a) {
+    if (!cpu->ukr) return 0;
+    if (cpu->algo == GRZO_CPU_LINEAR_FUSED) return 1;
+    if (cpu->algo != GRZO_CPU_LINEAR_AUTO) return 0;
+    return !a->perturb->flipout || a->n_rows >= 8 * a->perturb->n_segments;
+}
+#endif
+
 static int grzo__cpu_prefers_per_example(const grzo__cpu *cpu, const grzo_linear_args *a) {
-    if (cpu->algo == GRZO_CPU_LINEAR_PER_EXAMPLE) return 1;
+    if (cpu->algo == GRZO_CPU_LINEAR_PER_EXAMPLE || cpu->algo == GRZO_CPU_LINEAR_FUSED) return 1;
     if (cpu->algo == GRZO_CPU_LINEAR_TWO_GEMM) return 0;
     return a->n_rows >= 8 * a->perturb->n_segments;
 }
@@ -765,6 +883,9 @@ static grzo_status grzo__cpu_linear(void *self, const grzo_linear_args *a) {
                           a->w.cols, 0.0f, a->y, a->w.rows);
         return GRZO_OK;
     }
+#ifdef GRZO_USE_BLIS
+    if (grzo__cpu_takes_fused(cpu, a)) return grzo__cpu_linear_fused_op(cpu, a);
+#endif
     if (!a->perturb->flipout) return grzo__cpu_linear_shared(cpu, a);
     return grzo__cpu_prefers_per_example(cpu, a) ? grzo__cpu_linear_per_example(cpu, a) : grzo__cpu_linear_two_gemm(cpu, a);
 }
@@ -859,6 +980,22 @@ static grzo_status grzo__cpu_embedding(void *self, const grzo_embedding_args *a)
 }
 
 /* ---- update: theta -= U (.) (sum_e coeff_e r_e s_e^T) + decay theta, one pass over theta ---------------------- */
+/* Row j of M = R^T diag(coeff) S, accumulated example by example along the row (B
+   multiply-adds per weight, vectorized over k), then applied with the regenerated U row.
+   Built for the CPU's widest vectors: each element's operations keep their order. */
+GRZO__WIDE_VECTORS static void grzo__cpu_update_row(float *GRZO__RESTRICT p, const float *GRZO__RESTRICT u, const float *GRZO__RESTRICT S,
+                                                    const float *GRZO__RESTRICT rc, int64_t B, int64_t cols, float decay,
+                                                    float *GRZO__RESTRICT g) {
+    int64_t i, k;
+    for (k = 0; k < cols; k++) g[k] = rc[0] * S[k];
+    for (i = 1; i < B; i++) {
+        const float *GRZO__RESTRICT s_i = S + i * cols;
+        float ri = rc[i];
+        for (k = 0; k < cols; k++) g[k] += ri * s_i[k];
+    }
+    for (k = 0; k < cols; k++) p[k] = p[k] - u[k] * g[k] - decay * p[k];
+}
+
 static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
     grzo__cpu *cpu = (grzo__cpu *)self;
     float *P = (float *)a->p.data;
@@ -869,7 +1006,7 @@ static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
     double shared = 0.0;
     int64_t e;
     if (a->variant) return grzo__cpu_update_variant(cpu, a);
-    scratch = (float *)malloc((size_t)(nt * (2 * cols + B)) * sizeof(float));
+    scratch = (float *)malloc((size_t)(nt * (3 * cols + B + GRZO__CPU_NOISE_SLACK)) * sizeof(float));
     if (flip) {
         R = (float *)malloc((size_t)(B * rows) * sizeof(float));
         if (!vec) S = (float *)malloc((size_t)(B * cols) * sizeof(float));
@@ -883,10 +1020,11 @@ static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
     for (e = 0; e < B; e++) shared += a->coeff[e];
     GRZO__OMP_FOR
     for (j = 0; j < rows; j++) {
-        float *u = scratch + grzo__cpu_thread() * (2 * cols + B), *g = u + cols, *rc = g + cols, *p = P + j * cols;
+        float *g = scratch + grzo__cpu_thread() * (3 * cols + B + GRZO__CPU_NOISE_SLACK), *rc = g + cols, *p = P + j * cols;
+        const float *u;
         int64_t k, i;
         if (a->touched && !a->touched[j]) continue;
-        grzo_noise_fill(&a->base, (uint64_t)(j * cols), (size_t)cols, u);
+        u = grzo__cpu_noise_whole(&a->base, (uint64_t)(j * cols), (size_t)cols, rc + B);   /* U row j */
         if (!flip) {
             float gs = (float)shared;
             for (k = 0; k < cols; k++) p[k] = p[k] - u[k] * gs - a->decay * p[k];
@@ -899,15 +1037,7 @@ static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
             p[0] = p[0] - u[0] * gv - a->decay * p[0];
             continue;
         }
-        /* row j of M = R^T diag(coeff) S, accumulated example by example along the row (B
-           FMAs per weight, vectorized over k), then applied with the regenerated U row */
-        for (k = 0; k < cols; k++) g[k] = rc[0] * S[k];
-        for (i = 1; i < B; i++) {
-            const float *s_i = S + i * cols;
-            float ri = rc[i];
-            for (k = 0; k < cols; k++) g[k] += ri * s_i[k];
-        }
-        for (k = 0; k < cols; k++) p[k] = p[k] - u[k] * g[k] - a->decay * p[k];
+        grzo__cpu_update_row(p, u, S, rc, B, cols, a->decay, g);
     }
     free(scratch);
     free(R);
@@ -960,7 +1090,7 @@ GRZO__DEF grzo_status grzo_backend_cpu_create(const grzo_cpu_desc *desc, grzo_ba
     out->self = NULL;
     if (desc) d = *desc; else memset(&d, 0, sizeof d);
     if (d.n_threads < 0 || d.n_threads > 1024) return GRZO_ERR_INVALID_ARG;
-    if ((int)d.linear_algo < 0 || d.linear_algo > GRZO_CPU_LINEAR_TWO_GEMM) return GRZO_ERR_INVALID_ARG;
+    if ((int)d.linear_algo < 0 || d.linear_algo > GRZO_CPU_LINEAR_FUSED) return GRZO_ERR_INVALID_ARG;
 #ifdef _OPENMP
     if (d.n_threads == 0) d.n_threads = omp_get_max_threads();
 #else
@@ -972,8 +1102,23 @@ GRZO__DEF grzo_status grzo_backend_cpu_create(const grzo_cpu_desc *desc, grzo_ba
     cpu->n_threads = d.n_threads;
     cpu->algo = d.linear_algo;
     cpu->transient = d.transient_bytes;
+#ifdef GRZO_USE_BLIS
+    cpu->ukr = (struct grzo__ukr *)malloc(sizeof *cpu->ukr);
+    if (!cpu->ukr) { free(cpu); return GRZO_ERR_OUT_OF_MEMORY; }
+    if (!grzo__ukr_init(cpu->ukr)) { free(cpu->ukr); cpu->ukr = NULL; }
+#endif
+    grzo__cpu_describe_kernels(cpu);
     out->iface = &grzo__cpu_iface;
     out->self = cpu;
+    return GRZO_OK;
+}
+
+GRZO__DEF grzo_status grzo_backend_cpu_kernels(const grzo_backend *be, const char **line, const char **warning) {
+    const grzo__cpu *cpu;
+    if (!be || be->iface != &grzo__cpu_iface || !be->self) return GRZO_ERR_INVALID_ARG;
+    cpu = (const grzo__cpu *)be->self;
+    if (line) *line = cpu->kernels;
+    if (warning) *warning = cpu->warning;
     return GRZO_OK;
 }
 

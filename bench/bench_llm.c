@@ -19,7 +19,8 @@
          any step), then two steps run.
 
    usage: bench_llm --model PATH [--data SST2_TSV] [--batch 16] [--rounds 5] [--threads N]
-                    [--transient-mb M] [--algo auto|per-example|two-gemm] [--part all|time|memory]
+                    [--transient-mb M] [--algo auto|per-example|two-gemm|fused] [--part all|time|memory]
+                    [--dump-tokens FILE]
    --transient-mb and --algo set grzo_cpu_desc.transient_bytes and .linear_algo.
    Every label of the SST-2 file must be 0 or 1 (else it exits 1 naming the line); the
    counts of each, in the file and among the B examples, are printed with the context.
@@ -43,6 +44,7 @@
 #include "grzo.h"
 #include "backends/grzo_cpu.h"
 #include "cli_args.h"
+#include "cpu_env.h"
 #include "llm.h"
 #include "model.h"
 
@@ -58,7 +60,7 @@ char *openblas_get_config(void);
 #define DEFAULT_MODEL "/work/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 typedef struct options {
-    const char *model, *data, *mem_child, *part;
+    const char *model, *data, *mem_child, *part, *dump_tokens;
     int32_t batch, rounds, threads, algo;
     int64_t transient_mb;
 } options;
@@ -354,7 +356,7 @@ static double median(double *v, int n) {
 static int bench_time(const options *o, bench *b) {
     double t[N_WORKLOADS][MAX_ROUNDS], cpu[N_WORKLOADS][MAX_ROUNDS], lin[N_WORKLOADS][MAX_ROUNDS];
     double att[N_WORKLOADS][MAX_ROUNDS];
-    double ratio[MAX_ROUNDS], cpu_ratio[MAX_ROUNDS];
+    double ratio[MAX_ROUNDS], cpu_ratio[MAX_ROUNDS], grzo_plain[MAX_ROUNDS], mezo_plain[MAX_ROUNDS];
     int64_t rows = 0;
     int r, i, w;
     for (w = 0; w < N_WORKLOADS; w++)   /* warm-up: first-touch of every buffer */
@@ -377,6 +379,8 @@ static int bench_time(const options *o, bench *b) {
         }
         ratio[r] = t[W_GRZO][r] / t[W_MEZO][r];
         cpu_ratio[r] = cpu[W_GRZO][r] / cpu[W_MEZO][r];
+        grzo_plain[r] = t[W_GRZO][r] / t[W_INFER][r];
+        mezo_plain[r] = t[W_MEZO][r] / t[W_INFER][r];
     }
     printf("\n### (a) time per step (median of %d rounds, workloads interleaved)\n\n", o->rounds);
     printf("%lld token rows per forward of 2B sequences; GEMM = time inside grzo_linear calls (perturbed or "
@@ -402,6 +406,10 @@ static int bench_time(const options *o, bench *b) {
         printf("\nGRZO step / MeZO step: median of per-round ratios %.3fx (min %.3f, max %.3f; target <= 1.0x)\n",
                median(ratio, o->rounds), lo, hi);
         printf("the same in CPU time: %.3fx\n", median(cpu_ratio, o->rounds));
+        printf("GRZO step / inference: median of per-round ratios %.3fx (target <= 1.15x)\n",
+               median(grzo_plain, o->rounds));
+        printf("MeZO step / inference: median of per-round ratios %.3fx (target <= 1.10x)\n",
+               median(mezo_plain, o->rounds));
     }
     return 0;
 }
@@ -464,7 +472,7 @@ static int run_mem_child(const options *o, const char *mode, long *setup_kb, lon
     snprintf(threads, sizeof threads, "%d", (int)o->threads);
     snprintf(batch, sizeof batch, "%d", (int)o->batch);
     snprintf(tmb, sizeof tmb, "%lld", (long long)o->transient_mb);
-    snprintf(algo, sizeof algo, "%s", o->algo == 1 ? "per-example" : o->algo == 2 ? "two-gemm" : "auto");
+    snprintf(algo, sizeof algo, "%s", o->algo == 1 ? "per-example" : o->algo == 2 ? "two-gemm" : o->algo == 3 ? "fused" : "auto");
     args[n++] = "bench_llm";
     args[n++] = "--mem-child"; args[n++] = (char *)mode;
     args[n++] = "--model"; args[n++] = (char *)o->model;
@@ -517,7 +525,7 @@ static int bench_memory(const options *o) {
 
 /* ---- main --------------------------------------------------------------------------------------- */
 #define USAGE "usage: bench_llm --model PATH [--data SST2_TSV] [--batch B] [--rounds R] [--threads N] " \
-              "[--transient-mb M] [--algo auto|per-example|two-gemm] [--part all|time|memory]"
+              "[--transient-mb M] [--algo auto|per-example|two-gemm|fused] [--part all|time|memory] [--dump-tokens FILE]"
 
 /* Formats a one-line refusal into err; returns 1. */
 static int refuse(char *err, size_t n, const char *fmt, const char *arg) {
@@ -559,13 +567,14 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t n)
         if (!strcmp(a, "--model")) o->model = v;
         else if (!strcmp(a, "--data")) o->data = v;
         else if (!strcmp(a, "--mem-child")) o->mem_child = v;
+        else if (!strcmp(a, "--dump-tokens")) o->dump_tokens = v;
         else if (!strcmp(a, "--part")) {
             if (strcmp(v, "all") && strcmp(v, "time") && strcmp(v, "memory"))
                 return refuse(err, n, "--part: expected all, time or memory, got '%s'", v);
             o->part = v;
         } else if (!strcmp(a, "--algo")) {
-            o->algo = !strcmp(v, "per-example") ? 1 : !strcmp(v, "two-gemm") ? 2 : !strcmp(v, "auto") ? 0 : -1;
-            if (o->algo < 0) return refuse(err, n, "--algo: expected auto, per-example or two-gemm, got '%s'", v);
+            o->algo = !strcmp(v, "per-example") ? 1 : !strcmp(v, "two-gemm") ? 2 : !strcmp(v, "fused") ? 3 : !strcmp(v, "auto") ? 0 : -1;
+            if (o->algo < 0) return refuse(err, n, "--algo: expected auto, per-example, two-gemm or fused, got '%s'", v);
         } else if (parse_number(a, v, o, err, n)) {
             return 1;
         }
@@ -595,15 +604,47 @@ static void print_context(int argc, char **argv, const options *o, const bench *
            b->cfg.dim, b->cfg.hidden_dim, b->cfg.n_layers, b->cfg.n_heads, b->cfg.n_kv_heads, b->cfg.vocab_size,
            b->cfg.tied_output ? "tied" : "untied");
     printf("backend cpu, %d threads, transient budget %lld MiB, linear algorithm %s", (int)caps.n_threads,
-           (long long)o->transient_mb, o->algo == 1 ? "PER_EXAMPLE" : o->algo == 2 ? "TWO_GEMM" : "AUTO");
+           (long long)o->transient_mb, o->algo == 1 ? "PER_EXAMPLE" : o->algo == 2 ? "TWO_GEMM" : o->algo == 3 ? "FUSED" : "AUTO");
 #ifdef GRZO_USE_OPENBLAS
     printf(", %s", openblas_get_config());
 #endif
+    printf("\n");
+    {
+        double peak = cpu_env_peak_gflops((int)caps.n_threads), g = cpu_env_gemm_gflops(&b->be, 1024, b->cfg.dim, b->cfg.dim, 5);
+        cpu_env_report(stdout, "", &b->be);
+        printf("fp32 peak (FMA loop, %d threads): %.1f GFLOP/s; plain GEMM 1024x%dx%d: %.1f GFLOP/s = %.0f %% of peak "
+               "(target >= 70 %%)", (int)caps.n_threads, peak, b->cfg.dim, b->cfg.dim, g, peak > 0 ? 100.0 * g / peak : 0.0);
+    }
     printf("\nB = %d examples, %s; prompt lengths:", b->wl.B,
            b->wl.synthetic ? "SYNTHETIC token sequences (no SST-2 file or tokenizer)" : "SST-2 training sentences + \" It was\"");
     for (i = 0; i < b->wl.B; i++) printf(" %d", b->wl.ex[i].n_tokens);
     printf("; candidates %d / %d; sigma 1e-3, lr 1e-7\n", b->wl.cand[0], b->wl.cand[1]);
     print_labels(o, &b->wl);
+}
+
+/* {"candidates": [id, id], "examples": [{"tokens": [...], "label": l}, ...]}; 0 ok, 1 on error */
+static int dump_tokens(const char *path, const workload *wl) {
+    FILE *f = fopen(path, "w");
+    int32_t e, k;
+    if (!f) {
+        fprintf(stderr, "bench_llm: cannot write %s\n", path);
+        return 1;
+    }
+    fprintf(f, "{\"candidates\": [%d, %d], \"synthetic\": %s, \"examples\": [", (int)wl->cand[0], (int)wl->cand[1],
+            wl->synthetic ? "true" : "false");
+    for (e = 0; e < wl->B; e++) {
+        fprintf(f, "%s\n  {\"label\": %d, \"tokens\": [", e ? "," : "", (int)wl->ex[e].label);
+        for (k = 0; k < wl->ex[e].n_tokens; k++) fprintf(f, "%s%d", k ? ", " : "", (int)wl->ex[e].tokens[k]);
+        fprintf(f, "]}");
+    }
+    fprintf(f, "\n]}\n");
+    if (fclose(f) != 0) {
+        fprintf(stderr, "bench_llm: cannot write %s\n", path);
+        remove(path);
+        return 1;
+    }
+    printf("bench_llm: wrote the token batch (%d examples) to %s\n", (int)wl->B, path);
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -612,6 +653,7 @@ int main(int argc, char **argv) {
     FILE *f;
     int rc;
     char err[512];
+    cpu_env_reexec(argv);   /* the GEMM kernels of this CPU (OPENBLAS_CORETYPE, BLIS_ARCH_TYPE) */
     if (parse_options(argc, argv, &o, err, sizeof err)) {
         fprintf(stderr, "bench_llm: %s\n", err);
         return 2;
@@ -629,6 +671,11 @@ int main(int argc, char **argv) {
     if (bench_open(&o, &b) != 0) {
         bench_close(&b);
         return 1;
+    }
+    if (o.dump_tokens) {   /* the token batch, for bench/torch_mezo.py */
+        rc = dump_tokens(o.dump_tokens, &b.wl);
+        bench_close(&b);
+        return rc;
     }
     print_context(argc, argv, &o, &b);
     rc = strcmp(o.part, "memory") ? bench_time(&o, &b) : 0;

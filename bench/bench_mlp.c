@@ -33,6 +33,7 @@
 #include "grzo.h"
 #include "backends/grzo_cpu.h"
 #include "cli_args.h"
+#include "cpu_env.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -149,6 +150,20 @@ static void use_threads_everywhere(int32_t threads)
 #else
     (void)threads;
 #endif
+}
+
+/* The thread counts a run compares, interleaved round by round: --threads T alone, or 1
+   and 2 by default (the 2-thread speedup is one of the printed targets). */
+#define MAX_TC 2
+static int thread_counts(const bench_config *cfg, int32_t *tc)
+{
+    if (cfg->threads > 0) {
+        tc[0] = cfg->threads;
+        return 1;
+    }
+    tc[0] = 1;
+    tc[1] = 2;
+    return 2;
 }
 
 /* ---- small utilities ------------------------------------------------------------------- */
@@ -419,10 +434,10 @@ static grzo_status mlp_plain_forward_2b(mlp *m, float *losses)
 }
 
 /* ---- (a) one fused GRZO linear vs a plain linear --------------------------------------- */
-enum { VAR_PLAIN = 0, VAR_AUTO, VAR_PER_EXAMPLE, VAR_TWO_GEMM, N_LINEAR_VARIANTS };
+enum { VAR_PLAIN = 0, VAR_AUTO, VAR_PER_EXAMPLE, VAR_TWO_GEMM, VAR_FUSED, N_LINEAR_VARIANTS };
 static const char *const linear_variant_names[N_LINEAR_VARIANTS] = {
     "plain linear (outside a step)", "GRZO linear, AUTO", "GRZO linear, PER_EXAMPLE",
-    "GRZO linear, TWO_GEMM"
+    "GRZO linear, TWO_GEMM", "GRZO linear, FUSED"
 };
 
 typedef struct linear_case {
@@ -433,12 +448,12 @@ typedef struct linear_case {
     float *w_data, *x, *y;
 } linear_case;
 
-static grzo_status linear_case_create(linear_case *lc, const bench_config *cfg, int algo)
+static grzo_status linear_case_create(linear_case *lc, const bench_config *cfg, int32_t threads, int algo)
 {
     size_t n_rows = (size_t)(2 * cfg->batch * cfg->rows_per_example), w = (size_t)cfg->width;
     grzo_block_desc bd;
     memset(lc, 0, sizeof *lc);
-    TRY(NULL, make_backend(cfg->threads, algo, &lc->be));
+    TRY(NULL, make_backend(threads, algo, &lc->be));
     lc->have_be = 1;
     TRY(NULL, make_ctx(&lc->be, GRZO_ESTIMATOR_GRZO, cfg->fzoo_probes, &lc->ctx));
     TRY(lc->ctx, alloc_floats(&lc->be, w * w, &lc->w_data));
@@ -518,52 +533,80 @@ static int bench_linear(const bench_config *cfg)
 {
     static const int algos[N_LINEAR_VARIANTS] = {
         GRZO_CPU_LINEAR_AUTO, GRZO_CPU_LINEAR_AUTO, GRZO_CPU_LINEAR_PER_EXAMPLE,
-        GRZO_CPU_LINEAR_TWO_GEMM
+        GRZO_CPU_LINEAR_TWO_GEMM, GRZO_CPU_LINEAR_FUSED
     };
-    linear_case lc[N_LINEAR_VARIANTS];
-    double *t[N_LINEAR_VARIANTS];
-    int v, r, rc = 1, rounds = cfg->rounds * 2;   /* cheap: twice the rounds of (b) */
+    linear_case lc[MAX_TC][N_LINEAR_VARIANTS];
+    double *t[MAX_TC][N_LINEAR_VARIANTS], *ratio = NULL;
+    int32_t tcs[MAX_TC];
+    int n_tc = thread_counts(cfg, tcs), n_cases = n_tc * N_LINEAR_VARIANTS;
+    int v, r, c, rc = 1, rounds = cfg->rounds * 2;   /* cheap: twice the rounds of (b) */
     int64_t n_rows = 2 * cfg->batch * cfg->rows_per_example;
     double flop = 2.0 * (double)n_rows * (double)cfg->width * (double)cfg->width;
 
     memset(lc, 0, sizeof lc);
     memset(t, 0, sizeof t);
-    for (v = 0; v < N_LINEAR_VARIANTS; v++) {
-        t[v] = calloc((size_t)rounds, sizeof(double));
-        if (t[v] == NULL || linear_case_create(&lc[v], cfg, algos[v]) != GRZO_OK)
+    if ((ratio = calloc((size_t)rounds, sizeof(double))) == NULL)
+        return 1;
+    for (c = 0; c < n_cases; c++) {
+        int tc = c / N_LINEAR_VARIANTS;
+        v = c % N_LINEAR_VARIANTS;
+        t[tc][v] = calloc((size_t)rounds, sizeof(double));
+        if (t[tc][v] == NULL || linear_case_create(&lc[tc][v], cfg, tcs[tc], algos[v]) != GRZO_OK)
             goto done;
     }
     for (r = -1; r < rounds; r++) {   /* round -1 warms up (BLAS buffers, page faults) */
-        for (v = 0; v < N_LINEAR_VARIANTS; v++) {
-            int k = (v + (r < 0 ? 0 : r)) % N_LINEAR_VARIANTS;   /* rotate the order */
-            double s = 0.0;
-            if (time_linear(&lc[k], cfg, k != VAR_PLAIN, &s) != GRZO_OK)
+        for (c = 0; c < n_cases; c++) {
+            int k = (c + (r < 0 ? 0 : r)) % n_cases, tc = k / N_LINEAR_VARIANTS;   /* rotate the order */
+            double sec = 0.0;
+            v = k % N_LINEAR_VARIANTS;
+            use_threads_everywhere(tcs[tc]);
+            if (time_linear(&lc[tc][v], cfg, v != VAR_PLAIN, &sec) != GRZO_OK)
                 goto done;
             if (r >= 0)
-                t[k][r] = s;
+                t[tc][v][r] = sec;
         }
     }
-    printf("\n### (a) one linear, %lldx%lld block, %lld rows (2B = %lld copies x T = %lld rows)\n\n",
-           (long long)cfg->width, (long long)cfg->width, (long long)n_rows,
-           (long long)(2 * cfg->batch), (long long)cfg->rows_per_example);
-    printf("%d interleaved rounds; ratio = time / plain time of the same round. GFLOP/s counts "
-           "the plain FLOPs 2*N*d_in*d_out for every row. Target: GRZO/plain <= 1.10.\n\n", rounds);
-    printf("| operation | median ms | GFLOP/s | ratio median | p10 | p90 |\n");
-    printf("|---|---:|---:|---:|---:|---:|\n");
-    print_ratio_row(linear_variant_names[VAR_PLAIN], t[VAR_PLAIN], NULL, rounds, flop, "");
-    for (v = VAR_AUTO; v < N_LINEAR_VARIANTS; v++)
-        print_ratio_row(linear_variant_names[v], t[v], t[VAR_PLAIN], rounds, flop, "");
+    for (c = 0; c < n_tc; c++) {
+        printf("\n### (a) one linear, %lldx%lld block, %lld rows (2B = %lld copies x T = %lld rows), %d thread%s\n\n",
+               (long long)cfg->width, (long long)cfg->width, (long long)n_rows, (long long)(2 * cfg->batch),
+               (long long)cfg->rows_per_example, (int)tcs[c], tcs[c] > 1 ? "s" : "");
+        printf("%d rounds, interleaved with the other thread count%s; ratio = time / plain time of the same round. "
+               "GFLOP/s counts the plain FLOPs 2*N*d_in*d_out for every row. Target: GRZO/plain <= 1.10.\n\n",
+               rounds, n_tc > 1 ? "" : " (none)");
+        printf("| operation | median ms | GFLOP/s | ratio median | p10 | p90 |\n");
+        printf("|---|---:|---:|---:|---:|---:|\n");
+        print_ratio_row(linear_variant_names[VAR_PLAIN], t[c][VAR_PLAIN], NULL, rounds, flop, "");
+        for (v = VAR_AUTO; v < N_LINEAR_VARIANTS; v++)
+            print_ratio_row(linear_variant_names[v], t[c][v], t[c][VAR_PLAIN], rounds, flop, "");
+    }
+    if (n_tc > 1)
+        for (v = 0; v < N_LINEAR_VARIANTS; v++) {
+            ratios_of(t[0][v], t[1][v], rounds, ratio);
+            printf("%s%s, %d threads / 1 thread speedup: median %.2f [p10 %.2f, p90 %.2f]\n", v ? "" : "\n",
+                   linear_variant_names[v], (int)tcs[1], quantile(ratio, rounds, 0.5), quantile(ratio, rounds, 0.1),
+                   quantile(ratio, rounds, 0.9));
+        }
     rc = 0;
 done:
-    for (v = 0; v < N_LINEAR_VARIANTS; v++) {
-        linear_case_destroy(&lc[v]);
-        free(t[v]);
+    for (c = 0; c < n_cases; c++) {
+        linear_case_destroy(&lc[c / N_LINEAR_VARIANTS][c % N_LINEAR_VARIANTS]);
+        free(t[c / N_LINEAR_VARIANTS][c % N_LINEAR_VARIANTS]);
     }
+    free(ratio);
     return rc;
 }
 
 /* ---- (b) whole training steps ------------------------------------------------------------ */
 enum { STEP_GRZO = 0, STEP_MEZO, STEP_FZOO, STEP_FORWARD, N_STEP_KINDS };
+
+/* per-round ratio a/b, printed as one line: median [p10, p90] and the target */
+static void print_ratio_line(const char *what, const double *a, const double *b, int rounds, double *scratch,
+                             const char *target)
+{
+    ratios_of(a, b, rounds, scratch);
+    printf("%s: median %.3f [p10 %.3f, p90 %.3f]%s\n", what, quantile(scratch, rounds, 0.5),
+           quantile(scratch, rounds, 0.1), quantile(scratch, rounds, 0.9), target);
+}
 
 static int bench_steps(const bench_config *cfg)
 {
@@ -574,91 +617,106 @@ static int bench_steps(const bench_config *cfg)
                                            GRZO_ESTIMATOR_FZOO };
     int64_t bt = cfg->batch * cfg->rows_per_example;
     const int64_t rows_per_step[N_STEP_KINDS] = { 2 * bt, 2 * bt, (cfg->fzoo_probes + 1) * bt, 2 * bt };
-    grzo_backend be;
-    mlp m[3];
-    double *t[N_STEP_KINDS], *fwd[N_STEP_KINDS], *ratio = NULL;
+    grzo_backend be[MAX_TC];
+    mlp m[MAX_TC][3];
+    double *t[MAX_TC][N_STEP_KINDS], *fwd[MAX_TC][N_STEP_KINDS], *ratio = NULL;
     float losses[2 * 4096];
-    int have_be = 0, k, r, rc = 1;
+    int32_t tcs[MAX_TC];
+    int n_tc = thread_counts(cfg, tcs), n_cases = n_tc * N_STEP_KINDS, have_be = 0, k, r, c, rc = 1;
+    char what[160];
 
     memset(m, 0, sizeof m);
     memset(t, 0, sizeof t);
     memset(fwd, 0, sizeof fwd);
-    if (make_backend(cfg->threads, GRZO_CPU_LINEAR_AUTO, &be) != GRZO_OK)
-        return 1;
-    have_be = 1;
-    for (k = 0; k < 3; k++)
-        if (mlp_create(&m[k], cfg, &be, est[k], 2 * bt) != GRZO_OK)
+    for (c = 0; c < n_tc; c++, have_be++) {
+        if (make_backend(tcs[c], GRZO_CPU_LINEAR_AUTO, &be[c]) != GRZO_OK)
             goto done;
+        for (k = 0; k < 3; k++)
+            if (mlp_create(&m[c][k], cfg, &be[c], est[k], 2 * bt) != GRZO_OK)
+                goto done;
+    }
     ratio = calloc((size_t)cfg->rounds, sizeof(double));
     if (ratio == NULL)
         goto done;
-    for (k = 0; k < N_STEP_KINDS; k++) {
-        t[k] = calloc((size_t)cfg->rounds, sizeof(double));
-        fwd[k] = calloc((size_t)cfg->rounds, sizeof(double));
-        if (t[k] == NULL || fwd[k] == NULL)
+    for (c = 0; c < n_cases; c++) {
+        t[c / N_STEP_KINDS][c % N_STEP_KINDS] = calloc((size_t)cfg->rounds, sizeof(double));
+        fwd[c / N_STEP_KINDS][c % N_STEP_KINDS] = calloc((size_t)cfg->rounds, sizeof(double));
+        if (t[c / N_STEP_KINDS][c % N_STEP_KINDS] == NULL || fwd[c / N_STEP_KINDS][c % N_STEP_KINDS] == NULL)
             goto done;
     }
     for (r = -1; r < cfg->rounds; r++) {   /* round -1 warms up */
-        int i;
-        for (i = 0; i < N_STEP_KINDS; i++) {
-            int kind = (i + (r < 0 ? 0 : r)) % N_STEP_KINDS;
-            double t0 = now_seconds(), s, f;
+        for (c = 0; c < n_cases; c++) {
+            int idx = (c + (r < 0 ? 0 : r)) % n_cases, tc = idx / N_STEP_KINDS, kind = idx % N_STEP_KINDS;
+            double t0, sec, f;
+            use_threads_everywhere(tcs[tc]);
+            t0 = now_seconds();
             if (kind == STEP_FORWARD) {
-                if (mlp_plain_forward_2b(&m[STEP_GRZO], losses) != GRZO_OK)
+                if (mlp_plain_forward_2b(&m[tc][STEP_GRZO], losses) != GRZO_OK)
                     goto done;
-                s = now_seconds() - t0;
-                f = s;
+                sec = now_seconds() - t0;
+                f = sec;
             } else {
-                if (mlp_train_step(&m[kind]) != GRZO_OK)
+                if (mlp_train_step(&m[tc][kind]) != GRZO_OK)
                     goto done;
-                s = now_seconds() - t0;
-                f = m[kind].forward_seconds;
+                sec = now_seconds() - t0;
+                f = m[tc][kind].forward_seconds;
             }
             if (r >= 0) {
-                t[kind][r] = s;
-                fwd[kind][r] = f;
+                t[tc][kind][r] = sec;
+                fwd[tc][kind][r] = f;
             }
         }
     }
 
-    printf("\n### (b) training step, %lld-layer MLP, width %lld, B = %lld, T = %lld, FZOO N = %d\n\n",
-           (long long)cfg->layers, (long long)cfg->width, (long long)cfg->batch,
-           (long long)cfg->rows_per_example, (int)cfg->fzoo_probes);
-    printf("%d interleaved rounds. A step = all its forward passes with the losses, plus the "
-           "update. 'forward' = time inside the forward callback (perturbed linears, biases, "
-           "ReLU, losses); 'rest' = step - forward (signs, normalization, update). "
-           "Ratios are per-round, to the MeZO step.\n\n", cfg->rounds);
-    printf("| operation | rows forwarded | median ms | forward ms | rest ms | ratio to MeZO median | p10 | p90 |\n");
-    printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
-    for (k = 0; k < N_STEP_KINDS; k++) {
-        double fwd_median = quantile(fwd[k], cfg->rounds, 0.5);
-        int i;
-        for (i = 0; i < cfg->rounds; i++)   /* fwd[k] now holds the rest: step - forward */
-            fwd[k][i] = t[k][i] - fwd[k][i];
-        ratios_of(t[k], t[STEP_MEZO], cfg->rounds, ratio);
-        printf("| %s | %lld | %.1f | %.1f | %.1f | %.3f | %.3f | %.3f |\n", names[k],
-               (long long)rows_per_step[k], 1e3 * quantile(t[k], cfg->rounds, 0.5),
-               1e3 * fwd_median, 1e3 * quantile(fwd[k], cfg->rounds, 0.5),
-               quantile(ratio, cfg->rounds, 0.5), quantile(ratio, cfg->rounds, 0.1),
-               quantile(ratio, cfg->rounds, 0.9));
+    for (c = 0; c < n_tc; c++) {
+        printf("\n### (b) training step, %lld-layer MLP, width %lld, B = %lld, T = %lld, FZOO N = %d, %d thread%s\n\n",
+               (long long)cfg->layers, (long long)cfg->width, (long long)cfg->batch,
+               (long long)cfg->rows_per_example, (int)cfg->fzoo_probes, (int)tcs[c], tcs[c] > 1 ? "s" : "");
+        printf("%d rounds, interleaved with the other thread count. A step = all its forward passes with the "
+               "losses, plus the update. 'forward' = time inside the forward callback (perturbed linears, biases, "
+               "ReLU, losses); 'rest' = step - forward (signs, normalization, update). "
+               "Ratios are per-round, to the MeZO step.\n\n", cfg->rounds);
+        printf("| operation | rows forwarded | median ms | forward ms | rest ms | ratio to MeZO median | p10 | p90 |\n");
+        printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        for (k = 0; k < N_STEP_KINDS; k++) {
+            double fwd_median = quantile(fwd[c][k], cfg->rounds, 0.5);
+            int i;
+            for (i = 0; i < cfg->rounds; i++)   /* fwd now holds the rest: step - forward */
+                fwd[c][k][i] = t[c][k][i] - fwd[c][k][i];
+            ratios_of(t[c][k], t[c][STEP_MEZO], cfg->rounds, ratio);
+            printf("| %s | %lld | %.1f | %.1f | %.1f | %.3f | %.3f | %.3f |\n", names[k],
+                   (long long)rows_per_step[k], 1e3 * quantile(t[c][k], cfg->rounds, 0.5),
+                   1e3 * fwd_median, 1e3 * quantile(fwd[c][k], cfg->rounds, 0.5),
+                   quantile(ratio, cfg->rounds, 0.5), quantile(ratio, cfg->rounds, 0.1),
+                   quantile(ratio, cfg->rounds, 0.9));
+        }
+        printf("\n");
+        print_ratio_line("GRZO step / MeZO step", t[c][STEP_GRZO], t[c][STEP_MEZO], cfg->rounds, ratio, " (target <= 1.0)");
+        print_ratio_line("GRZO step / plain forward of the same 2B copies", t[c][STEP_GRZO], t[c][STEP_FORWARD],
+                         cfg->rounds, ratio, " (target <= 1.15)");
+        print_ratio_line("MeZO step / plain forward of the same 2B copies", t[c][STEP_MEZO], t[c][STEP_FORWARD],
+                         cfg->rounds, ratio, " (target <= 1.10)");
+        snprintf(what, sizeof what, "FZOO step (N = %d, %lld rows) / plain forward of the 2B copies",
+                 (int)cfg->fzoo_probes, (long long)rows_per_step[STEP_FZOO]);
+        print_ratio_line(what, t[c][STEP_FZOO], t[c][STEP_FORWARD], cfg->rounds, ratio, "");
     }
-    ratios_of(t[STEP_GRZO], t[STEP_MEZO], cfg->rounds, ratio);
-    printf("\nGRZO step / MeZO step: median %.3f [p10 %.3f, p90 %.3f] (target <= 1.0)\n",
-           quantile(ratio, cfg->rounds, 0.5), quantile(ratio, cfg->rounds, 0.1),
-           quantile(ratio, cfg->rounds, 0.9));
-    ratios_of(t[STEP_GRZO], t[STEP_FORWARD], cfg->rounds, ratio);
-    printf("GRZO step / plain forward of the same 2B copies: median %.3f [p10 %.3f, p90 %.3f]\n",
-           quantile(ratio, cfg->rounds, 0.5), quantile(ratio, cfg->rounds, 0.1),
-           quantile(ratio, cfg->rounds, 0.9));
+    if (n_tc > 1) {
+        printf("\n");
+        for (k = 0; k < N_STEP_KINDS; k++) {
+            snprintf(what, sizeof what, "%s, %d threads / 1 thread speedup", names[k], (int)tcs[1]);
+            print_ratio_line(what, t[0][k], t[1][k], cfg->rounds, ratio, k == STEP_GRZO ? " (target >= 1.7)" : "");
+        }
+    }
     rc = 0;
 done:
-    for (k = 0; k < 3; k++)
-        mlp_destroy(&m[k]);
-    if (have_be)
-        grzo_backend_destroy(&be);
-    for (k = 0; k < N_STEP_KINDS; k++) {
-        free(t[k]);
-        free(fwd[k]);
+    for (c = 0; c < have_be; c++) {
+        for (k = 0; k < 3; k++)
+            mlp_destroy(&m[c][k]);
+        grzo_backend_destroy(&be[c]);
+    }
+    for (c = 0; c < n_cases; c++) {
+        free(t[c / N_STEP_KINDS][c % N_STEP_KINDS]);
+        free(fwd[c / N_STEP_KINDS][c % N_STEP_KINDS]);
     }
     free(ratio);
     return rc;
@@ -837,6 +895,24 @@ static void print_context(int argc, char **argv, const bench_config *cfg)
     printf(", %s", openblas_get_config());
 #endif
     printf("; load average at start %.2f\n", load_average());
+    {
+        int32_t tcs[MAX_TC];
+        int c, n_tc = thread_counts(cfg, tcs);
+        for (c = 0; c < n_tc; c++) {
+            double peak, g;
+            if (make_backend(tcs[c], GRZO_CPU_LINEAR_AUTO, &be) != GRZO_OK)
+                continue;
+            use_threads_everywhere(tcs[c]);
+            if (c == 0)
+                cpu_env_report(stdout, "", &be);
+            peak = cpu_env_peak_gflops((int)tcs[c]);
+            g = cpu_env_gemm_gflops(&be, 1024, 576, 576, 5);
+            printf("%d thread%s: fp32 peak (FMA loop) %.1f GFLOP/s; plain GEMM 1024x576x576 (SmolLM2 shape) %.1f GFLOP/s "
+                   "= %.0f %% of peak (target >= 70 %%)\n", (int)tcs[c], tcs[c] > 1 ? "s" : "", peak, g,
+                   peak > 0 ? 100.0 * g / peak : 0.0);
+            grzo_backend_destroy(&be);
+        }
+    }
     printf("model: %lld layers of %lldx%lld + bias + ReLU, B = %lld examples of T = %lld rows, "
            "sigma 1e-3, Rademacher noise\n",
            (long long)cfg->layers, (long long)cfg->width, (long long)cfg->width,
@@ -846,7 +922,9 @@ static void print_context(int argc, char **argv, const bench_config *cfg)
 int main(int argc, char **argv)
 {
     bench_config cfg;
-    int parsed = parse_options(argc, argv, &cfg);
+    int parsed;
+    cpu_env_reexec(argv);   /* the GEMM kernels of this CPU (OPENBLAS_CORETYPE, BLIS_ARCH_TYPE) */
+    parsed = parse_options(argc, argv, &cfg);
     if (parsed == 1)
         return 0;
     if (parsed != 0)

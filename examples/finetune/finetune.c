@@ -47,6 +47,8 @@
 #include <unistd.h>
 
 #include "grzo.h"
+#include "backends/grzo_cpu.h"
+#include "cpu_env.h"   /* the CPU's GEMM kernels: re-exec, report */
 #include "llm.h"
 #include "llm_export.h"
 #include "model.h"
@@ -1436,6 +1438,7 @@ int main(int argc, char **argv) {
     double t_train0, last_save;
     grzo_status s = GRZO_OK;
     struct sigaction sa;
+    cpu_env_reexec(argv);
     r.zs_dev = r.zs_test = r.dev_acc = r.test_acc = -1;
     r.zs_dev_em = r.zs_test_em = r.dev_em = r.test_em = -1;
     if (ft_ranks_init(&argc, &argv, &r.ranks, err, sizeof err)) return fail(&r, 1, err);
@@ -1451,6 +1454,7 @@ int main(int argc, char **argv) {
     /* mpirun: every rank has checked the paths and loaded the same model before rank 0 writes */
     if (grzo_check_replicas(r.ctx) != GRZO_OK) return fail(&r, 1, grzo_last_error(r.ctx));
     if (r.ranks.rank == 0) tasks_describe(&r.data, stderr);
+    if (r.ranks.rank == 0) cpu_env_report(stderr, "grzo-finetune: ", &r.be);   /* nothing for a CUDA run */
     if (r.o.resume ? start_resumed(&r, err, sizeof err) : r.ranks.rank == 0 && start_fresh(&r, err, sizeof err)) return fail(&r, 1, err);
     if (r.ranks.rank == 0 && !(logf = fopen(r.path_log, r.o.resume ? "a" : "w"))) {
         snprintf(err, sizeof err, "cannot open the log %s: %s", r.path_log, strerror(errno));

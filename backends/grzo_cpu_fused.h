@@ -1,0 +1,282 @@
+/* grzo_cpu_fused.h - the CPU backend's fused perturbed GEMM on BLIS's micro-kernel.
+
+   Included by backends/grzo_cpu.h in the implementation TU when GRZO_USE_BLIS is defined
+   (link -lblis; Debian: libblis-dev). Not a public header of its own.
+
+   A perturbed linear runs, for each copy c (an example's "+" or "-" rows, or a run of
+   shared-Z rows), Y_c = X_c (W + f_c (.) U)^T with f_c[j,k] = scale_c r_e[j] s_e[k]
+   (flipout) or scale_c (shared). The loops are BLIS's five around one micro-kernel, with
+   the weight as the packed operand that is formed instead of copied:
+
+     for each KC block of the shared dimension (sequential: the kernel accumulates in Y)
+       pack every copy's rows of X into NR-wide (or MR-wide) slivers, once
+       for each block of weight rows (about MC/3 rows; one thread each)
+         pack W and U of the block into slivers, once (U regenerated from the counter RNG)
+         for each copy: form its weight block W + f_c (.) U from the two packed panels
+                        (held in L2), then, X sliver by X sliver (L1), run the micro-kernel
+                        over every formed weight sliver
+
+   so W and U are read and packed once per call whatever the number of copies, a copy's
+   perturbed weight exists one cache block at a time, and every product runs in the
+   library's tuned kernel. An op with a single copy (a MeZO or FZOO pass) skips the packed
+   panels and forms each block straight from W and fresh U rows. The formed weights are
+   bit-identical to the per-example path's (w + (f r_j s_k) u with exact sign flips, no
+   contraction: C99 mode); only the order of the K-sum differs from OpenBLAS's, so
+   |y - y_exact| <= K eps sum_k |x_k| |w'_jk| (eps = 2^-24) and the two paths agree within
+   twice that: tests/test_fused.c.
+
+   Results do not depend on the thread count: a weight-row block is computed by one thread,
+   and the K blocks run in a fixed order. */
+#ifndef GRZO_CPU_FUSED__IMPLEMENTED
+#define GRZO_CPU_FUSED__IMPLEMENTED
+
+#include <blis.h>
+
+struct grzo__ukr {
+    sgemm_ukr_ft kernel;      /* BLIS's native sgemm micro-kernel */
+    cntx_t *cntx;
+    int64_t wp, xp;           /* sliver widths of the weight and X operands (MR/NR or NR/MR) */
+    int64_t kc, mc;           /* cache blocks: shared dimension, weight rows per block */
+    int weight_is_a;          /* kernel prefers column-stored C: the weight is operand A */
+    const char *arch;
+};
+typedef struct grzo__ukr grzo__ukr;
+
+/* BLIS's context for this CPU. Returns 0 (and leaves the fallback to OpenBLAS) when BLIS
+   selected its portable 'generic' configuration: its C reference kernel is slower than
+   any BLAS. */
+static int grzo__ukr_init(grzo__ukr *u) {
+    cntx_t *cntx = bli_gks_query_cntx();
+    arch_t id = bli_arch_query_id();
+    int64_t mr, nr, kc, mc;
+    memset(u, 0, sizeof *u);
+    if (!cntx || id == BLIS_ARCH_GENERIC) return 0;
+    mr = (int64_t)bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_MR, cntx);
+    nr = (int64_t)bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_NR, cntx);
+    kc = (int64_t)bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_KC, cntx);
+    mc = (int64_t)bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_MC, cntx);
+    u->kernel = (sgemm_ukr_ft)bli_cntx_get_l3_nat_ukr_dt(BLIS_FLOAT, BLIS_GEMM_UKR, cntx);
+    if (!u->kernel || mr <= 0 || nr <= 0 || kc <= 0 || mc <= 0) return 0;
+    u->cntx = cntx;
+    u->weight_is_a = !bli_cntx_l3_nat_ukr_prefers_rows_dt(BLIS_FLOAT, BLIS_GEMM_UKR, cntx);
+    u->wp = u->weight_is_a ? mr : nr;
+    u->xp = u->weight_is_a ? nr : mr;
+    u->kc = kc;
+    /* a block holds packed W, packed U and one copy's formed weights, where BLIS holds one
+       packed A block (sized for L2): a third each, in whole slivers */
+    u->mc = (mc / 3 / u->wp) * u->wp;
+    if (u->mc < u->wp) u->mc = u->wp;
+    u->arch = bli_arch_string(id);
+    return 1;
+}
+
+/* One copy of the op: rows [row0, row0 + n_rows) of X and Y read W + f (.) U. */
+typedef struct grzo__fused_copy {
+    int64_t row0, n_rows;
+    int64_t x_off;            /* offset of its packed X slivers in one KC block */
+    const float *r, *s;       /* sign vectors (d_out, d_in), NULL for shared Z */
+    float scale;              /* sign * sigma */
+} grzo__fused_copy;
+
+static void *grzo__aligned_take(grzo__cpu_scratch *s, size_t bytes) {
+    /* 64-byte aligned slivers for the kernel's loads; the raw pointer is what is freed */
+    char *p = (char *)grzo__cpu_take(s, bytes + 64);
+    return p ? (void *)(p + (64 - ((uintptr_t)p & 63u))) : NULL;
+}
+
+/* Packs rows [r0, r0 + n) and columns [k0, k0 + kc) of a row-major matrix into slivers of
+   `width` rows: sliver q holds, for each k, rows r0 + q width .. + width - 1 (zero padded). */
+static void grzo__pack_rows(const float *M, int64_t ld, int64_t r0, int64_t n, int64_t k0, int64_t kc,
+                            int64_t width, float *out) {
+    int64_t q, i, k;
+    for (q = 0; q < n; q += width) {
+        int64_t h = n - q < width ? n - q : width;
+        const float *m = M + (r0 + q) * ld + k0;
+        float *o = out + q * kc;
+        /* k outer: `width` read streams, one contiguous write stream (4x faster than
+           writing with a stride of `width` floats) */
+        for (k = 0; k < kc; k++, o += width) {
+            for (i = 0; i < h; i++) o[i] = m[i * ld + k];
+            for (; i < width; i++) o[i] = 0.0f;
+        }
+    }
+}
+
+/* U rows [j0, j0 + n), columns [k0, k0 + kc) of a d_in-wide block, packed like W; `row`
+   holds kc + GRZO__CPU_NOISE_SLACK floats. */
+static void grzo__pack_u(const grzo_noise *base, int64_t d_in, int64_t j0, int64_t n, int64_t k0, int64_t kc,
+                         int64_t width, float *row, float *out) {
+    int64_t q, i, k;
+    for (q = 0; q < n; q += width) {
+        int64_t h = n - q < width ? n - q : width;
+        float *o = out + q * kc;
+        for (i = 0; i < h; i++) {
+            const float *ur = grzo__cpu_noise_whole(base, (uint64_t)((j0 + q + i) * d_in + k0), (size_t)kc, row);
+            for (k = 0; k < kc; k++) o[k * width + i] = ur[k];
+        }
+        for (; i < width; i++)
+            for (k = 0; k < kc; k++) o[k * width + i] = 0.0f;
+    }
+}
+
+/* One sliver of the copy's weight: out = w + (f_i s_k) u, f_i = scale r_i, the
+   per-example path's w + f (u s) exactly (s = +-1 flips signs exactly). The sliver width
+   is a constant in the specialized copies, so that each k is a few whole vectors. */
+#define GRZO__FORM_SLIVER_FN(name, WIDTH)                                                               \
+    GRZO__WIDE_VECTORS static void name(const float *GRZO__RESTRICT w, const float *GRZO__RESTRICT u,              \
+                                        const float *GRZO__RESTRICT f, const float *GRZO__RESTRICT s, int64_t kc,  \
+                                        int64_t width, float *GRZO__RESTRICT out) {                          \
+        int64_t k, i, wd = (WIDTH) > 0 ? (WIDTH) : width;                                             \
+        for (k = 0; k < kc; k++) {                                                                     \
+            float sk = s ? s[k] : 1.0f;                                                                \
+            const float *GRZO__RESTRICT wk = w + k * wd, *GRZO__RESTRICT uk = u + k * wd;                          \
+            float *GRZO__RESTRICT ok = out + k * wd;                                                         \
+            for (i = 0; i < wd; i++) ok[i] = wk[i] + (f[i] * sk) * uk[i];                              \
+        }                                                                                              \
+    }
+GRZO__FORM_SLIVER_FN(grzo__form_sliver_any, 0)
+GRZO__FORM_SLIVER_FN(grzo__form_sliver_8, 8)
+GRZO__FORM_SLIVER_FN(grzo__form_sliver_16, 16)
+GRZO__FORM_SLIVER_FN(grzo__form_sliver_32, 32)
+#undef GRZO__FORM_SLIVER_FN
+
+static void grzo__form_sliver(const float *w, const float *u, const float *f, const float *s, int64_t kc, int64_t width,
+                              float *out) {
+    switch (width) {
+    case 8: grzo__form_sliver_8(w, u, f, s, kc, width, out); break;
+    case 16: grzo__form_sliver_16(w, u, f, s, kc, width, out); break;
+    case 32: grzo__form_sliver_32(w, u, f, s, kc, width, out); break;
+    default: grzo__form_sliver_any(w, u, f, s, kc, width, out); break;
+    }
+}
+
+/* A copy's formed block straight from row-major W and freshly generated U rows, without
+   packing W and U first: one transposing pass per element instead of three, for ops with a
+   single copy (a MeZO or FZOO pass: packed panels would serve no other copy; with two copies
+   regenerating U twice costs more than it saves). U rows go to `urows` (width x kc floats)
+   through `tmp` (kc + GRZO__CPU_NOISE_SLACK floats).
+   The same expression as grzo__form_sliver: the same bits. */
+static void grzo__form_block_direct(const float *W, int64_t ld, const grzo_noise *base, const grzo__fused_copy *cq,
+                                    int64_t j0, int64_t j1, int64_t k0, int64_t kc, int64_t width, float *urows,
+                                    float *tmp, float *f, float *out) {
+    int64_t q, i, k;
+    for (q = j0; q < j1; q += width, out += width * kc) {
+        int64_t h = j1 - q < width ? j1 - q : width;
+        const float *w = W + q * ld + k0;
+        for (i = 0; i < h; i++) {
+            const float *ur = grzo__cpu_noise_whole(base, (uint64_t)((q + i) * ld + k0), (size_t)kc, tmp);
+            memcpy(urows + i * kc, ur, (size_t)kc * sizeof(float));
+            f[i] = cq->r ? cq->scale * cq->r[q + i] : cq->scale;
+        }
+        for (k = 0; k < kc; k++) {
+            float sk = cq->s ? cq->s[k0 + k] : 1.0f, *o = out + k * width;
+            for (i = 0; i < h; i++) o[i] = w[i * ld + k] + (f[i] * sk) * urows[i * kc + k];
+            for (; i < width; i++) o[i] = 0.0f;
+        }
+    }
+}
+
+/* Y[copy rows, weight rows j0..j1) (+)= X_c W_c^T for one formed block, in BLIS's loop
+   order: each X sliver (L1) meets every formed weight sliver of the block (L2). */
+static void grzo__ukr_block(const grzo__ukr *u, const float *formed, int64_t j0, int64_t j1, const float *xpack,
+                            int64_t n_rows, int64_t kc, float beta, float *y, int64_t ldy) {
+    float one = 1.0f;
+    auxinfo_t aux;
+    int64_t q, j;
+    memset(&aux, 0, sizeof aux);
+    for (q = 0; q < n_rows; q += u->xp) {
+        int64_t m = n_rows - q < u->xp ? n_rows - q : u->xp;
+        float *xs = (float *)xpack + q * kc;
+        for (j = j0; j < j1; j += u->wp) {
+            int64_t h = j1 - j < u->wp ? j1 - j : u->wp;
+            float *ws = (float *)formed + (j - j0) * kc, *c = y + q * ldy + j;
+            bli_auxinfo_set_next_a(u->weight_is_a ? (void *)ws : xs, &aux);
+            bli_auxinfo_set_next_b(u->weight_is_a ? xs : (void *)ws, &aux);
+            if (u->weight_is_a)   /* C = Y^T: column-stored */
+                u->kernel((dim_t)h, (dim_t)m, (dim_t)kc, &one, ws, xs, &beta, c, 1, (inc_t)ldy, &aux, u->cntx);
+            else
+                u->kernel((dim_t)m, (dim_t)h, (dim_t)kc, &one, xs, ws, &beta, c, (inc_t)ldy, 1, &aux, u->cntx);
+        }
+    }
+}
+
+/* The fused perturbed linear over n_copies copies. R, S: the B examples' sign vectors
+   (flipout) or NULL. */
+static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args *a, const grzo__fused_copy *copies,
+                                          int64_t n_copies) {
+    const grzo__ukr *u = cpu->ukr;
+    const grzo_perturb *pt = a->perturb;
+    const float *W = (const float *)a->w.data;
+    int64_t d_out = a->w.rows, d_in = a->w.cols, kc_max = u->kc < d_in ? u->kc : d_in, x_elems = 0, c, k0;
+    int64_t n_slivers = (d_out + u->wp - 1) / u->wp, per_block, n_blocks, blk;
+    int nt = cpu->n_threads;
+    grzo__cpu_scratch sc = {{0}, 0};
+    grzo__fused_copy *cp = (grzo__fused_copy *)grzo__cpu_take(&sc, (size_t)n_copies * sizeof *cp);
+    float *xpack, *tbuf;
+    size_t t_elems;
+    if (!cp) return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed");
+    for (c = 0; c < n_copies; c++) {
+        cp[c] = copies[c];
+        cp[c].x_off = x_elems;
+        x_elems += (cp[c].n_rows + u->xp - 1) / u->xp * u->xp * kc_max;
+    }
+    /* weight-row blocks: whole slivers, about u->mc rows, a multiple of the thread count,
+       slivers split evenly between them, so that the threads get equal shares */
+    per_block = u->mc / u->wp;
+    n_blocks = (n_slivers + per_block - 1) / per_block;
+    if (nt > 1) n_blocks = (n_blocks + nt - 1) / nt * nt;
+    if (n_blocks > n_slivers) n_blocks = n_slivers;
+    per_block = (n_slivers + n_blocks - 1) / n_blocks;   /* the largest block: slivers are split evenly */
+    /* per thread: packed W, packed U and one copy's formed weights of a block, one sliver's
+       U rows, the f vector */
+    t_elems = (size_t)(3 * per_block * u->wp * kc_max + u->wp * kc_max + kc_max + GRZO__CPU_NOISE_SLACK + u->wp + 15) /
+              16 * 16;
+    xpack = (float *)grzo__aligned_take(&sc, (size_t)(x_elems > 0 ? x_elems : 1) * sizeof(float));
+    tbuf = (float *)grzo__aligned_take(&sc, (size_t)nt * t_elems * sizeof(float));
+    if (!xpack || !tbuf) { grzo__cpu_release(&sc); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed"); }
+    for (k0 = 0; k0 < d_in; k0 += kc_max) {
+        int64_t kc = d_in - k0 < kc_max ? d_in - k0 : kc_max;
+        float beta = k0 == 0 ? 0.0f : 1.0f;
+        GRZO__OMP_FOR_DYNAMIC
+        for (c = 0; c < n_copies; c++)
+            grzo__pack_rows(a->x, d_in, cp[c].row0, cp[c].n_rows, k0, kc, u->xp, xpack + cp[c].x_off);
+        GRZO__OMP_FOR_DYNAMIC
+        for (blk = 0; blk < n_blocks; blk++) {
+            int64_t s0 = blk * n_slivers / n_blocks, s1 = (blk + 1) * n_slivers / n_blocks;
+            int64_t j0 = s0 * u->wp, j1 = s1 * u->wp > d_out ? d_out : s1 * u->wp, q, i, cc;
+            float *wpk = tbuf + (size_t)grzo__cpu_thread() * t_elems, *upk, *formed, *row, *tmp, *f;
+            upk = wpk + per_block * u->wp * kc;
+            formed = upk + per_block * u->wp * kc;
+            row = formed + per_block * u->wp * kc;
+            tmp = row + u->wp * kc;
+            f = tmp + kc + GRZO__CPU_NOISE_SLACK;
+            if (j0 >= j1) continue;
+            if (n_copies == 1) {
+                for (cc = 0; cc < n_copies; cc++) {
+                    if (cp[cc].n_rows == 0) continue;
+                    grzo__form_block_direct(W, d_in, &pt->base, &cp[cc], j0, j1, k0, kc, u->wp, row, tmp, f, formed);
+                    grzo__ukr_block(u, formed, j0, j1, xpack + cp[cc].x_off, cp[cc].n_rows, kc, beta,
+                                    a->y + cp[cc].row0 * d_out, d_out);
+                }
+                continue;
+            }
+            grzo__pack_rows(W, d_in, j0, j1 - j0, k0, kc, u->wp, wpk);
+            grzo__pack_u(&pt->base, d_in, j0, j1 - j0, k0, kc, u->wp, tmp, upk);
+            for (cc = 0; cc < n_copies; cc++) {
+                const grzo__fused_copy *cq = &cp[cc];
+                if (cq->n_rows == 0) continue;
+                for (q = j0; q < j1; q += u->wp) {
+                    int64_t h = j1 - q < u->wp ? j1 - q : u->wp, off = (q - j0) * kc;
+                    for (i = 0; i < u->wp; i++) f[i] = cq->r && i < h ? cq->scale * cq->r[q + i] : cq->scale;
+                    grzo__form_sliver(wpk + off, upk + off, f, cq->s ? cq->s + k0 : NULL, kc, u->wp, formed + off);
+                }
+                grzo__ukr_block(u, formed, j0, j1, xpack + cq->x_off, cq->n_rows, kc, beta, a->y + cq->row0 * d_out,
+                                d_out);
+            }
+        }
+    }
+    grzo__cpu_release(&sc);
+    return GRZO_OK;
+}
+
+#endif /* GRZO_CPU_FUSED__IMPLEMENTED */

@@ -1,0 +1,124 @@
+/* grzo_cpu_kernels.h - which GEMM kernels the CPU backend runs, and whether they are older
+   than the CPU supports. Included by backends/grzo_cpu.h in the implementation TU.
+
+   Debian 12's OpenBLAS 0.3.21 (DYNAMIC_ARCH) and BLIS 0.9.0 do not know CPUs newer than
+   themselves and fall back silently: on an AMD family 26 (Zen 5) OpenBLAS picks its Haswell
+   (AVX2) kernels, at half its SkylakeX (AVX-512) speed, and BLIS its portable C kernel; on
+   some AVX-512 Xeons OpenBLAS picks Prescott (SSE3), 4-7x slower. Both read an environment
+   variable when they initialize (OpenBLAS when it is loaded, BLIS at its first call), so
+   only a program can fix it: grzo_cpu_kernel_env() names the settings, and grzo's programs
+   set them and re-execute themselves (examples/common/cpu_env.h). The library only reports. */
+#ifndef GRZO_CPU_KERNELS__IMPLEMENTED
+#define GRZO_CPU_KERNELS__IMPLEMENTED
+
+/* 3: AVX-512 (F, DQ, BW, VL), 2: AVX2 + FMA, 1: AVX, 0: older or not x86-64 */
+static int grzo__cpu_simd_level(void) {
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+        return 3;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 2;
+    if (__builtin_cpu_supports("avx")) return 1;
+#endif
+    return 0;
+}
+
+#if defined(GRZO_USE_OPENBLAS) || defined(GRZO_USE_BLIS)
+static const char *grzo__simd_name(int level) {
+    static const char *names[4] = {"SSE", "AVX", "AVX2", "AVX-512"};
+    return names[level < 0 ? 0 : level > 3 ? 3 : level];
+}
+#endif
+
+#ifdef GRZO_USE_OPENBLAS
+static int grzo__name_is(const char *name, const char *const *list) {
+    for (; *list; list++) {
+        const char *a = name, *b = *list;
+        while (*a && *b && ((*a | 0x20) == (*b | 0x20))) a++, b++;
+        if (!*a && !*b) return 1;
+    }
+    return 0;
+}
+
+/* the SIMD level of an OpenBLAS DYNAMIC_ARCH core (openblas_get_corename()) */
+static int grzo__openblas_core_level(const char *core) {
+    static const char *const avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids", NULL};
+    static const char *const avx2[] = {"Haswell", "Zen", "Excavator", NULL};
+    static const char *const avx[] = {"Sandybridge", "Bulldozer", "Piledriver", "Steamroller", NULL};
+    if (grzo__name_is(core, avx512)) return 3;
+    if (grzo__name_is(core, avx2)) return 2;
+    if (grzo__name_is(core, avx)) return 1;
+    return 0;
+}
+static const char *grzo__openblas_core_for(int level) {
+    return level >= 3 ? "SkylakeX" : level == 2 ? "Haswell" : "Sandybridge";
+}
+#endif
+
+#ifdef GRZO_USE_BLIS
+/* BLIS_ARCH_TYPE takes the arch_t number of a configuration compiled into the library */
+static int grzo__blis_arch_for(int level) { return level >= 3 ? (int)BLIS_ARCH_SKX : (int)BLIS_ARCH_HASWELL; }
+#endif
+
+/* Setting i (0, 1, ...) that would make the GEMM libraries use the CPU's kernels: returns 1
+   and fills *name and value, or 0 past the last one. */
+GRZO__DEF int grzo_cpu_kernel_env(int i, const char **name, char *value, size_t value_size) {
+    int level = grzo__cpu_simd_level(), n = 0;
+    if (!name || !value || value_size == 0) return 0;
+#ifdef GRZO_USE_OPENBLAS
+    if (grzo__openblas_core_level(openblas_get_corename()) < level && level >= 1 && n++ == i) {
+        *name = "OPENBLAS_CORETYPE";
+        snprintf(value, value_size, "%s", grzo__openblas_core_for(level));
+        return 1;
+    }
+#endif
+#ifdef GRZO_USE_BLIS
+    if (bli_arch_query_id() == BLIS_ARCH_GENERIC && level >= 2 && n++ == i) {
+        *name = "BLIS_ARCH_TYPE";
+        snprintf(value, value_size, "%d", grzo__blis_arch_for(level));
+        return 1;
+    }
+#endif
+    (void)level, (void)n, (void)i;
+    return 0;
+}
+
+/* cpu->kernels: one line for logs; cpu->warning: why it is slow and the remedy, or "" */
+static void grzo__cpu_describe_kernels(grzo__cpu *cpu) {
+    int level = grzo__cpu_simd_level();
+    size_t k = 0, w = 0;
+    cpu->kernels[0] = cpu->warning[0] = '\0';
+    (void)level;
+#ifdef GRZO_USE_OPENBLAS
+    {
+        const char *core = openblas_get_corename();
+        k += (size_t)snprintf(cpu->kernels + k, sizeof cpu->kernels - k, "GEMM: OpenBLAS core %s (CPU: %s)", core,
+                              grzo__simd_name(level));
+        if (grzo__openblas_core_level(core) < level && level >= 1 && w < sizeof cpu->warning)
+            w += (size_t)snprintf(cpu->warning + w, sizeof cpu->warning - w,
+                                  "OpenBLAS runs its %s (%s) kernels on a CPU with %s: every GEMM runs up to 2-7x "
+                                  "slower; set OPENBLAS_CORETYPE=%s (grzo's programs do it themselves). ",
+                                  core, grzo__simd_name(grzo__openblas_core_level(core)), grzo__simd_name(level),
+                                  grzo__openblas_core_for(level));
+    }
+#else
+    k += (size_t)snprintf(cpu->kernels + k, sizeof cpu->kernels - k, "GEMM: portable C loops (no BLAS)");
+#endif
+#ifdef GRZO_USE_BLIS
+    if (k < sizeof cpu->kernels)
+        k += (size_t)snprintf(cpu->kernels + k, sizeof cpu->kernels - k, "; fused: BLIS %s %s", bli_info_get_version_str(),
+                              bli_arch_string(bli_arch_query_id()));
+    if (!cpu->ukr && k < sizeof cpu->kernels)
+        snprintf(cpu->kernels + k, sizeof cpu->kernels - k, " (off: per-example GEMMs)");
+    if (bli_arch_query_id() == BLIS_ARCH_GENERIC && level >= 2 && w < sizeof cpu->warning)
+        snprintf(cpu->warning + w, sizeof cpu->warning - w,
+                 "BLIS chose its portable C kernel on a CPU with %s: the fused perturbed GEMM is off; "
+                 "set BLIS_ARCH_TYPE=%d (grzo's programs do it themselves).",
+                 grzo__simd_name(level), grzo__blis_arch_for(level));
+#else
+    (void)w;
+#endif
+}
+
+#endif /* GRZO_CPU_KERNELS__IMPLEMENTED */

@@ -1,0 +1,171 @@
+/* test_fused.c - the CPU backend's fused perturbed GEMM (GRZO_CPU_LINEAR_FUSED, BLIS's
+   micro-kernel) against today's per-example path and an exact reference, on shapes that
+   cross every blocking edge: d_in spanning several KC blocks with a ragged last one, d_out
+   not a multiple of the sliver widths, copies of 0, 1, 5, 13 and 37 rows, sign-0 segments,
+   flipout and shared Z, Rademacher and Gaussian U.
+
+   The formed weight w' = w + (scale r_j s_k) u is bit-identical in both paths, so they
+   differ only in the order of the K-sum. With eps = 2^-24 and mag = sum_k |x_k| |w'_jk|:
+       |y_fused - y_exact| <= K eps mag,   |y_fused - y_per_example| <= 2 K eps mag.
+   The fused result must also be bit-identical at 1 and 2 threads.
+   Skips (77) when the build has no BLIS or BLIS has no kernel for this CPU. */
+#define _POSIX_C_SOURCE 200809L   /* cpu_env.h: setenv, execv */
+#define GRZO_IMPLEMENTATION
+#include "grzo.h"
+#include "backends/grzo_cpu.h"
+#include "test_util.h"
+#include "../examples/common/cpu_env.h"
+
+#define D_IN 1000
+#define D_OUT 75
+#define N_SEG 8
+
+/* layout 0: seven copies (the packed-panel path); layout 1: shared Z, one run of one sign,
+   i.e. one copy (the path that forms straight from W, as in a MeZO pass); flipout, one
+   example's "+" and "-" copies */
+static const int64_t seg_rows[2][N_SEG] = { { 13, 37, 0, 1, 5, 13, 37, 9 }, { 13, 37, 5, 1, 13, 37, 5, 1 } };
+static const int8_t seg_sign[2][N_SEG] = { { 1, 1, 1, -1, -1, -1, 0, 1 }, { -1, -1, -1, -1, -1, -1, -1, -1 } };
+static const int64_t seg_example[2][N_SEG] = { { 0, 1, 2, 0, 1, 2, 0, 3 }, { 0, 0, 0, 0, 0, 0, 0, 0 } };
+
+static void run_linear(grzo_cpu_linear_algo algo, int threads, const grzo_linear_args *a0, float *y)
+{
+    grzo_backend be;
+    grzo_cpu_desc cd;
+    grzo_linear_args a = *a0;
+    memset(&cd, 0, sizeof cd);
+    cd.n_threads = threads;
+    cd.linear_algo = algo;
+    REQUIRE(grzo_backend_cpu_create(&cd, &be) == GRZO_OK);
+    a.y = y;
+    CHECK(be.iface->linear(be.self, &a) == GRZO_OK);
+    grzo_backend_destroy(&be);
+}
+
+/* the formed weight element exactly as both paths compute it, in float */
+static float formed(const float *W, const grzo_perturb *pt, int64_t c, int64_t j, int64_t k)
+{
+    float scale = (float)pt->sign[c] * pt->sigma, u = grzo_noise_at(&pt->base, (uint64_t)(j * D_IN + k));
+    if (pt->sign[c] == 0) return W[j * D_IN + k];
+    if (pt->flipout) {
+        grzo_noise r = grzo__sign_noise(&pt->base, GRZO_STREAM_SIGN_R), s = grzo__sign_noise(&pt->base, GRZO_STREAM_SIGN_S);
+        float f = scale * grzo_noise_at(&r, (uint64_t)(pt->example[c] * D_OUT + j));
+        return W[j * D_IN + k] + f * (u * grzo_noise_at(&s, (uint64_t)(pt->example[c] * D_IN + k)));
+    }
+    return W[j * D_IN + k] + scale * u;
+}
+
+static void check_case(int layout, int flipout, uint32_t dist)
+{
+    int64_t off[N_SEG + 1], n_rows = 0, c, n, j, k;
+    float *W, *X, *y1, *y2, *ype, *wp;
+    grzo_perturb pt;
+    grzo_linear_args a;
+    double worst = 0.0;
+    int n_seg = layout == 1 && flipout ? 2 : N_SEG;   /* flipout, layout 1: one example's "+" and "-" */
+    for (c = 0; c < n_seg; c++) { off[c] = n_rows; n_rows += layout == 1 && flipout ? 4 * seg_rows[layout][4 * c] : seg_rows[layout][c]; }
+    off[n_seg] = n_rows;
+    W = (float *)malloc(sizeof(float) * D_OUT * D_IN);
+    X = (float *)malloc(sizeof(float) * (size_t)(n_rows * D_IN));
+    wp = (float *)malloc(sizeof(float) * D_IN);
+    y1 = (float *)malloc(sizeof(float) * (size_t)(n_rows * D_OUT));
+    y2 = (float *)malloc(sizeof(float) * (size_t)(n_rows * D_OUT));
+    ype = (float *)malloc(sizeof(float) * (size_t)(n_rows * D_OUT));
+    REQUIRE(W && X && wp && y1 && y2 && ype);
+    tu_fill_unif(W, (size_t)(D_OUT * D_IN), 11, -0.05f, 0.05f);
+    tu_fill_unif(X, (size_t)(n_rows * D_IN), 12, -1.0f, 1.0f);
+    memset(&pt, 0, sizeof pt);
+    pt.base.seed = 0x1234;
+    pt.base.step = 3;
+    pt.base.block = 1;
+    pt.base.dist = dist;
+    pt.sigma = 0.02f;
+    pt.flipout = flipout;
+    pt.n_examples = 4;
+    pt.n_segments = n_seg;
+    pt.offsets = off;
+    pt.sign = layout == 1 && flipout ? seg_sign[0] + 2 : seg_sign[layout];   /* flipout: {1, -1} */
+    pt.example = seg_example[layout];
+    memset(&a, 0, sizeof a);
+    a.w.data = W;
+    a.w.kind = GRZO_BLOCK_MATRIX;
+    a.w.dtype = GRZO_DTYPE_F32;
+    a.w.rows = D_OUT;
+    a.w.cols = D_IN;
+    a.x = X;
+    a.n_rows = n_rows;
+    a.perturb = &pt;
+    run_linear(GRZO_CPU_LINEAR_FUSED, 1, &a, y1);
+    run_linear(GRZO_CPU_LINEAR_FUSED, 2, &a, y2);
+    run_linear(GRZO_CPU_LINEAR_PER_EXAMPLE, 1, &a, ype);
+    CHECKF(memcmp(y1, y2, sizeof(float) * (size_t)(n_rows * D_OUT)) == 0,
+           "layout %d flipout %d dist %u: 1 and 2 threads differ", layout, flipout, (unsigned)dist);
+    for (c = 0; c < n_seg; c++)
+        for (j = 0; j < D_OUT; j++) {
+            for (k = 0; k < D_IN; k++) wp[k] = formed(W, &pt, c, j, k);
+            for (n = off[c]; n < off[c + 1]; n++) {
+                double exact = 0.0, mag = 0.0, bound, d_ex, d_pe;
+                for (k = 0; k < D_IN; k++) {
+                    exact += (double)X[n * D_IN + k] * (double)wp[k];
+                    mag += fabs((double)X[n * D_IN + k] * (double)wp[k]);
+                }
+                bound = (double)D_IN * ldexp(1.0, -24) * mag;
+                d_ex = fabs((double)y1[n * D_OUT + j] - exact);
+                d_pe = fabs((double)y1[n * D_OUT + j] - (double)ype[n * D_OUT + j]);
+                if (d_ex / bound > worst) worst = d_ex / bound;
+                CHECKF(d_ex <= bound && d_pe <= 2.0 * bound,
+                       "layout %d flipout %d dist %u row %lld col %lld: fused %.9g exact %.9g per-example %.9g bound %.3g",
+                       layout, flipout, (unsigned)dist, (long long)n, (long long)j, (double)y1[n * D_OUT + j], exact,
+                       (double)ype[n * D_OUT + j], bound);
+            }
+        }
+    printf("test_fused: layout %d, flipout %d, %s U: worst |fused - exact| = %.3f of K eps sum|x w'|\n", layout, flipout,
+           dist == GRZO_NOISE_GAUSSIAN ? "Gaussian" : "Rademacher", worst);
+    free(W); free(X); free(wp); free(y1); free(y2); free(ype);
+}
+
+/* The old-kernel detection: OpenBLAS core names to SIMD levels, and the remedy it names. */
+static void check_kernel_detection(void)
+{
+#ifdef GRZO_USE_OPENBLAS
+    const char *name;
+    char value[32];
+    int i;
+    CHECK(grzo__openblas_core_level("Prescott") == 0);
+    CHECK(grzo__openblas_core_level("Sandybridge") == 1);
+    CHECK(grzo__openblas_core_level("Haswell") == 2 && grzo__openblas_core_level("Zen") == 2);
+    CHECK(grzo__openblas_core_level("SkylakeX") == 3 && grzo__openblas_core_level("cooperlake") == 3);
+    CHECK(strcmp(grzo__openblas_core_for(3), "SkylakeX") == 0 && strcmp(grzo__openblas_core_for(2), "Haswell") == 0);
+    /* after cpu_env_reexec's settings the libraries run this CPU's kernels: nothing is left */
+    for (i = 0; grzo_cpu_kernel_env(i, &name, value, sizeof value); i++)
+        CHECKF(0, "%s=%s still suggested after the re-exec", name, value);
+#endif
+}
+
+int main(int argc, char **argv)
+{
+    grzo_backend be;
+    const char *line = "", *warning = "";
+    (void)argc;
+    cpu_env_reexec(argv);   /* BLIS's kernel for this CPU */
+#ifndef GRZO_USE_BLIS
+    tu_skip("test_fused", "built without BLIS (-Dblis=disabled or libblis-dev missing): no fused path");
+#endif
+    REQUIRE(grzo_backend_cpu_create(NULL, &be) == GRZO_OK);
+    REQUIRE(grzo_backend_cpu_kernels(&be, &line, &warning) == GRZO_OK);
+    check_kernel_detection();
+    printf("test_fused: %s\n", line);
+    if (strstr(line, "(off")) {
+        printf("test_fused: %s\n", warning);
+        grzo_backend_destroy(&be);
+        tu_skip("test_fused", "BLIS has no micro-kernel for this CPU");
+    }
+    grzo_backend_destroy(&be);
+    {
+        int layout, flip, gauss;
+        for (layout = 0; layout < 2; layout++)
+            for (flip = 0; flip < 2; flip++)
+                for (gauss = 0; gauss < 2; gauss++)
+                    check_case(layout, flip, gauss ? GRZO_NOISE_GAUSSIAN : GRZO_NOISE_RADEMACHER);
+    }
+    return tu_finish("test_fused");
+}
