@@ -23,15 +23,21 @@
 static inline void cpu_env_reexec(char **argv)
 {
     const char *name;
-    char value[32];
+    char value[32], self[4096];
+    ssize_t len;
     int i, changed = 0;
     if (getenv("GRZO_KERNEL_ENV_SET")) return;   /* this is the re-executed program */
     for (i = 0; grzo_cpu_kernel_env(i, &name, value, sizeof value); i++)
         if (setenv(name, value, 1) == 0) changed = 1;
     if (!changed) return;
+    /* exec the program's own path, not /proc/self/exe: the process keeps its name (its comm,
+       which pgrep/pkill -x grzo-finetune and ps match), only its environment changes */
+    len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0 || (size_t)len >= sizeof self - 1) return;
+    self[len] = '\0';
     setenv("GRZO_KERNEL_ENV_SET", "1", 1);
     fflush(NULL);
-    execv("/proc/self/exe", argv);
+    execv(self, argv);
 }
 
 static inline double cpu_env_now(void)
