@@ -1,6 +1,7 @@
 /* qa_score.c - see qa_score.h. Sections: Python's text semantics (UTF-8, whitespace,
    lower, word characters, float parsing and printing), code-point strings, SQuAD, DROP. */
 #include "qa_score.h"
+#include "text.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -10,31 +11,6 @@
 /* ======================================================================================
    Python's text semantics
    ====================================================================================== */
-
-size_t qa_utf8_seq(const unsigned char *s, size_t n, uint32_t *cp_out)
-{
-    uint32_t cp;
-    size_t len, i;
-    if (n == 0) return 0;
-    if (s[0] < 0x80) {
-        if (cp_out) *cp_out = s[0];
-        return 1;
-    }
-    if (s[0] >= 0xC2 && s[0] <= 0xDF) { len = 2; cp = s[0] & 0x1Fu; }
-    else if (s[0] >= 0xE0 && s[0] <= 0xEF) { len = 3; cp = s[0] & 0x0Fu; }
-    else if (s[0] >= 0xF0 && s[0] <= 0xF4) { len = 4; cp = s[0] & 0x07u; }
-    else return 0;
-    if (n < len) return 0;
-    for (i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3Fu);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000)) return 0;
-    if (cp >= 0xD800 && cp <= 0xDFFF) return 0;
-    if (cp > 0x10FFFF) return 0;
-    if (cp_out) *cp_out = cp;
-    return len;
-}
 
 /* The bytes at s[0..n) that one U+FFFD replaces when s does not start well-formed UTF-8:
    the maximal subpart of a sequence (a valid lead byte and the continuation bytes that
@@ -58,7 +34,7 @@ char *qa_utf8_repair(const char *s, size_t n)
     size_t i = 0;
     if (!out) return NULL;
     while (i < n) {
-        size_t l = qa_utf8_seq((const unsigned char *)s + i, n - i, NULL);
+        size_t l = utf8_seq((const unsigned char *)s + i, n - i, NULL);
         if (l && s[i] != '\0') {
             memcpy(p, s + i, l);
             p += l;
@@ -151,7 +127,7 @@ static size_t space_prefix(const char *s, size_t n)
     size_t i = 0;
     while (i < n) {
         uint32_t cp;
-        size_t l = qa_utf8_seq((const unsigned char *)s + i, n - i, &cp);
+        size_t l = utf8_seq((const unsigned char *)s + i, n - i, &cp);
         if (!l || !qa_py_isspace(cp)) break;
         i += l;
     }
@@ -166,7 +142,7 @@ static size_t space_suffix_start(const char *s, size_t n)
         size_t start = end - 1;
         uint32_t cp;
         while (start > 0 && ((unsigned char)s[start] & 0xC0) == 0x80) start--;
-        if (qa_utf8_seq((const unsigned char *)s + start, end - start, &cp) != end - start || !qa_py_isspace(cp)) break;
+        if (utf8_seq((const unsigned char *)s + start, end - start, &cp) != end - start || !qa_py_isspace(cp)) break;
         end = start;
     }
     return end;
@@ -282,7 +258,7 @@ static void cps_decode(cps *out, const char *s, size_t n)
     size_t i = 0;
     while (i < n) {
         uint32_t cp;
-        size_t l = qa_utf8_seq((const unsigned char *)s + i, n - i, &cp);
+        size_t l = utf8_seq((const unsigned char *)s + i, n - i, &cp);
         if (!l) { cp = 0xFFFD; l = 1; }
         cps_push(out, cp);
         i += l;

@@ -4,6 +4,7 @@
    the --help / log printers. */
 #include "tasks.h"
 #include "json.h"
+#include "text.h"
 #include "qa_score.h"
 
 #include <errno.h>
@@ -96,63 +97,10 @@ static void arena_release(arena *a)
 }
 
 /* ======================================================================================
-   String builder: appends never fail loudly; a sticky oom flag is checked once at the end,
-   which keeps the template functions as plain sequences of appends.
-   ====================================================================================== */
-
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    int oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom) return;
-    if (n > SIZE_MAX - b->len - 1) {
-        b->oom = 1;
-        return;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        char *p;
-        while (cap < b->len + n + 1) {
-            if (cap > SIZE_MAX / 2) {
-                cap = b->len + n + 1;
-                break;
-            }
-            cap *= 2;
-        }
-        p = (char *)realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_puts(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-static void sb_putc(sbuf *b, char c) { sb_put(b, &c, 1); }
-static void sb_reset(sbuf *b) { b->len = 0; if (b->p) b->p[0] = '\0'; }
-
-static void sb_free(sbuf *b)
-{
-    free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
-    b->oom = 0;
-}
-
-/* ======================================================================================
    UTF-8 and Python-compatible whitespace handling
    ====================================================================================== */
 
-/* The UTF-8 decoder (qa_utf8_seq) and Python's whitespace set (qa_py_isspace) are
+/* The UTF-8 decoder (utf8_seq) and Python's whitespace set (qa_py_isspace) are
    qa_score.c's: the scorers need them too. */
 
 /* Offset of the first byte that is not valid UTF-8 (or a NUL), or n if all is well. */
@@ -171,7 +119,7 @@ static size_t utf8_first_bad(const char *s, size_t n, int *is_nul)
             i++;
             continue;
         }
-        l = qa_utf8_seq(u + i, n - i, NULL);
+        l = utf8_seq(u + i, n - i, NULL);
         if (!l) return i;
         i += l;
     }
@@ -197,7 +145,7 @@ static slice lstrip_ws(slice s)
 {
     while (s.n) {
         uint32_t cp;
-        size_t l = qa_utf8_seq((const unsigned char *)s.p, s.n, &cp);
+        size_t l = utf8_seq((const unsigned char *)s.p, s.n, &cp);
         if (!l || !qa_py_isspace(cp)) break;
         s.p += l;
         s.n -= l;
@@ -220,7 +168,7 @@ static slice rstrip_ws(slice s)
     while (s.n) {
         size_t start = last_cp_start(s);
         uint32_t cp;
-        size_t l = qa_utf8_seq((const unsigned char *)s.p + start, s.n - start, &cp);
+        size_t l = utf8_seq((const unsigned char *)s.p + start, s.n - start, &cp);
         if (!l || !qa_py_isspace(cp)) break;
         s.n = start;
     }

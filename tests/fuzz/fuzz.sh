@@ -21,7 +21,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${FUZZ_OUT:-$root/build/fuzz-$target}
 cc=${CC_FUZZ:-clang}
 llm_src="$root/examples/llm/load.c $root/examples/llm/load_hf.c $root/examples/llm/tokenizer.c"
-llm_src="$llm_src $root/examples/llm/tokenizer_hf.c $root/examples/common/json.c"
+llm_src="$llm_src $root/examples/llm/tokenizer_hf.c $root/examples/common/json.c $root/examples/common/text.c"
 case $target in
   loaders)
     src="$root/tests/llm/fuzz_loaders.c $llm_src"
@@ -36,7 +36,7 @@ case $target in
     inc=-I$root
     seeds=$root/tests/fuzz/corpus/checkpoint ;;
   tasks)
-    src="$root/tests/fuzz/fuzz_tasks.c $root/examples/finetune/tasks.c $root/examples/finetune/qa_score.c $root/examples/common/json.c"
+    src="$root/tests/fuzz/fuzz_tasks.c $root/examples/finetune/tasks.c $root/examples/finetune/qa_score.c $root/examples/common/json.c $root/examples/common/text.c"
     inc="-I$root/examples/finetune -I$root/examples/common"
     seeds=$root/tests/fuzz/corpus/tasks ;;
   *) echo "fuzz.sh: unknown target '$target' (loaders, hf, checkpoint or tasks)" >&2; exit 2 ;;
