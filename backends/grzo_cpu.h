@@ -726,11 +726,34 @@ static grzo_status grzo__cpu_linear_variant(grzo__cpu *cpu, const grzo_linear_ar
     return grzo__cpu_linear_elementwise(cpu, a);
 }
 
+/* The perturbed vector op's segments: base[0..d) holds the perturbation base (U, or a
+   variant's B); base[d * (1 + thread)..] is each thread's scratch for its copy's vector
+   v + sign sigma base (.) r_e (Flipout) or v + sign sigma base; nt threads. */
+static void grzo__cpu_vector_segments(const grzo_vector_args *a, const float *v, float *base, int64_t d, int nt) {
+    const grzo_perturb *pt = a->perturb;
+    int64_t c;
+    GRZO__OMP_FOR_DYNAMIC
+    for (c = 0; c < pt->n_segments; c++) {
+        float *vp = base + d * (1 + grzo__cpu_thread()), scl = (float)pt->sign[c] * pt->sigma;
+        int64_t j, n;
+        if (pt->flipout) {
+            grzo_noise r = grzo__sign_noise(&pt->base, GRZO_STREAM_SIGN_R);
+            grzo_noise_fill(&r, (uint64_t)(pt->example[c] * d), (size_t)d, vp);
+            for (j = 0; j < d; j++) vp[j] = v[j] + scl * (base[j] * vp[j]);
+        } else {
+            for (j = 0; j < d; j++) vp[j] = v[j] + scl * base[j];
+        }
+        for (n = pt->offsets[c]; n < pt->offsets[c + 1]; n++)
+            for (j = 0; j < d; j++)
+                a->y[n * d + j] = a->op == GRZO_VECTOR_MUL ? a->x[n * d + j] * vp[j] : a->x[n * d + j] + vp[j];
+    }
+}
+
 /* vector under a variant (sparse, quantized; low-rank leaves vectors dense): v + sign sigma B (.) r_e */
 static grzo_status grzo__cpu_vector_variant(grzo__cpu *cpu, const grzo_vector_args *a) {
     const grzo_perturb *pt = a->perturb;
     const float *v = (const float *)a->v.data;
-    int64_t d = a->v.rows, c, j;
+    int64_t d = a->v.rows, j;
     int nt = cpu->n_threads;
     grzo__cpu_var cv;
     float *Bz = (float *)malloc((size_t)d * sizeof(float) * (size_t)(1 + nt));
@@ -739,21 +762,7 @@ static grzo_status grzo__cpu_vector_variant(grzo__cpu *cpu, const grzo_vector_ar
     st = grzo__cpu_var_init(cpu, &cv, &a->v, &pt->base, a->variant);
     if (st != GRZO_OK) { free(Bz); return st; }
     for (j = 0; j < d; j++) grzo__cpu_var_row(&cv, j, v + j, Bz + j);   /* cols = 1: one element per row */
-    GRZO__OMP_FOR_DYNAMIC
-    for (c = 0; c < pt->n_segments; c++) {
-        float *vp = Bz + d * (1 + grzo__cpu_thread()), scl = (float)pt->sign[c] * pt->sigma;
-        int64_t i, n;
-        if (pt->flipout) {
-            grzo_noise r = grzo__sign_noise(&pt->base, GRZO_STREAM_SIGN_R);
-            grzo_noise_fill(&r, (uint64_t)(pt->example[c] * d), (size_t)d, vp);
-            for (i = 0; i < d; i++) vp[i] = v[i] + scl * (Bz[i] * vp[i]);
-        } else {
-            for (i = 0; i < d; i++) vp[i] = v[i] + scl * Bz[i];
-        }
-        for (n = pt->offsets[c]; n < pt->offsets[c + 1]; n++)
-            for (i = 0; i < d; i++)
-                a->y[n * d + i] = a->op == GRZO_VECTOR_MUL ? a->x[n * d + i] * vp[i] : a->x[n * d + i] + vp[i];
-    }
+    grzo__cpu_vector_segments(a, v, Bz, d, nt);
     grzo__cpu_var_free(&cv);
     free(Bz);
     return GRZO_OK;
@@ -895,7 +904,7 @@ static grzo_status grzo__cpu_vector(void *self, const grzo_vector_args *a) {
     grzo__cpu *cpu = (grzo__cpu *)self;
     const grzo_perturb *pt = a->perturb;
     const float *v = (const float *)a->v.data;
-    int64_t d = a->v.rows, n_seg = pt && pt->sigma != 0.0f ? pt->n_segments : 0, c;
+    int64_t d = a->v.rows, n_seg = pt && pt->sigma != 0.0f ? pt->n_segments : 0;
     int nt = cpu->n_threads;
     float *U = NULL;
     if (n_seg > 0 && a->variant) return grzo__cpu_vector_variant(cpu, a);
@@ -912,21 +921,7 @@ static grzo_status grzo__cpu_vector(void *self, const grzo_vector_args *a) {
     U = (float *)malloc((size_t)d * sizeof(float) * (size_t)(1 + nt));
     if (!U) return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "vector: scratch allocation failed");
     grzo_noise_fill(&pt->base, 0, (size_t)d, U);
-    GRZO__OMP_FOR_DYNAMIC
-    for (c = 0; c < n_seg; c++) {
-        float *vp = U + d * (1 + grzo__cpu_thread()), scl = (float)pt->sign[c] * pt->sigma;
-        int64_t j, n;
-        if (pt->flipout) {
-            grzo_noise r = grzo__sign_noise(&pt->base, GRZO_STREAM_SIGN_R);
-            grzo_noise_fill(&r, (uint64_t)(pt->example[c] * d), (size_t)d, vp);
-            for (j = 0; j < d; j++) vp[j] = v[j] + scl * (U[j] * vp[j]);
-        } else {
-            for (j = 0; j < d; j++) vp[j] = v[j] + scl * U[j];
-        }
-        for (n = pt->offsets[c]; n < pt->offsets[c + 1]; n++)
-            for (j = 0; j < d; j++)
-                a->y[n * d + j] = a->op == GRZO_VECTOR_MUL ? a->x[n * d + j] * vp[j] : a->x[n * d + j] + vp[j];
-    }
+    grzo__cpu_vector_segments(a, v, U, d, nt);
     free(U);
     return GRZO_OK;
 }
