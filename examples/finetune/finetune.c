@@ -1298,6 +1298,14 @@ static void write_results_json(FILE *f, const run *r) {
     if (r->generation)   /* exact match beside F1 */
         fprintf(f, ",\n \"zero_shot_dev_em\":%.6f,\"zero_shot_test_em\":%.6f,\"dev_em\":%.6f,\"test_em\":%.6f", r->zs_dev_em,
                 r->zs_test_em, r->dev_em, r->test_em);
+    {   /* the variant axes (grzo.h section 3c) that ran: 0 / "none" = off */
+        char density[32];
+        fprintf(f, ",\n \"sparse_density\":%s,\"lowrank_rank\":%lld,\"lowrank_every\":%lld,\"quant\":\"%s\"",
+                float_text(o->real[OPT_SPARSE_DENSITY], density), (long long)o->num[OPT_LOWRANK_RANK],
+                (long long)(o->num[OPT_LOWRANK_RANK] > 0 && o->num[OPT_LOWRANK_EVERY] == 0 ? GRZO_LOWRANK_EVERY_DEFAULT
+                                                                               : o->num[OPT_LOWRANK_EVERY]),
+                o->str[OPT_QUANT]);
+    }
     fprintf(f, "}\n");
 }
 
