@@ -70,6 +70,7 @@ typedef enum opt_id {
     OPT_DEVICE, OPT_DTYPE, OPT_CHECKPOINT, OPT_LOG, OPT_OUT, OPT_EXPORT, OPT_EXPORT_TYPE, OPT_DIAGNOSE_PROBES,
     OPT_DIAGNOSE_EVERY, OPT_REPLICA_CHECK,
     OPT_SPARSE_DENSITY, OPT_LOWRANK_RANK, OPT_LOWRANK_EVERY, OPT_QUANT,   /* variant axes (grzo.h section 3c) */
+    OPT_NOISE,
     OPT_COUNT
 } opt_id;
 
@@ -117,6 +118,7 @@ static const opt_def OPTS[OPT_COUNT] = {
     {"--lowrank-rank", "lowrank_rank", KIND_INT, 0, GRZO_LOWRANK_MAX_RANK, 0},
     {"--lowrank-every", "lowrank_every", KIND_INT, 0, 1000000000, 0},
     {"--quant", "quant", KIND_TEXT, 0, 0, 0},
+    {"--noise", "noise", KIND_TEXT, 0, 0, 0},      /* the base noise U (desc.noise) */
 };
 
 #define SAVE_SECONDS_DEFAULT 600.0   /* --save-every 0: a checkpoint every 10 minutes */
@@ -164,6 +166,7 @@ static void usage(FILE *f) {
         "  --lowrank-every N  redraw V every N steps (100)\n"
         "  --quant int8|int4|none  fake-quantize the weights per row and the perturbation (QuZO;\n"
         "               the perturbation's rounding matters with Gaussian noise only)\n"
+        "  --noise rademacher|gaussian  the base noise U (rademacher; QuZO's setting is gaussian)\n"
         "  --resume     continue the run in OUT from its checkpoint: settings not given are taken\n"
         "               from OUT/run.json; a given setting that differs is refused, except\n"
         "               --steps, --eval-every, --save-every, --threads, --data and the paths\n"
@@ -239,6 +242,10 @@ static int set_option(options *o, opt_id id, const char *v, char *err, size_t er
             snprintf(err, errlen, "--export-type: expected f32, f16, bf16 or q8_0, got '%.64s'", v);
             return -1;
         }
+        if (id == OPT_NOISE && strcmp(v, "rademacher") && strcmp(v, "gaussian")) {
+            snprintf(err, errlen, "--noise: expected rademacher or gaussian, got '%.64s'", v);
+            return -1;
+        }
         if (id == OPT_QUANT && strcmp(v, "int8") && strcmp(v, "int4") && strcmp(v, "none")) {
             snprintf(err, errlen, "--quant: expected int8, int4 or none, got '%.64s'", v);
             return -1;
@@ -274,6 +281,7 @@ static void default_options(options *o) {
     o->str[OPT_DTYPE] = "f32";
     o->str[OPT_EXPORT_TYPE] = "f32";
     o->str[OPT_QUANT] = "none";
+    o->str[OPT_NOISE] = "rademacher";
 }
 
 static int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
@@ -936,7 +944,7 @@ static int resume_settings(run *r, char *err, size_t errlen) {
         int differs = 0;
         if (!d->key) continue;
         if (!(v = json_get(root, d->key))) {
-            if (id >= OPT_SPARSE_DENSITY && id <= OPT_QUANT && !given) continue;   /* recorded before the variants: dense */
+            if (id >= OPT_SPARSE_DENSITY && id <= OPT_NOISE && !given) continue;   /* recorded before the variants: dense, Rademacher */
             snprintf(err, errlen, "%s: no \"%s\"", r->path_manifest, d->key);
             return -1;
         }
@@ -1015,6 +1023,10 @@ static int check_checkpoint_readable(const char *path, char *err, size_t errlen)
 
 /* The checkpoint's optimizer settings must be the run's (a checkpoint copied in from
    another run is refused, not silently mixed). */
+static grzo_noise_dist noise_kind(const options *o) {
+    return !strcmp(o->str[OPT_NOISE], "gaussian") ? GRZO_NOISE_GAUSSIAN : GRZO_NOISE_RADEMACHER;
+}
+
 static int32_t quant_bits(const options *o) {
     return !strcmp(o->str[OPT_QUANT], "int8") ? 8 : !strcmp(o->str[OPT_QUANT], "int4") ? 4 : 0;
 }
@@ -1042,6 +1054,7 @@ static int check_checkpoint_matches(const run *r, char *err, size_t errlen) {
        float_text(d.sparse_density, fb))
     CK(d.lowrank_rank != o->num[OPT_LOWRANK_RANK], "--lowrank-rank", "%lld", (long long)o->num[OPT_LOWRANK_RANK], (long long)d.lowrank_rank)
     CK(d.quant_bits != quant_bits(o), "--quant", "%d", quant_bits(o), (int)d.quant_bits)
+    CK((d.noise == GRZO_NOISE_GAUSSIAN) != (noise_kind(o) == GRZO_NOISE_GAUSSIAN), "--noise", "%s", o->str[OPT_NOISE], d.noise == GRZO_NOISE_GAUSSIAN ? "gaussian" : "rademacher")
 #undef CK
     if (conflicts[0]) {
         snprintf(err, errlen, "--resume: the checkpoint %s belongs to another run than %s: %s", r->path_ckpt, r->path_manifest, conflicts);
@@ -1222,7 +1235,7 @@ static int setup_optimizer(run *r, char *err, size_t errlen) {
     d.warmup_steps = r->o.num[OPT_WARMUP]; d.fzoo_probes = (int32_t)r->o.num[OPT_FZOO_PROBES];
     d.comm = ft_ranks_comm(&r->ranks); d.per_example_ops = r->o.shard_invariant ? 1 : 0;   /* 0: on with comm */
     d.replica_check_every = r->o.num[OPT_REPLICA_CHECK];
-    d.sparse_density = r->o.real[OPT_SPARSE_DENSITY]; d.quant_bits = quant_bits(&r->o);
+    d.sparse_density = r->o.real[OPT_SPARSE_DENSITY]; d.quant_bits = quant_bits(&r->o); d.noise = noise_kind(&r->o);
     d.lowrank_rank = (int32_t)r->o.num[OPT_LOWRANK_RANK]; d.lowrank_every = (int32_t)r->o.num[OPT_LOWRANK_EVERY];
     d.logger.func = keep_message; d.logger.user_data = r->grzo_why;
     if (llm_backend_create(r->o.str[OPT_DEVICE], (int32_t)r->o.num[OPT_THREADS], &r->be, err, errlen) != GRZO_OK) return -1;
@@ -1300,11 +1313,11 @@ static void write_results_json(FILE *f, const run *r) {
                 r->zs_test_em, r->dev_em, r->test_em);
     {   /* the variant axes (grzo.h section 3c) that ran: 0 / "none" = off */
         char density[32];
-        fprintf(f, ",\n \"sparse_density\":%s,\"lowrank_rank\":%lld,\"lowrank_every\":%lld,\"quant\":\"%s\"",
+        fprintf(f, ",\n \"sparse_density\":%s,\"lowrank_rank\":%lld,\"lowrank_every\":%lld,\"quant\":\"%s\",\"noise\":\"%s\"",
                 float_text(o->real[OPT_SPARSE_DENSITY], density), (long long)o->num[OPT_LOWRANK_RANK],
                 (long long)(o->num[OPT_LOWRANK_RANK] > 0 && o->num[OPT_LOWRANK_EVERY] == 0 ? GRZO_LOWRANK_EVERY_DEFAULT
                                                                                : o->num[OPT_LOWRANK_EVERY]),
-                o->str[OPT_QUANT]);
+                o->str[OPT_QUANT], o->str[OPT_NOISE]);
     }
     fprintf(f, "}\n");
 }

@@ -192,7 +192,7 @@ case_paths() {
 
 case_variants() {
     local bad
-    for bad in "--sparse-density 1.5" "--sparse-density -0.1" "--lowrank-rank -1" "--lowrank-rank 2.5" "--quant int3"; do
+    for bad in "--sparse-density 1.5" "--sparse-density -0.1" "--lowrank-rank -1" "--lowrank-rank 2.5" "--quant int3" "--noise normal"; do
         set -- $bad
         run 2 "${common[@]}" "$1" "$2" --out o
         one_line "$bad"
@@ -215,6 +215,13 @@ case_variants() {
     [ "$(wc -l < q/log.jsonl)" -eq 3 ] || fail "the int4 run did not resume"
     run 2 --out q --resume --steps 4 --quant int8; one_line "resume with another --quant"
     grep -q -- "--quant int8 (the run has int4)" err.txt || fail "resume with another --quant: $(cat err.txt)"
+    # QuZO's setting: Gaussian base noise, so the perturbation's stochastic rounding acts
+    run 0 "${common[@]}" --steps 2 --quant int8 --noise gaussian --out g
+    grep -q '"noise":"gaussian"' g/run.json && grep -q '"noise":"gaussian"' g/results.json || fail "run.json/results.json do not record --noise"
+    run 0 "${common[@]}" --steps 2 --quant int8 --out r8
+    cmp -s g/checkpoint.grzo r8/checkpoint.grzo && fail "--noise gaussian trained the same weights as Rademacher"
+    run 2 --out g --resume --steps 3 --noise rademacher; one_line "resume with another --noise"
+    grep -q -- "--noise rademacher (the run has gaussian)" err.txt || fail "resume with another --noise: $(cat err.txt)"
     echo "ok: variant options checked, refused combinations leave nothing, each variant trains and resumes"
 }
 
