@@ -439,6 +439,15 @@ static void test_forward(void) {
     llm_weights w;
     if (!load_stories(&cfg, &w)) return;
     compare_forward("stories260K", &cfg, &w);
+    /* Llama-3.1's rotary scaling (issue 14): the device rotates by the tables model.c builds
+       from llm_rope_inv_freq; with an original context of 8 stories260K's head (4 rotary pairs)
+       has one pair blended and three scaled */
+    cfg.rope_scaling = LLM_ROPE_SCALING_LLAMA3;
+    cfg.rope_factor = 8.0f;
+    cfg.rope_low_freq_factor = 1.0f;
+    cfg.rope_high_freq_factor = 4.0f;
+    cfg.rope_original_max_pos = 8;
+    compare_forward("stories260K, rope_scaling llama3", &cfg, &w);
     llm_weights_free(&w);
 }
 
