@@ -380,7 +380,7 @@ static const char *const workload_modes[N_WORKLOADS] = {"infer", "grzo", "mezo",
 
 static grzo_status run_workload(bench *b, runner *rn, int w) {
     bench_use_threads(rn->threads);
-    return w == W_INFER ? inference(b, rn) : train_step(b, rn, w == W_GRZO ? EST_GRZO : w == W_MEZO ? EST_MEZO : EST_FZOO);
+    return w == W_INFER ? inference(b, rn) : train_step(b, rn, w - W_GRZO);   /* W_GRZO.. follow EST_GRZO.. */
 }
 
 /* ---- (a) time --------------------------------------------------------------------------------- */
@@ -640,7 +640,7 @@ static void print_context(int argc, char **argv, const options *o, const bench *
            b->cfg.tied_output ? "tied" : "untied");
     printf("backend cpu, threads");
     for (c = 0; c < b->n_run; c++) printf(" %d", (int)b->run[c].threads);
-    printf(" (interleaved), transient budget %lld MiB, linear algorithm %s", (long long)o->transient_mb,
+    printf("%s, transient budget %lld MiB, linear algorithm %s", b->n_run > 1 ? " (interleaved)" : "", (long long)o->transient_mb,
            o->algo == 1 ? "PER_EXAMPLE" : o->algo == 2 ? "TWO_GEMM" : o->algo == 3 ? "FUSED" : "AUTO");
 #ifdef GRZO_USE_OPENBLAS
     printf(", %s", openblas_get_config());
