@@ -5,22 +5,28 @@
    synthetic token sequences when no SST-2 file or tokenizer is at hand); the loss of an
    example copy is the cross-entropy over the two candidates " terrible" / " great" read
    at the prompt's last position (one output row per sequence). A GRZO step forwards the
-   2B copies in one fused pass; a MeZO step runs two passes of B; "inference" is a plain
-   forward (outside any step) over the same 2B sequences.
+   2B copies in one fused pass; a MeZO step runs two passes of B; an FZOO step N + 1 = 9
+   passes of B (N = 8 probes, grzo-finetune's default); "inference" is a plain forward
+   (outside any step) over the same 2B sequences.
 
    It prints markdown tables of
-     (a) time per step, median over rounds, with the three workloads interleaved in one
-         process (the order rotates every round) and the median of per-round ratios;
-         the fraction of the time spent inside grzo_linear (the GEMMs, perturbed or not);
-     (b) peak resident memory (VmHWM) of each workload, each in a fresh child process
+     (a) time per step at 1 and 2 threads (or --threads N alone): the four workloads at
+         both thread counts are interleaved in one process (the order rotates every
+         round), with medians [p10, p90] of per-round ratios (GRZO/inference,
+         MeZO/inference, GRZO/MeZO, FZOO/inference, 2 threads / 1 thread) and the
+         fraction of the time spent inside grzo_linear (the GEMMs, perturbed or not);
+     (b) peak resident memory (VmHWM) of each workload against inference, each in a
+         fresh child process at the run's highest thread count
          (this program re-executed with --mem-child MODE), measured from the end of
          setup: the peak is reset through /proc/self/clear_refs after the model is loaded
          (loading holds the file image and the fp32 weights at once, a higher peak than
          any step), then two steps run.
 
-   usage: bench_llm --model PATH [--data SST2_TSV] [--batch 16] [--rounds 5] [--threads N]
+   usage: bench_llm --model PATH [--data SST2_TSV] [--batch 16] [--rounds 3] [--threads N]
                     [--transient-mb M] [--algo auto|per-example|two-gemm|fused] [--part all|time|memory]
                     [--dump-tokens FILE]
+   --rounds: interleaved rounds (default 3, a few minutes on 2 cores; more for tighter
+   percentiles). --threads N > 0 times N threads only; 0 (default) 1 and 2 threads.
    --transient-mb and --algo set grzo_cpu_desc.transient_bytes and .linear_algo.
    Every label of the SST-2 file must be 0 or 1 (else it exits 1 naming the line); the
    counts of each, in the file and among the B examples, are printed with the context.
@@ -28,7 +34,6 @@
    missing, it exits 77 (skip). */
 #define _POSIX_C_SOURCE 200809L
 
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,9 +42,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "grzo.h"
 #include "backends/grzo_cpu.h"
@@ -47,6 +49,7 @@
 #include "cpu_env.h"
 #include "llm.h"
 #include "model.h"
+#include "bench_stats.h"
 
 #ifdef GRZO_USE_OPENBLAS
 char *openblas_get_config(void);
@@ -56,6 +59,8 @@ char *openblas_get_config(void);
 #define MAX_PROMPT 64
 #define MIN_PROMPT 30
 #define MAX_ROUNDS 64
+#define DEFAULT_ROUNDS 3
+#define FZOO_PROBES 8              /* grzo-finetune's default N */
 #define DEFAULT_DATA "/work/shared/data/SST-2/train.tsv"
 #define DEFAULT_MODEL "/work/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -79,14 +84,26 @@ typedef struct workload {
     long file_labels[2];          /* labels 0 and 1 in the whole SST-2 file */
 } workload;
 
+/* The estimators timed; one context each over the same weights. */
+enum { EST_GRZO = 0, EST_MEZO, EST_FZOO, N_EST };
+
+/* Everything that runs at one thread count: its backend and, over the same fp32 weights,
+   one context per estimator and a state sized for 2B sequences (shared: one forward at a
+   time). */
+typedef struct runner {
+    int32_t threads;
+    grzo_backend be;
+    grzo_ctx *ctx[N_EST];
+    llm_model m[N_EST];
+    llm_state *st;
+} runner;
+
 typedef struct bench {
     llm_config cfg;
     llm_weights w;
     llm_tokenizer *tok;
-    grzo_backend be;
-    grzo_ctx *ctx[2];             /* GRZO, MeZO: two contexts over the same weights */
-    llm_model m[2];
-    llm_state *st;                /* sized for 2B sequences; shared (one forward at a time) */
+    runner run[BENCH_MAX_TC];     /* 1 and 2 threads, or --threads N alone */
+    int n_run;
     float *logits;                /* 2B x vocab */
     workload wl;
     llm_seq seqs[2 * MAX_B];
@@ -213,33 +230,28 @@ static void synthetic_examples(const options *o, bench *b) {
 }
 
 /* ---- setup ------------------------------------------------------------------------------- */
-static int bench_open(const options *o, bench *b) {
-    char err[512];
+static int runner_open(const options *o, bench *b, runner *rn, int32_t threads) {
+    static const grzo_estimator est[N_EST] = {GRZO_ESTIMATOR_GRZO, GRZO_ESTIMATOR_MEZO, GRZO_ESTIMATOR_FZOO};
     grzo_cpu_desc cd;
     llm_state_desc sd;
     int k;
-    memset(b, 0, sizeof *b);
-    if (sst2_check(o->data, b->wl.file_labels) < 0) return 1;
-    if (llm_load(o->model, &b->cfg, &b->w, &b->tok, err, sizeof err) != 0) {
-        fprintf(stderr, "bench_llm: %s\n", err);
-        return 1;
-    }
-    if (!b->tok || sst2_examples(o, b) != 0) synthetic_examples(o, b);
+    rn->threads = threads;
     memset(&cd, 0, sizeof cd);
-    cd.n_threads = o->threads;
+    cd.n_threads = threads;
     cd.transient_bytes = (size_t)o->transient_mb << 20;
     cd.linear_algo = (grzo_cpu_linear_algo)o->algo;
-    if (grzo_backend_cpu_create(&cd, &b->be) != GRZO_OK) return 1;
-    for (k = 0; k < 2; k++) {
+    if (grzo_backend_cpu_create(&cd, &rn->be) != GRZO_OK) return 1;
+    for (k = 0; k < N_EST; k++) {
         grzo_desc d;
         memset(&d, 0, sizeof d);
-        d.backend = &b->be;
-        d.estimator = k == 0 ? GRZO_ESTIMATOR_GRZO : GRZO_ESTIMATOR_MEZO;
+        d.backend = &rn->be;
+        d.estimator = est[k];
         d.lr = 1e-7f;              /* steps must not wreck the model: the time is the same */
         d.sigma = 1e-3f;
-        if (grzo_create(&d, &b->ctx[k]) != GRZO_OK) return 1;
-        if (llm_model_register(b->ctx[k], &b->m[k], &b->cfg, &b->w) != GRZO_OK) {
-            fprintf(stderr, "bench_llm: %s\n", llm_model_error(&b->m[k]));
+        d.fzoo_probes = FZOO_PROBES;
+        if (grzo_create(&d, &rn->ctx[k]) != GRZO_OK) return 1;
+        if (llm_model_register(rn->ctx[k], &rn->m[k], &b->cfg, &b->w) != GRZO_OK) {
+            fprintf(stderr, "bench_llm: %s\n", llm_model_error(&rn->m[k]));
             return 1;
         }
     }
@@ -248,30 +260,54 @@ static int bench_open(const options *o, bench *b) {
     sd.max_seqs = 2 * b->wl.B;
     sd.max_outputs = 2 * b->wl.B;
     sd.max_seq_len = MAX_PROMPT;
-    if (llm_state_create(b->ctx[0], &b->m[0], &sd, &b->st) != GRZO_OK) {
-        fprintf(stderr, "bench_llm: %s\n", llm_model_error(&b->m[0]));
+    if (llm_state_create(rn->ctx[0], &rn->m[0], &sd, &rn->st) != GRZO_OK) {
+        fprintf(stderr, "bench_llm: %s\n", llm_model_error(&rn->m[0]));
         return 1;
     }
-    b->logits = (float *)malloc((size_t)sd.max_outputs * (size_t)b->cfg.vocab_size * sizeof(float));
+    return 0;
+}
+
+static int bench_open(const options *o, bench *b) {
+    char err[512];
+    int32_t tcs[BENCH_MAX_TC];
+    int n_tc, c;
+    memset(b, 0, sizeof *b);
+    if (sst2_check(o->data, b->wl.file_labels) < 0) return 1;
+    if (llm_load(o->model, &b->cfg, &b->w, &b->tok, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_llm: %s\n", err);
+        return 1;
+    }
+    if (!b->tok || sst2_examples(o, b) != 0) synthetic_examples(o, b);
+    n_tc = bench_thread_counts(o->threads, tcs);
+    for (c = 0; c < n_tc; c++, b->n_run++)
+        if (runner_open(o, b, &b->run[c], tcs[c]) != 0) return 1;
+    b->logits = (float *)malloc((size_t)2 * (size_t)b->wl.B * (size_t)b->cfg.vocab_size * sizeof(float));
     return b->logits == NULL;
 }
 
-static void bench_close(bench *b) {
+static void runner_close(runner *rn) {
     int k;
-    free(b->logits);
-    llm_state_free(b->st);
-    for (k = 0; k < 2; k++) {
-        llm_model_free(&b->m[k]);
-        if (b->ctx[k]) grzo_destroy(b->ctx[k]);
+    llm_state_free(rn->st);
+    for (k = 0; k < N_EST; k++) {
+        llm_model_free(&rn->m[k]);
+        if (rn->ctx[k]) grzo_destroy(rn->ctx[k]);
     }
-    if (b->be.iface) grzo_backend_destroy(&b->be);
+    if (rn->be.iface) grzo_backend_destroy(&rn->be);
+}
+
+static void bench_close(bench *b) {
+    int c;
+    free(b->logits);
+    for (c = 0; c < BENCH_MAX_TC; c++) runner_close(&b->run[c]);
     llm_tokenizer_free(b->tok);
     llm_weights_free(&b->w);
 }
 
-/* ---- the three workloads -------------------------------------------------------------------- */
-/* Forward n copies (copy c reads example which[c]) and write one loss per copy. */
-static grzo_status forward_copies(bench *b, int k, const int64_t *which, int64_t n, int64_t n_segments, float *losses) {
+/* ---- the four workloads --------------------------------------------------------------------- */
+/* Forward n copies (copy c reads example which[c]) through runner rn's context k and write
+   one loss per copy. */
+static grzo_status forward_copies(bench *b, runner *rn, int k, const int64_t *which, int64_t n, int64_t n_segments,
+                                  float *losses) {
     llm_batch batch;
     int64_t c;
     grzo_status s;
@@ -288,9 +324,9 @@ static grzo_status forward_copies(bench *b, int k, const int64_t *which, int64_t
     batch.seqs = b->seqs;
     batch.n_seqs = (int32_t)n;
     batch.n_segments = n_segments;
-    s = llm_forward(b->ctx[k], &b->m[k], b->st, &batch, b->logits);
+    s = llm_forward(rn->ctx[k], &rn->m[k], rn->st, &batch, b->logits);
     if (s != GRZO_OK) {
-        fprintf(stderr, "bench_llm: %s\n", llm_model_error(&b->m[k]));
+        fprintf(stderr, "bench_llm: %s\n", llm_model_error(&rn->m[k]));
         return s;
     }
     for (c = 0; c < n; c++) {   /* cross-entropy over the two candidates */
@@ -302,134 +338,133 @@ static grzo_status forward_copies(bench *b, int k, const int64_t *which, int64_t
     return GRZO_OK;
 }
 
-/* One training step of context k (GRZO: 1 pass of 2B; MeZO: 2 passes of B). */
-static grzo_status train_step(bench *b, int k, double *loss) {
+/* One training step of runner rn's context k (GRZO: 1 pass of 2B; MeZO: 2 passes of B;
+   FZOO: N + 1 passes of B). */
+static grzo_status train_step(bench *b, runner *rn, int k) {
+    grzo_ctx *ctx = rn->ctx[k];
     grzo_step_info si;
     grzo_step_report rep;
     grzo_status s;
     float losses[2 * MAX_B];
     int32_t p;
-    s = grzo_step_begin(b->ctx[k], b->wl.B, &si);
+    s = grzo_step_begin(ctx, b->wl.B, &si);
     for (p = 0; s == GRZO_OK && p < si.n_passes; p++) {
         grzo_pass_info pi;
-        s = grzo_pass_begin(b->ctx[k], &pi);
-        if (s == GRZO_OK) s = forward_copies(b, k, pi.example, pi.n_segments, pi.n_segments, losses);
-        if (s == GRZO_OK) s = grzo_pass_end(b->ctx[k], losses);
+        s = grzo_pass_begin(ctx, &pi);
+        if (s == GRZO_OK) s = forward_copies(b, rn, k, pi.example, pi.n_segments, pi.n_segments, losses);
+        if (s == GRZO_OK) s = grzo_pass_end(ctx, losses);
     }
-    if (s == GRZO_OK) s = grzo_step_end(b->ctx[k], &rep);
+    if (s == GRZO_OK) s = grzo_step_end(ctx, &rep);
     if (s != GRZO_OK) {
-        fprintf(stderr, "bench_llm: step failed: %s (%s)\n", grzo_status_str(s), grzo_last_error(b->ctx[k]));
-        grzo_step_abort(b->ctx[k]);
+        fprintf(stderr, "bench_llm: step failed: %s (%s)\n", grzo_status_str(s), grzo_last_error(ctx));
+        grzo_step_abort(ctx);
         return s;
     }
-    if (loss) *loss = rep.loss;
     return GRZO_OK;
 }
 
 /* Plain forward over the same 2B sequences as a GRZO pass (examples 0..B-1 twice). */
-static grzo_status inference(bench *b) {
+static grzo_status inference(bench *b, runner *rn) {
     int64_t which[2 * MAX_B], c;
     float losses[2 * MAX_B];
     for (c = 0; c < 2 * b->wl.B; c++) which[c] = c % b->wl.B;
-    return forward_copies(b, 0, which, 2 * b->wl.B, 0, losses);
+    return forward_copies(b, rn, EST_GRZO, which, 2 * b->wl.B, 0, losses);
 }
 
-enum { W_INFER = 0, W_GRZO, W_MEZO, N_WORKLOADS };
+enum { W_INFER = 0, W_GRZO, W_MEZO, W_FZOO, N_WORKLOADS };
 static const char *const workload_names[N_WORKLOADS] = {"inference: plain forward of 2B sequences",
                                                         "GRZO step: 1 fused pass of 2B copies",
-                                                        "MeZO step: 2 passes of B copies"};
+                                                        "MeZO step: 2 passes of B copies",
+                                                        "FZOO step (N = 8): 9 passes of B copies"};
+static const char *const workload_modes[N_WORKLOADS] = {"infer", "grzo", "mezo", "fzoo"};
 
-static grzo_status run_workload(bench *b, int w) {
-    return w == W_INFER ? inference(b) : train_step(b, w == W_GRZO ? 0 : 1, NULL);
+static grzo_status run_workload(bench *b, runner *rn, int w) {
+    bench_use_threads(rn->threads);
+    return w == W_INFER ? inference(b, rn) : train_step(b, rn, w - W_GRZO);   /* W_GRZO.. follow EST_GRZO.. */
 }
 
 /* ---- (a) time --------------------------------------------------------------------------------- */
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+/* Per-round figures of one thread count: wall and CPU time, time inside grzo_linear and in
+   the host attention, per workload. */
+typedef struct timings {
+    double wall[N_WORKLOADS][MAX_ROUNDS], cpu[N_WORKLOADS][MAX_ROUNDS];
+    double lin[N_WORKLOADS][MAX_ROUNDS], att[N_WORKLOADS][MAX_ROUNDS];
+} timings;
+
+/* Runs workload w once on runner rn; with r >= 0 records it as round r of tm. */
+static int time_workload(bench *b, runner *rn, int w, int r, timings *tm, int64_t *rows) {
+    llm_profile p;
+    double t0, c0;
+    llm_state_profile_reset(rn->st);
+    t0 = now_s();
+    c0 = cpu_s();
+    if (run_workload(b, rn, w) != GRZO_OK) return 1;
+    if (r < 0) return 0;
+    tm->wall[w][r] = now_s() - t0;
+    tm->cpu[w][r] = cpu_s() - c0;
+    llm_state_profile(rn->st, &p);
+    tm->lin[w][r] = p.linear_s;
+    tm->att[w][r] = p.attention_s;
+    if (w == W_INFER) *rows = p.n_rows;
+    return 0;
 }
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+
+static void print_times(const options *o, const runner *rn, timings *tm, int64_t rows) {
+    double ratio[MAX_ROUNDS];
+    int w, r, n = o->rounds;
+    printf("\n### (a) time per step, %d thread%s (median of %d rounds, interleaved with the other workloads%s)\n\n",
+           (int)rn->threads, rn->threads > 1 ? "s" : "", n, o->threads > 0 ? "" : " and thread count");
+    printf("%lld token rows per forward of 2B sequences; GEMM = time inside grzo_linear calls (perturbed or "
+           "plain); attention = the model's host attention; CPU = process CPU time; 'vs inference' = median of "
+           "per-round ratios.\n\n", (long long)rows);
+    printf("| workload | wall s | GEMM s | GEMM share | attention s | vs inference | CPU s |\n"
+           "|---|---:|---:|---:|---:|---:|---:|\n");
+    for (w = 0; w < N_WORKLOADS; w++) {
+        double share[MAX_ROUNDS];
+        for (r = 0; r < n; r++) share[r] = tm->lin[w][r] / tm->wall[w][r];
+        bench_ratios(tm->wall[w], tm->wall[W_INFER], n, ratio);
+        printf("| %s | %.3f | %.3f | %.1f %% | %.3f | %.2fx | %.3f |\n", workload_names[w],
+               bench_quantile(tm->wall[w], n, 0.5), bench_quantile(tm->lin[w], n, 0.5),
+               100.0 * bench_quantile(share, n, 0.5), bench_quantile(tm->att[w], n, 0.5),
+               bench_quantile(ratio, n, 0.5), bench_quantile(tm->cpu[w], n, 0.5));
+    }
+    printf("\n");
+    bench_print_ratio("GRZO step / inference", tm->wall[W_GRZO], tm->wall[W_INFER], n, ratio, " (target <= 1.15)");
+    bench_print_ratio("MeZO step / inference", tm->wall[W_MEZO], tm->wall[W_INFER], n, ratio, " (target <= 1.10)");
+    bench_print_ratio("GRZO step / MeZO step", tm->wall[W_GRZO], tm->wall[W_MEZO], n, ratio, " (target <= 1.0)");
+    bench_print_ratio("FZOO step (N = 8) / inference", tm->wall[W_FZOO], tm->wall[W_INFER], n, ratio, "");
+    bench_print_ratio("GRZO step / MeZO step in CPU time", tm->cpu[W_GRZO], tm->cpu[W_MEZO], n, ratio, "");
 }
 
 static int bench_time(const options *o, bench *b) {
-    double t[N_WORKLOADS][MAX_ROUNDS], cpu[N_WORKLOADS][MAX_ROUNDS], lin[N_WORKLOADS][MAX_ROUNDS];
-    double att[N_WORKLOADS][MAX_ROUNDS];
-    double ratio[MAX_ROUNDS], cpu_ratio[MAX_ROUNDS], grzo_plain[MAX_ROUNDS], mezo_plain[MAX_ROUNDS];
+    timings *tm = (timings *)calloc((size_t)b->n_run, sizeof *tm);
+    double ratio[MAX_ROUNDS];
     int64_t rows = 0;
-    int r, i, w;
-    for (w = 0; w < N_WORKLOADS; w++)   /* warm-up: first-touch of every buffer */
-        if (run_workload(b, w) != GRZO_OK) return 1;
-    for (r = 0; r < o->rounds; r++) {
-        for (i = 0; i < N_WORKLOADS; i++) {
-            llm_profile p;
-            double t0, c0;
-            w = (r + i) % N_WORKLOADS;
-            llm_state_profile_reset(b->st);
-            t0 = now_s();
-            c0 = cpu_s();
-            if (run_workload(b, w) != GRZO_OK) return 1;
-            t[w][r] = now_s() - t0;
-            cpu[w][r] = cpu_s() - c0;
-            llm_state_profile(b->st, &p);
-            lin[w][r] = p.linear_s;
-            att[w][r] = p.attention_s;
-            if (w == W_INFER) rows = p.n_rows;
+    int n_cases = b->n_run * N_WORKLOADS, r, i, c, w;
+    char what[128];
+    if (!tm) return 1;
+    for (r = -1; r < o->rounds; r++)   /* round -1 warms up: first touch of every buffer */
+        for (i = 0; i < n_cases; i++) {
+            int idx = (i + (r < 0 ? 0 : r)) % n_cases;
+            c = idx / N_WORKLOADS;
+            if (time_workload(b, &b->run[c], idx % N_WORKLOADS, r, &tm[c], &rows) != 0) {
+                free(tm);
+                return 1;
+            }
         }
-        ratio[r] = t[W_GRZO][r] / t[W_MEZO][r];
-        cpu_ratio[r] = cpu[W_GRZO][r] / cpu[W_MEZO][r];
-        grzo_plain[r] = t[W_GRZO][r] / t[W_INFER][r];
-        mezo_plain[r] = t[W_MEZO][r] / t[W_INFER][r];
-    }
-    printf("\n### (a) time per step (median of %d rounds, workloads interleaved)\n\n", o->rounds);
-    printf("%lld token rows per forward of 2B sequences; GEMM = time inside grzo_linear calls (perturbed or "
-           "plain); attention = the model's host attention; CPU = process CPU time.\n\n", (long long)rows);
-    printf("| workload | wall s | GEMM s | GEMM share | attention s | vs inference | CPU s |\n"
-           "|---|---:|---:|---:|---:|---:|---:|\n");
-    {
-        double med[N_WORKLOADS];
+    for (c = 0; c < b->n_run; c++) print_times(o, &b->run[c], &tm[c], rows);
+    if (b->n_run > 1) {
+        printf("\n");
         for (w = 0; w < N_WORKLOADS; w++) {
-            double share[MAX_ROUNDS];
-            for (r = 0; r < o->rounds; r++) share[r] = lin[w][r] / t[w][r];
-            med[w] = median(t[w], o->rounds);
-            printf("| %s | %.3f | %.3f | %.1f %% | %.3f | %.2fx | %.3f |\n", workload_names[w], med[w],
-                   median(lin[w], o->rounds), 100.0 * median(share, o->rounds), median(att[w], o->rounds),
-                   med[w] / med[W_INFER], median(cpu[w], o->rounds));
+            snprintf(what, sizeof what, "%s, %d threads / 1 thread speedup", workload_names[w], (int)b->run[1].threads);
+            bench_print_ratio(what, tm[0].wall[w], tm[1].wall[w], o->rounds, ratio, w == W_GRZO ? " (target >= 1.7)" : "");
         }
     }
-    {
-        double lo, hi;
-        qsort(ratio, (size_t)o->rounds, sizeof ratio[0], cmp_double);
-        lo = ratio[0];
-        hi = ratio[o->rounds - 1];
-        printf("\nGRZO step / MeZO step: median of per-round ratios %.3fx (min %.3f, max %.3f; target <= 1.0x)\n",
-               median(ratio, o->rounds), lo, hi);
-        printf("the same in CPU time: %.3fx\n", median(cpu_ratio, o->rounds));
-        printf("GRZO step / inference: median of per-round ratios %.3fx (target <= 1.15x)\n",
-               median(grzo_plain, o->rounds));
-        printf("MeZO step / inference: median of per-round ratios %.3fx (target <= 1.10x)\n",
-               median(mezo_plain, o->rounds));
-    }
+    free(tm);
     return 0;
 }
 
 /* ---- (b) memory, one child process per workload -------------------------------------------------- */
-static long proc_status_kb(const char *name) {
-    char line[256];
-    size_t len = strlen(name);
-    long kb = -1;
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, name, len) == 0 && line[len] == ':') {
-            kb = strtol(line + len + 1, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return kb;
-}
-
 /* Reset VmHWM to the current RSS (Linux >= 4.0); 0 on success. */
 static int reset_peak(void) {
     FILE *f = fopen("/proc/self/clear_refs", "w");
@@ -443,18 +478,15 @@ static int mem_child_main(const options *o) {
     bench b;
     int w, i, rc = 1, reset;
     long setup_kb;
-    for (w = 0; w < N_WORKLOADS; w++)
-        if (!strcmp(o->mem_child, workload_names[w]) || (w == W_INFER && !strcmp(o->mem_child, "infer")) ||
-            (w == W_GRZO && !strcmp(o->mem_child, "grzo")) || (w == W_MEZO && !strcmp(o->mem_child, "mezo")))
-            break;
+    for (w = 0; w < N_WORKLOADS && strcmp(o->mem_child, workload_modes[w]); w++) {}
     if (w == N_WORKLOADS) return 2;
     if (bench_open(o, &b) == 0) {
-        setup_kb = proc_status_kb("VmRSS");
+        setup_kb = bench_proc_status_kb("VmRSS");
         reset = reset_peak();
         for (i = 0; i < 2; i++)
-            if (run_workload(&b, w) != GRZO_OK) break;
+            if (run_workload(&b, &b.run[0], w) != GRZO_OK) break;
         if (i == 2) {
-            printf("%ld %ld %d\n", setup_kb, proc_status_kb("VmHWM"), reset);
+            printf("%ld %ld %d\n", setup_kb, bench_proc_status_kb("VmHWM"), reset);
             rc = 0;
         }
     }
@@ -463,13 +495,16 @@ static int mem_child_main(const options *o) {
     return rc;
 }
 
-static int run_mem_child(const options *o, const char *mode, long *setup_kb, long *peak_kb, int *reset) {
+/* Runs this program again as "--mem-child MODE" at `threads` threads and reads its three
+   numbers. */
+static int run_mem_child(const options *o, int32_t threads_n, const char *mode, long *setup_kb, long *peak_kb,
+                         int *reset) {
     char threads[32], batch[32], tmb[32], algo[16], line[128];
     char *args[20];
     int fds[2], status = 0, n = 0;
     pid_t pid;
     FILE *f;
-    snprintf(threads, sizeof threads, "%d", (int)o->threads);
+    snprintf(threads, sizeof threads, "%d", (int)threads_n);
     snprintf(batch, sizeof batch, "%d", (int)o->batch);
     snprintf(tmb, sizeof tmb, "%lld", (long long)o->transient_mb);
     snprintf(algo, sizeof algo, "%s", o->algo == 1 ? "per-example" : o->algo == 2 ? "two-gemm" : o->algo == 3 ? "fused" : "auto");
@@ -505,12 +540,13 @@ static int run_mem_child(const options *o, const char *mode, long *setup_kb, lon
 }
 
 static int bench_memory(const options *o) {
-    static const char *const modes[N_WORKLOADS] = {"infer", "grzo", "mezo"};
     long setup[N_WORKLOADS], peak[N_WORKLOADS];
-    int reset[N_WORKLOADS], w;
+    int32_t tcs[BENCH_MAX_TC];
+    int reset[N_WORKLOADS], w, n_tc = bench_thread_counts(o->threads, tcs);
     for (w = 0; w < N_WORKLOADS; w++)
-        if (run_mem_child(o, modes[w], &setup[w], &peak[w], &reset[w]) != 0) return 1;
-    printf("\n### (b) peak resident memory (VmHWM), each workload in a fresh process\n\n");
+        if (run_mem_child(o, tcs[n_tc - 1], workload_modes[w], &setup[w], &peak[w], &reset[w]) != 0) return 1;
+    printf("\n### (b) peak resident memory (VmHWM), each workload in a fresh process at %d thread%s\n\n",
+           (int)tcs[n_tc - 1], tcs[n_tc - 1] > 1 ? "s" : "");
     printf("'after setup' = VmRSS with the fp32 weights loaded and the state allocated; the peak %s.\n\n",
            reset[0] == 0 ? "is reset to it (clear_refs) before two runs of the workload"
                          : "could NOT be reset (no /proc/self/clear_refs): it includes loading");
@@ -518,8 +554,10 @@ static int bench_memory(const options *o) {
     for (w = 0; w < N_WORKLOADS; w++)
         printf("| %s | %.1f | %.1f | %+.1f MiB | %+.2f %% |\n", workload_names[w], setup[w] / 1024.0, peak[w] / 1024.0,
                (double)(peak[w] - peak[0]) / 1024.0, 100.0 * (double)(peak[w] - peak[0]) / (double)peak[0]);
-    printf("\nGRZO step peak vs inference peak: %+.2f %% (target <= +2 %%)\n",
-           100.0 * (double)(peak[W_GRZO] - peak[W_INFER]) / (double)peak[W_INFER]);
+    printf("\nGRZO step peak vs inference peak: %+.2f %% (target <= +2 %%); MeZO %+.2f %%; FZOO %+.2f %%\n",
+           100.0 * (double)(peak[W_GRZO] - peak[W_INFER]) / (double)peak[W_INFER],
+           100.0 * (double)(peak[W_MEZO] - peak[W_INFER]) / (double)peak[W_INFER],
+           100.0 * (double)(peak[W_FZOO] - peak[W_INFER]) / (double)peak[W_INFER]);
     return 0;
 }
 
@@ -558,7 +596,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t n)
     o->model = getenv("GRZO_LLM_MODEL");
     o->data = DEFAULT_DATA;
     o->batch = 16;
-    o->rounds = 5;
+    o->rounds = DEFAULT_ROUNDS;
     o->transient_mb = 32;
     o->part = "all";
     for (i = 1; i < argc; i += 2) {
@@ -594,31 +632,35 @@ static void print_labels(const options *o, const workload *wl) {
 }
 
 static void print_context(int argc, char **argv, const options *o, const bench *b) {
-    int i;
-    grzo_backend_caps caps;
-    memset(&caps, 0, sizeof caps);
-    grzo_backend_query(&b->be, &caps);
+    int i, c;
     printf("## grzo %s bench_llm\n\ncommand:", grzo_version());
     for (i = 0; i < argc; i++) printf(" %s", argv[i]);
     printf("\n\nmodel %s: dim %d, hidden %d, %d layers, heads %d/%d, vocab %d, %s head (fp32 weights)\n", o->model,
            b->cfg.dim, b->cfg.hidden_dim, b->cfg.n_layers, b->cfg.n_heads, b->cfg.n_kv_heads, b->cfg.vocab_size,
            b->cfg.tied_output ? "tied" : "untied");
-    printf("backend cpu, %d threads, transient budget %lld MiB, linear algorithm %s", (int)caps.n_threads,
-           (long long)o->transient_mb, o->algo == 1 ? "PER_EXAMPLE" : o->algo == 2 ? "TWO_GEMM" : o->algo == 3 ? "FUSED" : "AUTO");
+    printf("backend cpu, threads");
+    for (c = 0; c < b->n_run; c++) printf(" %d", (int)b->run[c].threads);
+    printf("%s, transient budget %lld MiB, linear algorithm %s", b->n_run > 1 ? " (interleaved)" : "", (long long)o->transient_mb,
+           o->algo == 1 ? "PER_EXAMPLE" : o->algo == 2 ? "TWO_GEMM" : o->algo == 3 ? "FUSED" : "AUTO");
 #ifdef GRZO_USE_OPENBLAS
     printf(", %s", openblas_get_config());
 #endif
-    printf("\n");
-    {
-        double peak = cpu_env_peak_gflops((int)caps.n_threads), g = cpu_env_gemm_gflops(&b->be, 1024, b->cfg.dim, b->cfg.dim, 5);
-        cpu_env_report(stdout, "", &b->be);
-        printf("fp32 peak (FMA loop, %d threads): %.1f GFLOP/s; plain GEMM 1024x%dx%d: %.1f GFLOP/s = %.0f %% of peak "
-               "(target >= 70 %%)", (int)caps.n_threads, peak, b->cfg.dim, b->cfg.dim, g, peak > 0 ? 100.0 * g / peak : 0.0);
+    printf("; load average at start %.2f\n", bench_load_average());
+    cpu_env_report(stdout, "", &b->run[0].be);
+    for (c = 0; c < b->n_run; c++) {
+        int32_t tc = b->run[c].threads;
+        double peak, g;
+        bench_use_threads(tc);
+        peak = cpu_env_peak_gflops((int)tc);
+        g = cpu_env_gemm_gflops(&b->run[c].be, 1024, b->cfg.dim, b->cfg.dim, 5);
+        printf("%d thread%s: fp32 peak (FMA loop) %.1f GFLOP/s; plain GEMM 1024x%dx%d: %.1f GFLOP/s = %.0f %% of peak "
+               "(target >= 70 %%)\n", (int)tc, tc > 1 ? "s" : "", peak, b->cfg.dim, b->cfg.dim, g,
+               peak > 0 ? 100.0 * g / peak : 0.0);
     }
-    printf("\nB = %d examples, %s; prompt lengths:", b->wl.B,
+    printf("B = %d examples, %s; prompt lengths:", b->wl.B,
            b->wl.synthetic ? "SYNTHETIC token sequences (no SST-2 file or tokenizer)" : "SST-2 training sentences + \" It was\"");
     for (i = 0; i < b->wl.B; i++) printf(" %d", b->wl.ex[i].n_tokens);
-    printf("; candidates %d / %d; sigma 1e-3, lr 1e-7\n", b->wl.cand[0], b->wl.cand[1]);
+    printf("; candidates %d / %d; sigma 1e-3, lr 1e-7; FZOO N = %d\n", b->wl.cand[0], b->wl.cand[1], FZOO_PROBES);
     print_labels(o, &b->wl);
 }
 
@@ -664,9 +706,7 @@ int main(int argc, char **argv) {
         return 77;
     }
     fclose(f);
-#ifdef _OPENMP
-    if (o.threads > 0) omp_set_num_threads(o.threads);   /* OpenBLAS's OpenMP build follows it */
-#endif
+    bench_use_threads(o.threads);
     if (o.mem_child) return mem_child_main(&o);
     if (bench_open(&o, &b) != 0) {
         bench_close(&b);
@@ -681,5 +721,7 @@ int main(int argc, char **argv) {
     rc = strcmp(o.part, "memory") ? bench_time(&o, &b) : 0;
     bench_close(&b);
     if (rc == 0 && strcmp(o.part, "time")) rc = bench_memory(&o);
+    if (rc == 0) printf("\nload average at the end %.2f (this machine has %ld cores)\n", bench_load_average(),
+                        sysconf(_SC_NPROCESSORS_ONLN));
     return rc;
 }

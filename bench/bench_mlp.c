@@ -34,6 +34,7 @@
 #include "backends/grzo_cpu.h"
 #include "cli_args.h"
 #include "cpu_env.h"
+#include "bench_stats.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -139,71 +140,12 @@ static int parse_options(int argc, char **argv, bench_config *cfg)
     return 0;
 }
 
-/* grzo_cpu_desc.n_threads sizes grzo's own loops only; OpenBLAS's OpenMP build sizes its
-   GEMMs by the OpenMP default instead. Setting that default too makes --threads T mean T
-   threads everywhere (otherwise a "1-thread" run still has 2-thread GEMMs). */
-static void use_threads_everywhere(int32_t threads)
-{
-#ifdef _OPENMP
-    if (threads > 0)
-        omp_set_num_threads(threads);
-#else
-    (void)threads;
-#endif
-}
-
-/* The thread counts a run compares, interleaved round by round: --threads T alone, or 1
-   and 2 by default (the 2-thread speedup is one of the printed targets). */
-#define MAX_TC 2
-static int thread_counts(const bench_config *cfg, int32_t *tc)
-{
-    if (cfg->threads > 0) {
-        tc[0] = cfg->threads;
-        return 1;
-    }
-    tc[0] = 1;
-    tc[1] = 2;
-    return 2;
-}
-
 /* ---- small utilities ------------------------------------------------------------------- */
 static double now_seconds(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* q-quantile (0..1) of n values with linear interpolation; v is left unchanged */
-static double quantile(const double *v, int n, double q)
-{
-    double *s, pos, r;
-    int lo;
-    if (n <= 0)
-        return NAN;
-    s = malloc((size_t)n * sizeof *s);
-    if (s == NULL)
-        return NAN;
-    memcpy(s, v, (size_t)n * sizeof *s);
-    qsort(s, (size_t)n, sizeof *s, compare_doubles);
-    pos = q * (double)(n - 1);
-    lo = (int)floor(pos);
-    r = (lo + 1 < n) ? s[lo] + (pos - lo) * (s[lo + 1] - s[lo]) : s[lo];
-    free(s);
-    return r;
-}
-
-static void ratios_of(const double *num, const double *den, int n, double *out)
-{
-    int i;
-    for (i = 0; i < n; i++)
-        out[i] = num[i] / den[i];
 }
 
 static void fill_gaussian(uint64_t seed, uint32_t stream, float scale, float *out, size_t n)
@@ -516,13 +458,13 @@ static void print_ratio_row(const char *name, const double *t, const double *ref
                             double flop, const char *note)
 {
     double *r = malloc((size_t)rounds * sizeof *r);
-    double med = quantile(t, rounds, 0.5);
+    double med = bench_quantile(t, rounds, 0.5);
     if (r == NULL)
         return;
     if (ref != NULL) {
-        ratios_of(t, ref, rounds, r);
+        bench_ratios(t, ref, rounds, r);
         printf("| %s | %.2f | %.1f | %.3f | %.3f | %.3f |%s\n", name, 1e3 * med, flop / med * 1e-9,
-               quantile(r, rounds, 0.5), quantile(r, rounds, 0.1), quantile(r, rounds, 0.9), note);
+               bench_quantile(r, rounds, 0.5), bench_quantile(r, rounds, 0.1), bench_quantile(r, rounds, 0.9), note);
     } else {
         printf("| %s | %.2f | %.1f | 1 | | |%s\n", name, 1e3 * med, flop / med * 1e-9, note);
     }
@@ -535,10 +477,10 @@ static int bench_linear(const bench_config *cfg)
         GRZO_CPU_LINEAR_AUTO, GRZO_CPU_LINEAR_AUTO, GRZO_CPU_LINEAR_PER_EXAMPLE,
         GRZO_CPU_LINEAR_TWO_GEMM, GRZO_CPU_LINEAR_FUSED
     };
-    linear_case lc[MAX_TC][N_LINEAR_VARIANTS];
-    double *t[MAX_TC][N_LINEAR_VARIANTS], *ratio = NULL;
-    int32_t tcs[MAX_TC];
-    int n_tc = thread_counts(cfg, tcs), n_cases = n_tc * N_LINEAR_VARIANTS;
+    linear_case lc[BENCH_MAX_TC][N_LINEAR_VARIANTS];
+    double *t[BENCH_MAX_TC][N_LINEAR_VARIANTS], *ratio = NULL;
+    int32_t tcs[BENCH_MAX_TC];
+    int n_tc = bench_thread_counts(cfg->threads, tcs), n_cases = n_tc * N_LINEAR_VARIANTS;
     int v, r, c, rc = 1, rounds = cfg->rounds * 2;   /* cheap: twice the rounds of (b) */
     int64_t n_rows = 2 * cfg->batch * cfg->rows_per_example;
     double flop = 2.0 * (double)n_rows * (double)cfg->width * (double)cfg->width;
@@ -559,7 +501,7 @@ static int bench_linear(const bench_config *cfg)
             int k = (c + (r < 0 ? 0 : r)) % n_cases, tc = k / N_LINEAR_VARIANTS;   /* rotate the order */
             double sec = 0.0;
             v = k % N_LINEAR_VARIANTS;
-            use_threads_everywhere(tcs[tc]);
+            bench_use_threads(tcs[tc]);
             if (time_linear(&lc[tc][v], cfg, v != VAR_PLAIN, &sec) != GRZO_OK)
                 goto done;
             if (r >= 0)
@@ -581,10 +523,10 @@ static int bench_linear(const bench_config *cfg)
     }
     if (n_tc > 1)
         for (v = 0; v < N_LINEAR_VARIANTS; v++) {
-            ratios_of(t[0][v], t[1][v], rounds, ratio);
+            bench_ratios(t[0][v], t[1][v], rounds, ratio);
             printf("%s%s, %d threads / 1 thread speedup: median %.2f [p10 %.2f, p90 %.2f]\n", v ? "" : "\n",
-                   linear_variant_names[v], (int)tcs[1], quantile(ratio, rounds, 0.5), quantile(ratio, rounds, 0.1),
-                   quantile(ratio, rounds, 0.9));
+                   linear_variant_names[v], (int)tcs[1], bench_quantile(ratio, rounds, 0.5), bench_quantile(ratio, rounds, 0.1),
+                   bench_quantile(ratio, rounds, 0.9));
         }
     rc = 0;
 done:
@@ -599,15 +541,6 @@ done:
 /* ---- (b) whole training steps ------------------------------------------------------------ */
 enum { STEP_GRZO = 0, STEP_MEZO, STEP_FZOO, STEP_FORWARD, N_STEP_KINDS };
 
-/* per-round ratio a/b, printed as one line: median [p10, p90] and the target */
-static void print_ratio_line(const char *what, const double *a, const double *b, int rounds, double *scratch,
-                             const char *target)
-{
-    ratios_of(a, b, rounds, scratch);
-    printf("%s: median %.3f [p10 %.3f, p90 %.3f]%s\n", what, quantile(scratch, rounds, 0.5),
-           quantile(scratch, rounds, 0.1), quantile(scratch, rounds, 0.9), target);
-}
-
 static int bench_steps(const bench_config *cfg)
 {
     static const char *const names[N_STEP_KINDS] = {
@@ -617,12 +550,12 @@ static int bench_steps(const bench_config *cfg)
                                            GRZO_ESTIMATOR_FZOO };
     int64_t bt = cfg->batch * cfg->rows_per_example;
     const int64_t rows_per_step[N_STEP_KINDS] = { 2 * bt, 2 * bt, (cfg->fzoo_probes + 1) * bt, 2 * bt };
-    grzo_backend be[MAX_TC];
-    mlp m[MAX_TC][3];
-    double *t[MAX_TC][N_STEP_KINDS], *fwd[MAX_TC][N_STEP_KINDS], *ratio = NULL;
+    grzo_backend be[BENCH_MAX_TC];
+    mlp m[BENCH_MAX_TC][3];
+    double *t[BENCH_MAX_TC][N_STEP_KINDS], *fwd[BENCH_MAX_TC][N_STEP_KINDS], *ratio = NULL;
     float losses[2 * 4096];
-    int32_t tcs[MAX_TC];
-    int n_tc = thread_counts(cfg, tcs), n_cases = n_tc * N_STEP_KINDS, have_be = 0, k, r, c, rc = 1;
+    int32_t tcs[BENCH_MAX_TC];
+    int n_tc = bench_thread_counts(cfg->threads, tcs), n_cases = n_tc * N_STEP_KINDS, have_be = 0, k, r, c, rc = 1;
     char what[160];
 
     memset(m, 0, sizeof m);
@@ -648,7 +581,7 @@ static int bench_steps(const bench_config *cfg)
         for (c = 0; c < n_cases; c++) {
             int idx = (c + (r < 0 ? 0 : r)) % n_cases, tc = idx / N_STEP_KINDS, kind = idx % N_STEP_KINDS;
             double t0, sec, f;
-            use_threads_everywhere(tcs[tc]);
+            bench_use_threads(tcs[tc]);
             t0 = now_seconds();
             if (kind == STEP_FORWARD) {
                 if (mlp_plain_forward_2b(&m[tc][STEP_GRZO], losses) != GRZO_OK)
@@ -679,32 +612,32 @@ static int bench_steps(const bench_config *cfg)
         printf("| operation | rows forwarded | median ms | forward ms | rest ms | ratio to MeZO median | p10 | p90 |\n");
         printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
         for (k = 0; k < N_STEP_KINDS; k++) {
-            double fwd_median = quantile(fwd[c][k], cfg->rounds, 0.5);
+            double fwd_median = bench_quantile(fwd[c][k], cfg->rounds, 0.5);
             int i;
             for (i = 0; i < cfg->rounds; i++)   /* fwd now holds the rest: step - forward */
                 fwd[c][k][i] = t[c][k][i] - fwd[c][k][i];
-            ratios_of(t[c][k], t[c][STEP_MEZO], cfg->rounds, ratio);
+            bench_ratios(t[c][k], t[c][STEP_MEZO], cfg->rounds, ratio);
             printf("| %s | %lld | %.1f | %.1f | %.1f | %.3f | %.3f | %.3f |\n", names[k],
-                   (long long)rows_per_step[k], 1e3 * quantile(t[c][k], cfg->rounds, 0.5),
-                   1e3 * fwd_median, 1e3 * quantile(fwd[c][k], cfg->rounds, 0.5),
-                   quantile(ratio, cfg->rounds, 0.5), quantile(ratio, cfg->rounds, 0.1),
-                   quantile(ratio, cfg->rounds, 0.9));
+                   (long long)rows_per_step[k], 1e3 * bench_quantile(t[c][k], cfg->rounds, 0.5),
+                   1e3 * fwd_median, 1e3 * bench_quantile(fwd[c][k], cfg->rounds, 0.5),
+                   bench_quantile(ratio, cfg->rounds, 0.5), bench_quantile(ratio, cfg->rounds, 0.1),
+                   bench_quantile(ratio, cfg->rounds, 0.9));
         }
         printf("\n");
-        print_ratio_line("GRZO step / MeZO step", t[c][STEP_GRZO], t[c][STEP_MEZO], cfg->rounds, ratio, " (target <= 1.0)");
-        print_ratio_line("GRZO step / plain forward of the same 2B copies", t[c][STEP_GRZO], t[c][STEP_FORWARD],
+        bench_print_ratio("GRZO step / MeZO step", t[c][STEP_GRZO], t[c][STEP_MEZO], cfg->rounds, ratio, " (target <= 1.0)");
+        bench_print_ratio("GRZO step / plain forward of the same 2B copies", t[c][STEP_GRZO], t[c][STEP_FORWARD],
                          cfg->rounds, ratio, " (target <= 1.15)");
-        print_ratio_line("MeZO step / plain forward of the same 2B copies", t[c][STEP_MEZO], t[c][STEP_FORWARD],
+        bench_print_ratio("MeZO step / plain forward of the same 2B copies", t[c][STEP_MEZO], t[c][STEP_FORWARD],
                          cfg->rounds, ratio, " (target <= 1.10)");
         snprintf(what, sizeof what, "FZOO step (N = %d, %lld rows) / plain forward of the 2B copies",
                  (int)cfg->fzoo_probes, (long long)rows_per_step[STEP_FZOO]);
-        print_ratio_line(what, t[c][STEP_FZOO], t[c][STEP_FORWARD], cfg->rounds, ratio, "");
+        bench_print_ratio(what, t[c][STEP_FZOO], t[c][STEP_FORWARD], cfg->rounds, ratio, "");
     }
     if (n_tc > 1) {
         printf("\n");
         for (k = 0; k < N_STEP_KINDS; k++) {
             snprintf(what, sizeof what, "%s, %d threads / 1 thread speedup", names[k], (int)tcs[1]);
-            print_ratio_line(what, t[0][k], t[1][k], cfg->rounds, ratio, k == STEP_GRZO ? " (target >= 1.7)" : "");
+            bench_print_ratio(what, t[0][k], t[1][k], cfg->rounds, ratio, k == STEP_GRZO ? " (target >= 1.7)" : "");
         }
     }
     rc = 0;
@@ -723,25 +656,6 @@ done:
 }
 
 /* ---- (c) peak memory, one child process per mode ------------------------------------------ */
-
-/* reads a "Name:   1234 kB" line of /proc/self/status; -1 if absent */
-static long proc_status_kb(const char *name)
-{
-    char line[256];
-    size_t len = strlen(name);
-    long kb = -1;
-    FILE *f = fopen("/proc/self/status", "r");
-    if (f == NULL)
-        return -1;
-    while (fgets(line, sizeof line, f) != NULL) {
-        if (strncmp(line, name, len) == 0 && line[len] == ':') {
-            kb = strtol(line + len + 1, NULL, 10);
-            break;
-        }
-    }
-    fclose(f);
-    return kb;
-}
 
 /* The child's own VmHWM is the peak of this process image only: ru_maxrss from wait4
    would also count the parent's pages that the child inherited before execv. Prints
@@ -770,13 +684,13 @@ static int mem_child_main(const bench_config *cfg)
         return 1;
     if (mlp_create(&m, cfg, &be, est, capacity) != GRZO_OK)
         goto done;
-    setup_kb = proc_status_kb("VmRSS");
+    setup_kb = bench_proc_status_kb("VmRSS");
     for (i = 0; i < 3; i++) {   /* later runs see any lazily grown buffer at full size */
         grzo_status st = is_step ? mlp_train_step(&m) : mlp_plain_forward_2b(&m, losses);
         if (st != GRZO_OK)
             goto done;
     }
-    printf("%ld %ld\n", setup_kb, proc_status_kb("VmHWM"));
+    printf("%ld %ld\n", setup_kb, bench_proc_status_kb("VmHWM"));
     fflush(stdout);
     rc = 0;
 done:
@@ -863,20 +777,6 @@ static int bench_memory(const bench_config *cfg)
 
 /* ---- main ------------------------------------------------------------------------------ */
 
-/* the 1-minute load average: timings taken while other programs ran are not comparable
-   with quiet ones, so the report says how busy the machine was */
-static double load_average(void)
-{
-    double l = -1.0;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f != NULL) {
-        if (fscanf(f, "%lf", &l) != 1)
-            l = -1.0;
-        fclose(f);
-    }
-    return l;
-}
-
 static void print_context(int argc, char **argv, const bench_config *cfg)
 {
     grzo_backend be;
@@ -894,15 +794,15 @@ static void print_context(int argc, char **argv, const bench_config *cfg)
 #ifdef GRZO_USE_OPENBLAS
     printf(", %s", openblas_get_config());
 #endif
-    printf("; load average at start %.2f\n", load_average());
+    printf("; load average at start %.2f\n", bench_load_average());
     {
-        int32_t tcs[MAX_TC];
-        int c, n_tc = thread_counts(cfg, tcs);
+        int32_t tcs[BENCH_MAX_TC];
+        int c, n_tc = bench_thread_counts(cfg->threads, tcs);
         for (c = 0; c < n_tc; c++) {
             double peak, g;
             if (make_backend(tcs[c], GRZO_CPU_LINEAR_AUTO, &be) != GRZO_OK)
                 continue;
-            use_threads_everywhere(tcs[c]);
+            bench_use_threads(tcs[c]);
             if (c == 0)
                 cpu_env_report(stdout, "", &be);
             peak = cpu_env_peak_gflops((int)tcs[c]);
@@ -929,13 +829,13 @@ int main(int argc, char **argv)
         return 0;
     if (parsed != 0)
         return 2;
-    use_threads_everywhere(cfg.threads);
+    bench_use_threads(cfg.threads);
     if (cfg.mem_child != NULL)
         return mem_child_main(&cfg);
     print_context(argc, argv, &cfg);
     if (bench_linear(&cfg) != 0 || bench_steps(&cfg) != 0 || bench_memory(&cfg) != 0)
         return 1;
-    printf("\nload average at the end %.2f (this machine has %ld cores)\n", load_average(),
+    printf("\nload average at the end %.2f (this machine has %ld cores)\n", bench_load_average(),
            sysconf(_SC_NPROCESSORS_ONLN));
     return 0;
 }
