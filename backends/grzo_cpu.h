@@ -803,29 +803,45 @@ static grzo_status grzo__cpu_embedding_variant(grzo__cpu *cpu, const grzo_embedd
     return GRZO_OK;
 }
 
+/* The update's sign vectors, regenerated: R (B x rows) and, for matrices, S (B x cols) under
+   Flipout (NULL otherwise), and the sum of the coefficients (the shared-noise update's scale).
+   The caller frees R and S. */
+static grzo_status grzo__cpu_update_signs(grzo__cpu *cpu, const grzo_update_args *a, float **R, float **S,
+                                          double *shared) {
+    int64_t rows = a->p.rows, cols = a->p.cols, B = a->n_examples, e;
+    int nt = cpu->n_threads, vec = a->p.kind == GRZO_BLOCK_VECTOR;
+    *R = *S = NULL;
+    if (a->flipout) {
+        *R = (float *)malloc((size_t)(B * rows) * sizeof(float));
+        if (!vec) *S = (float *)malloc((size_t)(B * cols) * sizeof(float));
+        if (!*R || (!vec && !*S)) {
+            free(*R); free(*S);
+            *R = *S = NULL;
+            return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "update: scratch allocation failed");
+        }
+        grzo__cpu_fill_signs(nt, &a->base, GRZO_STREAM_SIGN_R, B, rows, *R);
+        if (*S) grzo__cpu_fill_signs(nt, &a->base, GRZO_STREAM_SIGN_S, B, cols, *S);
+    }
+    *shared = 0.0;
+    for (e = 0; e < B; e++) *shared += a->coeff[e];
+    return GRZO_OK;
+}
+
 /* update under a variant: theta -= B (.) (sum_e coeff_e r_e s_e^T) + decay theta, B of each
    row from the row's values before the write (the mask the passes saw) */
 static grzo_status grzo__cpu_update_variant(grzo__cpu *cpu, const grzo_update_args *a) {
     float *P = (float *)a->p.data;
-    int64_t rows = a->p.rows, cols = a->p.cols, B = a->n_examples, j, e;
+    int64_t rows = a->p.rows, cols = a->p.cols, B = a->n_examples, j;
     int nt = cpu->n_threads, vec = a->p.kind == GRZO_BLOCK_VECTOR, flip = a->flipout != 0;
-    float *R = NULL, *S = NULL, *scratch = (float *)malloc((size_t)(nt * 2 * cols) * sizeof(float));
-    double shared = 0.0;
+    float *R, *S, *scratch;
+    double shared;
     grzo__cpu_var cv;
-    grzo_status st;
-    if (flip) {
-        R = (float *)malloc((size_t)(B * rows) * sizeof(float));
-        if (!vec) S = (float *)malloc((size_t)(B * cols) * sizeof(float));
-    }
-    if (!scratch || (flip && (!R || (!vec && !S)))) {
-        free(scratch); free(R); free(S);
-        return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "update: scratch allocation failed");
-    }
+    grzo_status st = grzo__cpu_update_signs(cpu, a, &R, &S, &shared);
+    if (st != GRZO_OK) return st;
+    scratch = (float *)malloc((size_t)(nt * 2 * cols) * sizeof(float));
+    if (!scratch) { free(R); free(S); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "update: scratch allocation failed"); }
     st = grzo__cpu_var_init(cpu, &cv, &a->p, &a->base, a->variant);
     if (st != GRZO_OK) { free(scratch); free(R); free(S); return st; }
-    if (R) grzo__cpu_fill_signs(nt, &a->base, GRZO_STREAM_SIGN_R, B, rows, R);
-    if (S) grzo__cpu_fill_signs(nt, &a->base, GRZO_STREAM_SIGN_S, B, cols, S);
-    for (e = 0; e < B; e++) shared += a->coeff[e];
     GRZO__OMP_FOR
     for (j = 0; j < rows; j++) {
         float *b = scratch + grzo__cpu_thread() * 2 * cols, *m = b + cols, *p = P + j * cols;
@@ -997,22 +1013,14 @@ static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
     int64_t rows = a->p.rows, cols = a->p.cols, B = a->n_examples, j;
     int nt = cpu->n_threads, vec = a->p.kind == GRZO_BLOCK_VECTOR;
     int flip = a->flipout != 0;
-    float *S = NULL, *R = NULL, *scratch;
-    double shared = 0.0;
-    int64_t e;
+    float *S, *R, *scratch;
+    double shared;
+    grzo_status st;
     if (a->variant) return grzo__cpu_update_variant(cpu, a);
+    st = grzo__cpu_update_signs(cpu, a, &R, &S, &shared);
+    if (st != GRZO_OK) return st;
     scratch = (float *)malloc((size_t)(nt * (3 * cols + B + GRZO__CPU_NOISE_SLACK)) * sizeof(float));
-    if (flip) {
-        R = (float *)malloc((size_t)(B * rows) * sizeof(float));
-        if (!vec) S = (float *)malloc((size_t)(B * cols) * sizeof(float));
-    }
-    if (!scratch || (flip && (!R || (!vec && !S)))) {
-        free(scratch); free(R); free(S);
-        return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "update: scratch allocation failed");
-    }
-    if (R) grzo__cpu_fill_signs(nt, &a->base, GRZO_STREAM_SIGN_R, B, rows, R);
-    if (S) grzo__cpu_fill_signs(nt, &a->base, GRZO_STREAM_SIGN_S, B, cols, S);
-    for (e = 0; e < B; e++) shared += a->coeff[e];
+    if (!scratch) { free(R); free(S); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "update: scratch allocation failed"); }
     GRZO__OMP_FOR
     for (j = 0; j < rows; j++) {
         float *g = scratch + grzo__cpu_thread() * (3 * cols + B + GRZO__CPU_NOISE_SLACK), *rc = g + cols, *p = P + j * cols;
