@@ -862,24 +862,27 @@ static grzo_status grzo__cpu_update_variant(grzo__cpu *cpu, const grzo_update_ar
     return GRZO_OK;
 }
 
+/* perturbed_copy's column signs: s_e of the copy's example under Flipout (matrices), else 1 */
+static void grzo__cpu_copy_signs(const grzo_copy_args *a, float *S) {
+    grzo_noise s = grzo__sign_noise(&a->base, GRZO_STREAM_SIGN_S);
+    int64_t k, cols = a->p.cols;
+    if (a->flipout && a->p.kind != GRZO_BLOCK_VECTOR) grzo_noise_fill(&s, (uint64_t)(a->example * cols), (size_t)cols, S);
+    else for (k = 0; k < cols; k++) S[k] = 1.0f;
+}
+
 /* ask/tell under a variant: (quantized matrix: q(theta)) + scale r_e B (.) s_e */
 static grzo_status grzo__cpu_perturbed_copy_variant(grzo__cpu *cpu, const grzo_copy_args *a) {
     const float *P = (const float *)a->p.data;
     float *out = (float *)a->out;
     int64_t rows = a->p.rows, cols = a->p.cols, j;
-    int nt = cpu->n_threads, vec = a->p.kind == GRZO_BLOCK_VECTOR, quant = grzo__quantizes_weights(&a->p, a->variant);
+    int nt = cpu->n_threads, quant = grzo__quantizes_weights(&a->p, a->variant);
     float *S = (float *)malloc((size_t)cols * sizeof(float)), *buf = (float *)malloc((size_t)(nt * cols) * sizeof(float));
     grzo__cpu_var cv;
     grzo_status st;
     if (!S || !buf) { free(S); free(buf); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "perturbed_copy: scratch allocation failed"); }
     st = grzo__cpu_var_init(cpu, &cv, &a->p, &a->base, a->variant);
     if (st != GRZO_OK) { free(S); free(buf); return st; }
-    {
-        grzo_noise s = grzo__sign_noise(&a->base, GRZO_STREAM_SIGN_S);
-        int64_t k;
-        if (a->flipout && !vec) grzo_noise_fill(&s, (uint64_t)(a->example * cols), (size_t)cols, S);
-        else for (k = 0; k < cols; k++) S[k] = 1.0f;
-    }
+    grzo__cpu_copy_signs(a, S);
     GRZO__OMP_FOR
     for (j = 0; j < rows; j++) {
         const float *p = P + j * cols;
@@ -1053,17 +1056,12 @@ static grzo_status grzo__cpu_perturbed_copy(void *self, const grzo_copy_args *a)
     const float *P = (const float *)a->p.data;
     float *out = (float *)a->out;
     int64_t rows = a->p.rows, cols = a->p.cols, j;
-    int nt = cpu->n_threads, vec = a->p.kind == GRZO_BLOCK_VECTOR;
+    int nt = cpu->n_threads;
     float *S;
     if (a->variant) return grzo__cpu_perturbed_copy_variant(cpu, a);
     S = (float *)malloc((size_t)cols * sizeof(float));
     if (!S) return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "perturbed_copy: scratch allocation failed");
-    {
-        grzo_noise s = grzo__sign_noise(&a->base, GRZO_STREAM_SIGN_S);
-        int64_t k;
-        if (a->flipout && !vec) grzo_noise_fill(&s, (uint64_t)(a->example * cols), (size_t)cols, S);
-        else for (k = 0; k < cols; k++) S[k] = 1.0f;
-    }
+    grzo__cpu_copy_signs(a, S);
     GRZO__OMP_FOR
     for (j = 0; j < rows; j++) {
         float *o = out + j * cols, f = a->scale;
