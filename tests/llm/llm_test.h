@@ -254,6 +254,25 @@ LT_UNUSED static void lt_print_ids(const char *what, const int32_t *ids, int32_t
     fprintf(stderr, n > 40 ? " ...\n" : "\n");
 }
 
+#if defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 200112L
+/* The first interpreter among candidates[0..n) that imports `modules` ("numpy, gguf") with
+   PYLIB prepended to PYTHONPATH (left set for the scripts the test runs next), or NULL. */
+LT_UNUSED static const char *lt_python_importing(const char *modules, const char *pylib, char **candidates, int n)
+{
+    static char cmd[1024];
+    const char *old = getenv("PYTHONPATH");
+    char path[2048];
+    int i;
+    snprintf(path, sizeof path, "%s%s%s", pylib, old && *old ? ":" : "", old && *old ? old : "");
+    setenv("PYTHONPATH", path, 1);
+    for (i = 0; i < n; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' -c 'import %s' >/dev/null 2>&1", candidates[i], modules);
+        if (system(cmd) == 0) return candidates[i];
+    }
+    return NULL;
+}
+#endif
+
 /* Encode every case of cases_path with t (BOS as t wants it) and check the tokenizers
    package's ids (at least 300 cases); returns the number of mismatches. */
 LT_UNUSED static int lt_compare_cases(const llm_tokenizer *t, const char *cases_path, const char *name)

@@ -36,22 +36,6 @@
 
 static char dir[256];
 
-/* The first interpreter that imports `modules` ("numpy, gguf") with PYLIB on its path, or NULL. */
-static const char *python_importing(const char *modules, const char *pylib, char **candidates, int n)
-{
-    static char cmd[1024];
-    const char *old = getenv("PYTHONPATH");
-    char path[2048];
-    int i;
-    snprintf(path, sizeof path, "%s%s%s", pylib, old && *old ? ":" : "", old && *old ? old : "");
-    setenv("PYTHONPATH", path, 1);
-    for (i = 0; i < n; i++) {
-        snprintf(cmd, sizeof cmd, "'%s' -c 'import %s' >/dev/null 2>&1", candidates[i], modules);
-        if (system(cmd) == 0) return candidates[i];
-    }
-    return NULL;
-}
-
 /* gguf_read_export.py over the original and the four exports of test_types. */
 static int read_with_gguf_package(const char *script, const char *python, const char *orig)
 {
@@ -587,7 +571,7 @@ static int main_hf(int argc, char **argv)
     char tok_dir[1024], cmd[4096];
     size_t i;
     REQUIRE(argc >= 8, "usage: test_llm_export --hf CASES_SCRIPT LLAMA_REF READ_SCRIPT PYLIB WORK PYTHON...");
-    python = python_importing("numpy, gguf, safetensors, tokenizers", argv[5], argv + 7, argc - 7);
+    python = lt_python_importing("numpy, gguf, safetensors, tokenizers", argv[5], argv + 7, argc - 7);
     if (!python) {
         printf("SKIP: no Python with numpy, gguf, safetensors and tokenizers (tests/run.sh installs them into %s)\n", argv[5]);
         return 77;
@@ -613,7 +597,7 @@ int main(int argc, char **argv)
     const char *python = NULL;
     if (argc > 1 && !strcmp(argv[1], "--hf")) return main_hf(argc, argv);
     REQUIRE(argc == 2 || argc >= 5, "usage: test_llm_export DATA_DIR [SCRIPT PYLIB PYTHON...]");
-    if (argc >= 5 && !(python = python_importing("numpy, gguf", argv[3], argv + 4, argc - 4))) {
+    if (argc >= 5 && !(python = lt_python_importing("numpy, gguf", argv[3], argv + 4, argc - 4))) {
         printf("SKIP: no interpreter imports the gguf package (tests/run.sh installs it into %s)\n", argv[3]);
         return 77;
     }

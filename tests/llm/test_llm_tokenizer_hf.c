@@ -158,22 +158,6 @@ static int compare_cases(const char *dir, const char *name)
     return bad;
 }
 
-/* The first interpreter that imports tokenizers with PYLIB on its path, or NULL. */
-static const char *python_with_tokenizers(const char *pylib, char **candidates, int n)
-{
-    static char cmd[1024];
-    const char *old = getenv("PYTHONPATH");
-    char path[2048];
-    int i;
-    snprintf(path, sizeof path, "%s%s%s", pylib, old && *old ? ":" : "", old && *old ? old : "");
-    setenv("PYTHONPATH", path, 1);
-    for (i = 0; i < n; i++) {
-        snprintf(cmd, sizeof cmd, "'%s' -c 'import tokenizers' >/dev/null 2>&1", candidates[i]);
-        if (system(cmd) == 0) return candidates[i];
-    }
-    return NULL;
-}
-
 /* Every folder that OUT_DIR/index.txt names; returns their number. */
 static int compare_index(const char *out)
 {
@@ -213,7 +197,7 @@ int main(int argc, char **argv)
     }
     test_refusals();
     test_accessors();
-    python = python_with_tokenizers(argv[2], argv + 5, argc - 5);
+    python = lt_python_importing("tokenizers", argv[2], argv + 5, argc - 5);
     if (!python) {
         if (lt_failures) return lt_finish("test_llm_tokenizer_hf");
         printf("SKIP: no Python with the tokenizers package (tests/run.sh installs it into %s)\n", argv[2]);
