@@ -77,7 +77,9 @@ static int grzo__ukr_init(grzo__ukr *u) {
 /* One copy of the op: rows [row0, row0 + n_rows) of X and Y read W + f (.) U. */
 typedef struct grzo__fused_copy {
     int64_t row0, n_rows;
+    int64_t n_main;           /* rows multiplied by the formed weight: whole X slivers, or all */
     int64_t x_off;            /* offset of its packed X slivers in one KC block */
+    int64_t tail0;            /* its first row in the tail set (rows n_main.. of the copy) */
     const float *r, *s;       /* sign vectors (d_out, d_in), NULL for shared Z */
     float scale;              /* sign * sigma */
 } grzo__fused_copy;
@@ -232,6 +234,58 @@ static void grzo__ukr_block(const grzo__ukr *u, const float *formed, int64_t j0,
     }
 }
 
+/* A copy's last rows, fewer than half an X sliver, cost a whole sliver through the formed
+   weight (the kernel pads them to its width). They go to the tail set instead: the tail rows
+   of every copy, packed together, meet the shared W and U panels (Y_t = X_t W^T, T_u =
+   (X_t (.) s) U^T, then y = y_t + (scale r_j) t_u), twice the FLOPs of their own rows but
+   no padding per copy. A single-copy op keeps all its rows. */
+static void grzo__fused_split_tails(const grzo__ukr *u, grzo__fused_copy *cp, int64_t n_copies, int64_t *n_tail) {
+    int64_t c, t = 0;
+    for (c = 0; c < n_copies; c++) {
+        int64_t rem = cp[c].n_rows % u->xp;
+        cp[c].n_main = cp[c].n_rows;
+        cp[c].tail0 = t;
+        if (n_copies > 1 && rem > 0 && 2 * rem < u->xp) {
+            cp[c].n_main = cp[c].n_rows - rem;
+            t += rem;
+        }
+    }
+    *n_tail = t;
+}
+
+/* The tail rows' columns [k0, k0 + kc) of X, plain (xt) and times their copy's s (xs),
+   row-major in `rows` (n_tail x kc), packed into X slivers. */
+static void grzo__fused_pack_tails(const grzo__ukr *u, const float *X, int64_t d_in, const grzo__fused_copy *cp,
+                                   int64_t n_copies, int64_t n_tail, int64_t k0, int64_t kc, float *rows, float *xt,
+                                   float *xs) {
+    int64_t c, i, k;
+    for (c = 0; c < n_copies; c++)
+        for (i = cp[c].n_main; i < cp[c].n_rows; i++)
+            memcpy(rows + (cp[c].tail0 + i - cp[c].n_main) * kc, X + (cp[c].row0 + i) * d_in + k0,
+                   (size_t)kc * sizeof(float));
+    grzo__pack_rows(rows, kc, 0, n_tail, 0, kc, u->xp, xt);
+    for (c = 0; c < n_copies; c++)
+        for (i = cp[c].tail0; i < cp[c].tail0 + cp[c].n_rows - cp[c].n_main; i++)
+            if (cp[c].s)
+                for (k = 0; k < kc; k++) rows[i * kc + k] *= cp[c].s[k0 + k];   /* exact: s = +-1 */
+    grzo__pack_rows(rows, kc, 0, n_tail, 0, kc, u->xp, xs);
+}
+
+/* y = y_t + (scale r_j) t_u for every tail row, once the K blocks are summed. */
+static void grzo__fused_finish_tails(int nt, const grzo__fused_copy *cp, int64_t n_copies, int64_t d_out,
+                                     const float *yt, const float *tu, float *y) {
+    int64_t c;
+    GRZO__OMP_FOR
+    for (c = 0; c < n_copies; c++) {
+        int64_t i, j;
+        for (i = cp[c].n_main; i < cp[c].n_rows; i++) {
+            const float *a = yt + (cp[c].tail0 + i - cp[c].n_main) * d_out, *b = tu + (cp[c].tail0 + i - cp[c].n_main) * d_out;
+            float *o = y + (cp[c].row0 + i) * d_out;
+            for (j = 0; j < d_out; j++) o[j] = a[j] + (cp[c].r ? cp[c].scale * cp[c].r[j] : cp[c].scale) * b[j];
+        }
+    }
+}
+
 /* The fused perturbed linear over n_copies copies. R, S: the B examples' sign vectors
    (flipout) or NULL. */
 static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args *a, const grzo__fused_copy *copies,
@@ -240,18 +294,20 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     const grzo_perturb *pt = a->perturb;
     const float *W = (const float *)a->w.data;
     int64_t d_out = a->w.rows, d_in = a->w.cols, kc_max = u->kc < d_in ? u->kc : d_in, x_elems = 0, c, k0;
-    int64_t n_slivers = (d_out + u->wp - 1) / u->wp, per_block, n_blocks, blk;
+    int64_t n_slivers = (d_out + u->wp - 1) / u->wp, per_block, n_blocks, blk, n_tail, tail_elems;
     int nt = cpu->n_threads;
     grzo__cpu_scratch sc = {{0}, 0};
     grzo__fused_copy *cp = (grzo__fused_copy *)grzo__cpu_take(&sc, (size_t)n_copies * sizeof *cp);
-    float *xpack, *tbuf;
+    float *xpack, *tbuf, *yt = NULL, *tu = NULL, *trows = NULL, *xt = NULL, *xs = NULL;
     size_t t_elems;
     if (!cp) return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed");
+    memcpy(cp, copies, (size_t)n_copies * sizeof *cp);
+    grzo__fused_split_tails(u, cp, n_copies, &n_tail);
     for (c = 0; c < n_copies; c++) {
-        cp[c] = copies[c];
         cp[c].x_off = x_elems;
-        x_elems += (cp[c].n_rows + u->xp - 1) / u->xp * u->xp * kc_max;
+        x_elems += (cp[c].n_main + u->xp - 1) / u->xp * u->xp * kc_max;
     }
+    tail_elems = (n_tail + u->xp - 1) / u->xp * u->xp * kc_max;
     /* weight-row blocks: whole slivers, about u->mc rows, a multiple of the thread count,
        slivers split evenly between them, so that the threads get equal shares */
     per_block = u->mc / u->wp;
@@ -265,13 +321,24 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
               16 * 16;
     xpack = (float *)grzo__aligned_take(&sc, (size_t)(x_elems > 0 ? x_elems : 1) * sizeof(float));
     tbuf = (float *)grzo__aligned_take(&sc, (size_t)nt * t_elems * sizeof(float));
-    if (!xpack || !tbuf) { grzo__cpu_release(&sc); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed"); }
+    if (n_tail > 0) {
+        yt = (float *)grzo__cpu_take(&sc, (size_t)(n_tail * d_out) * sizeof(float));
+        tu = (float *)grzo__cpu_take(&sc, (size_t)(n_tail * d_out) * sizeof(float));
+        trows = (float *)grzo__cpu_take(&sc, (size_t)(n_tail * kc_max) * sizeof(float));
+        xt = (float *)grzo__aligned_take(&sc, (size_t)tail_elems * sizeof(float));
+        xs = (float *)grzo__aligned_take(&sc, (size_t)tail_elems * sizeof(float));
+    }
+    if (!xpack || !tbuf || (n_tail > 0 && (!yt || !tu || !trows || !xt || !xs))) {
+        grzo__cpu_release(&sc);
+        return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed");
+    }
     for (k0 = 0; k0 < d_in; k0 += kc_max) {
         int64_t kc = d_in - k0 < kc_max ? d_in - k0 : kc_max;
         float beta = k0 == 0 ? 0.0f : 1.0f;
         GRZO__OMP_FOR_DYNAMIC
         for (c = 0; c < n_copies; c++)
-            grzo__pack_rows(a->x, d_in, cp[c].row0, cp[c].n_rows, k0, kc, u->xp, xpack + cp[c].x_off);
+            grzo__pack_rows(a->x, d_in, cp[c].row0, cp[c].n_main, k0, kc, u->xp, xpack + cp[c].x_off);
+        if (n_tail > 0) grzo__fused_pack_tails(u, a->x, d_in, cp, n_copies, n_tail, k0, kc, trows, xt, xs);
         GRZO__OMP_FOR_DYNAMIC
         for (blk = 0; blk < n_blocks; blk++) {
             int64_t s0 = blk * n_slivers / n_blocks, s1 = (blk + 1) * n_slivers / n_blocks;
@@ -284,29 +351,32 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
             f = tmp + kc + GRZO__CPU_NOISE_SLACK;
             if (j0 >= j1) continue;
             if (n_copies == 1) {
-                for (cc = 0; cc < n_copies; cc++) {
-                    if (cp[cc].n_rows == 0) continue;
-                    grzo__form_block_direct(W, d_in, &pt->base, &cp[cc], j0, j1, k0, kc, u->wp, row, tmp, f, formed);
-                    grzo__ukr_block(u, formed, j0, j1, xpack + cp[cc].x_off, cp[cc].n_rows, kc, beta,
-                                    a->y + cp[cc].row0 * d_out, d_out);
-                }
+                if (cp[0].n_rows == 0) continue;
+                grzo__form_block_direct(W, d_in, &pt->base, &cp[0], j0, j1, k0, kc, u->wp, row, tmp, f, formed);
+                grzo__ukr_block(u, formed, j0, j1, xpack + cp[0].x_off, cp[0].n_rows, kc, beta, a->y + cp[0].row0 * d_out,
+                                d_out);
                 continue;
             }
             grzo__pack_rows(W, d_in, j0, j1 - j0, k0, kc, u->wp, wpk);
             grzo__pack_u(&pt->base, d_in, j0, j1 - j0, k0, kc, u->wp, row, tmp, upk);
             for (cc = 0; cc < n_copies; cc++) {
                 const grzo__fused_copy *cq = &cp[cc];
-                if (cq->n_rows == 0) continue;
+                if (cq->n_main == 0) continue;
                 for (q = j0; q < j1; q += u->wp) {
                     int64_t h = j1 - q < u->wp ? j1 - q : u->wp, off = (q - j0) * kc;
                     for (i = 0; i < u->wp; i++) f[i] = cq->r && i < h ? cq->scale * cq->r[q + i] : cq->scale;
                     grzo__form_sliver(wpk + off, upk + off, f, cq->s ? cq->s + k0 : NULL, kc, u->wp, formed + off);
                 }
-                grzo__ukr_block(u, formed, j0, j1, xpack + cq->x_off, cq->n_rows, kc, beta, a->y + cq->row0 * d_out,
+                grzo__ukr_block(u, formed, j0, j1, xpack + cq->x_off, cq->n_main, kc, beta, a->y + cq->row0 * d_out,
                                 d_out);
+            }
+            if (n_tail > 0) {   /* the tail set against the shared panels */
+                grzo__ukr_block(u, wpk, j0, j1, xt, n_tail, kc, beta, yt, d_out);
+                grzo__ukr_block(u, upk, j0, j1, xs, n_tail, kc, beta, tu, d_out);
             }
         }
     }
+    if (n_tail > 0) grzo__fused_finish_tails(nt, cp, n_copies, d_out, yt, tu, a->y);
     grzo__cpu_release(&sc);
     return GRZO_OK;
 }
