@@ -211,9 +211,10 @@ static void grzo__form_block_direct(const float *W, int64_t ld, const grzo_noise
 }
 
 /* Y[copy rows, weight rows j0..j1) (+)= X_c W_c^T for one formed block, in BLIS's loop
-   order: each X sliver (L1) meets every formed weight sliver of the block (L2). */
+   order: each X sliver (L1) meets every formed weight sliver of the block (L2). Column j of
+   the block lands in column j - jy of y. */
 static void grzo__ukr_block(const grzo__ukr *u, const float *formed, int64_t j0, int64_t j1, const float *xpack,
-                            int64_t n_rows, int64_t kc, float beta, float *y, int64_t ldy) {
+                            int64_t n_rows, int64_t kc, float beta, float *y, int64_t ldy, int64_t jy) {
     float one = 1.0f;
     auxinfo_t aux;
     int64_t q, j;
@@ -223,7 +224,7 @@ static void grzo__ukr_block(const grzo__ukr *u, const float *formed, int64_t j0,
         float *xs = (float *)xpack + q * kc;
         for (j = j0; j < j1; j += u->wp) {
             int64_t h = j1 - j < u->wp ? j1 - j : u->wp;
-            float *ws = (float *)formed + (j - j0) * kc, *c = y + q * ldy + j;
+            float *ws = (float *)formed + (j - j0) * kc, *c = y + q * ldy + (j - jy);
             bli_auxinfo_set_next_a(u->weight_is_a ? (void *)ws : xs, &aux);
             bli_auxinfo_set_next_b(u->weight_is_a ? xs : (void *)ws, &aux);
             if (u->weight_is_a)   /* C = Y^T: column-stored */
@@ -236,9 +237,10 @@ static void grzo__ukr_block(const grzo__ukr *u, const float *formed, int64_t j0,
 
 /* A copy's last rows, fewer than half an X sliver, cost a whole sliver through the formed
    weight (the kernel pads them to its width). They go to the tail set instead: the tail rows
-   of every copy, packed together, meet the shared W and U panels (Y_t = X_t W^T, T_u =
-   (X_t (.) s) U^T, then y = y_t + (scale r_j) t_u), twice the FLOPs of their own rows but
-   no padding per copy. A single-copy op keeps all its rows. */
+   of every copy, packed together, meet the shared W and U panels (per K block, T_w = X_t W^T
+   and T_u = (X_t (.) s) U^T, then y (+)= t_w + (scale r_j) t_u), twice the FLOPs of their own
+   rows but no padding per copy, and no scratch beyond a block's products. A single-copy op
+   keeps all its rows. */
 static void grzo__fused_split_tails(const grzo__ukr *u, grzo__fused_copy *cp, int64_t n_copies, int64_t *n_tail) {
     int64_t c, t = 0;
     for (c = 0; c < n_copies; c++) {
@@ -271,19 +273,21 @@ static void grzo__fused_pack_tails(const grzo__ukr *u, const float *X, int64_t d
     grzo__pack_rows(rows, kc, 0, n_tail, 0, kc, u->xp, xs);
 }
 
-/* y = y_t + (scale r_j) t_u for every tail row, once the K blocks are summed. */
-static void grzo__fused_finish_tails(int nt, const grzo__fused_copy *cp, int64_t n_copies, int64_t d_out,
-                                     const float *yt, const float *tu, float *y) {
-    int64_t c;
-    GRZO__OMP_FOR
-    for (c = 0; c < n_copies; c++) {
-        int64_t i, j;
+/* Adds one K block of the tail rows into Y, columns [j0, j1): y (+)= t_w + (scale r_j) t_u,
+   t_w and t_u the block's X_t W^T and (X_t (.) s) U^T (ld ldt, column j at j - j0). */
+static void grzo__fused_add_tails(const grzo__fused_copy *cp, int64_t n_copies, int64_t j0, int64_t j1, const float *tw,
+                                  const float *tt, int64_t ldt, int accumulate, float *y, int64_t d_out) {
+    int64_t c, i, j;
+    for (c = 0; c < n_copies; c++)
         for (i = cp[c].n_main; i < cp[c].n_rows; i++) {
-            const float *a = yt + (cp[c].tail0 + i - cp[c].n_main) * d_out, *b = tu + (cp[c].tail0 + i - cp[c].n_main) * d_out;
+            int64_t t = cp[c].tail0 + i - cp[c].n_main;
+            const float *a = tw + t * ldt, *b = tt + t * ldt;
             float *o = y + (cp[c].row0 + i) * d_out;
-            for (j = 0; j < d_out; j++) o[j] = a[j] + (cp[c].r ? cp[c].scale * cp[c].r[j] : cp[c].scale) * b[j];
+            for (j = j0; j < j1; j++) {
+                float v = a[j - j0] + (cp[c].r ? cp[c].scale * cp[c].r[j] : cp[c].scale) * b[j - j0];
+                o[j] = accumulate ? o[j] + v : v;
+            }
         }
-    }
 }
 
 /* The fused perturbed linear over n_copies copies. R, S: the B examples' sign vectors
@@ -298,7 +302,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     int nt = cpu->n_threads;
     grzo__cpu_scratch sc = {{0}, 0};
     grzo__fused_copy *cp = (grzo__fused_copy *)grzo__cpu_take(&sc, (size_t)n_copies * sizeof *cp);
-    float *xpack, *tbuf, *yt = NULL, *tu = NULL, *trows = NULL, *xt = NULL, *xs = NULL;
+    float *xpack, *tbuf, *trows = NULL, *xt = NULL, *xs = NULL;
     size_t t_elems;
     if (!cp) return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed");
     memcpy(cp, copies, (size_t)n_copies * sizeof *cp);
@@ -316,19 +320,17 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     if (n_blocks > n_slivers) n_blocks = n_slivers;
     per_block = (n_slivers + n_blocks - 1) / n_blocks;   /* the largest block: slivers are split evenly */
     /* per thread: packed W, packed U and one copy's formed weights of a block, one sliver's
-       U rows, the f vector */
-    t_elems = (size_t)(3 * per_block * u->wp * kc_max + u->wp * kc_max + kc_max + GRZO__CPU_NOISE_SLACK + u->wp + 15) /
-              16 * 16;
+       U rows, the f vector, the tail set's two products for the block */
+    t_elems = (size_t)(3 * per_block * u->wp * kc_max + u->wp * kc_max + kc_max + GRZO__CPU_NOISE_SLACK + u->wp +
+                       2 * n_tail * per_block * u->wp + 15) / 16 * 16;
     xpack = (float *)grzo__aligned_take(&sc, (size_t)(x_elems > 0 ? x_elems : 1) * sizeof(float));
     tbuf = (float *)grzo__aligned_take(&sc, (size_t)nt * t_elems * sizeof(float));
     if (n_tail > 0) {
-        yt = (float *)grzo__cpu_take(&sc, (size_t)(n_tail * d_out) * sizeof(float));
-        tu = (float *)grzo__cpu_take(&sc, (size_t)(n_tail * d_out) * sizeof(float));
         trows = (float *)grzo__cpu_take(&sc, (size_t)(n_tail * kc_max) * sizeof(float));
         xt = (float *)grzo__aligned_take(&sc, (size_t)tail_elems * sizeof(float));
         xs = (float *)grzo__aligned_take(&sc, (size_t)tail_elems * sizeof(float));
     }
-    if (!xpack || !tbuf || (n_tail > 0 && (!yt || !tu || !trows || !xt || !xs))) {
+    if (!xpack || !tbuf || (n_tail > 0 && (!trows || !xt || !xs))) {
         grzo__cpu_release(&sc);
         return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed");
     }
@@ -343,18 +345,20 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
         for (blk = 0; blk < n_blocks; blk++) {
             int64_t s0 = blk * n_slivers / n_blocks, s1 = (blk + 1) * n_slivers / n_blocks;
             int64_t j0 = s0 * u->wp, j1 = s1 * u->wp > d_out ? d_out : s1 * u->wp, q, i, cc;
-            float *wpk = tbuf + (size_t)grzo__cpu_thread() * t_elems, *upk, *formed, *row, *tmp, *f;
+            float *wpk = tbuf + (size_t)grzo__cpu_thread() * t_elems, *upk, *formed, *row, *tmp, *f, *tw, *tt;
             upk = wpk + per_block * u->wp * kc;
             formed = upk + per_block * u->wp * kc;
             row = formed + per_block * u->wp * kc;
             tmp = row + u->wp * kc;
             f = tmp + kc + GRZO__CPU_NOISE_SLACK;
+            tw = f + u->wp;
+            tt = tw + n_tail * per_block * u->wp;
             if (j0 >= j1) continue;
             if (n_copies == 1) {
                 if (cp[0].n_rows == 0) continue;
                 grzo__form_block_direct(W, d_in, &pt->base, &cp[0], j0, j1, k0, kc, u->wp, row, tmp, f, formed);
                 grzo__ukr_block(u, formed, j0, j1, xpack + cp[0].x_off, cp[0].n_rows, kc, beta, a->y + cp[0].row0 * d_out,
-                                d_out);
+                                d_out, 0);
                 continue;
             }
             grzo__pack_rows(W, d_in, j0, j1 - j0, k0, kc, u->wp, wpk);
@@ -368,15 +372,15 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
                     grzo__form_sliver(wpk + off, upk + off, f, cq->s ? cq->s + k0 : NULL, kc, u->wp, formed + off);
                 }
                 grzo__ukr_block(u, formed, j0, j1, xpack + cq->x_off, cq->n_main, kc, beta, a->y + cq->row0 * d_out,
-                                d_out);
+                                d_out, 0);
             }
-            if (n_tail > 0) {   /* the tail set against the shared panels */
-                grzo__ukr_block(u, wpk, j0, j1, xt, n_tail, kc, beta, yt, d_out);
-                grzo__ukr_block(u, upk, j0, j1, xs, n_tail, kc, beta, tu, d_out);
+            if (n_tail > 0) {   /* the tail set against the shared panels, added into Y */
+                grzo__ukr_block(u, wpk, j0, j1, xt, n_tail, kc, 0.0f, tw, per_block * u->wp, j0);
+                grzo__ukr_block(u, upk, j0, j1, xs, n_tail, kc, 0.0f, tt, per_block * u->wp, j0);
+                grzo__fused_add_tails(cp, n_copies, j0, j1, tw, tt, per_block * u->wp, k0 > 0, a->y, d_out);
             }
         }
     }
-    if (n_tail > 0) grzo__fused_finish_tails(nt, cp, n_copies, d_out, yt, tu, a->y);
     grzo__cpu_release(&sc);
     return GRZO_OK;
 }
