@@ -130,6 +130,46 @@ static void check_case(int layout, int flipout, uint32_t dist)
     free(W); free(X); free(wp); free(pp); free(y1); free(y2); free(ype);
 }
 
+/* The transposing packer, bit for bit against the scalar expression: 8 x 8 register tiles,
+   the rows and columns left over, the zero rows, formed rows (w + (f_i s_k) u), and rows
+   1024 floats apart (copied next to each other first). */
+static void check_packer(void)
+{
+#ifdef GRZO_USE_BLIS
+    static const int64_t widths[] = { 12, 32 }, kcs[] = { 1, 7, 8, 9, 45, 384 }, lds[] = { 400, 1024 };
+    float *src = (float *)malloc(sizeof(float) * 32 * 1024), *u = (float *)malloc(sizeof(float) * 32 * 384);
+    float *out = (float *)malloc(sizeof(float) * 32 * 384), *want = (float *)malloc(sizeof(float) * 32 * 384);
+    float *stage = (float *)malloc(sizeof(float) * 32 * 384), f[32], sg[384];
+    int64_t wi, ki, li, h, form, i, k, n = 0;
+    REQUIRE(src && u && out && want && stage);
+    tu_fill_unif(src, 32 * 1024, 21, -1.0f, 1.0f);
+    tu_fill_unif(u, 32 * 384, 22, -1.0f, 1.0f);
+    tu_fill_unif(f, 32, 23, -0.1f, 0.1f);
+    for (k = 0; k < 384; k++) sg[k] = (k * 7) % 3 ? 1.0f : -1.0f;
+    for (wi = 0; wi < 2; wi++)
+        for (ki = 0; ki < 6; ki++)
+            for (li = 0; li < 2; li++)
+                for (h = 1; h <= widths[wi]; h++)
+                    for (form = 0; form < 3; form++) {   /* plain; formed; formed with s */
+                        int64_t width = widths[wi], kc = kcs[ki], ld = lds[li];
+                        const float *s = form == 2 ? sg : NULL;
+                        for (k = 0; k < kc; k++)
+                            for (i = 0; i < width; i++)
+                                want[k * width + i] = i >= h ? 0.0f
+                                                      : form ? src[i * ld + k] + (f[i] * (s ? s[k] : 1.0f)) * u[i * kc + k]
+                                                             : src[i * ld + k];
+                        memset(out, 0xff, sizeof(float) * (size_t)(width * kc));
+                        grzo__pack_sliver(src, ld, form ? u : NULL, kc, f, s, h, kc, width, li ? stage : NULL, out);
+                        CHECKF(memcmp(out, want, sizeof(float) * (size_t)(width * kc)) == 0,
+                               "packer: width %lld kc %lld ld %lld h %lld form %lld differs from the scalar expression",
+                               (long long)width, (long long)kc, (long long)ld, (long long)h, (long long)form);
+                        n++;
+                    }
+    printf("test_fused: packer bit-identical to the scalar expression in %lld cases\n", (long long)n);
+    free(src); free(u); free(out); free(want); free(stage);
+#endif
+}
+
 /* The old-kernel detection: OpenBLAS core names to SIMD levels, and the remedy it names. */
 static void check_kernel_detection(void)
 {
@@ -167,6 +207,7 @@ int main(int argc, char **argv)
         tu_skip("test_fused", "BLIS has no micro-kernel for this CPU");
     }
     grzo_backend_destroy(&be);
+    check_packer();
     {
         int layout, flip, gauss;
         for (layout = 0; layout < 2; layout++)
