@@ -828,6 +828,15 @@ GRZO_API grzo_status grzo_checkpoint_load(grzo_ctx *ctx, const char *path);
 #else
 #define GRZO__RNG_FN static GRZO__HD
 #endif
+/* GCC on x86-64 Linux (C): grzo_noise_fill's bulk Gaussian path is built for several
+   instruction sets, picked at run time (target_clones); what it calls is inlined into each. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && !defined(__cplusplus) && !defined(__CUDACC__)
+#define GRZO__CPU_CLONES 1
+#define GRZO__INLINE_FN static inline __attribute__((always_inline, unused))
+#else
+#define GRZO__CPU_CLONES 0
+#define GRZO__INLINE_FN GRZO__RNG_FN
+#endif
 
 /* ---- RNG ----------------------------------------------------------------------------- */
 /* Philox4x32-10 (Salmon et al., SC'11): 10 rounds of a multiply-xor Feistel network. */
@@ -836,7 +845,7 @@ GRZO_API grzo_status grzo_checkpoint_load(grzo_ctx *ctx, const char *path);
 #define GRZO__PHILOX_W0 0x9E3779B9u
 #define GRZO__PHILOX_W1 0xBB67AE85u
 
-GRZO__RNG_FN void grzo__philox(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
+GRZO__INLINE_FN void grzo__philox(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
                                   uint32_t k0, uint32_t k1, uint32_t out[4]) {
     int r;
     for (r = 0; r < 10; r++) {
@@ -855,7 +864,7 @@ GRZO__RNG_FN void grzo__philox(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c
 }
 
 /* One Philox call of a noise tensor: `group` indexes 128 Rademacher bits or 4 normals. */
-GRZO__RNG_FN void grzo__noise_group(const grzo_noise *n, uint64_t group, uint32_t out[4]) {
+GRZO__INLINE_FN void grzo__noise_group(const grzo_noise *n, uint64_t group, uint32_t out[4]) {
     grzo__philox((uint32_t)group,
                  ((uint32_t)(group >> 32) & 0xFFFFu) | (n->stream << 16),
                  n->step, n->block, (uint32_t)n->seed, (uint32_t)(n->seed >> 32), out);
@@ -1086,48 +1095,30 @@ GRZO__DEF float grzo_noise_at(const grzo_noise *n, uint64_t index) {
    libm call) and picks one at run time. */
 #define GRZO__GAUSS_BATCH 16                         /* groups: 64 normals */
 #define GRZO__PAIRS (2 * GRZO__GAUSS_BATCH)
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && !defined(__cplusplus)
+#if GRZO__CPU_CLONES
 #define GRZO__RNG_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#define GRZO__FLAT_FN static inline __attribute__((always_inline))   /* into each clone */
 #else
 #define GRZO__RNG_CLONES
-#define GRZO__FLAT_FN static
 #endif
 
 /* grzo__noise_group for groups group0 .. group0 + GRZO__GAUSS_BATCH - 1 as Box-Muller pairs:
-   pair 2i + h (h = 0, 1) of group i takes u1 from word 2h (a) and u2 from word 2h + 1 (b).
-   grzo__philox lane by lane: the rounds unroll, the lanes vectorize. */
-GRZO__FLAT_FN void grzo__noise_pairs(const grzo_noise *n, uint64_t group0, uint32_t a[GRZO__PAIRS], uint32_t b[GRZO__PAIRS]) {
-    const uint32_t hi = n->stream << 16, key0 = (uint32_t)n->seed, key1 = (uint32_t)(n->seed >> 32);
-    int i, r;
+   pair 2i + h (h = 0, 1) of group i takes u1 from word 2h (a) and u2 from word 2h + 1 (b) */
+GRZO__INLINE_FN void grzo__noise_pairs(const grzo_noise *n, uint64_t group0, uint32_t a[GRZO__PAIRS], uint32_t b[GRZO__PAIRS]) {
+    int i;
     for (i = 0; i < GRZO__GAUSS_BATCH; i++) {
-        uint64_t group = group0 + (uint64_t)i;
-        uint32_t c0 = (uint32_t)group, c1 = ((uint32_t)(group >> 32) & 0xFFFFu) | hi;
-        uint32_t c2 = n->step, c3 = n->block, k0 = key0, k1 = key1;
-        for (r = 0; r < 10; r++) {
-            uint64_t p0 = (uint64_t)GRZO__PHILOX_M0 * c0;
-            uint64_t p1 = (uint64_t)GRZO__PHILOX_M1 * c2;
-            uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
-            uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-            c1 = (uint32_t)p1;
-            c3 = (uint32_t)p0;
-            c0 = n0;
-            c2 = n2;
-            k0 += GRZO__PHILOX_W0;
-            k1 += GRZO__PHILOX_W1;
-        }
-        a[2 * i] = c0;
-        b[2 * i] = c1;
-        a[2 * i + 1] = c2;
-        b[2 * i + 1] = c3;
+        uint32_t w[4];
+        grzo__noise_group(n, group0 + (uint64_t)i, w);
+        a[2 * i] = w[0];
+        b[2 * i] = w[1];
+        a[2 * i + 1] = w[2];
+        b[2 * i + 1] = w[3];
     }
 }
-
 
 /* grzo__log_unit(u), u in (0, 1] normal: frexp as exponent bits, the `if` as selects. The
    polynomial is the same fma chain (its loop written out so that the caller's loop is one
    flat body). */
-GRZO__FLAT_FN double grzo__log_unit_flat(double u) {
+GRZO__INLINE_FN double grzo__log_unit_flat(double u) {
     const double two52_bias = 4503599627370496.0 + 1023.0;   /* 2^52 + the exponent bias */
     uint64_t bits, mbits, ebits;
     double m, e, half, e1, f, w, p;
@@ -1159,8 +1150,9 @@ GRZO__FLAT_FN double grzo__log_unit_flat(double u) {
     return fma(e, 0.69314718055994530942, (2.0 * f) * p);
 }
 
-/* grzo__sincos_turn(t), t in [0, 1): the swap and the quadrant's switch as selects */
-GRZO__FLAT_FN void grzo__sincos_turn_flat(double t, double *s, double *c) {
+/* grzo__sincos_turn(t), t in [0, 1): the swap and the quadrant's switch as selects; k by
+   conversion to int (floor for q >= 0), which vectorizes where floor() may not */
+GRZO__INLINE_FN void grzo__sincos_turn_flat(double t, double *s, double *c) {
     double q = 4.0 * t, k = (double)(int)q, fq = q - k, flip = 1.0 - fq, b, w, ps, pc, sb, cb, x, y;
     int swap = fq > 0.5, odd = (k == 1.0) | (k == 3.0), neg_c = (k == 1.0) | (k == 2.0), neg_s = k >= 2.0;
     fq = swap ? flip : fq;
@@ -1196,12 +1188,12 @@ GRZO__FLAT_FN void grzo__sincos_turn_flat(double t, double *s, double *c) {
    exactly rounded sqrtpd (any x86-64) does two at a time. */
 #if defined(__GNUC__) && defined(__x86_64__) && defined(__SSE2__)
 #include <emmintrin.h>
-GRZO__FLAT_FN void grzo__sqrt_pairs(double x[GRZO__PAIRS]) {
+GRZO__INLINE_FN void grzo__sqrt_pairs(double x[GRZO__PAIRS]) {
     int i;
     for (i = 0; i < GRZO__PAIRS; i += 2) _mm_storeu_pd(x + i, _mm_sqrt_pd(_mm_loadu_pd(x + i)));
 }
 #else
-GRZO__FLAT_FN void grzo__sqrt_pairs(double x[GRZO__PAIRS]) {
+GRZO__INLINE_FN void grzo__sqrt_pairs(double x[GRZO__PAIRS]) {
     int i;
     for (i = 0; i < GRZO__PAIRS; i++) x[i] = sqrt(x[i]);
 }
