@@ -1115,6 +1115,24 @@ GRZO__INLINE_FN void grzo__noise_pairs(const grzo_noise *n, uint64_t group0, uin
     }
 }
 
+/* Selects on the bits, without a branch that the compiler must convert (GCC does for AVX-512
+   but not for AVX2): cond ? a : b, and cond ? -x : x (a sign flip, as unary minus is). */
+GRZO__INLINE_FN double grzo__pick(int cond, double a, double b) {
+    uint64_t ab, bb, mask = (uint64_t)0 - (uint64_t)(cond != 0);
+    memcpy(&ab, &a, sizeof ab);
+    memcpy(&bb, &b, sizeof bb);
+    ab = (ab & mask) | (bb & ~mask);
+    memcpy(&a, &ab, sizeof a);
+    return a;
+}
+GRZO__INLINE_FN double grzo__negate_if(int cond, double x) {
+    uint64_t xb;
+    memcpy(&xb, &x, sizeof xb);
+    xb ^= (uint64_t)(cond != 0) << 63;
+    memcpy(&x, &xb, sizeof x);
+    return x;
+}
+
 /* grzo__log_unit(u), u in (0, 1] normal: frexp as exponent bits, the `if` as selects. The
    polynomial is the same fma chain (its loop written out so that the caller's loop is one
    flat body). */
@@ -1132,8 +1150,8 @@ GRZO__INLINE_FN double grzo__log_unit_flat(double u) {
     half = 0.5 * m;
     e1 = e + 1.0;
     big = m > 1.4142135623730951;
-    m = big ? half : m;
-    e = big ? e1 : e;
+    m = grzo__pick(big, half, m);
+    e = grzo__pick(big, e1, e);
     f = (m - 1.0) / (m + 1.0);
     w = f * f;
     p = fma(1.0 / 23, w, 1.0 / 21);
@@ -1155,7 +1173,7 @@ GRZO__INLINE_FN double grzo__log_unit_flat(double u) {
 GRZO__INLINE_FN void grzo__sincos_turn_flat(double t, double *s, double *c) {
     double q = 4.0 * t, k = (double)(int)q, fq = q - k, flip = 1.0 - fq, b, w, ps, pc, sb, cb, x, y;
     int swap = fq > 0.5, odd = (k == 1.0) | (k == 3.0), neg_c = (k == 1.0) | (k == 2.0), neg_s = k >= 2.0;
-    fq = swap ? flip : fq;
+    fq = grzo__pick(swap, flip, fq);
     b = fq * 1.5707963267948966;
     w = b * b;
     ps = fma(-1.0 / 121645100408832000.0, w, 1.0 / 355687428096000.0);
@@ -1177,10 +1195,10 @@ GRZO__INLINE_FN void grzo__sincos_turn_flat(double t, double *s, double *c) {
     pc = fma(pc, w, 1.0 / 24.0);
     pc = fma(pc, w, -0.5);
     cb = fma(w, pc, 1.0);
-    x = swap != odd ? sb : cb;          /* k = 0: (cos, sin) = (cs, sn), 1: (-sn, cs), */
-    y = swap != odd ? cb : sb;          /* 2: (-cs, -sn), 3: (sn, -cs) */
-    *c = neg_c ? -x : x;
-    *s = neg_s ? -y : y;
+    x = grzo__pick(swap != odd, sb, cb);   /* k = 0: (cos, sin) = (cs, sn), 1: (-sn, cs), */
+    y = grzo__pick(swap != odd, cb, sb);   /* 2: (-cs, -sn), 3: (sn, -cs) */
+    *c = grzo__negate_if(neg_c, x);
+    *s = grzo__negate_if(neg_s, y);
 }
 
 /* sqrt of each x[i] >= -0. Under math-errno (C99's default) compilers keep sqrt() scalar
