@@ -846,7 +846,7 @@ GRZO_API grzo_status grzo_checkpoint_load(grzo_ctx *ctx, const char *path);
 #define GRZO__PHILOX_W1 0xBB67AE85u
 
 GRZO__INLINE_FN void grzo__philox(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
-                                  uint32_t k0, uint32_t k1, uint32_t out[4]) {
+                                     uint32_t k0, uint32_t k1, uint32_t out[4]) {
     int r;
     for (r = 0; r < 10; r++) {
         uint64_t p0 = (uint64_t)GRZO__PHILOX_M0 * c0;
@@ -1090,7 +1090,7 @@ GRZO__DEF float grzo_noise_at(const grzo_noise *n, uint64_t index) {
 /* grzo__gauss4 over GRZO__GAUSS_BATCH groups at once, for grzo_noise_fill on the host: the
    same IEEE operations in the same order (bit-identical; the scalar functions stay the
    reference and what the GPU runs), written as loops over arrays that compilers vectorize:
-   frexp as exponent bits, the if/switch as selects of values computed on both sides. GCC on
+   frexp as exponent bits, the if/switch as bit selects of values computed on both sides. GCC on
    x86-64 Linux builds it for AVX-512 and AVX2+FMA too (there fma() is one instruction, not a
    libm call) and picks one at run time. */
 #define GRZO__GAUSS_BATCH 16                         /* groups: 64 normals */
