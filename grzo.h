@@ -828,6 +828,15 @@ GRZO_API grzo_status grzo_checkpoint_load(grzo_ctx *ctx, const char *path);
 #else
 #define GRZO__RNG_FN static GRZO__HD
 #endif
+/* GCC on x86-64 Linux (C): grzo_noise_fill's bulk Gaussian path is built for several
+   instruction sets, picked at run time (target_clones); what it calls is inlined into each. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && !defined(__cplusplus) && !defined(__CUDACC__)
+#define GRZO__CPU_CLONES 1
+#define GRZO__INLINE_FN static inline __attribute__((always_inline, unused))
+#else
+#define GRZO__CPU_CLONES 0
+#define GRZO__INLINE_FN GRZO__RNG_FN
+#endif
 
 /* ---- RNG ----------------------------------------------------------------------------- */
 /* Philox4x32-10 (Salmon et al., SC'11): 10 rounds of a multiply-xor Feistel network. */
@@ -836,8 +845,8 @@ GRZO_API grzo_status grzo_checkpoint_load(grzo_ctx *ctx, const char *path);
 #define GRZO__PHILOX_W0 0x9E3779B9u
 #define GRZO__PHILOX_W1 0xBB67AE85u
 
-GRZO__RNG_FN void grzo__philox(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
-                                  uint32_t k0, uint32_t k1, uint32_t out[4]) {
+GRZO__INLINE_FN void grzo__philox(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
+                                     uint32_t k0, uint32_t k1, uint32_t out[4]) {
     int r;
     for (r = 0; r < 10; r++) {
         uint64_t p0 = (uint64_t)GRZO__PHILOX_M0 * c0;
@@ -855,7 +864,7 @@ GRZO__RNG_FN void grzo__philox(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c
 }
 
 /* One Philox call of a noise tensor: `group` indexes 128 Rademacher bits or 4 normals. */
-GRZO__RNG_FN void grzo__noise_group(const grzo_noise *n, uint64_t group, uint32_t out[4]) {
+GRZO__INLINE_FN void grzo__noise_group(const grzo_noise *n, uint64_t group, uint32_t out[4]) {
     grzo__philox((uint32_t)group,
                  ((uint32_t)(group >> 32) & 0xFFFFu) | (n->stream << 16),
                  n->step, n->block, (uint32_t)n->seed, (uint32_t)(n->seed >> 32), out);
@@ -1077,6 +1086,163 @@ GRZO__DEF float grzo_noise_at(const grzo_noise *n, uint64_t index) {
     return n ? grzo__noise_value(n, index) : 0.0f;
 }
 
+/* ---- Gaussian noise in bulk ------------------------------------------------------------ */
+/* grzo__gauss4 over GRZO__GAUSS_BATCH groups at once, for grzo_noise_fill on the host: the
+   same IEEE operations in the same order (bit-identical; the scalar functions stay the
+   reference and what the GPU runs), written as loops over arrays that compilers vectorize:
+   frexp as exponent bits, the if/switch as bit selects of values computed on both sides. GCC on
+   x86-64 Linux builds it for AVX-512 and AVX2+FMA too (there fma() is one instruction, not a
+   libm call) and picks one at run time. */
+#define GRZO__GAUSS_BATCH 16                         /* groups: 64 normals */
+#define GRZO__PAIRS (2 * GRZO__GAUSS_BATCH)
+#if GRZO__CPU_CLONES
+#ifndef GRZO__RNG_TARGETS   /* tests/meson.build narrows it to test the other builds on this CPU */
+#define GRZO__RNG_TARGETS "arch=x86-64-v4", "arch=x86-64-v3", "default"
+#endif
+#define GRZO__RNG_CLONES __attribute__((target_clones(GRZO__RNG_TARGETS)))
+#else
+#define GRZO__RNG_CLONES
+#endif
+
+/* grzo__noise_group for groups group0 .. group0 + GRZO__GAUSS_BATCH - 1 as Box-Muller pairs:
+   pair 2i + h (h = 0, 1) of group i takes u1 from word 2h (a) and u2 from word 2h + 1 (b) */
+GRZO__INLINE_FN void grzo__noise_pairs(const grzo_noise *n, uint64_t group0, uint32_t a[GRZO__PAIRS], uint32_t b[GRZO__PAIRS]) {
+    int i;
+    for (i = 0; i < GRZO__GAUSS_BATCH; i++) {
+        uint32_t w[4];
+        grzo__noise_group(n, group0 + (uint64_t)i, w);
+        a[2 * i] = w[0];
+        b[2 * i] = w[1];
+        a[2 * i + 1] = w[2];
+        b[2 * i + 1] = w[3];
+    }
+}
+
+/* Selects on the bits, without a branch that the compiler must convert (GCC does for AVX-512
+   but not for AVX2): cond ? a : b, and cond ? -x : x (a sign flip, as unary minus is). */
+GRZO__INLINE_FN double grzo__pick(int cond, double a, double b) {
+    uint64_t ab, bb, mask = (uint64_t)0 - (uint64_t)(cond != 0);
+    memcpy(&ab, &a, sizeof ab);
+    memcpy(&bb, &b, sizeof bb);
+    ab = (ab & mask) | (bb & ~mask);
+    memcpy(&a, &ab, sizeof a);
+    return a;
+}
+GRZO__INLINE_FN double grzo__negate_if(int cond, double x) {
+    uint64_t xb;
+    memcpy(&xb, &x, sizeof xb);
+    xb ^= (uint64_t)(cond != 0) << 63;
+    memcpy(&x, &xb, sizeof x);
+    return x;
+}
+
+/* grzo__log_unit(u), u in (0, 1] normal: frexp as exponent bits, the `if` as selects. The
+   polynomial is the same fma chain (its loop written out so that the caller's loop is one
+   flat body). */
+GRZO__INLINE_FN double grzo__log_unit_flat(double u) {
+    const double two52_bias = 4503599627370496.0 + 1023.0;   /* 2^52 + the exponent bias */
+    uint64_t bits, mbits, ebits;
+    double m, e, half, e1, f, w, p;
+    int big;
+    memcpy(&bits, &u, sizeof bits);
+    mbits = (bits & 0x000FFFFFFFFFFFFFull) | 0x3FF0000000000000ull;   /* m in [1, 2) */
+    ebits = (bits >> 52) | 0x4330000000000000ull;                    /* 2^52 + biased e */
+    memcpy(&m, &mbits, sizeof m);
+    memcpy(&e, &ebits, sizeof e);
+    e = e - two52_bias;                                               /* exact: u = m 2^e */
+    half = 0.5 * m;
+    e1 = e + 1.0;
+    big = m > 1.4142135623730951;
+    m = grzo__pick(big, half, m);
+    e = grzo__pick(big, e1, e);
+    f = (m - 1.0) / (m + 1.0);
+    w = f * f;
+    p = fma(1.0 / 23, w, 1.0 / 21);
+    p = fma(p, w, 1.0 / 19);
+    p = fma(p, w, 1.0 / 17);
+    p = fma(p, w, 1.0 / 15);
+    p = fma(p, w, 1.0 / 13);
+    p = fma(p, w, 1.0 / 11);
+    p = fma(p, w, 1.0 / 9);
+    p = fma(p, w, 1.0 / 7);
+    p = fma(p, w, 1.0 / 5);
+    p = fma(p, w, 1.0 / 3);
+    p = fma(p, w, 1.0);
+    return fma(e, 0.69314718055994530942, (2.0 * f) * p);
+}
+
+/* grzo__sincos_turn(t), t in [0, 1): the swap and the quadrant's switch as selects; k by
+   conversion to int (floor for q >= 0), which vectorizes where floor() may not */
+GRZO__INLINE_FN void grzo__sincos_turn_flat(double t, double *s, double *c) {
+    double q = 4.0 * t, k = (double)(int)q, fq = q - k, flip = 1.0 - fq, b, w, ps, pc, sb, cb, x, y;
+    int swap = fq > 0.5, odd = (k == 1.0) | (k == 3.0), neg_c = (k == 1.0) | (k == 2.0), neg_s = k >= 2.0;
+    fq = grzo__pick(swap, flip, fq);
+    b = fq * 1.5707963267948966;
+    w = b * b;
+    ps = fma(-1.0 / 121645100408832000.0, w, 1.0 / 355687428096000.0);
+    ps = fma(ps, w, -1.0 / 1307674368000.0);
+    ps = fma(ps, w, 1.0 / 6227020800.0);
+    ps = fma(ps, w, -1.0 / 39916800.0);
+    ps = fma(ps, w, 1.0 / 362880.0);
+    ps = fma(ps, w, -1.0 / 5040.0);
+    ps = fma(ps, w, 1.0 / 120.0);
+    ps = fma(ps, w, -1.0 / 6.0);
+    sb = fma(b * w, ps, b);
+    pc = fma(1.0 / 2432902008176640000.0, w, -1.0 / 6402373705728000.0);
+    pc = fma(pc, w, 1.0 / 20922789888000.0);
+    pc = fma(pc, w, -1.0 / 87178291200.0);
+    pc = fma(pc, w, 1.0 / 479001600.0);
+    pc = fma(pc, w, -1.0 / 3628800.0);
+    pc = fma(pc, w, 1.0 / 40320.0);
+    pc = fma(pc, w, -1.0 / 720.0);
+    pc = fma(pc, w, 1.0 / 24.0);
+    pc = fma(pc, w, -0.5);
+    cb = fma(w, pc, 1.0);
+    x = grzo__pick(swap != odd, sb, cb);   /* k = 0: (cos, sin) = (cs, sn), 1: (-sn, cs), */
+    y = grzo__pick(swap != odd, cb, sb);   /* 2: (-cs, -sn), 3: (sn, -cs) */
+    *c = grzo__negate_if(neg_c, x);
+    *s = grzo__negate_if(neg_s, y);
+}
+
+/* sqrt of each x[i] >= -0. Under math-errno (C99's default) compilers keep sqrt() scalar
+   behind a test for x < 0, even where the flag is switched off for one function; SSE2's
+   exactly rounded sqrtpd (any x86-64) does two at a time. */
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__SSE2__)
+#include <emmintrin.h>
+GRZO__INLINE_FN void grzo__sqrt_pairs(double x[GRZO__PAIRS]) {
+    int i;
+    for (i = 0; i < GRZO__PAIRS; i += 2) _mm_storeu_pd(x + i, _mm_sqrt_pd(_mm_loadu_pd(x + i)));
+}
+#else
+GRZO__INLINE_FN void grzo__sqrt_pairs(double x[GRZO__PAIRS]) {
+    int i;
+    for (i = 0; i < GRZO__PAIRS; i++) x[i] = sqrt(x[i]);
+}
+#endif
+
+/* Box-Muller of pairs of words (as grzo__noise_pairs makes them): out[2p], out[2p + 1] =
+   r cos, r sin of pair p, what grzo__gauss4 gives. */
+GRZO__RNG_CLONES static void grzo__gauss_pairs(const uint32_t a[GRZO__PAIRS], const uint32_t b[GRZO__PAIRS], float out[2 * GRZO__PAIRS]) {
+    double r[GRZO__PAIRS], s[GRZO__PAIRS], c[GRZO__PAIRS];
+    int p;
+    for (p = 0; p < GRZO__PAIRS; p++) {
+        r[p] = -2.0 * grzo__log_unit_flat(((double)a[p] + 1.0) * (1.0 / 4294967296.0));
+        grzo__sincos_turn_flat((double)b[p] * (1.0 / 4294967296.0), &s[p], &c[p]);
+    }
+    grzo__sqrt_pairs(r);
+    for (p = 0; p < GRZO__PAIRS; p++) {
+        out[2 * p] = (float)(r[p] * c[p]);
+        out[2 * p + 1] = (float)(r[p] * s[p]);
+    }
+}
+
+/* elements 4 group0 .. 4 group0 + 4 GRZO__GAUSS_BATCH - 1 of a Gaussian tensor */
+GRZO__RNG_CLONES static void grzo__gauss_batch(const grzo_noise *n, uint64_t group0, float out[4 * GRZO__GAUSS_BATCH]) {
+    uint32_t a[GRZO__PAIRS], b[GRZO__PAIRS];
+    grzo__noise_pairs(n, group0, a, b);
+    grzo__gauss_pairs(a, b, out);
+}
+
 /* Fills out[0..count) with elements first.. of the tensor: one Philox call per 128
    Rademacher elements (or 4 normals), so it is the fast path for whole rows. */
 GRZO__DEF void grzo_noise_fill(const grzo_noise *n, uint64_t first, size_t count, float *out) {
@@ -1084,13 +1250,26 @@ GRZO__DEF void grzo_noise_fill(const grzo_noise *n, uint64_t first, size_t count
     uint32_t w[4];
     if (!n || !out) return;
     if (n->dist == GRZO_NOISE_GAUSSIAN) {
-        float g[4];
+        float g[4 * GRZO__GAUSS_BATCH];
         while (e < end) {
-            uint64_t group = e >> 2, stop = (group + 1) << 2;
-            grzo__noise_group(n, group, w);
-            grzo__gauss4(w, g);
+            /* GRZO__GAUSS_BATCH groups from e's group: straight into out when all are
+               wanted, else into g; what lies in one group alone, by the scalar path */
+            uint64_t from = e & ~(uint64_t)3, stop = from + 4 * GRZO__GAUSS_BATCH;
             if (stop > end) stop = end;
-            for (; e < stop; e++) *out++ = g[e & 3u];
+            if (stop - from <= 4) {
+                grzo__noise_group(n, e >> 2, w);
+                grzo__gauss4(w, g);
+            } else if (e == from && stop - e == 4 * GRZO__GAUSS_BATCH) {
+                grzo__gauss_batch(n, e >> 2, out);
+                out += 4 * GRZO__GAUSS_BATCH;
+                e = stop;
+                continue;
+            } else {
+                grzo__gauss_batch(n, e >> 2, g);
+            }
+            memcpy(out, g + (e - from), (size_t)(stop - e) * sizeof *out);
+            out += stop - e;
+            e = stop;
         }
         return;
     }

@@ -1,6 +1,7 @@
 /* test_rng.c - the counter-based RNG: Philox4x32-10 known answers, the noise layout
    (counter = (group, group_hi | stream << 16, step, block), key = seed), grzo_noise_fill
-   against grzo_noise_at, and distribution / independence statistics. */
+   against grzo_noise_at (the bulk Gaussian path bit for bit), and distribution /
+   independence statistics. */
 #define GRZO_IMPLEMENTATION
 #include "grzo.h"
 #include "backends/grzo_cpu.h"
@@ -360,6 +361,124 @@ static void test_uniform(void)
     }
 }
 
+/* ---- bulk Gaussian against the scalar reference ---------------------------------------
+   grzo_noise_fill's Gaussian path (grzo__gauss_batch, built for the CPU's widest vectors)
+   must give grzo__gauss4's bits exactly, -0.0 included. */
+static int bits_differ(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof *a) != 0; }
+
+/* grzo__gauss_pairs on crafted words against grzo__gauss4: u1 at 2^-32, 1, powers of two and
+   the sqrt(2) switch of grzo__log_unit; u2 at the octant and quadrant edges of
+   grzo__sincos_turn (t = k/8 exactly, and +-1, +-2 ulps of 2^-32 around) */
+static void test_gauss_bulk_crafted(void)
+{
+    uint32_t u1w[340], u2w[40];
+    int n1 = 0, n2 = 0, k, d, i, j, bad = 0, cases = 0;
+    for (k = 0; k <= 32; k++) {          /* u1 = 2^-k and sqrt(2)/2 2^-k: words 2^(32-k) - 1 ... */
+        double edge[2];
+        edge[0] = ldexp(1.0, 32 - k);
+        edge[1] = floor(ldexp(sqrt(0.5), 32 - k));
+        for (j = 0; j < 2; j++)
+            for (d = -2; d <= 2; d++) {
+                double v = edge[j] - 1.0 + d;
+                if (v >= 0.0 && v <= 4294967295.0) u1w[n1++] = (uint32_t)v;
+            }
+    }
+    for (k = 0; k < 8; k++)              /* t = k/8 and its neighbours */
+        for (d = -2; d <= 2; d++) u2w[n2++] = ((uint32_t)k << 29) + (uint32_t)d;   /* k = 0: wraps to 1 - 2^-32 */
+    for (i = 0; i < n1; i += GRZO__PAIRS)
+        for (j = 0; j < n2; j++) {
+            uint32_t a[GRZO__PAIRS], b[GRZO__PAIRS];
+            float bulk[2 * GRZO__PAIRS];
+            int p;
+            for (p = 0; p < GRZO__PAIRS; p++) {   /* every u1 of the block with u2w[j], u2w[j + p] */
+                a[p] = u1w[(i + p) % n1];
+                b[p] = u2w[(j + p) % n2];
+            }
+            grzo__gauss_pairs(a, b, bulk);
+            for (p = 0; p < GRZO__PAIRS; p += 2) {
+                uint32_t w[4] = { a[p], b[p], a[p + 1], b[p + 1] };
+                float ref[4];
+                grzo__gauss4(w, ref);
+                cases++;
+                if (bits_differ(ref, bulk + 2 * p, 4)) {
+                    if (bad < 5)
+                        fprintf(stderr, "  words %08x %08x %08x %08x: bulk %a %a %a %a, scalar %a %a %a %a\n",
+                                (unsigned)w[0], (unsigned)w[1], (unsigned)w[2], (unsigned)w[3], bulk[2 * p],
+                                bulk[2 * p + 1], bulk[2 * p + 2], bulk[2 * p + 3], ref[0], ref[1], ref[2], ref[3]);
+                    bad++;
+                }
+            }
+        }
+    CHECKF(bad == 0, "%d of %d groups of crafted words: the bulk Box-Muller differs from grzo__gauss4", bad, cases);
+    /* the double results before the rounding to float (which hides most last-bit slips): the
+       flat forms of grzo__log_unit and grzo__sincos_turn, on the crafted words and more */
+    bad = 0;
+    for (i = 0; i < n1 + 100000; i++) {
+        uint32_t word = i < n1 ? u1w[i] : (uint32_t)tu_unif(3, (uint64_t)i, 0, 4294967296.0);
+        double u = ((double)word + 1.0) * (1.0 / 4294967296.0), ref = grzo__log_unit(u), flat = grzo__log_unit_flat(u);
+        if (memcmp(&ref, &flat, sizeof ref) != 0 && bad++ < 5)
+            fprintf(stderr, "  log of %a: flat %a, scalar %a\n", u, flat, ref);
+    }
+    for (i = 0; i < n2 + 100000; i++) {
+        uint32_t word = i < n2 ? u2w[i] : (uint32_t)tu_unif(4, (uint64_t)i, 0, 4294967296.0);
+        double t = (double)word * (1.0 / 4294967296.0), ref[2], flat[2];
+        grzo__sincos_turn(t, &ref[0], &ref[1]);
+        grzo__sincos_turn_flat(t, &flat[0], &flat[1]);
+        if (memcmp(ref, flat, sizeof ref) != 0 && bad++ < 5)
+            fprintf(stderr, "  sincos of %a: flat %a %a, scalar %a %a\n", t, flat[0], flat[1], ref[0], ref[1]);
+    }
+    CHECKF(bad == 0, "%d flat log / sincos results differ from the scalar ones", bad);
+}
+
+/* grzo_noise_fill over [first, first + count) against grzo_noise_at, element by element, and
+   nothing written past the end */
+static int fill_differs(const grzo_noise *n, uint64_t first, size_t count, float *buf)
+{
+    size_t i;
+    int bad = 0;
+    for (i = 0; i < count + 3; i++) buf[i] = -12345.0f;
+    grzo_noise_fill(n, first, count, buf);
+    for (i = 0; i < count; i++) {
+        float at = grzo_noise_at(n, first + i);
+        if (bits_differ(&at, &buf[i], 1)) {
+            if (bad < 3)
+                fprintf(stderr, "  seed %llx stream %u step %u block %u: element %llu: fill %a, at %a\n",
+                        (unsigned long long)n->seed, (unsigned)n->stream, (unsigned)n->step, (unsigned)n->block,
+                        (unsigned long long)(first + i), buf[i], at);
+            bad++;
+        }
+    }
+    for (i = count; i < count + 3; i++)
+        if (buf[i] != -12345.0f) bad++;
+    return bad;
+}
+
+static void test_gauss_bulk(void)
+{
+    enum { LONG = 100003 };
+    static const uint64_t bases[] = { 0, 60, 1000, ((uint64_t)1 << 34) - 130, GRZO_MAX_INDEX - 300 };
+    float *buf = (float *)malloc((LONG + 3) * sizeof(float));
+    int cfg, bad = 0;
+    size_t b, off, len;
+    REQUIRE(buf);
+    test_gauss_bulk_crafted();
+    for (cfg = 0; cfg < 6; cfg++) {   /* seeds, streams, steps and blocks, GRZO_USER_BLOCK among them */
+        grzo_noise n = tu_noise(0x9E3779B97F4A7C15ull * (uint64_t)(cfg + 1), (uint32_t)(cfg * 977),
+                                cfg == 5 ? GRZO_USER_BLOCK : (uint32_t)cfg, cfg == 4 ? GRZO_STREAM_LOWRANK_U : (uint32_t)cfg,
+                                GRZO_NOISE_GAUSSIAN);
+        for (b = 0; b < sizeof bases / sizeof bases[0]; b++)
+            for (off = 0; off < 8; off++)          /* starts on and off group and batch edges */
+                for (len = 0; len <= 200; len++) bad += fill_differs(&n, bases[b] + off * 9, len, buf);
+        bad += fill_differs(&n, (uint64_t)cfg * 7, LONG, buf);   /* whole batches straight into out */
+    }
+    {   /* the 2^32-group boundary inside one long range */
+        grzo_noise n = tu_noise(5, 1, 2, 0, GRZO_NOISE_GAUSSIAN);
+        bad += fill_differs(&n, ((uint64_t)1 << 34) - 50001, LONG, buf);
+    }
+    CHECKF(bad == 0, "%d elements of the bulk Gaussian grzo_noise_fill differ from grzo_noise_at", bad);
+    free(buf);
+}
+
 int main(int argc, char **argv)
 {
     tu_args(argc, argv);
@@ -369,6 +488,7 @@ int main(int argc, char **argv)
     if (tu_case("kat")) test_kat();
     if (tu_case("layout")) test_rademacher_layout();
     if (tu_case("fill")) test_fill_matches_at();
+    if (tu_case("gauss_bulk")) test_gauss_bulk();
     if (tu_case("moments")) test_moments(a);
     if (tu_case("independence")) test_independence(a, b);
     if (tu_case("uniform")) test_uniform();
