@@ -300,22 +300,17 @@ static void grzo__fused_split_tails(const grzo__ukr *u, grzo__fused_copy *cp, in
     *n_tail = t;
 }
 
-/* The tail rows' columns [k0, k0 + kc) of X, plain (xt) and times their copy's s (xs),
-   row-major in `rows` (n_tail x kc), packed into X slivers. */
-static void grzo__fused_pack_tails(const grzo__ukr *u, const float *X, int64_t d_in, const grzo__fused_copy *cp,
-                                   int64_t n_copies, int64_t n_tail, int64_t k0, int64_t kc, float *rows, float *xt,
-                                   float *xs) {
-    int64_t c, i, k;
-    for (c = 0; c < n_copies; c++)
-        for (i = cp[c].n_main; i < cp[c].n_rows; i++)
-            memcpy(rows + (cp[c].tail0 + i - cp[c].n_main) * kc, X + (cp[c].row0 + i) * d_in + k0,
-                   (size_t)kc * sizeof(float));
-    grzo__pack_rows(rows, kc, 0, n_tail, 0, kc, u->xp, NULL, xt);
-    for (c = 0; c < n_copies; c++)
-        for (i = cp[c].tail0; i < cp[c].tail0 + cp[c].n_rows - cp[c].n_main; i++)
-            if (cp[c].s)
-                for (k = 0; k < kc; k++) rows[i * kc + k] *= cp[c].s[k0 + k];   /* exact: s = +-1 */
-    grzo__pack_rows(rows, kc, 0, n_tail, 0, kc, u->xp, NULL, xs);
+/* Copy c's tail rows, columns [k0, k0 + kc) of X, row-major into the tail set's rows:
+   plain (rows) and times the copy's s (rows_s; exact: s = +-1). */
+static void grzo__fused_stage_tails(const float *X, int64_t d_in, const grzo__fused_copy *cp, int64_t k0, int64_t kc,
+                                    float *rows, float *rows_s) {
+    int64_t i, k;
+    for (i = cp->n_main; i < cp->n_rows; i++) {
+        const float *x = X + (cp->row0 + i) * d_in + k0;
+        float *o = rows + (cp->tail0 + i - cp->n_main) * kc, *os = rows_s + (cp->tail0 + i - cp->n_main) * kc;
+        memcpy(o, x, (size_t)kc * sizeof(float));
+        for (k = 0; k < kc; k++) os[k] = cp->s ? x[k] * cp->s[k0 + k] : x[k];
+    }
 }
 
 /* Adds one K block of the tail rows into Y, columns [j0, j1): y (+)= t_w + (scale r_j) t_u,
@@ -343,7 +338,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     const grzo_perturb *pt = a->perturb;
     const float *W = (const float *)a->w.data;
     int64_t d_out = a->w.rows, d_in = a->w.cols, kc_max = u->kc < d_in ? u->kc : d_in, x_elems = 0, c, k0;
-    int64_t n_slivers = (d_out + u->wp - 1) / u->wp, per_block, n_blocks, blk, n_tail, tail_elems;
+    int64_t n_slivers = (d_out + u->wp - 1) / u->wp, per_block, n_blocks, blk, n_tail, tail_slivers, tail_elems;
     int nt = cpu->n_threads;
     grzo__cpu_scratch sc = {{0}, 0};
     grzo__fused_copy *cp = (grzo__fused_copy *)grzo__cpu_take(&sc, (size_t)n_copies * sizeof *cp);
@@ -356,7 +351,8 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
         cp[c].x_off = x_elems;
         x_elems += (cp[c].n_main + u->xp - 1) / u->xp * u->xp * kc_max;
     }
-    tail_elems = (n_tail + u->xp - 1) / u->xp * u->xp * kc_max;
+    tail_slivers = (n_tail + u->xp - 1) / u->xp;
+    tail_elems = tail_slivers * u->xp * kc_max;
     /* weight-row blocks: whole slivers, about u->mc rows, a multiple of the thread count,
        slivers split evenly between them, so that the threads get equal shares */
     per_block = u->mc / u->wp;
@@ -371,7 +367,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     xpack = (float *)grzo__aligned_take(&sc, (size_t)(x_elems > 0 ? x_elems : 1) * sizeof(float));
     tbuf = (float *)grzo__aligned_take(&sc, (size_t)nt * t_elems * sizeof(float));
     if (n_tail > 0) {
-        trows = (float *)grzo__cpu_take(&sc, (size_t)(n_tail * kc_max) * sizeof(float));
+        trows = (float *)grzo__cpu_take(&sc, (size_t)(2 * n_tail * kc_max) * sizeof(float));
         xt = (float *)grzo__aligned_take(&sc, (size_t)tail_elems * sizeof(float));
         xs = (float *)grzo__aligned_take(&sc, (size_t)tail_elems * sizeof(float));
     }
@@ -383,10 +379,17 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
         int64_t kc = d_in - k0 < kc_max ? d_in - k0 : kc_max;
         float beta = k0 == 0 ? 0.0f : 1.0f;
         GRZO__OMP_FOR_DYNAMIC
-        for (c = 0; c < n_copies; c++)
+        for (c = 0; c < n_copies; c++) {
             grzo__pack_rows(a->x, d_in, cp[c].row0, cp[c].n_main, k0, kc, u->xp,
                             tbuf + (size_t)grzo__cpu_thread() * t_elems, xpack + cp[c].x_off);
-        if (n_tail > 0) grzo__fused_pack_tails(u, a->x, d_in, cp, n_copies, n_tail, k0, kc, trows, xt, xs);
+            grzo__fused_stage_tails(a->x, d_in, &cp[c], k0, kc, trows, trows + n_tail * kc);
+        }
+        GRZO__OMP_FOR   /* the tail set's X slivers, plain and times s */
+        for (c = 0; c < 2 * tail_slivers; c++) {
+            int64_t q = c % tail_slivers * u->xp;
+            grzo__pack_sliver(trows + (c / tail_slivers) * n_tail * kc + q * kc, kc, NULL, 0, NULL, NULL,
+                              n_tail - q < u->xp ? n_tail - q : u->xp, kc, u->xp, NULL, (c < tail_slivers ? xt : xs) + q * kc);
+        }
         GRZO__OMP_FOR_DYNAMIC
         for (blk = 0; blk < n_blocks; blk++) {
             int64_t s0 = blk * n_slivers / n_blocks, s1 = (blk + 1) * n_slivers / n_blocks;

@@ -1,0 +1,189 @@
+/* bench_linear.c - one perturbed (or plain) linear of the CPU backend, called N times: the
+   program behind README's instruction counts (valgrind --tool=callgrind counts instructions,
+   which repeat whatever else the machine runs; the difference of a 3-call and a 1-call run is
+   the cost of two calls) and a quick wall-clock look at one algorithm.
+
+     bench_linear [--op plain|grzo|mezo] [--algo auto|per-example|two-gemm|fused]
+                  [--calls N] [--width D] [--rows T] [--batch B] [--threads N]
+
+   --op grzo: one GRZO pass's linear over 2B copies of T rows (flipout, every copy its own
+   weight); mezo: one MeZO pass's linear over B copies of T rows (shared Z: one weight);
+   plain: the unperturbed linear of the 2B T rows. The weight is D x D. It prints the best
+   and mean wall time per call and the plain FLOPs rate. --threads N (default 1) sets the
+   backend's threads and OpenMP's, which OpenBLAS's OpenMP build uses. */
+#define _POSIX_C_SOURCE 200809L
+#define GRZO_IMPLEMENTATION
+#include "grzo.h"
+#include "backends/grzo_cpu.h"
+#include "cli_args.h"
+#include "cpu_env.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct linear_opts {
+    const char *op;
+    int64_t algo, calls, width, rows, batch, threads;
+} linear_opts;
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int parse_algo(const char *v)
+{
+    static const char *const names[] = { "auto", "per-example", "two-gemm", "fused" };
+    int i;
+    for (i = 0; i < 4; i++)
+        if (!strcmp(v, names[i])) return i;
+    return -1;
+}
+
+static int parse(int argc, char **argv, linear_opts *o)
+{
+    char err[256];
+    int i;
+    o->op = "grzo";
+    o->algo = GRZO_CPU_LINEAR_AUTO;
+    o->calls = 10;
+    o->width = 1024;
+    o->rows = 64;
+    o->batch = 16;
+    o->threads = 1;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int64_t *slot = !strcmp(a, "--calls") ? &o->calls : !strcmp(a, "--width") ? &o->width
+                      : !strcmp(a, "--rows") ? &o->rows : !strcmp(a, "--batch") ? &o->batch
+                      : !strcmp(a, "--threads") ? &o->threads : NULL;
+        if (!strcmp(a, "--help")) {
+            printf("usage: %s [--op plain|grzo|mezo] [--algo auto|per-example|two-gemm|fused] [--calls N] "
+                   "[--width D] [--rows T] [--batch B] [--threads N]\n", argv[0]);
+            exit(0);
+        }
+        if (!v) { fprintf(stderr, "bench_linear: %s needs a value\n", a); return 0; }
+        if (!strcmp(a, "--op")) {
+            if (strcmp(v, "plain") && strcmp(v, "grzo") && strcmp(v, "mezo")) {
+                fprintf(stderr, "bench_linear: --op: expected plain, grzo or mezo, got '%s'\n", v);
+                return 0;
+            }
+            o->op = v;
+        } else if (!strcmp(a, "--algo")) {
+            if ((o->algo = parse_algo(v)) < 0) {
+                fprintf(stderr, "bench_linear: --algo: expected auto, per-example, two-gemm or fused, got '%s'\n", v);
+                return 0;
+            }
+        } else if (slot) {
+            if (cli_parse_int(a, v, 1, slot == &o->width ? 16384 : slot == &o->calls ? 100000 : slot == &o->threads ? 64 : 4096, slot, err,
+                               sizeof err)) {
+                fprintf(stderr, "bench_linear: %s\n", err);
+                return 0;
+            }
+        } else {
+            fprintf(stderr, "bench_linear: unknown option '%s' (--help)\n", a);
+            return 0;
+        }
+        i++;
+    }
+    return 1;
+}
+
+#define TRY(call)                                                                                   \
+    do {                                                                                            \
+        grzo_status st_ = (call);                                                                   \
+        if (st_ != GRZO_OK) {                                                                       \
+            fprintf(stderr, "bench_linear: %s: %s (%s)\n", #call, grzo_status_str(st_),            \
+                    ctx ? grzo_last_error(ctx) : "no context");                                     \
+            return 1;                                                                               \
+        }                                                                                           \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    linear_opts o;
+    grzo_cpu_desc cd;
+    grzo_backend be;
+    grzo_desc d;
+    grzo_ctx *ctx = NULL;
+    grzo_block_desc bd;
+    grzo_block blk;
+    grzo_noise n;
+    grzo_rows rows;
+    float *w, *x, *y;
+    double best = 1e30, total = 0.0;
+    int64_t i, c, n_rows, width;
+    int mezo, plain;
+    cpu_env_reexec(argv);   /* the GEMM kernels of this CPU */
+    if (!parse(argc, argv, &o)) return 2;
+    mezo = !strcmp(o.op, "mezo");
+    plain = !strcmp(o.op, "plain");
+    width = o.width;
+    n_rows = (mezo ? 1 : 2) * o.batch * o.rows;
+    memset(&cd, 0, sizeof cd);
+    cd.n_threads = (int32_t)o.threads;
+#ifdef _OPENMP
+    omp_set_num_threads((int)o.threads);
+#endif
+    cd.linear_algo = (grzo_cpu_linear_algo)o.algo;
+    TRY(grzo_backend_cpu_create(&cd, &be));
+    memset(&d, 0, sizeof d);
+    d.backend = &be;
+    d.estimator = mezo ? GRZO_ESTIMATOR_MEZO : GRZO_ESTIMATOR_GRZO;
+    d.seed = 42;
+    d.lr = 1e-9f;
+    d.sigma = 1e-3f;
+    TRY(grzo_create(&d, &ctx));
+    w = (float *)malloc(sizeof(float) * (size_t)(width * width));
+    x = (float *)malloc(sizeof(float) * (size_t)(2 * o.batch * o.rows * width));
+    y = (float *)malloc(sizeof(float) * (size_t)(2 * o.batch * o.rows * width));
+    if (!w || !x || !y) { fprintf(stderr, "bench_linear: out of memory\n"); return 1; }
+    memset(&n, 0, sizeof n);
+    n.seed = 7;
+    n.block = GRZO_USER_BLOCK;
+    n.dist = GRZO_NOISE_GAUSSIAN;
+    n.stream = 1;
+    grzo_noise_fill(&n, 0, (size_t)(width * width), w);
+    for (i = 0; i < width * width; i++) w[i] *= 0.03f;
+    n.stream = 2;
+    grzo_noise_fill(&n, 0, (size_t)(2 * o.batch * o.rows * width), x);
+    memset(&bd, 0, sizeof bd);
+    bd.kind = GRZO_BLOCK_MATRIX;
+    bd.rows = width;
+    bd.cols = width;
+    bd.data = w;
+    TRY(grzo_block_add(ctx, &bd, &blk));
+    rows.n_rows = n_rows;
+    rows.offsets = NULL;
+    for (c = 0; c < o.calls; c++) {
+        grzo_step_info si;
+        grzo_pass_info pi;
+        double t0, t;
+        if (!plain) {
+            TRY(grzo_step_begin(ctx, o.batch, &si));
+            TRY(grzo_pass_begin(ctx, &pi));
+        }
+        t0 = now_seconds();
+        TRY(grzo_linear(ctx, blk, x, y, &rows));
+        t = now_seconds() - t0;
+        if (!plain) TRY(grzo_step_abort(ctx));
+        if (t < best) best = t;
+        total += t;
+    }
+    printf("bench_linear: %s, algo %lld, %lldx%lld weight, %lld rows: best %.3f ms, mean %.3f ms per call, "
+           "%.1f GFLOP/s (plain FLOPs)\n", o.op, (long long)o.algo, (long long)width, (long long)width,
+           (long long)n_rows, 1e3 * best, 1e3 * total / (double)o.calls,
+           2.0 * (double)n_rows * (double)width * (double)width / best * 1e-9);
+    grzo_destroy(ctx);
+    grzo_backend_destroy(&be);
+    free(w);
+    free(x);
+    free(y);
+    return 0;
+}
