@@ -9,21 +9,24 @@
    the weight as the packed operand that is formed instead of copied:
 
      for each KC block of the shared dimension (sequential: the kernel accumulates in Y)
-       pack every copy's rows of X into NR-wide (or MR-wide) slivers, once
+       pack every copy's rows of X into NR-wide (or MR-wide) slivers, once; a copy's last
+         rows (fewer than half a sliver) go to the tail set instead
        for each block of weight rows (about MC/3 rows; one thread each)
          pack W and U of the block into slivers, once (U regenerated from the counter RNG)
          for each copy: form its weight block W + f_c (.) U from the two packed panels
                         (held in L2), then, X sliver by X sliver (L1), run the micro-kernel
                         over every formed weight sliver
+         the tail set: X_t W^T and (X_t (.) s) U^T on the same panels, added into Y
 
    so W and U are read and packed once per call whatever the number of copies, a copy's
    perturbed weight exists one cache block at a time, and every product runs in the
    library's tuned kernel. An op with a single copy (a MeZO or FZOO pass) skips the packed
    panels and forms each block straight from W and fresh U rows. The formed weights are
    bit-identical to the per-example path's (w + (f r_j s_k) u with exact sign flips, no
-   contraction: C99 mode); only the order of the K-sum differs from OpenBLAS's, so
-   |y - y_exact| <= K eps sum_k |x_k| |w'_jk| (eps = 2^-24) and the two paths agree within
-   twice that: tests/test_fused.c.
+   contraction: C99 mode); only the order of the K-sum differs from OpenBLAS's, and the
+   tail rows add the perturbation's product separately, so with eps = 2^-24
+   |y - y_exact| <= (K + 2) eps sum_k |x_k| (|w_jk| + |f_jk u_jk|) and the two paths agree
+   within twice that: tests/test_fused.c.
 
    Results do not depend on the thread count: a weight-row block is computed by one thread,
    and the K blocks run in a fixed order. */
