@@ -385,7 +385,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
         for (c = 0; c < n_copies; c++) {
             grzo__pack_rows(a->x, d_in, cp[c].row0, cp[c].n_main, k0, kc, u->xp,
                             tbuf + (size_t)grzo__cpu_thread() * t_elems, xpack + cp[c].x_off);
-            grzo__fused_stage_tails(a->x, d_in, &cp[c], k0, kc, trows, trows + n_tail * kc);
+            if (n_tail > 0) grzo__fused_stage_tails(a->x, d_in, &cp[c], k0, kc, trows, trows + n_tail * kc);
         }
         GRZO__OMP_FOR   /* the tail set's X slivers, plain and times s */
         for (c = 0; c < 2 * tail_slivers; c++) {
