@@ -131,8 +131,8 @@ static void check_case(int layout, int flipout, uint32_t dist)
 }
 
 /* The transposing packer, bit for bit against the scalar expression: 8 x 8 register tiles,
-   the rows and columns left over, the zero rows, formed rows (w + (f_i s_k) u), and rows
-   1024 floats apart (copied next to each other first). */
+   the rows and columns left over, the zero rows, formed rows (w + (f_i s_k) u), strides of
+   400 and 1024 floats, each with and without the rows copied next to each other first. */
 static void check_packer(void)
 {
 #ifdef GRZO_USE_BLIS
@@ -159,7 +159,7 @@ static void check_packer(void)
                                                       : form ? src[i * ld + k] + (f[i] * (s ? s[k] : 1.0f)) * u[i * kc + k]
                                                              : src[i * ld + k];
                         memset(out, 0xff, sizeof(float) * (size_t)(width * kc));
-                        grzo__pack_sliver(src, ld, form ? u : NULL, kc, f, s, h, kc, width, li ? stage : NULL, out);
+                        grzo__pack_sliver(src, ld, form ? u : NULL, kc, f, s, h, kc, width, h % 2 ? stage : NULL, out);
                         CHECKF(memcmp(out, want, sizeof(float) * (size_t)(width * kc)) == 0,
                                "packer: width %lld kc %lld ld %lld h %lld form %lld differs from the scalar expression",
                                (long long)width, (long long)kc, (long long)ld, (long long)h, (long long)form);
