@@ -1243,6 +1243,20 @@ GRZO__RNG_CLONES static void grzo__gauss_batch(const grzo_noise *n, uint64_t gro
     grzo__gauss_pairs(a, b, out);
 }
 
+/* Whole Rademacher groups group0 .. group0 + GRZO__GAUSS_BATCH - 1 (128 signs each: bit b
+   of word q is element 32 q + b, as grzo__rademacher_bit reads it), built as float bits with
+   integer shifts that compilers vectorize: the sign bit is the inverted noise bit. */
+GRZO__RNG_CLONES static void grzo__rademacher_batch(const grzo_noise *n, uint64_t group0,
+                                                    float out[128 * GRZO__GAUSS_BATCH]) {
+    uint32_t w[4 * GRZO__GAUSS_BATCH], v[32];
+    int i, b;
+    for (i = 0; i < GRZO__GAUSS_BATCH; i++) grzo__noise_group(n, group0 + (uint64_t)i, w + 4 * i);
+    for (i = 0; i < 4 * GRZO__GAUSS_BATCH; i++) {
+        for (b = 0; b < 32; b++) v[b] = 0x3F800000u | ((~(w[i] >> b) & 1u) << 31);   /* +1.0f or -1.0f */
+        memcpy(out + 32 * i, v, sizeof v);
+    }
+}
+
 /* Fills out[0..count) with elements first.. of the tensor: one Philox call per 128
    Rademacher elements (or 4 normals), so it is the fast path for whole rows. */
 GRZO__DEF void grzo_noise_fill(const grzo_noise *n, uint64_t first, size_t count, float *out) {
@@ -1275,6 +1289,12 @@ GRZO__DEF void grzo_noise_fill(const grzo_noise *n, uint64_t first, size_t count
     }
     while (e < end) {
         uint64_t group = e >> 7, stop = (group + 1) << 7;
+        if ((e & 127u) == 0 && end - e >= 128 * GRZO__GAUSS_BATCH) {   /* whole groups in bulk */
+            grzo__rademacher_batch(n, group, out);
+            out += 128 * GRZO__GAUSS_BATCH;
+            e += 128 * GRZO__GAUSS_BATCH;
+            continue;
+        }
         grzo__noise_group(n, group, w);
         if (stop > end) stop = end;
         if ((e & 127u) == 0 && stop - e == 128) {

@@ -453,7 +453,7 @@ static int fill_differs(const grzo_noise *n, uint64_t first, size_t count, float
     return bad;
 }
 
-static void test_gauss_bulk(void)
+static void test_bulk(uint32_t dist)
 {
     enum { LONG = 100003 };
     static const uint64_t bases[] = { 0, 60, 1000, ((uint64_t)1 << 34) - 130, GRZO_MAX_INDEX - 300 };
@@ -461,21 +461,22 @@ static void test_gauss_bulk(void)
     int cfg, bad = 0;
     size_t b, off, len;
     REQUIRE(buf);
-    test_gauss_bulk_crafted();
+    if (dist == GRZO_NOISE_GAUSSIAN) test_gauss_bulk_crafted();
     for (cfg = 0; cfg < 6; cfg++) {   /* seeds, streams, steps and blocks, GRZO_USER_BLOCK among them */
         grzo_noise n = tu_noise(0x9E3779B97F4A7C15ull * (uint64_t)(cfg + 1), (uint32_t)(cfg * 977),
                                 cfg == 5 ? GRZO_USER_BLOCK : (uint32_t)cfg, cfg == 4 ? GRZO_STREAM_LOWRANK_U : (uint32_t)cfg,
-                                GRZO_NOISE_GAUSSIAN);
+                                dist);
         for (b = 0; b < sizeof bases / sizeof bases[0]; b++)
             for (off = 0; off < 8; off++)          /* starts on and off group and batch edges */
                 for (len = 0; len <= 200; len++) bad += fill_differs(&n, bases[b] + off * 9, len, buf);
         bad += fill_differs(&n, (uint64_t)cfg * 7, LONG, buf);   /* whole batches straight into out */
     }
     {   /* the 2^32-group boundary inside one long range */
-        grzo_noise n = tu_noise(5, 1, 2, 0, GRZO_NOISE_GAUSSIAN);
-        bad += fill_differs(&n, ((uint64_t)1 << 34) - 50001, LONG, buf);
+        grzo_noise n = tu_noise(5, 1, 2, 0, dist);
+        bad += fill_differs(&n, (dist == GRZO_NOISE_GAUSSIAN ? (uint64_t)1 << 34 : (uint64_t)1 << 39) - 50001, LONG, buf);
     }
-    CHECKF(bad == 0, "%d elements of the bulk Gaussian grzo_noise_fill differ from grzo_noise_at", bad);
+    CHECKF(bad == 0, "%d elements of the bulk %s grzo_noise_fill differ from grzo_noise_at", bad,
+           dist == GRZO_NOISE_GAUSSIAN ? "Gaussian" : "Rademacher");
     free(buf);
 }
 
@@ -488,7 +489,8 @@ int main(int argc, char **argv)
     if (tu_case("kat")) test_kat();
     if (tu_case("layout")) test_rademacher_layout();
     if (tu_case("fill")) test_fill_matches_at();
-    if (tu_case("gauss_bulk")) test_gauss_bulk();
+    if (tu_case("gauss_bulk")) test_bulk(GRZO_NOISE_GAUSSIAN);
+    if (tu_case("rademacher_bulk")) test_bulk(GRZO_NOISE_RADEMACHER);
     if (tu_case("moments")) test_moments(a);
     if (tu_case("independence")) test_independence(a, b);
     if (tu_case("uniform")) test_uniform();
