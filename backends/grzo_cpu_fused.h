@@ -14,8 +14,9 @@
        for each block of weight rows (about MC/3 rows; one thread each)
          pack W and U of the block into slivers, once (U regenerated from the counter RNG)
          for each copy: form its weight block W + f_c (.) U from the two packed panels
-                        (held in L2), then, X sliver by X sliver (L1), run the micro-kernel
-                        over every formed weight sliver
+                        (held in L2; an example's "+" and "-" copies together, from one
+                        load), then, X sliver by X sliver (L1), run the micro-kernel over
+                        every formed weight sliver
          the tail set: X_t W^T and (X_t (.) s) U^T on the same panels, added into Y
 
    so W and U are read and packed once per call whatever the number of copies, a copy's
@@ -68,8 +69,8 @@ static int grzo__ukr_init(grzo__ukr *u) {
     u->wp = u->weight_is_a ? mr : nr;
     u->xp = u->weight_is_a ? nr : mr;
     u->kc = kc;
-    /* a block holds packed W, packed U and one copy's formed weights, where BLIS holds one
-       packed A block (sized for L2): a third each, in whole slivers */
+    /* a block holds packed W, packed U and two copies' formed weights, each a third of
+       BLIS's packed A block (sized for L2), in whole slivers (a quarter measured no faster) */
     u->mc = (mc / 3 / u->wp) * u->wp;
     if (u->mc < u->wp) u->mc = u->wp;
     u->arch = bli_arch_string(id);
@@ -214,18 +215,30 @@ static void grzo__pack_u(const grzo_noise *base, int64_t d_in, int64_t j0, int64
 }
 
 /* One sliver of the copy's weight: out = w + (f_i s_k) u, f_i = scale r_i, the
-   per-example path's w + f (u s) exactly (s = +-1 flips signs exactly). The sliver width
-   is a constant in the specialized copies, so that each k is a few whole vectors. */
+   per-example path's w + f (u s) exactly (s = +-1 flips signs exactly). With `neg`, also
+   its mirror copy's (the same example's other sign, f -> -f): neg = w + (-(f_i s_k) u),
+   which is w - (f_i s_k) u bit for bit, from the same loads. The sliver width is a constant
+   in the specialized copies, so that each k is a few whole vectors. */
 #define GRZO__FORM_SLIVER_FN(name, WIDTH)                                                               \
-    GRZO__WIDE_VECTORS static void name(const float *GRZO__RESTRICT w, const float *GRZO__RESTRICT u,              \
-                                        const float *GRZO__RESTRICT f, const float *GRZO__RESTRICT s, int64_t kc,  \
-                                        int64_t width, float *GRZO__RESTRICT out) {                          \
+    GRZO__WIDE_VECTORS static void name(const float *GRZO__RESTRICT w, const float *GRZO__RESTRICT u,   \
+                                        const float *GRZO__RESTRICT f, const float *GRZO__RESTRICT s,   \
+                                        int64_t kc, int64_t width, float *GRZO__RESTRICT out,           \
+                                        float *GRZO__RESTRICT neg) {                                    \
         int64_t k, i, wd = (WIDTH) > 0 ? (WIDTH) : width;                                             \
         for (k = 0; k < kc; k++) {                                                                     \
             float sk = s ? s[k] : 1.0f;                                                                \
-            const float *GRZO__RESTRICT wk = w + k * wd, *GRZO__RESTRICT uk = u + k * wd;                          \
-            float *GRZO__RESTRICT ok = out + k * wd;                                                         \
-            for (i = 0; i < wd; i++) ok[i] = wk[i] + (f[i] * sk) * uk[i];                              \
+            const float *GRZO__RESTRICT wk = w + k * wd, *GRZO__RESTRICT uk = u + k * wd;              \
+            float *GRZO__RESTRICT ok = out + k * wd;                                                   \
+            if (neg) {                                                                                 \
+                float *GRZO__RESTRICT nk = neg + k * wd;                                               \
+                for (i = 0; i < wd; i++) {                                                             \
+                    float p = (f[i] * sk) * uk[i];                                                     \
+                    ok[i] = wk[i] + p;                                                                 \
+                    nk[i] = wk[i] - p;                                                                 \
+                }                                                                                      \
+            } else {                                                                                   \
+                for (i = 0; i < wd; i++) ok[i] = wk[i] + (f[i] * sk) * uk[i];                          \
+            }                                                                                          \
         }                                                                                              \
     }
 GRZO__FORM_SLIVER_FN(grzo__form_sliver_any, 0)
@@ -235,12 +248,31 @@ GRZO__FORM_SLIVER_FN(grzo__form_sliver_32, 32)
 #undef GRZO__FORM_SLIVER_FN
 
 static void grzo__form_sliver(const float *w, const float *u, const float *f, const float *s, int64_t kc, int64_t width,
-                              float *out) {
+                              float *out, float *neg) {
     switch (width) {
-    case 8: grzo__form_sliver_8(w, u, f, s, kc, width, out); break;
-    case 16: grzo__form_sliver_16(w, u, f, s, kc, width, out); break;
-    case 32: grzo__form_sliver_32(w, u, f, s, kc, width, out); break;
-    default: grzo__form_sliver_any(w, u, f, s, kc, width, out); break;
+    case 8: grzo__form_sliver_8(w, u, f, s, kc, width, out, neg); break;
+    case 16: grzo__form_sliver_16(w, u, f, s, kc, width, out, neg); break;
+    case 32: grzo__form_sliver_32(w, u, f, s, kc, width, out, neg); break;
+    default: grzo__form_sliver_any(w, u, f, s, kc, width, out, neg); break;
+    }
+}
+
+/* Pairs each copy with its mirror (the same signs r, s, the opposite scale) where passes put
+   it: half a pass on (a GRZO pass is every example's "+" copy, then every "-") or next.
+   mate[c] = its mirror's index, -1 without one, -2 for a mirror formed with its mate. */
+static int grzo__fused_mirror(const grzo__fused_copy *a, const grzo__fused_copy *b) {
+    return a->r == b->r && a->s == b->s && a->scale == -b->scale;
+}
+static void grzo__fused_pair_mirrors(const grzo__fused_copy *cp, int64_t n_copies, int64_t *mate) {
+    int64_t c, m, half = n_copies / 2;
+    for (c = 0; c < n_copies; c++) mate[c] = -1;
+    for (c = 0; c < n_copies; c++) {
+        if (mate[c] != -1) continue;
+        m = half > 0 && c + half < n_copies && mate[c + half] == -1 && grzo__fused_mirror(&cp[c], &cp[c + half]) ? c + half
+            : c + 1 < n_copies && mate[c + 1] == -1 && grzo__fused_mirror(&cp[c], &cp[c + 1]) ? c + 1 : -1;
+        if (m < 0) continue;
+        mate[c] = m;
+        mate[m] = -2;
     }
 }
 
@@ -344,7 +376,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     const grzo_perturb *pt = a->perturb;
     const float *W = (const float *)a->w.data;
     int64_t d_out = a->w.rows, d_in = a->w.cols, kc_max = u->kc < d_in ? u->kc : d_in, x_elems = 0, c, k0;
-    int64_t n_slivers = (d_out + u->wp - 1) / u->wp, per_block, n_blocks, blk, n_tail, tail_slivers, tail_elems;
+    int64_t n_slivers = (d_out + u->wp - 1) / u->wp, per_block, n_blocks, blk, n_tail, tail_slivers, tail_elems, *mate;
     int nt = cpu->n_threads;
     grzo__cpu_scratch sc = {{0}, 0};
     grzo__fused_copy *cp = (grzo__fused_copy *)grzo__cpu_take(&sc, (size_t)n_copies * sizeof *cp);
@@ -353,6 +385,9 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     if (!cp) return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed");
     memcpy(cp, copies, (size_t)n_copies * sizeof *cp);
     grzo__fused_split_tails(u, cp, n_copies, &n_tail);
+    mate = (int64_t *)grzo__cpu_take(&sc, (size_t)n_copies * sizeof *mate);
+    if (!mate) { grzo__cpu_release(&sc); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed"); }
+    grzo__fused_pair_mirrors(cp, n_copies, mate);
     for (c = 0; c < n_copies; c++) {
         cp[c].x_off = x_elems;
         x_elems += (cp[c].n_main + u->xp - 1) / u->xp * u->xp * kc_max;
@@ -366,9 +401,9 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     if (nt > 1) n_blocks = (n_blocks + nt - 1) / nt * nt;
     if (n_blocks > n_slivers) n_blocks = n_slivers;
     per_block = (n_slivers + n_blocks - 1) / n_blocks;   /* the largest block: slivers are split evenly */
-    /* per thread: packed W, packed U and one copy's formed weights of a block, one sliver's
+    /* per thread: packed W, packed U and two copies' formed weights of a block, one sliver's
        U rows, the f vector, the tail set's two products for the block */
-    t_elems = (size_t)(3 * per_block * u->wp * kc_max + u->wp * kc_max + kc_max + GRZO__CPU_NOISE_SLACK + u->wp +
+    t_elems = (size_t)(4 * per_block * u->wp * kc_max + u->wp * kc_max + kc_max + GRZO__CPU_NOISE_SLACK + u->wp +
                        2 * n_tail * per_block * u->wp + 15) / 16 * 16;
     xpack = (float *)grzo__aligned_take(&sc, (size_t)(x_elems > 0 ? x_elems : 1) * sizeof(float));
     tbuf = (float *)grzo__aligned_take(&sc, (size_t)nt * t_elems * sizeof(float));
@@ -400,10 +435,11 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
         for (blk = 0; blk < n_blocks; blk++) {
             int64_t s0 = blk * n_slivers / n_blocks, s1 = (blk + 1) * n_slivers / n_blocks;
             int64_t j0 = s0 * u->wp, j1 = s1 * u->wp > d_out ? d_out : s1 * u->wp, q, i, cc;
-            float *wpk = tbuf + (size_t)grzo__cpu_thread() * t_elems, *upk, *formed, *row, *tmp, *f, *tw, *tt;
+            float *wpk = tbuf + (size_t)grzo__cpu_thread() * t_elems, *upk, *formed, *formed2, *row, *tmp, *f, *tw, *tt;
             upk = wpk + per_block * u->wp * kc;
             formed = upk + per_block * u->wp * kc;
-            row = formed + per_block * u->wp * kc;
+            formed2 = formed + per_block * u->wp * kc;
+            row = formed2 + per_block * u->wp * kc;
             tmp = row + u->wp * kc;
             f = tmp + kc + GRZO__CPU_NOISE_SLACK;
             tw = f + u->wp;
@@ -419,15 +455,21 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
             grzo__pack_rows(W, d_in, j0, j1 - j0, k0, kc, u->wp, row, wpk);
             grzo__pack_u(&pt->base, d_in, j0, j1 - j0, k0, kc, u->wp, row, tmp, upk);
             for (cc = 0; cc < n_copies; cc++) {
-                const grzo__fused_copy *cq = &cp[cc];
-                if (cq->n_main == 0) continue;
+                /* an example's "+" and "-" copies are formed together, from one load of W and U */
+                const grzo__fused_copy *cq = &cp[cc], *mq = mate[cc] >= 0 ? &cp[mate[cc]] : NULL;
+                if (mate[cc] == -2 || (cq->n_main == 0 && (!mq || mq->n_main == 0))) continue;
                 for (q = j0; q < j1; q += u->wp) {
                     int64_t h = j1 - q < u->wp ? j1 - q : u->wp, off = (q - j0) * kc;
                     for (i = 0; i < u->wp; i++) f[i] = cq->r && i < h ? cq->scale * cq->r[q + i] : cq->scale;
-                    grzo__form_sliver(wpk + off, upk + off, f, cq->s ? cq->s + k0 : NULL, kc, u->wp, formed + off);
+                    grzo__form_sliver(wpk + off, upk + off, f, cq->s ? cq->s + k0 : NULL, kc, u->wp, formed + off,
+                                      mq ? formed2 + off : NULL);
                 }
-                grzo__ukr_block(u, formed, j0, j1, xpack + cq->x_off, cq->n_main, kc, beta, a->y + cq->row0 * d_out,
-                                d_out, 0);
+                if (cq->n_main > 0)
+                    grzo__ukr_block(u, formed, j0, j1, xpack + cq->x_off, cq->n_main, kc, beta, a->y + cq->row0 * d_out,
+                                    d_out, 0);
+                if (mq && mq->n_main > 0)
+                    grzo__ukr_block(u, formed2, j0, j1, xpack + mq->x_off, mq->n_main, kc, beta, a->y + mq->row0 * d_out,
+                                    d_out, 0);
             }
             if (n_tail > 0) {   /* the tail set against the shared panels, added into Y */
                 grzo__ukr_block(u, wpk, j0, j1, xt, n_tail, kc, 0.0f, tw, per_block * u->wp, j0);

@@ -2,7 +2,8 @@
    micro-kernel) against today's per-example path and an exact reference, on shapes that
    cross every blocking edge: d_in spanning several KC blocks with a ragged last one, d_out
    not a multiple of the sliver widths, copies of 0, 1, 5, 13 and 37 rows, sign-0 segments,
-   flipout and shared Z, Rademacher and Gaussian U.
+   flipout and shared Z ("+" and "-" copies formed together, and one without its mirror),
+   Rademacher and Gaussian U.
 
    The formed weight w' = w + (scale r_j s_k) u is bit-identical in both paths, so they
    differ only in the order of the K-sum; a copy's tail rows (fewer than half an X sliver)
