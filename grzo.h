@@ -1243,15 +1243,16 @@ GRZO__RNG_CLONES static void grzo__gauss_batch(const grzo_noise *n, uint64_t gro
     grzo__gauss_pairs(a, b, out);
 }
 
-/* Whole Rademacher groups group0 .. group0 + GRZO__GAUSS_BATCH - 1 (128 signs each: bit b
-   of word q is element 32 q + b, as grzo__rademacher_bit reads it), built as float bits with
+/* Whole Rademacher groups group0 .. group0 + GRZO__RADEMACHER_BATCH - 1 (128 signs each: bit
+   b of word q is element 32 q + b, as grzo__rademacher_bit reads it), built as float bits with
    integer shifts that compilers vectorize: the sign bit is the inverted noise bit. */
+#define GRZO__RADEMACHER_BATCH 16                    /* groups: 2048 signs */
 GRZO__RNG_CLONES static void grzo__rademacher_batch(const grzo_noise *n, uint64_t group0,
-                                                    float out[128 * GRZO__GAUSS_BATCH]) {
-    uint32_t w[4 * GRZO__GAUSS_BATCH], v[32];
+                                                    float out[128 * GRZO__RADEMACHER_BATCH]) {
+    uint32_t w[4 * GRZO__RADEMACHER_BATCH], v[32];
     int i, b;
-    for (i = 0; i < GRZO__GAUSS_BATCH; i++) grzo__noise_group(n, group0 + (uint64_t)i, w + 4 * i);
-    for (i = 0; i < 4 * GRZO__GAUSS_BATCH; i++) {
+    for (i = 0; i < GRZO__RADEMACHER_BATCH; i++) grzo__noise_group(n, group0 + (uint64_t)i, w + 4 * i);
+    for (i = 0; i < 4 * GRZO__RADEMACHER_BATCH; i++) {
         for (b = 0; b < 32; b++) v[b] = 0x3F800000u | ((~(w[i] >> b) & 1u) << 31);   /* +1.0f or -1.0f */
         memcpy(out + 32 * i, v, sizeof v);
     }
@@ -1289,10 +1290,10 @@ GRZO__DEF void grzo_noise_fill(const grzo_noise *n, uint64_t first, size_t count
     }
     while (e < end) {
         uint64_t group = e >> 7, stop = (group + 1) << 7;
-        if ((e & 127u) == 0 && end - e >= 128 * GRZO__GAUSS_BATCH) {   /* whole groups in bulk */
+        if ((e & 127u) == 0 && end - e >= 128 * GRZO__RADEMACHER_BATCH) {   /* whole groups in bulk */
             grzo__rademacher_batch(n, group, out);
-            out += 128 * GRZO__GAUSS_BATCH;
-            e += 128 * GRZO__GAUSS_BATCH;
+            out += 128 * GRZO__RADEMACHER_BATCH;
+            e += 128 * GRZO__RADEMACHER_BATCH;
             continue;
         }
         grzo__noise_group(n, group, w);
