@@ -2112,7 +2112,7 @@ static grzo_status grzo__sparse_thresholds(grzo_ctx *ctx) {
         if (s != GRZO_OK) { grzo__free(ctx, a); return grzo__backend_fail(ctx, s, "sparse variant: reading a block for its threshold"); }
         for (q = n - 1; q >= 0; q--) a[q] = grzo__stored_abs((const uint8_t *)a + (size_t)q * grzo__dtype_size(b->p.dtype), b->p.dtype);
         t = (double)ctx->desc.sparse_density * (double)n;
-        k = (int64_t)ceil(t - t * 0x1p-23) - 1;   /* density at float precision: 0.4f of 30 is 12 */
+        k = (int64_t)ceil(t - t * (1.0 / 8388608.0)) - 1;   /* density at float precision: 0.4f of 30 is 12 */
         if (k < 0) k = 0;
         if (k > n - 1) k = n - 1;
         b->sparse_h = grzo__kth_smallest(a, n, k);
