@@ -1243,16 +1243,17 @@ GRZO__RNG_CLONES static void grzo__gauss_batch(const grzo_noise *n, uint64_t gro
     grzo__gauss_pairs(a, b, out);
 }
 
-/* Whole Rademacher groups group0 .. group0 + GRZO__RADEMACHER_BATCH - 1 (128 signs each: bit
-   b of word q is element 32 q + b, as grzo__rademacher_bit reads it), built as float bits with
-   integer shifts that compilers vectorize: the sign bit is the inverted noise bit. */
-#define GRZO__RADEMACHER_BATCH 16                    /* groups: 2048 signs */
-GRZO__RNG_CLONES static void grzo__rademacher_batch(const grzo_noise *n, uint64_t group0,
-                                                    float out[128 * GRZO__RADEMACHER_BATCH]) {
+/* Rademacher groups group0 .. group0 + n_groups - 1, n_groups <= GRZO__RADEMACHER_BATCH (128
+   signs each: bit b of word q is element 32 q + b, as grzo__rademacher_bit reads it), built as
+   float bits with integer shifts that compilers vectorize: the sign bit is the inverted noise
+   bit. */
+#define GRZO__RADEMACHER_BATCH 16                    /* groups at most: 2048 signs */
+GRZO__RNG_CLONES static void grzo__rademacher_groups(const grzo_noise *n, uint64_t group0, int n_groups,
+                                                     float *out) {
     uint32_t w[4 * GRZO__RADEMACHER_BATCH], v[32];
     int i, b;
-    for (i = 0; i < GRZO__RADEMACHER_BATCH; i++) grzo__noise_group(n, group0 + (uint64_t)i, w + 4 * i);
-    for (i = 0; i < 4 * GRZO__RADEMACHER_BATCH; i++) {
+    for (i = 0; i < n_groups; i++) grzo__noise_group(n, group0 + (uint64_t)i, w + 4 * i);
+    for (i = 0; i < 4 * n_groups; i++) {
         for (b = 0; b < 32; b++) v[b] = 0x3F800000u | ((~(w[i] >> b) & 1u) << 31);   /* +1.0f or -1.0f */
         memcpy(out + 32 * i, v, sizeof v);
     }
@@ -1289,30 +1290,21 @@ GRZO__DEF void grzo_noise_fill(const grzo_noise *n, uint64_t first, size_t count
         return;
     }
     while (e < end) {
-        uint64_t group = e >> 7, stop = (group + 1) << 7;
-        if ((e & 127u) == 0 && end - e >= 128 * GRZO__RADEMACHER_BATCH) {   /* whole groups in bulk */
-            grzo__rademacher_batch(n, group, out);
-            out += 128 * GRZO__RADEMACHER_BATCH;
-            e += 128 * GRZO__RADEMACHER_BATCH;
-            continue;
-        }
-        grzo__noise_group(n, group, w);
-        if (stop > end) stop = end;
-        if ((e & 127u) == 0 && stop - e == 128) {
-            /* a whole group: expand 4 bits at a time through a 16-entry table (the same
-               values grzo__rademacher_bit gives, several times faster) */
-#define GRZO__NIB(v) {((v) & 1) ? 1.0f : -1.0f, ((v) & 2) ? 1.0f : -1.0f, ((v) & 4) ? 1.0f : -1.0f, ((v) & 8) ? 1.0f : -1.0f}
-            static const float nib[16][4] = {GRZO__NIB(0), GRZO__NIB(1), GRZO__NIB(2), GRZO__NIB(3), GRZO__NIB(4), GRZO__NIB(5),
-                                             GRZO__NIB(6), GRZO__NIB(7), GRZO__NIB(8), GRZO__NIB(9), GRZO__NIB(10), GRZO__NIB(11),
-                                             GRZO__NIB(12), GRZO__NIB(13), GRZO__NIB(14), GRZO__NIB(15)};
-#undef GRZO__NIB
-            int q, b;
-            for (q = 0; q < 4; q++)
-                for (b = 0; b < 32; b += 4, out += 4) memcpy(out, nib[(w[q] >> b) & 15u], sizeof nib[0]);
+        uint64_t group = e >> 7, whole = (end - e) >> 7;
+        if ((e & 127u) == 0 && whole > 0) {   /* whole groups, up to a batch at a time */
+            int ng = whole < GRZO__RADEMACHER_BATCH ? (int)whole : GRZO__RADEMACHER_BATCH;
+            grzo__rademacher_groups(n, group, ng, out);
+            out += 128 * ng;
+            e += 128 * (uint64_t)ng;
+        } else {   /* part of one group (a range's ends): the group built whole, the part copied */
+            float g[128];
+            uint64_t stop = (group + 1) << 7;
+            if (stop > end) stop = end;
+            grzo__rademacher_groups(n, group, 1, g);
+            memcpy(out, g + (e & 127u), (size_t)(stop - e) * sizeof *out);
+            out += stop - e;
             e = stop;
-            continue;
         }
-        for (; e < stop; e++) *out++ = grzo__rademacher_bit(w, (unsigned)(e & 127u));
     }
 }
 

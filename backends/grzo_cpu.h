@@ -180,20 +180,6 @@ static void grzo__cpu_destroy(void *self) {
 static const char *grzo__cpu_last_error(void *self) { return ((grzo__cpu *)self)->err; }
 
 /* ---- random tensors for one op ------------------------------------------------------------------ */
-/* grzo_noise_fill expands whole 128-element Rademacher groups through a table but the ends of
-   a range that starts or stops mid-group bit by bit, several times slower; rows of widths like
-   576 start mid-group. These fill whole groups only: the same values (the same function at the
-   same indices). */
-#define GRZO__CPU_NOISE_SLACK 256   /* extra floats a whole-group fill may need */
-
-/* Elements [first, first + count) of the tensor, computed as whole groups into tmp (count +
-   GRZO__CPU_NOISE_SLACK floats); returns where element `first` landed in tmp. */
-static const float *grzo__cpu_noise_whole(const grzo_noise *n, uint64_t first, size_t count, float *tmp) {
-    uint64_t g = n->dist == GRZO_NOISE_GAUSSIAN ? 4u : 128u, a = first / g * g, b = (first + count + g - 1) / g * g;
-    grzo_noise_fill(n, a, (size_t)(b - a), tmp);
-    return tmp + (first - a);
-}
-
 /* Elements [first, first + count) into out, in pieces split at whole groups, in parallel. */
 static void grzo__cpu_fill_range(int nt, const grzo_noise *n, uint64_t first, int64_t count, float *out) {
     const int64_t piece = 128 * 64;
@@ -1024,15 +1010,14 @@ static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
     if (a->variant) return grzo__cpu_update_variant(cpu, a);
     st = grzo__cpu_update_signs(cpu, a, &R, &S, &shared);
     if (st != GRZO_OK) return st;
-    scratch = (float *)malloc((size_t)(nt * (3 * cols + B + GRZO__CPU_NOISE_SLACK)) * sizeof(float));
+    scratch = (float *)malloc((size_t)(nt * (2 * cols + B)) * sizeof(float));   /* per thread: g, rc, the U row */
     if (!scratch) { free(R); free(S); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "update: scratch allocation failed"); }
     GRZO__OMP_FOR
     for (j = 0; j < rows; j++) {
-        float *g = scratch + grzo__cpu_thread() * (3 * cols + B + GRZO__CPU_NOISE_SLACK), *rc = g + cols, *p = P + j * cols;
-        const float *u;
+        float *g = scratch + grzo__cpu_thread() * (2 * cols + B), *rc = g + cols, *u = rc + B, *p = P + j * cols;
         int64_t k, i;
         if (a->touched && !a->touched[j]) continue;
-        u = grzo__cpu_noise_whole(&a->base, (uint64_t)(j * cols), (size_t)cols, rc + B);   /* U row j */
+        grzo_noise_fill(&a->base, (uint64_t)(j * cols), (size_t)cols, u);   /* U row j */
         if (!flip) {
             float gs = (float)shared;
             for (k = 0; k < cols; k++) p[k] = p[k] - u[k] * gs - a->decay * p[k];

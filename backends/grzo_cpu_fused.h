@@ -193,23 +193,21 @@ static void grzo__pack_rows(const float *M, int64_t ld, int64_t r0, int64_t n, i
 }
 
 /* Rows [j0, j0 + h) of U, columns [k0, k0 + kc) of a d_in-wide block, row-major into urows
-   (h x kc) through tmp (kc + GRZO__CPU_NOISE_SLACK floats). */
+   (h x kc). */
 static void grzo__u_rows(const grzo_noise *base, int64_t d_in, int64_t j0, int64_t h, int64_t k0, int64_t kc,
-                         float *tmp, float *urows) {
+                         float *urows) {
     int64_t i;
-    for (i = 0; i < h; i++)
-        memcpy(urows + i * kc, grzo__cpu_noise_whole(base, (uint64_t)((j0 + i) * d_in + k0), (size_t)kc, tmp),
-               (size_t)kc * sizeof(float));
+    for (i = 0; i < h; i++) grzo_noise_fill(base, (uint64_t)((j0 + i) * d_in + k0), (size_t)kc, urows + i * kc);
 }
 
 /* U rows [j0, j0 + n), columns [k0, k0 + kc), packed like W; `urows` holds width x kc
-   floats, `tmp` kc + GRZO__CPU_NOISE_SLACK. */
+   floats. */
 static void grzo__pack_u(const grzo_noise *base, int64_t d_in, int64_t j0, int64_t n, int64_t k0, int64_t kc,
-                         int64_t width, float *urows, float *tmp, float *out) {
+                         int64_t width, float *urows, float *out) {
     int64_t q;
     for (q = 0; q < n; q += width) {
         int64_t h = n - q < width ? n - q : width;
-        grzo__u_rows(base, d_in, j0 + q, h, k0, kc, tmp, urows);
+        grzo__u_rows(base, d_in, j0 + q, h, k0, kc, urows);
         grzo__pack_sliver(urows, kc, NULL, 0, NULL, NULL, h, kc, width, NULL, out + q * kc);
     }
 }
@@ -279,15 +277,14 @@ static void grzo__fused_pair_mirrors(const grzo__fused_copy *cp, int64_t n_copie
 /* A copy's formed block straight from row-major W and freshly generated U rows, without
    packing W and U first, for ops with a single copy (a MeZO or FZOO pass: packed panels would
    serve no other copy; with two copies regenerating U twice costs more than it saves). U rows
-   go to `urows` (width x kc floats) through `tmp` (kc + GRZO__CPU_NOISE_SLACK floats);
-   `stage`: width x kc floats for grzo__pack_sliver. */
+   go to `urows` (width x kc floats); `stage`: width x kc floats for grzo__pack_sliver. */
 static void grzo__form_block_direct(const float *W, int64_t ld, const grzo_noise *base, const grzo__fused_copy *cq,
                                     int64_t j0, int64_t j1, int64_t k0, int64_t kc, int64_t width, float *urows,
-                                    float *tmp, float *f, float *stage, float *out) {
+                                    float *f, float *stage, float *out) {
     int64_t q, i;
     for (q = j0; q < j1; q += width, out += width * kc) {
         int64_t h = j1 - q < width ? j1 - q : width;
-        grzo__u_rows(base, ld, q, h, k0, kc, tmp, urows);
+        grzo__u_rows(base, ld, q, h, k0, kc, urows);
         for (i = 0; i < h; i++) f[i] = cq->r ? cq->scale * cq->r[q + i] : cq->scale;
         grzo__pack_sliver(W + q * ld + k0, ld, urows, kc, f, cq->s ? cq->s + k0 : NULL, h, kc, width, stage, out);
     }
@@ -403,7 +400,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     per_block = (n_slivers + n_blocks - 1) / n_blocks;   /* the largest block: slivers are split evenly */
     /* per thread: packed W, packed U and two copies' formed weights of a block, one sliver's
        U rows, the f vector, the tail set's two products for the block */
-    t_elems = (size_t)(4 * per_block * u->wp * kc_max + u->wp * kc_max + kc_max + GRZO__CPU_NOISE_SLACK + u->wp +
+    t_elems = (size_t)(4 * per_block * u->wp * kc_max + u->wp * kc_max + u->wp +
                        2 * n_tail * per_block * u->wp + 15) / 16 * 16;
     xpack = (float *)grzo__aligned_take(&sc, (size_t)(x_elems > 0 ? x_elems : 1) * sizeof(float));
     tbuf = (float *)grzo__aligned_take(&sc, (size_t)nt * t_elems * sizeof(float));
@@ -435,25 +432,24 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
         for (blk = 0; blk < n_blocks; blk++) {
             int64_t s0 = blk * n_slivers / n_blocks, s1 = (blk + 1) * n_slivers / n_blocks;
             int64_t j0 = s0 * u->wp, j1 = s1 * u->wp > d_out ? d_out : s1 * u->wp, q, i, cc;
-            float *wpk = tbuf + (size_t)grzo__cpu_thread() * t_elems, *upk, *formed, *formed2, *row, *tmp, *f, *tw, *tt;
+            float *wpk = tbuf + (size_t)grzo__cpu_thread() * t_elems, *upk, *formed, *formed2, *row, *f, *tw, *tt;
             upk = wpk + per_block * u->wp * kc;
             formed = upk + per_block * u->wp * kc;
             formed2 = formed + per_block * u->wp * kc;
             row = formed2 + per_block * u->wp * kc;
-            tmp = row + u->wp * kc;
-            f = tmp + kc + GRZO__CPU_NOISE_SLACK;
+            f = row + u->wp * kc;
             tw = f + u->wp;
             tt = tw + n_tail * per_block * u->wp;
             if (j0 >= j1) continue;
             if (n_copies == 1) {
                 if (cp[0].n_rows == 0) continue;
-                grzo__form_block_direct(W, d_in, &pt->base, &cp[0], j0, j1, k0, kc, u->wp, row, tmp, f, wpk, formed);
+                grzo__form_block_direct(W, d_in, &pt->base, &cp[0], j0, j1, k0, kc, u->wp, row, f, wpk, formed);
                 grzo__ukr_block(u, formed, j0, j1, xpack + cp[0].x_off, cp[0].n_rows, kc, beta, a->y + cp[0].row0 * d_out,
                                 d_out, 0);
                 continue;
             }
             grzo__pack_rows(W, d_in, j0, j1 - j0, k0, kc, u->wp, row, wpk);
-            grzo__pack_u(&pt->base, d_in, j0, j1 - j0, k0, kc, u->wp, row, tmp, upk);
+            grzo__pack_u(&pt->base, d_in, j0, j1 - j0, k0, kc, u->wp, row, upk);
             for (cc = 0; cc < n_copies; cc++) {
                 /* an example's "+" and "-" copies are formed together, from one load of W and U */
                 const grzo__fused_copy *cq = &cp[cc], *mq = mate[cc] >= 0 ? &cp[mate[cc]] : NULL;
