@@ -151,6 +151,20 @@ static inline void grzo__pack_tile8(const float *src, int64_t ld, const float *u
 #undef GRZO__SHUF
 #endif
 
+/* One k of a sliver: `width` floats, a copy of constant size for the kernels' widths so that
+   the compiler moves it in registers instead of calling memcpy for 48 or 128 bytes per k (a
+   MeZO pass on 576 x 576: 7 % of its time went to those calls). */
+static inline void grzo__put_sliver_row(float *dst, const float *src, int64_t width) {
+    switch (width) {
+    case 8: memcpy(dst, src, 8 * sizeof(float)); break;
+    case 12: memcpy(dst, src, 12 * sizeof(float)); break;
+    case 16: memcpy(dst, src, 16 * sizeof(float)); break;
+    case 24: memcpy(dst, src, 24 * sizeof(float)); break;
+    case 32: memcpy(dst, src, 32 * sizeof(float)); break;
+    default: memcpy(dst, src, (size_t)width * sizeof(float)); break;
+    }
+}
+
 GRZO__WIDE_VECTORS static void grzo__pack_sliver(const float *GRZO__RESTRICT src, int64_t ld,
                                                  const float *GRZO__RESTRICT u, int64_t ldu, const float *f,
                                                  const float *s, int64_t h, int64_t kc, int64_t width,
@@ -178,7 +192,7 @@ GRZO__WIDE_VECTORS static void grzo__pack_sliver(const float *GRZO__RESTRICT src
             for (c = 0; c < tk; c++)
                 t[c][i] = u ? src[i * ld + k + c] + (f[i] * (s ? s[k + c] : 1.0f)) * u[i * ldu + k + c]
                             : src[i * ld + k + c];
-        for (c = 0; c < tk; c++) memcpy(out + (k + c) * width, t[c], (size_t)width * sizeof(float));
+        for (c = 0; c < tk; c++) grzo__put_sliver_row(out + (k + c) * width, t[c], width);
     }
 }
 
