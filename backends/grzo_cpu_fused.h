@@ -11,7 +11,7 @@
      for each KC block of the shared dimension (sequential: the kernel accumulates in Y)
        pack every copy's rows of X into NR-wide (or MR-wide) slivers, once; a copy's last
          rows (fewer than half a sliver) go to the tail set instead
-       for each block of weight rows (about MC/3 rows; one thread each)
+       for each block of weight rows (about MC/4 rows; one thread each)
          pack W and U of the block into slivers, once (U regenerated from the counter RNG)
          for each copy: form its weight block W + f_c (.) U from the two packed panels
                         (held in L2; an example's "+" and "-" copies together, from one
@@ -69,9 +69,12 @@ static int grzo__ukr_init(grzo__ukr *u) {
     u->wp = u->weight_is_a ? mr : nr;
     u->xp = u->weight_is_a ? nr : mr;
     u->kc = kc;
-    /* a block holds packed W, packed U and two copies' formed weights, each a third of
-       BLIS's packed A block (sized for L2), in whole slivers (a quarter measured no faster) */
-    u->mc = (mc / 3 / u->wp) * u->wp;
+    /* a block holds packed W, packed U and two copies' formed weights (with the copies' X
+       slivers and Y tiles passing through L2), each a quarter of BLIS's packed A block (sized
+       for L2), in whole slivers. skx, bench_linear --op grzo 576/36 rows/B 16: a third (160
+       rows) 3.88 ms at 1 thread, 2.18 at 2; a quarter (96 rows) 3.75, 1.93; a sixth (64 rows)
+       3.77, 1.91, but MeZO's pass at 2 threads 0.91 -> 1.38 ms */
+    u->mc = (mc / 4 / u->wp) * u->wp;
     if (u->mc < u->wp) u->mc = u->wp;
     u->arch = bli_arch_string(id);
     return 1;
