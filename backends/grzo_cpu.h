@@ -982,20 +982,50 @@ static grzo_status grzo__cpu_embedding(void *self, const grzo_embedding_args *a)
 }
 
 /* ---- update: theta -= U (.) (sum_e coeff_e r_e s_e^T) + decay theta, one pass over theta ---------------------- */
-/* Row j of M = R^T diag(coeff) S, accumulated example by example along the row (B
-   multiply-adds per weight, vectorized over k), then applied with the regenerated U row.
-   Built for the CPU's widest vectors: each element's operations keep their order. */
-GRZO__WIDE_VECTORS static void grzo__cpu_update_row(float *GRZO__RESTRICT p, const float *GRZO__RESTRICT u, const float *GRZO__RESTRICT S,
-                                                    const float *GRZO__RESTRICT rc, int64_t B, int64_t cols, float decay,
-                                                    float *GRZO__RESTRICT g) {
-    int64_t i, k;
-    for (k = 0; k < cols; k++) g[k] = rc[0] * S[k];
-    for (i = 1; i < B; i++) {
-        const float *GRZO__RESTRICT s_i = S + i * cols;
-        float ri = rc[i];
-        for (k = 0; k < cols; k++) g[k] += ri * s_i[k];
+/* p -= u (.) m + decay p for one row of theta, its U row and its row of M. Built for the CPU's
+   widest vectors: each element's operations keep their order. */
+GRZO__WIDE_VECTORS static void grzo__cpu_apply_row(float *GRZO__RESTRICT p, const float *GRZO__RESTRICT u,
+                                                   const float *GRZO__RESTRICT m, int64_t cols, float decay) {
+    int64_t k;
+    for (k = 0; k < cols; k++) p[k] = p[k] - u[k] * m[k] - decay * p[k];
+}
+
+/* Flipout matrix and embedding blocks: M = R^T diag(coeff) S, a rank-B product, by the GEMM
+   (K = B) for GRZO__CPU_UPDATE_ROWS rows at a time (the rows `touched` selects, gathered), each
+   row then applied with its regenerated U row. SmolLM2's shapes, B = 16: 2.5 x faster than
+   summing the B terms row by row (the GEMM sums them in its own order). */
+#define GRZO__CPU_UPDATE_ROWS 16
+static grzo_status grzo__cpu_update_flipout(grzo__cpu *cpu, const grzo_update_args *a, const float *R, const float *S) {
+    float *P = (float *)a->p.data;
+    int64_t rows = a->p.rows, cols = a->p.cols, B = a->n_examples, n_sel = 0, n_blocks, blk, j, i;
+    int nt = cpu->n_threads;
+    int64_t *sel = (int64_t *)malloc((size_t)rows * sizeof(int64_t));
+    float *Rc = (float *)malloc((size_t)(rows * B) * sizeof(float)), *St = (float *)malloc((size_t)(cols * B) * sizeof(float));
+    float *scratch = (float *)malloc((size_t)(nt * (GRZO__CPU_UPDATE_ROWS + 1) * cols) * sizeof(float));
+    if (!sel || !Rc || !St || !scratch) {
+        free(sel); free(Rc); free(St); free(scratch);
+        return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "update: scratch allocation failed");
     }
-    for (k = 0; k < cols; k++) p[k] = p[k] - u[k] * g[k] - decay * p[k];
+    for (j = 0; j < rows; j++)
+        if (!a->touched || a->touched[j]) sel[n_sel++] = j;
+    for (j = 0; j < n_sel; j++)   /* Rc = the selected rows of R^T diag(coeff) */
+        for (i = 0; i < B; i++) Rc[j * B + i] = a->coeff[i] * R[i * rows + sel[j]];
+    for (j = 0; j < cols; j++)    /* St = S^T: the GEMM's (cols x B) operand */
+        for (i = 0; i < B; i++) St[j * B + i] = S[i * cols + j];
+    n_blocks = (n_sel + GRZO__CPU_UPDATE_ROWS - 1) / GRZO__CPU_UPDATE_ROWS;
+    GRZO__OMP_FOR
+    for (blk = 0; blk < n_blocks; blk++) {
+        float *M = scratch + grzo__cpu_thread() * (GRZO__CPU_UPDATE_ROWS + 1) * cols, *u = M + GRZO__CPU_UPDATE_ROWS * cols;
+        int64_t n0 = blk * GRZO__CPU_UPDATE_ROWS, m = n_sel - n0 < GRZO__CPU_UPDATE_ROWS ? n_sel - n0 : GRZO__CPU_UPDATE_ROWS, r;
+        grzo__cpu_gemm_nt(1, m, cols, B, Rc + n0 * B, B, St, B, 0.0f, M, cols);
+        for (r = 0; r < m; r++) {
+            int64_t row = sel[n0 + r];
+            grzo_noise_fill(&a->base, (uint64_t)(row * cols), (size_t)cols, u);   /* U row */
+            grzo__cpu_apply_row(P + row * cols, u, M + r * cols, cols, a->decay);
+        }
+    }
+    free(sel); free(Rc); free(St); free(scratch);
+    return GRZO_OK;
 }
 
 static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
@@ -1003,34 +1033,32 @@ static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
     float *P = (float *)a->p.data;
     int64_t rows = a->p.rows, cols = a->p.cols, B = a->n_examples, j;
     int nt = cpu->n_threads, vec = a->p.kind == GRZO_BLOCK_VECTOR;
-    int flip = a->flipout != 0;
     float *S, *R, *scratch;
     double shared;
     grzo_status st;
     if (a->variant) return grzo__cpu_update_variant(cpu, a);
     st = grzo__cpu_update_signs(cpu, a, &R, &S, &shared);
     if (st != GRZO_OK) return st;
-    scratch = (float *)malloc((size_t)(nt * (2 * cols + B)) * sizeof(float));   /* per thread: g, rc, the U row */
+    if (a->flipout && !vec) {
+        st = grzo__cpu_update_flipout(cpu, a, R, S);
+        free(R);
+        free(S);
+        return st;
+    }
+    /* shared Z (any block), or a flipout vector (cols = 1, no s): one coefficient per row */
+    scratch = (float *)malloc((size_t)(nt * cols) * sizeof(float));   /* per thread: the U row */
     if (!scratch) { free(R); free(S); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "update: scratch allocation failed"); }
     GRZO__OMP_FOR
     for (j = 0; j < rows; j++) {
-        float *g = scratch + grzo__cpu_thread() * (2 * cols + B), *rc = g + cols, *u = rc + B, *p = P + j * cols;
+        float *u = scratch + grzo__cpu_thread() * cols, *p = P + j * cols, g = (float)shared;
         int64_t k, i;
         if (a->touched && !a->touched[j]) continue;
         grzo_noise_fill(&a->base, (uint64_t)(j * cols), (size_t)cols, u);   /* U row j */
-        if (!flip) {
-            float gs = (float)shared;
-            for (k = 0; k < cols; k++) p[k] = p[k] - u[k] * gs - a->decay * p[k];
-            continue;
+        if (a->flipout) {
+            g = 0.0f;
+            for (i = 0; i < B; i++) g += a->coeff[i] * R[i * rows + j];
         }
-        for (i = 0; i < B; i++) rc[i] = a->coeff[i] * R[i * rows + j];
-        if (vec) {   /* vectors: cols = 1, no s */
-            float gv = 0.0f;
-            for (i = 0; i < B; i++) gv += rc[i];
-            p[0] = p[0] - u[0] * gv - a->decay * p[0];
-            continue;
-        }
-        grzo__cpu_update_row(p, u, S, rc, B, cols, a->decay, g);
+        for (k = 0; k < cols; k++) p[k] = p[k] - u[k] * g - a->decay * p[k];
     }
     free(scratch);
     free(R);
