@@ -59,6 +59,14 @@ static const char *grzo__openblas_core_for(int level) {
 #ifdef GRZO_USE_BLIS
 /* BLIS_ARCH_TYPE takes the arch_t number of a configuration compiled into the library */
 static int grzo__blis_arch_for(int level) { return level >= 3 ? (int)BLIS_ARCH_SKX : (int)BLIS_ARCH_HASWELL; }
+
+/* The configuration BLIS runs. BLIS initialised first: with BLIS_ARCH_TYPE set, BLIS 0.9's
+   bli_arch_query_id() looks the id up among its contexts and aborts the process when they
+   do not exist yet (the remedy grzo itself prints would have killed the program). */
+static arch_t grzo__blis_arch(void) {
+    bli_init();
+    return bli_arch_query_id();
+}
 #endif
 
 /* Setting i (0, 1, ...) that would make the GEMM libraries use the CPU's kernels: returns 1
@@ -74,7 +82,7 @@ GRZO__DEF int grzo_cpu_kernel_env(int i, const char **name, char *value, size_t 
     }
 #endif
 #ifdef GRZO_USE_BLIS
-    if (bli_arch_query_id() == BLIS_ARCH_GENERIC && level >= 2 && n++ == i) {
+    if (grzo__blis_arch() == BLIS_ARCH_GENERIC && level >= 2 && n++ == i) {
         *name = "BLIS_ARCH_TYPE";
         snprintf(value, value_size, "%d", grzo__blis_arch_for(level));
         return 1;
@@ -108,10 +116,10 @@ static void grzo__cpu_describe_kernels(grzo__cpu *cpu) {
 #ifdef GRZO_USE_BLIS
     if (k < sizeof cpu->kernels)
         k += (size_t)snprintf(cpu->kernels + k, sizeof cpu->kernels - k, "; fused: BLIS %s %s", bli_info_get_version_str(),
-                              bli_arch_string(bli_arch_query_id()));
+                              bli_arch_string(grzo__blis_arch()));
     if (!cpu->ukr && k < sizeof cpu->kernels)
         snprintf(cpu->kernels + k, sizeof cpu->kernels - k, " (off: per-example GEMMs)");
-    if (bli_arch_query_id() == BLIS_ARCH_GENERIC && level >= 2 && w < sizeof cpu->warning)
+    if (grzo__blis_arch() == BLIS_ARCH_GENERIC && level >= 2 && w < sizeof cpu->warning)
         snprintf(cpu->warning + w, sizeof cpu->warning - w,
                  "BLIS chose its portable C kernel on a CPU with %s: the fused perturbed GEMM is off; "
                  "set BLIS_ARCH_TYPE=%d (grzo's programs do it themselves).",

@@ -11,7 +11,11 @@
    With eps = 2^-24 and mag = sum_k |x_k| (|w_jk| + |scale r_j s_k u_jk|) >= sum_k |x_k| |w'_jk|:
        |y_fused - y_exact| <= (K + 2) eps mag,   |y_fused - y_per_example| <= 2 (K + 2) eps mag.
    The fused result must also be bit-identical at 1 and 2 threads.
-   Skips (77) when the build has no BLIS or BLIS has no kernel for this CPU. */
+   With --blis-haswell it runs BLIS's haswell configuration instead of the CPU's own (6 x 16:
+   the X rows are operand A, 16-wide weight slivers, forming in 8-float vectors), so that an
+   AVX-512 machine also tests the layout AVX2 machines get.
+   Skips (77) when the build has no BLIS or BLIS has no kernel for this CPU (or, with
+   --blis-haswell, the CPU has no AVX2 and FMA). */
 #define _POSIX_C_SOURCE 200809L   /* cpu_env.h: setenv, execv */
 #define GRZO_IMPLEMENTATION
 #include "grzo.h"
@@ -193,15 +197,24 @@ int main(int argc, char **argv)
 {
     grzo_backend be;
     const char *line = "", *warning = "";
-    (void)argc;
-    cpu_env_reexec(argv);   /* BLIS's kernel for this CPU */
+    int haswell = argc > 1 && strcmp(argv[1], "--blis-haswell") == 0;
 #ifndef GRZO_USE_BLIS
     tu_skip("test_fused", "built without BLIS (-Dblis=disabled or libblis-dev missing): no fused path");
+#else
+    if (haswell && !getenv("GRZO_KERNEL_ENV_SET")) {
+        char id[16];
+        if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+            tu_skip("test_fused", "--blis-haswell: this CPU has no AVX2 and FMA for BLIS's haswell kernels");
+        snprintf(id, sizeof id, "%d", (int)BLIS_ARCH_HASWELL);   /* BLIS reads it when it initialises */
+        setenv("BLIS_ARCH_TYPE", id, 1);
+    }
 #endif
+    cpu_env_reexec(argv);   /* BLIS's kernel for this CPU (or haswell's) */
     REQUIRE(grzo_backend_cpu_create(NULL, &be) == GRZO_OK);
     REQUIRE(grzo_backend_cpu_kernels(&be, &line, &warning) == GRZO_OK);
     check_kernel_detection();
     printf("test_fused: %s\n", line);
+    if (haswell) CHECKF(strstr(line, "fused: BLIS") && strstr(line, " haswell"), "--blis-haswell runs: %s", line);
     if (strstr(line, "(off")) {
         printf("test_fused: %s\n", warning);
         grzo_backend_destroy(&be);
