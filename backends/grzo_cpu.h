@@ -95,7 +95,7 @@ typedef struct grzo__cpu {
     grzo_cpu_linear_algo algo;
     size_t transient;
     struct grzo__ukr *ukr;   /* the fused path's micro-kernel, NULL without one */
-    char kernels[192], warning[320];
+    char kernels[192], warning[640];   /* room for both libraries' warnings */
     char err[160];
 } grzo__cpu;
 
@@ -229,10 +229,10 @@ static void grzo__cpu_release(grzo__cpu_scratch *s) { while (s->n > 0) free(s->p
 #define GRZO__RESTRICT restrict
 #endif
 
+#include "grzo_cpu_kernels.h"
 #ifdef GRZO_USE_BLIS
 #include "grzo_cpu_fused.h"
 #endif
-#include "grzo_cpu_kernels.h"
 
 /* ---- linear ---------------------------------------------------------------------------------------- */
 /* Output rows per chunk so that `bufs` buffers of chunk x cols floats fit the budget. */

@@ -49,13 +49,17 @@ struct grzo__ukr {
 typedef struct grzo__ukr grzo__ukr;
 
 /* BLIS's context for this CPU. Returns 0 (and leaves the fallback to OpenBLAS) when BLIS
-   selected its portable 'generic' configuration: its C reference kernel is slower than
-   any BLAS. */
+   selected its portable 'generic' configuration (its C reference kernel is slower than any
+   BLAS), or when BLIS_ARCH_TYPE names a configuration grzo does not call
+   (grzo__blis_usable). */
 static int grzo__ukr_init(grzo__ukr *u) {
-    cntx_t *cntx = bli_gks_query_cntx();
-    arch_t id = bli_arch_query_id();
+    cntx_t *cntx;
+    arch_t id;
     int64_t mr, nr, kc, mc;
     memset(u, 0, sizeof *u);
+    if (!grzo__blis_usable()) return 0;   /* BLIS_ARCH_TYPE would make BLIS abort or crash */
+    cntx = bli_gks_query_cntx();
+    id = grzo__blis_arch();
     if (!cntx || id == BLIS_ARCH_GENERIC) return 0;
     mr = (int64_t)bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_MR, cntx);
     nr = (int64_t)bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_NR, cntx);

@@ -11,6 +11,10 @@
 #ifndef GRZO_CPU_KERNELS__IMPLEMENTED
 #define GRZO_CPU_KERNELS__IMPLEMENTED
 
+#ifdef GRZO_USE_BLIS
+#include <blis.h>
+#endif
+
 /* 3: AVX-512 (F, DQ, BW, VL), 2: AVX2 + FMA, 1: AVX, 0: older or not x86-64 */
 static int grzo__cpu_simd_level(void) {
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
@@ -60,9 +64,44 @@ static const char *grzo__openblas_core_for(int level) {
 /* BLIS_ARCH_TYPE takes the arch_t number of a configuration compiled into the library */
 static int grzo__blis_arch_for(int level) { return level >= 3 ? (int)BLIS_ARCH_SKX : (int)BLIS_ARCH_HASWELL; }
 
-/* The configuration BLIS runs. BLIS initialised first: with BLIS_ARCH_TYPE set, BLIS 0.9's
-   bli_arch_query_id() looks the id up among its contexts and aborts the process when they
-   do not exist yet (the remedy grzo itself prints would have killed the program). */
+/* The SIMD level a BLIS configuration grzo runs needs (-1: one it does not run). Debian's
+   x86_64 BLIS also holds knl and the FMA4 configurations of AMD's older cores, which modern
+   CPUs cannot execute, and other platforms' ids, which it does not hold. */
+static int grzo__blis_arch_level(long id) {
+#if defined(__x86_64__)
+    switch (id) {
+    case BLIS_ARCH_SKX: return 3;
+    case BLIS_ARCH_HASWELL: case BLIS_ARCH_ZEN: case BLIS_ARCH_ZEN2: case BLIS_ARCH_ZEN3: return 2;
+    case BLIS_ARCH_SANDYBRIDGE: return 1;
+    case BLIS_ARCH_PENRYN: case BLIS_ARCH_GENERIC: return 0;
+    default: return -1;
+    }
+#else
+    (void)id;
+    return -1;
+#endif
+}
+
+/* 1 when BLIS may be called: BLIS_ARCH_TYPE unset (or -1, BLIS's own detection), or the id of
+   a configuration above that this CPU runs. BLIS reads the variable at its first call and
+   aborts the process (bli_abort) for an id it does not hold, and a configuration the CPU
+   lacks the instructions for dies of SIGILL: the library calls neither. */
+static int grzo__blis_usable(void) {
+    const char *v = getenv("BLIS_ARCH_TYPE");
+    char *end;
+    long id;
+    int level;
+    if (!v) return 1;
+    id = strtol(v, &end, 10);
+    if (end == v || *end) return 0;
+    if (id == -1) return 1;
+    level = grzo__blis_arch_level(id);
+    return level >= 0 && level <= grzo__cpu_simd_level();
+}
+
+/* The configuration BLIS runs (call only when grzo__blis_usable()). BLIS initialised first:
+   with BLIS_ARCH_TYPE set, BLIS 0.9's bli_arch_query_id() looks the id up among its contexts
+   and aborts the process when they do not exist yet. */
 static arch_t grzo__blis_arch(void) {
     bli_init();
     return bli_arch_query_id();
@@ -82,7 +121,7 @@ GRZO__DEF int grzo_cpu_kernel_env(int i, const char **name, char *value, size_t 
     }
 #endif
 #ifdef GRZO_USE_BLIS
-    if (grzo__blis_arch() == BLIS_ARCH_GENERIC && level >= 2 && n++ == i) {
+    if (grzo__blis_usable() && grzo__blis_arch() == BLIS_ARCH_GENERIC && level >= 2 && n++ == i) {
         *name = "BLIS_ARCH_TYPE";
         snprintf(value, value_size, "%d", grzo__blis_arch_for(level));
         return 1;
@@ -114,6 +153,17 @@ static void grzo__cpu_describe_kernels(grzo__cpu *cpu) {
     k += (size_t)snprintf(cpu->kernels + k, sizeof cpu->kernels - k, "GEMM: portable C loops (no BLAS)");
 #endif
 #ifdef GRZO_USE_BLIS
+    if (!grzo__blis_usable()) {
+        if (k < sizeof cpu->kernels)
+            snprintf(cpu->kernels + k, sizeof cpu->kernels - k, "; fused: BLIS not called (off: per-example GEMMs)");
+        if (w < sizeof cpu->warning)
+            snprintf(cpu->warning + w, sizeof cpu->warning - w,
+                     "BLIS_ARCH_TYPE=%.32s names no BLIS configuration grzo runs on this CPU (BLIS would abort or "
+                     "crash the program): the fused perturbed GEMM is off; unset it, or set one of skx %d, haswell "
+                     "%d, zen3 %d that the CPU supports.",
+                     getenv("BLIS_ARCH_TYPE"), (int)BLIS_ARCH_SKX, (int)BLIS_ARCH_HASWELL, (int)BLIS_ARCH_ZEN3);
+        return;
+    }
     if (k < sizeof cpu->kernels)
         k += (size_t)snprintf(cpu->kernels + k, sizeof cpu->kernels - k, "; fused: BLIS %s %s", bli_info_get_version_str(),
                               bli_arch_string(grzo__blis_arch()));

@@ -13,7 +13,10 @@
    The fused result must also be bit-identical at 1 and 2 threads.
    With --blis-haswell it runs BLIS's haswell configuration instead of the CPU's own (6 x 16:
    the X rows are operand A, 16-wide weight slivers, forming in 8-float vectors), so that an
-   AVX-512 machine also tests the layout AVX2 machines get.
+   AVX-512 machine also tests the layout AVX2 machines get. With --bad-blis-env (run with
+   BLIS_ARCH_TYPE naming a configuration BLIS lacks, which makes BLIS abort the process) the
+   backend must not call BLIS: it reports the fused path off with a warning naming the
+   variable, and a perturbed linear still runs (the per-example path).
    Skips (77) when the build has no BLIS or BLIS has no kernel for this CPU (or, with
    --blis-haswell, the CPU has no AVX2 and FMA). */
 #define _POSIX_C_SOURCE 200809L   /* cpu_env.h: setenv, execv */
@@ -193,11 +196,61 @@ static void check_kernel_detection(void)
 #endif
 }
 
+/* BLIS_ARCH_TYPE names a configuration BLIS lacks (tests/meson.build sets it): no abort, the
+   fused path off with the warning, a GRZO linear through the per-example path */
+static int check_bad_blis_env(void)
+{
+    grzo_backend be;
+    const char *line = "", *warning = "", *name;
+    char value[32];
+    int i;
+#ifndef GRZO_USE_BLIS
+    tu_skip("test_fused", "built without BLIS (-Dblis=disabled or libblis-dev missing): no BLIS to guard");
+#endif
+    REQUIRE(getenv("BLIS_ARCH_TYPE") != NULL);
+    REQUIRE(grzo_backend_cpu_create(NULL, &be) == GRZO_OK);
+    REQUIRE(grzo_backend_cpu_kernels(&be, &line, &warning) == GRZO_OK);
+    printf("test_fused --bad-blis-env (BLIS_ARCH_TYPE=%s): %s\n  %s\n", getenv("BLIS_ARCH_TYPE"), line, warning);
+    CHECKF(strstr(line, "(off") != NULL, "the fused path is off: %s", line);
+    CHECKF(strstr(warning, "BLIS_ARCH_TYPE=") != NULL, "the warning names the variable: %s", warning);
+    for (i = 0; grzo_cpu_kernel_env(i, &name, value, sizeof value); i++)
+        CHECKF(strcmp(name, "BLIS_ARCH_TYPE") != 0, "BLIS_ARCH_TYPE=%s suggested without asking BLIS", value);
+    {   /* a perturbed linear still runs, on the per-example path */
+        grzo_desc d = {0};
+        grzo_ctx *ctx;
+        grzo_block blk;
+        float W[4 * 3] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, X[2 * 3] = {1, 0, -1, 1, 0, -1}, Y[2 * 4];   /* both copies read the same row */
+        grzo_step_info si;
+        grzo_pass_info pi;
+        grzo_step_report rep;
+        float losses[2];
+        d.backend = &be;
+        d.lr = 1e-3f;
+        d.sigma = 1e-3f;
+        d.seed = 1;
+        REQUIRE(grzo_create(&d, &ctx) == GRZO_OK);
+        REQUIRE(grzo_block_add(ctx, &(grzo_block_desc){.kind = GRZO_BLOCK_MATRIX, .rows = 4, .cols = 3, .data = W, .name = "w"},
+                               &blk) == GRZO_OK);
+        REQUIRE(grzo_step_begin(ctx, 1, &si) == GRZO_OK);
+        REQUIRE(grzo_pass_begin(ctx, &pi) == GRZO_OK);
+        CHECK(grzo_linear(ctx, blk, X, Y, &(grzo_rows){.n_rows = 2}) == GRZO_OK);
+        CHECK(Y[0] != Y[4] || Y[1] != Y[5]);   /* the "+" and "-" copies see different weights */
+        losses[0] = Y[0];
+        losses[1] = Y[4];
+        CHECK(grzo_pass_end(ctx, losses) == GRZO_OK);
+        CHECK(grzo_step_end(ctx, &rep) == GRZO_OK);
+        grzo_destroy(ctx);
+    }
+    grzo_backend_destroy(&be);
+    return tu_finish("test_fused --bad-blis-env");
+}
+
 int main(int argc, char **argv)
 {
     grzo_backend be;
     const char *line = "", *warning = "";
     int haswell = argc > 1 && strcmp(argv[1], "--blis-haswell") == 0;
+    if (argc > 1 && strcmp(argv[1], "--bad-blis-env") == 0) return check_bad_blis_env();
 #ifndef GRZO_USE_BLIS
     tu_skip("test_fused", "built without BLIS (-Dblis=disabled or libblis-dev missing): no fused path");
 #else
