@@ -66,7 +66,9 @@ typedef struct grzo_cpu_desc {
 GRZO_API grzo_status grzo_backend_cpu_create(const grzo_cpu_desc *desc, grzo_backend *out);
 /* The GEMM kernels a CPU backend runs, one line for logs ("OpenBLAS 0.3.21 ... core Haswell;
    fused: BLIS 0.9.0 skx"), and a warning with the remedy when a library runs kernels older
-   than the CPU supports ("" when none). Returns INVALID_ARG if `be` is not a CPU backend. */
+   than the CPU supports, or a BLIS_ARCH_TYPE that BLIS would abort or crash on (then BLIS is
+   never called and the fused path is off) ("" when none). Returns INVALID_ARG if `be` is not
+   a CPU backend. */
 GRZO_API grzo_status grzo_backend_cpu_kernels(const grzo_backend *be, const char **line, const char **warning);
 /* Environment setting i (0, 1, ...) that makes OpenBLAS/BLIS use this CPU's kernels: returns 1
    and fills *name and value (e.g. OPENBLAS_CORETYPE=SkylakeX), 0 when there is no i-th. The
