@@ -155,6 +155,34 @@ static inline void grzo__pack_tile8(const float *src, int64_t ld, const float *u
     r[7] = GRZO__SHUF(b3, b7, 4, 5, 6, 7, 12, 13, 14, 15);
     for (i = 0; i < 8; i++) memcpy(&t[i][i0], &r[i], sizeof r[i]);
 }
+/* rows i0..i0+3, columns k..k+7, the same way: two 4 x 4 transposes (an X sliver of 12 rows
+   is one 8-row tile and one of these, not 4 rows element by element) */
+static inline void grzo__pack_tile4(const float *src, int64_t ld, const float *u, int64_t ldu, const float *f,
+                                    const float *s, int64_t i0, int64_t k, float (*t)[GRZO__PACK_MAX_WIDTH]) {
+    grzo__v8 r[4], sv = {1, 1, 1, 1, 1, 1, 1, 1}, a0, a1, a2, a3, b[4];
+    int i;
+    if (s) memcpy(&sv, s + k, sizeof sv);
+    for (i = 0; i < 4; i++) {
+        memcpy(&r[i], src + (i0 + i) * ld + k, sizeof r[i]);
+        if (u) {
+            grzo__v8 uv;
+            memcpy(&uv, u + (i0 + i) * ldu + k, sizeof uv);
+            r[i] = r[i] + (f[i0 + i] * sv) * uv;
+        }
+    }
+    a0 = GRZO__SHUF(r[0], r[1], 0, 8, 1, 9, 4, 12, 5, 13);
+    a1 = GRZO__SHUF(r[0], r[1], 2, 10, 3, 11, 6, 14, 7, 15);
+    a2 = GRZO__SHUF(r[2], r[3], 0, 8, 1, 9, 4, 12, 5, 13);
+    a3 = GRZO__SHUF(r[2], r[3], 2, 10, 3, 11, 6, 14, 7, 15);
+    b[0] = GRZO__SHUF(a0, a2, 0, 1, 8, 9, 4, 5, 12, 13);     /* columns 0 and 4 */
+    b[1] = GRZO__SHUF(a0, a2, 2, 3, 10, 11, 6, 7, 14, 15);   /* 1 and 5 */
+    b[2] = GRZO__SHUF(a1, a3, 0, 1, 8, 9, 4, 5, 12, 13);     /* 2 and 6 */
+    b[3] = GRZO__SHUF(a1, a3, 2, 3, 10, 11, 6, 7, 14, 15);   /* 3 and 7 */
+    for (i = 0; i < 4; i++) {
+        memcpy(&t[i][i0], &b[i], 4 * sizeof(float));
+        memcpy(&t[i + 4][i0], (const float *)&b[i] + 4, 4 * sizeof(float));
+    }
+}
 #undef GRZO__SHUF
 #endif
 
@@ -192,8 +220,13 @@ GRZO__WIDE_VECTORS static void grzo__pack_sliver(const float *GRZO__RESTRICT src
     for (k = 0; k < kc; k += 8) {
         tk = kc - k < 8 ? kc - k : 8;
 #ifdef GRZO__PACK_VECTORS
-        if (tk == 8)
+        if (tk == 8) {
             for (i0 = 0; i0 + 8 <= h; i0 += 8) grzo__pack_tile8(src, ld, u, ldu, f, s, i0, k, t);
+            if (i0 + 4 <= h) {
+                grzo__pack_tile4(src, ld, u, ldu, f, s, i0, k, t);
+                i0 += 4;
+            }
+        }
 #endif
         for (i = tk == 8 ? i0 : 0; i < h; i++)   /* the rows and columns left, one at a time */
             for (c = 0; c < tk; c++)

@@ -144,7 +144,7 @@ static void check_case(int layout, int flipout, uint32_t dist)
 static void check_packer(void)
 {
 #ifdef GRZO_USE_BLIS
-    static const int64_t widths[] = { 12, 32 }, kcs[] = { 1, 7, 8, 9, 45, 384 }, lds[] = { 400, 1024 };
+    static const int64_t widths[] = { 6, 12, 16, 32 }, kcs[] = { 1, 7, 8, 9, 45, 384 }, lds[] = { 400, 1024 };
     float *src = (float *)malloc(sizeof(float) * 32 * 1024), *u = (float *)malloc(sizeof(float) * 32 * 384);
     float *out = (float *)malloc(sizeof(float) * 32 * 384), *want = (float *)malloc(sizeof(float) * 32 * 384);
     float *stage = (float *)malloc(sizeof(float) * 32 * 384), f[32], sg[384];
@@ -154,7 +154,7 @@ static void check_packer(void)
     tu_fill_unif(u, 32 * 384, 22, -1.0f, 1.0f);
     tu_fill_unif(f, 32, 23, -0.1f, 0.1f);
     for (k = 0; k < 384; k++) sg[k] = (k * 7) % 3 ? 1.0f : -1.0f;
-    for (wi = 0; wi < 2; wi++)
+    for (wi = 0; wi < 4; wi++)
         for (ki = 0; ki < 6; ki++)
             for (li = 0; li < 2; li++)
                 for (h = 1; h <= widths[wi]; h++)
