@@ -178,6 +178,46 @@ static void check_packer(void)
 #endif
 }
 
+/* The former of a copy's weight sliver (and its mirror's) against the scalar expression, bit
+   for bit: out = w + (f_i s_k) u, neg = w - (f_i s_k) u, for every width a kernel has and the
+   vector and element-by-element paths alike. */
+static void check_former(void)
+{
+#ifdef GRZO_USE_BLIS
+    static const int64_t widths[] = { 6, 8, 16, 32 }, kcs[] = { 1, 7, 384 };
+    float *w = (float *)malloc(sizeof(float) * 32 * 384), *u = (float *)malloc(sizeof(float) * 32 * 384);
+    float *out = (float *)malloc(sizeof(float) * 32 * 384), *neg = (float *)malloc(sizeof(float) * 32 * 384);
+    float f[32], sg[384];
+    int64_t wi, ki, i, k, n = 0;
+    int form, mirror;
+    REQUIRE(w && u && out && neg);
+    tu_fill_unif(w, 32 * 384, 31, -1.0f, 1.0f);
+    tu_fill_unif(u, 32 * 384, 32, -1.0f, 1.0f);
+    tu_fill_unif(f, 32, 33, -0.1f, 0.1f);
+    for (k = 0; k < 384; k++) sg[k] = (k * 5) % 3 ? 1.0f : -1.0f;
+    for (wi = 0; wi < 4; wi++)
+        for (ki = 0; ki < 3; ki++)
+            for (form = 0; form < 2; form++)          /* s NULL; s the signs */
+                for (mirror = 0; mirror < 2; mirror++) {
+                    int64_t width = widths[wi], kc = kcs[ki], bad = 0;
+                    const float *s = form ? sg : NULL;
+                    grzo__form_sliver(w, u, f, s, kc, width, out, mirror ? neg : NULL);
+                    for (k = 0; k < kc; k++)
+                        for (i = 0; i < width; i++) {
+                            float p = (f[i] * (s ? s[k] : 1.0f)) * u[k * width + i], a = w[k * width + i] + p,
+                                  b = w[k * width + i] - p;
+                            bad += memcmp(&out[k * width + i], &a, sizeof a) != 0;
+                            if (mirror) bad += memcmp(&neg[k * width + i], &b, sizeof b) != 0;
+                        }
+                    CHECKF(bad == 0, "former: width %lld kc %lld s %d mirror %d: %lld elements differ",
+                           (long long)width, (long long)kc, form, mirror, (long long)bad);
+                    n++;
+                }
+    printf("test_fused: former bit-identical to the scalar expression in %lld cases\n", (long long)n);
+    free(w); free(u); free(out); free(neg);
+#endif
+}
+
 /* The old-kernel detection: OpenBLAS core names to SIMD levels, and the remedy it names. */
 static void check_kernel_detection(void)
 {
@@ -275,6 +315,7 @@ int main(int argc, char **argv)
     }
     grzo_backend_destroy(&be);
     check_packer();
+    check_former();
     {
         int layout, flip, gauss;
         for (layout = 0; layout < 2; layout++)
