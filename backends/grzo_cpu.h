@@ -207,10 +207,14 @@ static void grzo__cpu_fill_u(int nt, const grzo_noise *base, int64_t cols, int64
     grzo__cpu_fill_range(nt, base, (uint64_t)(j0 * cols), (j1 - j0) * cols, out);
 }
 
-/* scratch that is freed on every exit path */
-typedef struct grzo__cpu_scratch { void *p[6]; int n; } grzo__cpu_scratch;
+/* scratch that is freed on every exit path; a take beyond GRZO__CPU_SCRATCH_MAX fails like an
+   allocation (NULL), it never writes past the table */
+#define GRZO__CPU_SCRATCH_MAX 8
+typedef struct grzo__cpu_scratch { void *p[GRZO__CPU_SCRATCH_MAX]; int n; } grzo__cpu_scratch;
 static void *grzo__cpu_take(grzo__cpu_scratch *s, size_t bytes) {
-    void *p = malloc(bytes ? bytes : 1);
+    void *p;
+    if (s->n >= GRZO__CPU_SCRATCH_MAX) return NULL;
+    p = malloc(bytes ? bytes : 1);
     if (p) s->p[s->n++] = p;
     return p;
 }
