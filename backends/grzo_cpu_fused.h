@@ -115,20 +115,29 @@ static void *grzo__aligned_take(grzo__cpu_scratch *s, size_t bytes) {
 typedef float grzo__v8 __attribute__((vector_size(32)));
 #define GRZO__SHUF __builtin_shufflevector
 
-/* rows i0..i0+7, columns k..k+7 (formed, with u), transposed into t[c][i0..i0+7] */
-static inline void grzo__pack_tile8(const float *src, int64_t ld, const float *u, int64_t ldu, const float *f,
-                                    const float *s, int64_t i0, int64_t k, float (*t)[GRZO__PACK_MAX_WIDTH]) {
-    grzo__v8 r[8], sv = {1, 1, 1, 1, 1, 1, 1, 1}, a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7;
+/* rows i0..i0+n-1, columns k..k+7 of the source into r (formed with u: w + (f_i s_k) u,
+   element by element the scalar expression) */
+static inline void grzo__tile_rows(const float *src, int64_t ld, const float *u, int64_t ldu, const float *f,
+                                   const float *s, int64_t i0, int64_t k, int n, grzo__v8 *r) {
+    grzo__v8 sv = {1, 1, 1, 1, 1, 1, 1, 1};
     int i;
     if (s) memcpy(&sv, s + k, sizeof sv);
-    for (i = 0; i < 8; i++) {
+    for (i = 0; i < n; i++) {
         memcpy(&r[i], src + (i0 + i) * ld + k, sizeof r[i]);
-        if (u) {   /* w + (f_i s_k) u, element by element the scalar expression */
+        if (u) {
             grzo__v8 uv;
             memcpy(&uv, u + (i0 + i) * ldu + k, sizeof uv);
             r[i] = r[i] + (f[i0 + i] * sv) * uv;
         }
     }
+}
+
+/* rows i0..i0+7, columns k..k+7 (formed, with u), transposed into t[c][i0..i0+7] */
+static inline void grzo__pack_tile8(const float *src, int64_t ld, const float *u, int64_t ldu, const float *f,
+                                    const float *s, int64_t i0, int64_t k, float (*t)[GRZO__PACK_MAX_WIDTH]) {
+    grzo__v8 r[8], a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7;
+    int i;
+    grzo__tile_rows(src, ld, u, ldu, f, s, i0, k, 8, r);
     a0 = GRZO__SHUF(r[0], r[1], 0, 8, 1, 9, 4, 12, 5, 13);
     a1 = GRZO__SHUF(r[0], r[1], 2, 10, 3, 11, 6, 14, 7, 15);
     a2 = GRZO__SHUF(r[2], r[3], 0, 8, 1, 9, 4, 12, 5, 13);
@@ -159,17 +168,9 @@ static inline void grzo__pack_tile8(const float *src, int64_t ld, const float *u
    is one 8-row tile and one of these, not 4 rows element by element) */
 static inline void grzo__pack_tile4(const float *src, int64_t ld, const float *u, int64_t ldu, const float *f,
                                     const float *s, int64_t i0, int64_t k, float (*t)[GRZO__PACK_MAX_WIDTH]) {
-    grzo__v8 r[4], sv = {1, 1, 1, 1, 1, 1, 1, 1}, a0, a1, a2, a3, b[4];
+    grzo__v8 r[4], a0, a1, a2, a3, b[4];
     int i;
-    if (s) memcpy(&sv, s + k, sizeof sv);
-    for (i = 0; i < 4; i++) {
-        memcpy(&r[i], src + (i0 + i) * ld + k, sizeof r[i]);
-        if (u) {
-            grzo__v8 uv;
-            memcpy(&uv, u + (i0 + i) * ldu + k, sizeof uv);
-            r[i] = r[i] + (f[i0 + i] * sv) * uv;
-        }
-    }
+    grzo__tile_rows(src, ld, u, ldu, f, s, i0, k, 4, r);
     a0 = GRZO__SHUF(r[0], r[1], 0, 8, 1, 9, 4, 12, 5, 13);
     a1 = GRZO__SHUF(r[0], r[1], 2, 10, 3, 11, 6, 14, 7, 15);
     a2 = GRZO__SHUF(r[2], r[3], 0, 8, 1, 9, 4, 12, 5, 13);
