@@ -271,38 +271,33 @@ static void grzo__pack_u(const grzo_noise *base, int64_t d_in, int64_t j0, int64
    per-example path's w + f (u s) exactly (s = +-1 flips signs exactly). With `neg`, also
    its mirror copy's (the same example's other sign, f -> -f): neg = w + (-(f_i s_k) u),
    which is w - (f_i s_k) u bit for bit, from the same loads. Widths that are multiples of 8
-   or 16 go through explicit vectors of that many floats: GCC unrolls a 16-wide loop whole
-   and then leaves it scalar (haswell's 16-wide weight slivers: 5.7 instructions per formed
-   element under callgrind); the same expressions element by element, so the same bits. */
+   go through explicit 8-float vectors: left to itself, GCC unrolled the 16-wide loop whole and
+   then left it scalar (haswell's 16-wide weight slivers: 5.7 instructions per formed element
+   under callgrind); the same expressions element by element, so the same bits. */
 #ifdef GRZO__PACK_VECTORS
-#define GRZO__FORM_SLIVER_VEC_FN(name, V, BCAST)                                                            \
-    GRZO__WIDE_VECTORS static void name(const float *GRZO__RESTRICT w, const float *GRZO__RESTRICT u,       \
-                                        const float *GRZO__RESTRICT f, const float *GRZO__RESTRICT s,       \
-                                        int64_t kc, int64_t width, float *GRZO__RESTRICT out,               \
-                                        float *GRZO__RESTRICT neg) {                                        \
-        int64_t k, i;                                                                                      \
-        for (k = 0; k < kc; k++) {                                                                         \
-            float sk = s ? s[k] : 1.0f;                                                                    \
-            V skv = BCAST(sk); /* an initializer: GCC broadcasts it in a register, a scalar via memory */  \
-            for (i = 0; i < width; i += (int64_t)(sizeof(V) / sizeof(float))) {                           \
-                V fv, wv, uv, p;                                                                           \
-                memcpy(&fv, f + i, sizeof fv);                                                             \
-                memcpy(&wv, w + k * width + i, sizeof wv);                                                 \
-                memcpy(&uv, u + k * width + i, sizeof uv);                                                 \
-                p = (fv * skv) * uv;                                                                       \
-                fv = wv + p;                                                                               \
-                memcpy(out + k * width + i, &fv, sizeof fv);                                               \
-                if (neg) {                                                                                 \
-                    fv = wv - p;                                                                           \
-                    memcpy(neg + k * width + i, &fv, sizeof fv);                                           \
-                }                                                                                          \
-            }                                                                                              \
-        }                                                                                                  \
+GRZO__WIDE_VECTORS static void grzo__form_sliver_v8(const float *GRZO__RESTRICT w, const float *GRZO__RESTRICT u,
+                                                    const float *GRZO__RESTRICT f, const float *GRZO__RESTRICT s,
+                                                    int64_t kc, int64_t width, float *GRZO__RESTRICT out,
+                                                    float *GRZO__RESTRICT neg) {
+    int64_t k, i;
+    for (k = 0; k < kc; k++) {
+        float sk = s ? s[k] : 1.0f;
+        grzo__v8 skv = {sk, sk, sk, sk, sk, sk, sk, sk};   /* an initializer: GCC broadcasts it in a register */
+        for (i = 0; i < width; i += 8) {
+            grzo__v8 fv, wv, uv, p;
+            memcpy(&fv, f + i, sizeof fv);
+            memcpy(&wv, w + k * width + i, sizeof wv);
+            memcpy(&uv, u + k * width + i, sizeof uv);
+            p = (fv * skv) * uv;
+            fv = wv + p;
+            memcpy(out + k * width + i, &fv, sizeof fv);
+            if (neg) {
+                fv = wv - p;
+                memcpy(neg + k * width + i, &fv, sizeof fv);
+            }
+        }
     }
-#define GRZO__BCAST8(x) {x, x, x, x, x, x, x, x}
-GRZO__FORM_SLIVER_VEC_FN(grzo__form_sliver_v8, grzo__v8, GRZO__BCAST8)
-#undef GRZO__FORM_SLIVER_VEC_FN
-#undef GRZO__BCAST8
+}
 #endif
 
 /* any width, element by element */
