@@ -372,6 +372,7 @@ static int setup_optimizer(run *r, char *err, size_t errlen) {
 }
 
 static void cleanup(run *r) {
+    free_predictions(r);   /* before the test split: it counts the predictions */
     free(r->picked); free(r->seqs); free(r->n_context); free(r->means); free(r->gen_tokens);
     if (r->st) llm_state_free(r->st);
     llm_model_free(&r->model);
@@ -384,7 +385,6 @@ static void cleanup(run *r) {
     if (r->have_manifest) json_free(&r->manifest);
     free(r->path_log); free(r->path_ckpt); free(r->path_indices); free(r->path_results); free(r->path_png); free(r->path_manifest);
     free(r->path_predictions);
-    free_predictions(r);
 }
 
 static int save_checkpoint(run *r, char *err, size_t errlen) {
