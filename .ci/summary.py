@@ -9,6 +9,10 @@ Any other skip means a check silently did not run: it is reported and counted as
 With --require SUITE (tests/run.sh passes it for a full run), a suite whose tests Meson did
 not register at all (a dependency the build did not find) is a failure too: CI installs
 what REQUIRED_SUITES need, so their tests must have run.
+
+Several logs (LOG [LABEL=LOG ...]: the plain build's, then the sanitized build's) are
+counted together into the one final line; a labelled log's tests are named with the label
+("asan: ops"), and a log that cannot be read counts as one failure.
 """
 import json
 import re
@@ -49,63 +53,76 @@ def skip_reason(stdout):
     return lines[-1] if lines else "(the test printed no reason)"
 
 
-def summarize(path, out, required=()):
-    passed = failed = skipped = 0
-    notes = []
-    seen_suites = set()
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            entry = json.loads(line)
-            seen_suites.add(split_name(entry.get("name", ""))[0])
+class Tally:
+    """Counts and notes over one or more logs."""
+
+    def __init__(self):
+        self.passed = self.failed = self.skipped = 0
+        self.notes = []
+        self.suites = set()
+
+    def add_log(self, path, label=""):
+        """Counts the tests of one testlog.json; OSError or ValueError if it cannot be read."""
+        prefix = label + ": " if label else ""
+        with open(path, encoding="utf-8") as f:
+            entries = [json.loads(line) for line in f if line.strip()]
+        for entry in entries:
+            suite, test = split_name(entry.get("name", ""))
+            self.suites.add(suite)
             result = entry.get("result")
             if result in ("OK", "EXPECTEDFAIL"):
-                passed += 1
+                self.passed += 1
             elif result == "SKIP":
-                suite, test = split_name(entry.get("name", ""))
                 why = allowed_skip(suite, test)
                 reason = skip_reason(entry.get("stdout"))
                 if why:
-                    skipped += 1
-                    notes.append(f"skipped: {test}: {reason} [allowed: {why}]")
+                    self.skipped += 1
+                    self.notes.append(f"skipped: {prefix}{test}: {reason} [allowed: {why}]")
                 else:
-                    failed += 1
-                    notes.append(f"FAILED (must not skip): {test}: {reason}")
+                    self.failed += 1
+                    self.notes.append(f"FAILED (must not skip): {prefix}{test}: {reason}")
             else:
-                failed += 1
-    for suite in required:
-        if suite not in seen_suites:
-            failed += 1
-            notes.append(f"FAILED (suite missing): {suite}: no test of it ran [{REQUIRED_SUITES.get(suite, 'required')}]")
-    for note in notes:
+                self.failed += 1
+                if label:   # the plain build's failures are in meson's own output just above
+                    self.notes.append(f"FAILED: {prefix}{test} ({result})")
+
+    def require(self, suites):
+        for suite in suites:
+            if suite not in self.suites:
+                self.failed += 1
+                self.notes.append(f"FAILED (suite missing): {suite}: no test of it ran [{REQUIRED_SUITES.get(suite, 'required')}]")
+
+
+def summarize(logs, required=(), out=sys.stdout):
+    """logs: (label, path) pairs, the first one unlabelled. Prints the notes and the final
+    line; returns the exit status."""
+    t = Tally()
+    for label, path in logs:
+        try:
+            t.add_log(path, label)
+        except (OSError, ValueError) as e:   # no log (meson test did not run) or a garbled one
+            t.failed += 1
+            t.notes.append(f"cannot read the test log {path}: {e}")
+    t.require(required)
+    for note in t.notes:
         print(note, file=out)
-    print(f"{passed} passed, {failed} failed, {skipped} skipped", file=out)
-    return 1 if failed or passed == 0 else 0
-
-
-def main(path, required=()):
-    try:
-        return summarize(path, sys.stdout, required)
-    except (OSError, ValueError) as e:   # no log (meson test did not run) or a garbled one
-        print(f"cannot read the test log {path}: {e}")
-        print("0 passed, 1 failed, 0 skipped")
-        return 1
+    print(f"{t.passed} passed, {t.failed} failed, {t.skipped} skipped", file=out)
+    return 1 if t.failed or t.passed == 0 else 0
 
 
 def parse_args(argv):
-    """LOG [--require SUITE]...: the log path and the required suites."""
-    path, required, i = "build/meson-logs/testlog.json", [], 0
+    """LOG [LABEL=LOG]... [--require SUITE]...: the (label, path) pairs and the required suites."""
+    logs, required, i = [], [], 0
     while i < len(argv):
         if argv[i] == "--require" and i + 1 < len(argv):
             required.append(argv[i + 1])
             i += 2
         else:
-            path = argv[i]
+            label, sep, path = argv[i].partition("=")
+            logs.append((label, path) if sep else ("", argv[i]))
             i += 1
-    return path, required
+    return logs or [("", "build/meson-logs/testlog.json")], required
 
 
 if __name__ == "__main__":
-    sys.exit(main(*parse_args(sys.argv[1:])))
+    sys.exit(summarize(*parse_args(sys.argv[1:])))

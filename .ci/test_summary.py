@@ -16,13 +16,21 @@ def entry(name, result, stdout=""):
     return {"name": name, "result": result, "stdout": stdout, "returncode": 77 if result == "SKIP" else 0}
 
 
-def run_summary(entries, args=()):
+def write_log(d, name, entries):
+    path = os.path.join(d, name)
+    with open(path, "w", encoding="utf-8") as f:
+        for e in entries:
+            f.write(json.dumps(e) + "\n")
+    return path
+
+
+def run_summary(entries, args=(), sanitized=None):
+    """The summary of one log, or of two when `sanitized` (the second log's entries) is given."""
     with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "testlog.json")
-        with open(path, "w", encoding="utf-8") as f:
-            for e in entries:
-                f.write(json.dumps(e) + "\n")
-        p = subprocess.run([sys.executable, SUMMARY, path, *args], capture_output=True, text=True)
+        logs = [write_log(d, "testlog.json", entries)]
+        if sanitized is not None:
+            logs.append("asan=" + write_log(d, "asan.json", sanitized))
+        p = subprocess.run([sys.executable, SUMMARY, *logs, *args], capture_output=True, text=True)
     return p.returncode, p.stdout.splitlines()
 
 
@@ -81,6 +89,22 @@ with tempfile.TemporaryDirectory() as d:
     p = subprocess.run([sys.executable, SUMMARY, os.path.join(d, "missing.json")], capture_output=True, text=True)
 lines = p.stdout.splitlines()
 check(p.returncode == 1 and lines[-1:] == ["0 passed, 1 failed, 0 skipped"] and not p.stderr, "missing log", lines)
+
+# two logs (tests/run.sh's plain and sanitized builds): one total; the second log's tests
+# are named with its label, its failures listed; a missing second log is a failure
+rc, lines = run_summary(PASSING + ALLOWED, sanitized=PASSING + [ALLOWED[1]])
+check(rc == 0 and lines[-1:] == ["4 passed, 0 failed, 4 skipped"], "two logs: counted together", lines)
+check(any(ln.startswith("skipped: asan: test_llm_smollm") for ln in lines), "two logs: label on the second's skips", lines)
+rc, lines = run_summary(PASSING, sanitized=[entry("grzo:core / ops", "FAIL"), bad])
+check(rc == 1 and lines[-1:] == ["2 passed, 2 failed, 0 skipped"], "two logs: the second's failures count", lines)
+check("FAILED: asan: ops (FAIL)" in lines and any(ln.startswith("FAILED (must not skip): asan: test_llm_reference") for ln in lines),
+      "two logs: the second's failures named", lines)
+with tempfile.TemporaryDirectory() as d:
+    p = subprocess.run([sys.executable, SUMMARY, write_log(d, "t.json", PASSING), "asan=" + os.path.join(d, "missing.json"),
+                        "--require", "core"], capture_output=True, text=True)
+lines = p.stdout.splitlines()
+check(p.returncode == 1 and lines[-1:] == ["2 passed, 1 failed, 0 skipped"] and "cannot read" in lines[0],
+      "two logs: the second missing", lines)
 
 print("test_summary: " + ("PASS" if failures == 0 else f"FAIL ({failures} checks)"))
 sys.exit(1 if failures else 0)
