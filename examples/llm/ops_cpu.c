@@ -226,14 +226,46 @@ static grzo_status cpu_attention(llm_ops_state *os, float *q, const float *keys,
     return GRZO_OK;
 }
 
-static grzo_status cpu_swiglu(llm_ops_state *os, float *h1, const float *h3, int64_t n) {
-    int nt = os->d.n_threads;
-    int64_t i;
-    int par = n >= LLM_PAR_MIN_WORK / 8;   /* expf makes each element dearer */
-    LLM_OMP_FOR
-    for (i = 0; i < n; i++) {
+/* SwiGLU's expf through glibc's vector math library (libmvec): GCC calls its 4-, 8- or
+   16-wide expf for an `omp simd` loop when the declaration says that they exist, which
+   <math.h> does only under -ffast-math. The clones pick the widest the CPU runs: 0.39 ns per
+   element on one Zen 5 core instead of 1.76 for libm's scalar expf (7 % of a SmolLM2
+   forward). Every element, the ragged end too, goes through one 16-element block of the same
+   function, so an element's bits depend on its value alone, not on where the threads split
+   the rows. libmvec's expf is not libm's: up to 5 ulp from silu's exact value here (libm's:
+   4); its SSE2 build (x86-64 CPUs without AVX2) rounds some elements differently from its
+   AVX2 and AVX-512 builds. Elsewhere (no GCC, glibc or OpenMP) the loop calls expf. */
+#define LLM_SWIGLU_BLOCK 16
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && \
+    defined(_OPENMP) && !defined(__FAST_MATH__)
+__attribute__((simd("notinbranch"))) float expf(float);
+#define LLM_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define LLM_VECTOR_CLONES
+#endif
+
+/* h1 = silu(h1) * h3 over one block */
+LLM_VECTOR_CLONES static void llm__swiglu_block(float *h1, const float *h3) {
+    int i;
+    LLM_SIMD
+    for (i = 0; i < LLM_SWIGLU_BLOCK; i++) {
         float g = h1[i];
         h1[i] = g / (1.0f + expf(-g)) * h3[i];
+    }
+}
+
+static grzo_status cpu_swiglu(llm_ops_state *os, float *h1, const float *h3, int64_t n) {
+    int nt = os->d.n_threads;
+    int64_t b, n_blocks = n / LLM_SWIGLU_BLOCK, rest = n % LLM_SWIGLU_BLOCK;
+    int par = n >= LLM_PAR_MIN_WORK / 8;   /* expf makes each element dearer */
+    LLM_OMP_FOR
+    for (b = 0; b < n_blocks; b++) llm__swiglu_block(h1 + b * LLM_SWIGLU_BLOCK, h3 + b * LLM_SWIGLU_BLOCK);
+    if (rest > 0) {   /* the end, padded to a block */
+        float x[LLM_SWIGLU_BLOCK] = {0}, y[LLM_SWIGLU_BLOCK] = {0};
+        memcpy(x, h1 + n - rest, (size_t)rest * sizeof(float));
+        memcpy(y, h3 + n - rest, (size_t)rest * sizeof(float));
+        llm__swiglu_block(x, y);
+        memcpy(h1 + n - rest, x, (size_t)rest * sizeof(float));
     }
     return GRZO_OK;
 }
