@@ -12,17 +12,21 @@
        pack every copy's rows of X into NR-wide (or MR-wide) slivers, once; a copy's last
          rows (fewer than half a sliver) go to the tail set instead
        for each block of weight rows (about MC/4 rows; one thread each)
-         pack W and U of the block into slivers, once (U regenerated from the counter RNG)
-         for each copy: form its weight block W + f_c (.) U from the two packed panels
-                        (held in L2; an example's "+" and "-" copies together, from one
-                        load), then, X sliver by X sliver (L1), run the micro-kernel over
-                        every formed weight sliver
-         the tail set: X_t W^T and (X_t (.) s) U^T on the same panels, added into Y
+         pack W of the block into slivers, and U, regenerated from the counter RNG: a
+           Rademacher U (the default) as one sign bit per element, a Gaussian one as floats
+         for each copy, weight sliver by weight sliver: form the copy's sliver of
+                        W + f_c (.) U from the packed panels (held in L2; an example's "+"
+                        and "-" copies together, from one load), then run the
+                        micro-kernel on it and each of the copy's X slivers while it is
+                        in L1
+         the tail set: X_t W^T and (X_t (.) s) U^T on the same panels (U as floats), added
+           into Y
 
    so W and U are read and packed once per call whatever the number of copies, a copy's
    perturbed weight exists one cache block at a time, and every product runs in the
    library's tuned kernel. An op with a single copy (a MeZO or FZOO pass) skips the packed
-   panels and forms each block straight from W and fresh U rows. The formed weights are
+   panels and forms each block straight from W and fresh U rows (a Rademacher U's as bits,
+   row by row). The formed weights are
    bit-identical to the per-example path's (w + (f r_j s_k) u with exact sign flips, no
    contraction: C99 mode); only the order of the K-sum differs from OpenBLAS's, and the
    tail rows add the perturbation's product separately, so with eps = 2^-24
@@ -73,11 +77,13 @@ static int grzo__ukr_init(grzo__ukr *u) {
     u->wp = u->weight_is_a ? mr : nr;
     u->xp = u->weight_is_a ? nr : mr;
     u->kc = kc;
-    /* a block holds packed W, packed U and two copies' formed weights (with the copies' X
-       slivers and Y tiles passing through L2), each a quarter of BLIS's packed A block (sized
-       for L2), in whole slivers. skx, bench_linear --op grzo 576/36 rows/B 16: a third (160
-       rows) 3.88 ms at 1 thread, 2.18 at 2; a quarter (96 rows) 3.75, 1.93; a sixth (64 rows)
-       3.77, 1.91, but MeZO's pass at 2 threads 0.91 -> 1.38 ms */
+    /* a block holds packed W and packed U (with the copies' X slivers and Y tiles passing
+       through L2), each a quarter of BLIS's packed A block (sized for L2), in whole slivers.
+       skx, bench_linear --op grzo 576/36 rows/B 16, when whole formed blocks were held too:
+       a third (160 rows) 3.88 ms at 1 thread, 2.18 at 2; a quarter (96 rows) 3.75, 1.93; a
+       sixth (64 rows) 3.77, 1.91, but MeZO's pass at 2 threads 0.91 -> 1.38 ms. With formed
+       slivers and U's bits (Zen 5, 1 thread): a half, a third, a quarter and a sixth within
+       1 % of each other at 576 and 1536 wide */
     u->mc = (mc / 4 / u->wp) * u->wp;
     if (u->mc < u->wp) u->mc = u->wp;
     u->arch = bli_arch_string(id);
@@ -109,35 +115,61 @@ static void *grzo__aligned_take(grzo__cpu_scratch *s, size_t bytes) {
    formed) against 0.45 for a gather of each column. `stage` (NULL, or width x kc floats):
    copy the rows there first (callers pass it for weights, which stream from memory, and for
    rows 4 KiB apart; SmolLM2's FZOO step: 5.35 -> 5.17 x inference). */
+/* What forms the rows being packed (a NULL former: copied as they are): row i becomes
+   w_i + (f_i s_k) u_ik, with U as floats (u, row i at u + i ldu) or, for a Rademacher U, as
+   bits (ub: bit k % 32 of word i ldu + k / 32 set where u_ik = -1; (f_i s_k) u_ik is then
+   (f_i s_k) with its sign flipped, the same bits); s NULL: s_k = 1. */
+typedef struct grzo__former {
+    const float *u;
+    const uint32_t *ub;
+    int64_t ldu;              /* floats or words from one row of U to the next */
+    const float *f, *s;
+} grzo__former;
+
+/* (f_i s_k) u_ik, one element */
+static inline float grzo__former_term(const grzo__former *fm, int64_t i, int64_t k) {
+    float p = fm->f[i] * (fm->s ? fm->s[k] : 1.0f);
+    if (fm->ub) return (fm->ub[i * fm->ldu + k / 32] >> (k % 32)) & 1u ? -p : p;
+    return p * fm->u[i * fm->ldu + k];
+}
+
 #if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
 #define GRZO__PACK_VECTORS 1
 /* in GCC/clang vector extensions (no intrinsics: every target the compiler has) */
 typedef float grzo__v8 __attribute__((vector_size(32)));
+typedef uint32_t grzo__v8u __attribute__((vector_size(32)));
 #define GRZO__SHUF __builtin_shufflevector
 
-/* rows i0..i0+n-1, columns k..k+7 of the source into r (formed with u: w + (f_i s_k) u,
-   element by element the scalar expression) */
-static inline void grzo__tile_rows(const float *src, int64_t ld, const float *u, int64_t ldu, const float *f,
-                                   const float *s, int64_t i0, int64_t k, int n, grzo__v8 *r) {
+/* rows i0..i0+n-1, columns k..k+7 (k a multiple of 8) of the source into r, formed by fm
+   element by element as grzo__former_term */
+static inline void grzo__tile_rows(const float *src, int64_t ld, const grzo__former *fm, int64_t i0, int64_t k, int n,
+                                   grzo__v8 *r) {
+    const grzo__v8u sign = {0x80000000u, 0x80000000u, 0x80000000u, 0x80000000u,
+                            0x80000000u, 0x80000000u, 0x80000000u, 0x80000000u};
+    const grzo__v8u to_sign = {31, 30, 29, 28, 27, 26, 25, 24};   /* bit c to the sign bit */
     grzo__v8 sv = {1, 1, 1, 1, 1, 1, 1, 1};
     int i;
-    if (s) memcpy(&sv, s + k, sizeof sv);
+    if (fm && fm->s) memcpy(&sv, fm->s + k, sizeof sv);
     for (i = 0; i < n; i++) {
         memcpy(&r[i], src + (i0 + i) * ld + k, sizeof r[i]);
-        if (u) {
+        if (fm && fm->ub) {
+            uint32_t m = (fm->ub[(i0 + i) * fm->ldu + k / 32] >> (k % 32)) & 0xFFu;
+            grzo__v8u mv = {m, m, m, m, m, m, m, m};
+            r[i] = r[i] + (grzo__v8)((grzo__v8u)(fm->f[i0 + i] * sv) ^ ((mv << to_sign) & sign));
+        } else if (fm) {
             grzo__v8 uv;
-            memcpy(&uv, u + (i0 + i) * ldu + k, sizeof uv);
-            r[i] = r[i] + (f[i0 + i] * sv) * uv;
+            memcpy(&uv, fm->u + (i0 + i) * fm->ldu + k, sizeof uv);
+            r[i] = r[i] + (fm->f[i0 + i] * sv) * uv;
         }
     }
 }
 
 /* rows i0..i0+7, columns k..k+7 (formed, with u), transposed into t[c][i0..i0+7] */
-static inline void grzo__pack_tile8(const float *src, int64_t ld, const float *u, int64_t ldu, const float *f,
-                                    const float *s, int64_t i0, int64_t k, float (*t)[GRZO__PACK_MAX_WIDTH]) {
+static inline void grzo__pack_tile8(const float *src, int64_t ld, const grzo__former *fm, int64_t i0, int64_t k,
+                                    float (*t)[GRZO__PACK_MAX_WIDTH]) {
     grzo__v8 r[8], a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7;
     int i;
-    grzo__tile_rows(src, ld, u, ldu, f, s, i0, k, 8, r);
+    grzo__tile_rows(src, ld, fm, i0, k, 8, r);
     a0 = GRZO__SHUF(r[0], r[1], 0, 8, 1, 9, 4, 12, 5, 13);
     a1 = GRZO__SHUF(r[0], r[1], 2, 10, 3, 11, 6, 14, 7, 15);
     a2 = GRZO__SHUF(r[2], r[3], 0, 8, 1, 9, 4, 12, 5, 13);
@@ -166,11 +198,11 @@ static inline void grzo__pack_tile8(const float *src, int64_t ld, const float *u
 }
 /* rows i0..i0+3, columns k..k+7, the same way: two 4 x 4 transposes (an X sliver of 12 rows
    is one 8-row tile and one of these, not 4 rows element by element) */
-static inline void grzo__pack_tile4(const float *src, int64_t ld, const float *u, int64_t ldu, const float *f,
-                                    const float *s, int64_t i0, int64_t k, float (*t)[GRZO__PACK_MAX_WIDTH]) {
+static inline void grzo__pack_tile4(const float *src, int64_t ld, const grzo__former *fm, int64_t i0, int64_t k,
+                                    float (*t)[GRZO__PACK_MAX_WIDTH]) {
     grzo__v8 r[4], a0, a1, a2, a3, b[4];
     int i;
-    grzo__tile_rows(src, ld, u, ldu, f, s, i0, k, 4, r);
+    grzo__tile_rows(src, ld, fm, i0, k, 4, r);
     a0 = GRZO__SHUF(r[0], r[1], 0, 8, 1, 9, 4, 12, 5, 13);
     a1 = GRZO__SHUF(r[0], r[1], 2, 10, 3, 11, 6, 14, 7, 15);
     a2 = GRZO__SHUF(r[2], r[3], 0, 8, 1, 9, 4, 12, 5, 13);
@@ -201,10 +233,9 @@ static inline void grzo__put_sliver_row(float *dst, const float *src, int64_t wi
     }
 }
 
-GRZO__WIDE_VECTORS static void grzo__pack_sliver(const float *GRZO__RESTRICT src, int64_t ld,
-                                                 const float *GRZO__RESTRICT u, int64_t ldu, const float *f,
-                                                 const float *s, int64_t h, int64_t kc, int64_t width,
-                                                 float *GRZO__RESTRICT stage, float *GRZO__RESTRICT out) {
+GRZO__WIDE_VECTORS static void grzo__pack_sliver(const float *GRZO__RESTRICT src, int64_t ld, const grzo__former *fm,
+                                                 int64_t h, int64_t kc, int64_t width, float *GRZO__RESTRICT stage,
+                                                 float *GRZO__RESTRICT out) {
     float t[8][GRZO__PACK_MAX_WIDTH];
     int64_t k, c, i, i0 = 0, tk;
     if (stage && ld > kc) {
@@ -222,17 +253,16 @@ GRZO__WIDE_VECTORS static void grzo__pack_sliver(const float *GRZO__RESTRICT src
         tk = kc - k < 8 ? kc - k : 8;
 #ifdef GRZO__PACK_VECTORS
         if (tk == 8) {
-            for (i0 = 0; i0 + 8 <= h; i0 += 8) grzo__pack_tile8(src, ld, u, ldu, f, s, i0, k, t);
+            for (i0 = 0; i0 + 8 <= h; i0 += 8) grzo__pack_tile8(src, ld, fm, i0, k, t);
             if (i0 + 4 <= h) {
-                grzo__pack_tile4(src, ld, u, ldu, f, s, i0, k, t);
+                grzo__pack_tile4(src, ld, fm, i0, k, t);
                 i0 += 4;
             }
         }
 #endif
         for (i = tk == 8 ? i0 : 0; i < h; i++)   /* the rows and columns left, one at a time */
             for (c = 0; c < tk; c++)
-                t[c][i] = u ? src[i * ld + k + c] + (f[i] * (s ? s[k + c] : 1.0f)) * u[i * ldu + k + c]
-                            : src[i * ld + k + c];
+                t[c][i] = fm ? src[i * ld + k + c] + grzo__former_term(fm, i, k + c) : src[i * ld + k + c];
         for (c = 0; c < tk; c++) grzo__put_sliver_row(out + (k + c) * width, t[c], width);
     }
 }
@@ -243,8 +273,7 @@ static void grzo__pack_rows(const float *M, int64_t ld, int64_t r0, int64_t n, i
                             int64_t width, float *stage, float *out) {
     int64_t q;
     for (q = 0; q < n; q += width)
-        grzo__pack_sliver(M + (r0 + q) * ld + k0, ld, NULL, 0, NULL, NULL, n - q < width ? n - q : width, kc, width, stage,
-                          out + q * kc);
+        grzo__pack_sliver(M + (r0 + q) * ld + k0, ld, NULL, n - q < width ? n - q : width, kc, width, stage, out + q * kc);
 }
 
 /* Rows [j0, j0 + h) of U, columns [k0, k0 + kc) of a d_in-wide block, row-major into urows
@@ -263,7 +292,183 @@ static void grzo__pack_u(const grzo_noise *base, int64_t d_in, int64_t j0, int64
     for (q = 0; q < n; q += width) {
         int64_t h = n - q < width ? n - q : width;
         grzo__u_rows(base, d_in, j0 + q, h, k0, kc, urows);
-        grzo__pack_sliver(urows, kc, NULL, 0, NULL, NULL, h, kc, width, NULL, out + q * kc);
+        grzo__pack_sliver(urows, kc, NULL, h, kc, width, NULL, out + q * kc);
+    }
+}
+
+/* ---- a Rademacher U as sign bits ---------------------------------------------------------
+   Forming a copy's weight from a packed float U reads 4 bytes of U per weight element for
+   every copy, from L2, and forming waited on that load (perf: 30 % of its samples on the
+   multiply that consumes it). A Rademacher U is +-1, so (f s_k) u is (f s_k) with its sign
+   flipped where u = -1: the block's U is kept as one bit per element instead, a 32-bit word
+   per k of each sliver (bit i set: row i of the sliver is -1), made from Philox's bits
+   without the floats, and the formed weight is the same bits. Slivers are at most 32 wide. */
+#define GRZO__BIT_SLIVER_MAX 32
+
+typedef struct grzo__bit_cache {
+    uint64_t tag[2];
+    uint32_t w[2][4];
+} grzo__bit_cache;
+
+/* Word `wi` of a Rademacher tensor's bit stream (bit b is element 32 wi + b, set for +1, as
+   grzo__rademacher_bit reads it). A row's groups come in order: two slots, keyed by the
+   group's parity, generate each one once. */
+static uint32_t grzo__noise_word(const grzo_noise *n, uint64_t wi, grzo__bit_cache *c) {
+    uint64_t g = wi >> 2;
+    int slot = (int)(g & 1u);
+    if (c->tag[slot] != g) {
+        grzo__noise_group(n, g, c->w[slot]);
+        c->tag[slot] = g;
+    }
+    return c->w[slot][wi & 3u];
+}
+
+/* the noise bits of elements e .. e + 31, element e in bit 0 */
+static uint32_t grzo__noise_bits32(const grzo_noise *n, uint64_t e, grzo__bit_cache *c) {
+    unsigned sh = (unsigned)(e & 31u);
+    uint32_t lo = grzo__noise_word(n, e >> 5, c);
+    return sh ? (lo >> sh) | (grzo__noise_word(n, (e >> 5) + 1u, c) << (32u - sh)) : lo;
+}
+
+/* In place: bit c of a[i] becomes bit i of a[c] (a 32 x 32 bit matrix transposed by
+   swapping ever smaller off-diagonal blocks). */
+static void grzo__transpose_bits32(uint32_t a[32]) {
+    uint32_t m = 0x0000FFFFu, t;
+    int j, k;
+    for (j = 16; j != 0; j >>= 1, m ^= m << j)
+        for (k = 0; k < 32; k = (k + j + 1) & ~j) {
+            t = ((a[k] >> j) ^ a[k + j]) & m;
+            a[k + j] ^= t;
+            a[k] ^= t << j;
+        }
+}
+
+/* words per k block of a sliver's bits: kc rounded up to whole 32 x 32 transposes */
+static int64_t grzo__bits_stride(int64_t kc) { return (kc + 31) / 32 * 32; }
+
+/* U's sign bits for rows [j0, j0 + h) (h <= 32) and columns [k0, k0 + kc) of a d_in-wide
+   block: ub[k] bit i set where U[j0 + i][k0 + k] = -1, bits of rows h.. clear. ub holds
+   grzo__bits_stride(kc) words; those past kc are scratch. */
+static void grzo__u_sliver_bits(const grzo_noise *base, int64_t d_in, int64_t j0, int64_t h, int64_t k0, int64_t kc,
+                                uint32_t *ub) {
+    int64_t nt = grzo__bits_stride(kc) / 32, t, i;
+    for (i = 0; i < 32; i++) {   /* row i's bits, 32 columns to a word, into word i of each tile */
+        grzo__bit_cache c;
+        c.tag[0] = c.tag[1] = UINT64_MAX;
+        for (t = 0; t < nt; t++)
+            ub[t * 32 + i] = i < h ? ~grzo__noise_bits32(base, (uint64_t)((j0 + i) * d_in + k0 + 32 * t), &c) : 0u;
+    }
+    for (t = 0; t < nt; t++) grzo__transpose_bits32(ub + t * 32);
+}
+
+/* The same bits row by row, for a packer that forms (grzo__former): rows [j0, j0 + h),
+   row i's at ub + i ldb (ldb >= (kc + 31) / 32 words), bit k % 32 of word k / 32. */
+static void grzo__u_row_bits(const grzo_noise *base, int64_t d_in, int64_t j0, int64_t h, int64_t k0, int64_t kc,
+                             uint32_t *ub, int64_t ldb) {
+    int64_t i, t;
+    for (i = 0; i < h; i++) {
+        grzo__bit_cache c;
+        c.tag[0] = c.tag[1] = UINT64_MAX;
+        for (t = 0; t < (kc + 31) / 32; t++)
+            ub[i * ldb + t] = ~grzo__noise_bits32(base, (uint64_t)((j0 + i) * d_in + k0 + 32 * t), &c);
+    }
+}
+
+/* The bits of rows [j0, j0 + n) in slivers of `width`: sliver q at ub + q / width * stride. */
+static void grzo__pack_u_bits(const grzo_noise *base, int64_t d_in, int64_t j0, int64_t n, int64_t k0, int64_t kc,
+                              int64_t width, uint32_t *ub) {
+    int64_t q;
+    for (q = 0; q < n; q += width)
+        grzo__u_sliver_bits(base, d_in, j0 + q, n - q < width ? n - q : width, k0, kc,
+                            ub + q / width * grzo__bits_stride(kc));
+}
+
+#ifdef GRZO__PACK_VECTORS
+typedef float grzo__v16 __attribute__((vector_size(64)));
+typedef uint32_t grzo__v16u __attribute__((vector_size(64)));
+/* lane i of half 0 (1) moves bit i (16 + i) of a word to the sign bit */
+static const grzo__v16u grzo__bit_to_sign[2] = {
+    {31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16},
+    {15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0}};
+#define GRZO__V16_ALL(x) {x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}
+#endif
+
+/* The packed float U of n rows (slivers of `width`) from their bits, for the tail set's
+   product: -1 or +1, and 0 in a sliver's rows past n like grzo__pack_u. */
+GRZO__WIDE_VECTORS static void grzo__unpack_u_bits(const uint32_t *GRZO__RESTRICT ub, int64_t n, int64_t kc,
+                                                   int64_t width, float *GRZO__RESTRICT out) {
+    int64_t q, k, i, stride = grzo__bits_stride(kc);
+    for (q = 0; q < n; q += width, ub += stride, out += width * kc) {
+        int64_t h = n - q < width ? n - q : width;
+#ifdef GRZO__PACK_VECTORS
+        if (width % 16 == 0 && h == width) {
+            const grzo__v16u sign = GRZO__V16_ALL(0x80000000u), one = GRZO__V16_ALL(0x3F800000u);
+            for (k = 0; k < kc; k++) {
+                grzo__v16u mv = GRZO__V16_ALL(ub[k]);
+                for (i = 0; i < width; i += 16) {
+                    grzo__v16u v = ((mv << grzo__bit_to_sign[i / 16]) & sign) | one;
+                    memcpy(out + k * width + i, &v, sizeof v);
+                }
+            }
+            continue;
+        }
+#endif
+        for (k = 0; k < kc; k++)
+            for (i = 0; i < width; i++) out[k * width + i] = i >= h ? 0.0f : (ub[k] >> i) & 1u ? -1.0f : 1.0f;
+    }
+}
+
+/* One sliver of the copy's weight from U's bits: out = w + (f_i s_k) u as in
+   grzo__form_sliver, with the product's sign flipped where u = -1 instead of multiplied
+   (exact either way), and its mirror's in `neg`. */
+#ifdef GRZO__PACK_VECTORS
+/* 16 rows (half hf of a 32-wide sliver) of one k */
+static inline void grzo__form_bits16(const float *w, const grzo__v16 *fsk, const grzo__v16u *mv, int hf, float *out,
+                                     float *neg) {
+    const grzo__v16u sign = GRZO__V16_ALL(0x80000000u);
+    grzo__v16 wv, p, o;
+    memcpy(&wv, w, sizeof wv);
+    p = (grzo__v16)((grzo__v16u)*fsk ^ ((*mv << grzo__bit_to_sign[hf]) & sign));
+    o = wv + p;
+    memcpy(out, &o, sizeof o);
+    if (neg) {
+        o = wv - p;
+        memcpy(neg, &o, sizeof o);
+    }
+}
+#endif
+GRZO__WIDE_VECTORS static void grzo__form_sliver_bits(const float *GRZO__RESTRICT w, const uint32_t *GRZO__RESTRICT ub,
+                                                      const float *GRZO__RESTRICT f, const float *GRZO__RESTRICT s,
+                                                      int64_t kc, int64_t width, float *GRZO__RESTRICT out,
+                                                      float *GRZO__RESTRICT neg) {
+    int64_t k, i;
+#ifdef GRZO__PACK_VECTORS
+    if (width == 16 || width == 32) {   /* f's vectors in registers, a loop for each width */
+        grzo__v16 f0, f1;
+        memcpy(&f0, f, sizeof f0);
+        if (width == 32) memcpy(&f1, f + 16, sizeof f1);
+        for (k = 0; k < kc && width == 32; k++) {
+            grzo__v16 skv = GRZO__V16_ALL(s ? s[k] : 1.0f), p0 = f0 * skv, p1 = f1 * skv;
+            grzo__v16u mv = GRZO__V16_ALL(ub[k]);
+            grzo__form_bits16(w + 32 * k, &p0, &mv, 0, out + 32 * k, neg ? neg + 32 * k : NULL);
+            grzo__form_bits16(w + 32 * k + 16, &p1, &mv, 1, out + 32 * k + 16, neg ? neg + 32 * k + 16 : NULL);
+        }
+        for (k = 0; k < kc && width == 16; k++) {
+            grzo__v16 skv = GRZO__V16_ALL(s ? s[k] : 1.0f), p0 = f0 * skv;
+            grzo__v16u mv = GRZO__V16_ALL(ub[k]);
+            grzo__form_bits16(w + 16 * k, &p0, &mv, 0, out + 16 * k, neg ? neg + 16 * k : NULL);
+        }
+        return;
+    }
+#endif
+    for (k = 0; k < kc; k++) {
+        float sk = s ? s[k] : 1.0f;
+        for (i = 0; i < width; i++) {
+            float p = f[i] * sk;
+            if ((ub[k] >> i) & 1u) p = -p;
+            out[k * width + i] = w[k * width + i] + p;
+            if (neg) neg[k * width + i] = w[k * width + i] - p;
+        }
     }
 }
 
@@ -346,16 +551,29 @@ static void grzo__fused_pair_mirrors(const grzo__fused_copy *cp, int64_t n_copie
 /* A copy's formed block straight from row-major W and freshly generated U rows, without
    packing W and U first, for ops with a single copy (a MeZO or FZOO pass: packed panels would
    serve no other copy; with two copies regenerating U twice costs more than it saves). U rows
-   go to `urows` (width x kc floats); `stage`: width x kc floats for grzo__pack_sliver. */
+   go to `urows` (width x kc floats, or a Rademacher U's bits there); `stage`: width x kc
+   floats for grzo__pack_sliver. */
 static void grzo__form_block_direct(const float *W, int64_t ld, const grzo_noise *base, const grzo__fused_copy *cq,
                                     int64_t j0, int64_t j1, int64_t k0, int64_t kc, int64_t width, float *urows,
                                     float *f, float *stage, float *out) {
+    grzo__former fm;
     int64_t q, i;
+    memset(&fm, 0, sizeof fm);
+    fm.f = f;
+    fm.s = cq->s ? cq->s + k0 : NULL;
     for (q = j0; q < j1; q += width, out += width * kc) {
         int64_t h = j1 - q < width ? j1 - q : width;
-        grzo__u_rows(base, ld, q, h, k0, kc, urows);
+        if (base->dist == GRZO_NOISE_GAUSSIAN) {
+            grzo__u_rows(base, ld, q, h, k0, kc, urows);
+            fm.u = urows;
+            fm.ldu = kc;
+        } else {
+            fm.ub = (const uint32_t *)urows;
+            fm.ldu = (kc + 31) / 32;
+            grzo__u_row_bits(base, ld, q, h, k0, kc, (uint32_t *)urows, fm.ldu);
+        }
         for (i = 0; i < h; i++) f[i] = cq->r ? cq->scale * cq->r[q + i] : cq->scale;
-        grzo__pack_sliver(W + q * ld + k0, ld, urows, kc, f, cq->s ? cq->s + k0 : NULL, h, kc, width, stage, out);
+        grzo__pack_sliver(W + q * ld + k0, ld, &fm, h, kc, width, stage, out);
     }
 }
 
@@ -443,7 +661,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     const float *W = (const float *)a->w.data;
     int64_t d_out = a->w.rows, d_in = a->w.cols, kc_max = u->kc < d_in ? u->kc : d_in, x_elems = 0, c, k0;
     int64_t n_slivers = (d_out + u->wp - 1) / u->wp, per_block, n_blocks, blk, n_tail, tail_slivers, tail_elems, *mate;
-    int nt = cpu->n_threads;
+    int nt = cpu->n_threads, bits = pt->base.dist != GRZO_NOISE_GAUSSIAN && u->wp <= GRZO__BIT_SLIVER_MAX;
     grzo__cpu_scratch sc = {{0}, 0};
     grzo__fused_copy *cp = (grzo__fused_copy *)grzo__cpu_take(&sc, (size_t)n_copies * sizeof *cp);
     float *xpack, *tbuf, *trows = NULL, *xt = NULL, *xs = NULL;
@@ -467,10 +685,10 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     if (nt > 1) n_blocks = (n_blocks + nt - 1) / nt * nt;
     if (n_blocks > n_slivers) n_blocks = n_slivers;
     per_block = (n_slivers + n_blocks - 1) / n_blocks;   /* the largest block: slivers are split evenly */
-    /* per thread: packed W, packed U and two copies' formed weights of a block, one sliver's
-       U rows, the f vector, the tail set's two products for the block */
-    t_elems = (size_t)(4 * per_block * u->wp * kc_max + u->wp * kc_max + u->wp +
-                       2 * n_tail * per_block * u->wp + 15) / 16 * 16;
+    /* per thread: packed W and U of a block, a copy's and its mirror's formed sliver, one
+       sliver's U rows, the f vector, the block's U bits, the tail set's two products */
+    t_elems = (size_t)(2 * per_block * u->wp * kc_max + 3 * u->wp * kc_max + u->wp +
+                       per_block * grzo__bits_stride(kc_max) + 2 * n_tail * per_block * u->wp + 15) / 16 * 16;
     xpack = (float *)grzo__aligned_take(&sc, (size_t)(x_elems > 0 ? x_elems : 1) * sizeof(float));
     tbuf = (float *)grzo__aligned_take(&sc, (size_t)nt * t_elems * sizeof(float));
     if (n_tail > 0) {
@@ -494,7 +712,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
         GRZO__OMP_FOR   /* the tail set's X slivers, plain and times s */
         for (c = 0; c < 2 * tail_slivers; c++) {
             int64_t q = c % tail_slivers * u->xp;
-            grzo__pack_sliver(trows + (c / tail_slivers) * n_tail * kc + q * kc, kc, NULL, 0, NULL, NULL,
+            grzo__pack_sliver(trows + (c / tail_slivers) * n_tail * kc + q * kc, kc, NULL,
                               n_tail - q < u->xp ? n_tail - q : u->xp, kc, u->xp, NULL, (c < tail_slivers ? xt : xs) + q * kc);
         }
         GRZO__OMP_FOR_DYNAMIC
@@ -502,39 +720,54 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
             int64_t s0 = blk * n_slivers / n_blocks, s1 = (blk + 1) * n_slivers / n_blocks;
             int64_t j0 = s0 * u->wp, j1 = s1 * u->wp > d_out ? d_out : s1 * u->wp, q, i, cc;
             float *wpk = tbuf + (size_t)grzo__cpu_thread() * t_elems, *upk, *formed, *formed2, *row, *f, *tw, *tt;
+            uint32_t *ub;
             upk = wpk + per_block * u->wp * kc;
             formed = upk + per_block * u->wp * kc;
-            formed2 = formed + per_block * u->wp * kc;
-            row = formed2 + per_block * u->wp * kc;
+            formed2 = formed + u->wp * kc;
+            row = formed2 + u->wp * kc;
             f = row + u->wp * kc;
-            tw = f + u->wp;
+            ub = (uint32_t *)(f + u->wp);
+            tw = (float *)(ub + per_block * grzo__bits_stride(kc));
             tt = tw + n_tail * per_block * u->wp;
             if (j0 >= j1) continue;
             if (n_copies == 1) {
                 if (cp[0].n_rows == 0) continue;
-                grzo__form_block_direct(W, d_in, &pt->base, &cp[0], j0, j1, k0, kc, u->wp, row, f, wpk, formed);
-                grzo__ukr_block(u, formed, j0, j1, xpack + cp[0].x_off, cp[0].n_rows, kc, beta, a->y + cp[0].row0 * d_out,
+                /* the whole formed block, where packed U would be (wpk: the staged W rows) */
+                grzo__form_block_direct(W, d_in, &pt->base, &cp[0], j0, j1, k0, kc, u->wp, row, f, wpk, upk);
+                grzo__ukr_block(u, upk, j0, j1, xpack + cp[0].x_off, cp[0].n_rows, kc, beta, a->y + cp[0].row0 * d_out,
                                 d_out, 0);
                 continue;
             }
             grzo__pack_rows(W, d_in, j0, j1 - j0, k0, kc, u->wp, row, wpk);
-            grzo__pack_u(&pt->base, d_in, j0, j1 - j0, k0, kc, u->wp, row, upk);
+            if (!bits)
+                grzo__pack_u(&pt->base, d_in, j0, j1 - j0, k0, kc, u->wp, row, upk);
+            else {
+                grzo__pack_u_bits(&pt->base, d_in, j0, j1 - j0, k0, kc, u->wp, ub);
+                if (n_tail > 0) grzo__unpack_u_bits(ub, j1 - j0, kc, u->wp, upk);
+            }
             for (cc = 0; cc < n_copies; cc++) {
-                /* an example's "+" and "-" copies are formed together, from one load of W and U */
+                /* an example's "+" and "-" copies are formed together, from one load of W and U;
+                   each formed sliver meets the copy's X slivers at once, while it is in L1 */
                 const grzo__fused_copy *cq = &cp[cc], *mq = mate[cc] >= 0 ? &cp[mate[cc]] : NULL;
                 if (mate[cc] == -2 || (cq->n_main == 0 && (!mq || mq->n_main == 0))) continue;
                 for (q = j0; q < j1; q += u->wp) {
                     int64_t h = j1 - q < u->wp ? j1 - q : u->wp, off = (q - j0) * kc;
-                    for (i = 0; i < u->wp; i++) f[i] = cq->r && i < h ? cq->scale * cq->r[q + i] : cq->scale;
-                    grzo__form_sliver(wpk + off, upk + off, f, cq->s ? cq->s + k0 : NULL, kc, u->wp, formed + off,
-                                      mq ? formed2 + off : NULL);
+                    /* rows past the weight's: f = 0, so that their formed values are 0 with
+                       either U (packed as 0, or as bits that say +1) */
+                    for (i = 0; i < u->wp; i++) f[i] = i >= h ? 0.0f : cq->r ? cq->scale * cq->r[q + i] : cq->scale;
+                    if (bits)
+                        grzo__form_sliver_bits(wpk + off, ub + (q - j0) / u->wp * grzo__bits_stride(kc), f,
+                                               cq->s ? cq->s + k0 : NULL, kc, u->wp, formed, mq ? formed2 : NULL);
+                    else
+                        grzo__form_sliver(wpk + off, upk + off, f, cq->s ? cq->s + k0 : NULL, kc, u->wp, formed,
+                                          mq ? formed2 : NULL);
+                    if (cq->n_main > 0)
+                        grzo__ukr_block(u, formed, q, q + h, xpack + cq->x_off, cq->n_main, kc, beta,
+                                        a->y + cq->row0 * d_out, d_out, 0);
+                    if (mq && mq->n_main > 0)
+                        grzo__ukr_block(u, formed2, q, q + h, xpack + mq->x_off, mq->n_main, kc, beta,
+                                        a->y + mq->row0 * d_out, d_out, 0);
                 }
-                if (cq->n_main > 0)
-                    grzo__ukr_block(u, formed, j0, j1, xpack + cq->x_off, cq->n_main, kc, beta, a->y + cq->row0 * d_out,
-                                    d_out, 0);
-                if (mq && mq->n_main > 0)
-                    grzo__ukr_block(u, formed2, j0, j1, xpack + mq->x_off, mq->n_main, kc, beta, a->y + mq->row0 * d_out,
-                                    d_out, 0);
             }
             if (n_tail > 0) {   /* the tail set against the shared panels, added into Y */
                 grzo__ukr_block(u, wpk, j0, j1, xt, n_tail, kc, 0.0f, tw, per_block * u->wp, j0);

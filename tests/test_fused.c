@@ -3,7 +3,8 @@
    cross every blocking edge: d_in spanning several KC blocks with a ragged last one, d_out
    not a multiple of the sliver widths, copies of 0, 1, 5, 13 and 37 rows, sign-0 segments,
    flipout and shared Z ("+" and "-" copies formed together, and one without its mirror),
-   Rademacher and Gaussian U.
+   Rademacher U (formed from its sign bits) and Gaussian U (from floats); and the pieces
+   bit for bit: the packer, the former, U's bits against grzo_noise_at.
 
    The formed weight w' = w + (scale r_j s_k) u is bit-identical in both paths, so they
    differ only in the order of the K-sum; a copy's tail rows (fewer than half an X sliver)
@@ -12,7 +13,7 @@
        |y_fused - y_exact| <= (K + 2) eps mag,   |y_fused - y_per_example| <= 2 (K + 2) eps mag.
    The fused result must also be bit-identical at 1 and 2 threads.
    With --blis-haswell it runs BLIS's haswell configuration instead of the CPU's own (6 x 16:
-   the X rows are operand A, 16-wide weight slivers, forming in 8-float vectors), so that an
+   the X rows are operand A, 16-wide weight slivers, one 16-bit half of U's words), so that an
    AVX-512 machine also tests the layout AVX2 machines get. With --bad-blis-env (run with
    BLIS_ARCH_TYPE naming a configuration BLIS lacks, which makes BLIS abort the process) the
    backend must not call BLIS: it reports the fused path off with a warning naming the
@@ -147,34 +148,48 @@ static void check_packer(void)
     static const int64_t widths[] = { 6, 12, 16, 32 }, kcs[] = { 1, 7, 8, 9, 45, 384 }, lds[] = { 400, 1024 };
     float *src = (float *)malloc(sizeof(float) * 32 * 1024), *u = (float *)malloc(sizeof(float) * 32 * 384);
     float *out = (float *)malloc(sizeof(float) * 32 * 384), *want = (float *)malloc(sizeof(float) * 32 * 384);
-    float *stage = (float *)malloc(sizeof(float) * 32 * 384), f[32], sg[384];
+    float *stage = (float *)malloc(sizeof(float) * 32 * 384), *pm = (float *)malloc(sizeof(float) * 32 * 384);
+    uint32_t *ub = (uint32_t *)calloc(32 * 12, sizeof(uint32_t));
+    float f[32], sg[384];
     int64_t wi, ki, li, h, form, i, k, n = 0;
-    REQUIRE(src && u && out && want && stage);
+    REQUIRE(src && u && out && want && stage && pm && ub);
     tu_fill_unif(src, 32 * 1024, 21, -1.0f, 1.0f);
     tu_fill_unif(u, 32 * 384, 22, -1.0f, 1.0f);
     tu_fill_unif(f, 32, 23, -0.1f, 0.1f);
     for (k = 0; k < 384; k++) sg[k] = (k * 7) % 3 ? 1.0f : -1.0f;
+    /* a +-1 U (row i at pm + i 384) and its bits (row i at ub + i 12: bit set where -1) */
+    for (i = 0; i < 32; i++)
+        for (k = 0; k < 384; k++) {
+            pm[i * 384 + k] = u[i * 384 + k] < 0.0f ? -1.0f : 1.0f;
+            if (pm[i * 384 + k] < 0.0f) ub[i * 12 + k / 32] |= 1u << (k % 32);
+        }
     for (wi = 0; wi < 4; wi++)
         for (ki = 0; ki < 6; ki++)
             for (li = 0; li < 2; li++)
                 for (h = 1; h <= widths[wi]; h++)
-                    for (form = 0; form < 3; form++) {   /* plain; formed; formed with s */
+                    for (form = 0; form < 5; form++) {   /* plain; formed; formed with s; the two with U's bits */
                         int64_t width = widths[wi], kc = kcs[ki], ld = lds[li];
-                        const float *s = form == 2 ? sg : NULL;
+                        const float *s = form % 2 == 0 && form > 0 ? sg : NULL, *uf = form >= 3 ? pm : u;
+                        int64_t ldu = form >= 3 ? 384 : kc;
+                        grzo__former fm;
+                        memset(&fm, 0, sizeof fm);
+                        fm.f = f;
+                        fm.s = s;
+                        if (form >= 3) { fm.ub = ub; fm.ldu = 12; } else { fm.u = u; fm.ldu = kc; }
                         for (k = 0; k < kc; k++)
                             for (i = 0; i < width; i++)
                                 want[k * width + i] = i >= h ? 0.0f
-                                                      : form ? src[i * ld + k] + (f[i] * (s ? s[k] : 1.0f)) * u[i * kc + k]
+                                                      : form ? src[i * ld + k] + (f[i] * (s ? s[k] : 1.0f)) * uf[i * ldu + k]
                                                              : src[i * ld + k];
                         memset(out, 0xff, sizeof(float) * (size_t)(width * kc));
-                        grzo__pack_sliver(src, ld, form ? u : NULL, kc, f, s, h, kc, width, h % 2 ? stage : NULL, out);
+                        grzo__pack_sliver(src, ld, form ? &fm : NULL, h, kc, width, h % 2 ? stage : NULL, out);
                         CHECKF(memcmp(out, want, sizeof(float) * (size_t)(width * kc)) == 0,
                                "packer: width %lld kc %lld ld %lld h %lld form %lld differs from the scalar expression",
                                (long long)width, (long long)kc, (long long)ld, (long long)h, (long long)form);
                         n++;
                     }
     printf("test_fused: packer bit-identical to the scalar expression in %lld cases\n", (long long)n);
-    free(src); free(u); free(out); free(want); free(stage);
+    free(src); free(u); free(out); free(want); free(stage); free(pm); free(ub);
 #endif
 }
 
@@ -188,6 +203,7 @@ static void check_former(void)
     float *w = (float *)malloc(sizeof(float) * 32 * 384), *u = (float *)malloc(sizeof(float) * 32 * 384);
     float *out = (float *)malloc(sizeof(float) * 32 * 384), *neg = (float *)malloc(sizeof(float) * 32 * 384);
     float f[32], sg[384];
+    uint32_t ub[384];
     int64_t wi, ki, i, k, n = 0;
     int form, mirror;
     REQUIRE(w && u && out && neg);
@@ -211,10 +227,76 @@ static void check_former(void)
                         }
                     CHECKF(bad == 0, "former: width %lld kc %lld s %d mirror %d: %lld elements differ",
                            (long long)width, (long long)kc, form, mirror, (long long)bad);
-                    n++;
+                    /* a +-1 U as bits: the same expression with u = -1 where a bit is set */
+                    for (k = 0; k < kc; k++) {
+                        ub[k] = 0;
+                        for (i = 0; i < width; i++) ub[k] |= (uint32_t)(u[k * width + i] < 0.0f) << i;
+                    }
+                    bad = 0;
+                    grzo__form_sliver_bits(w, ub, f, s, kc, width, out, mirror ? neg : NULL);
+                    for (k = 0; k < kc; k++)
+                        for (i = 0; i < width; i++) {
+                            float pm = u[k * width + i] < 0.0f ? -1.0f : 1.0f;
+                            float p = (f[i] * (s ? s[k] : 1.0f)) * pm, a = w[k * width + i] + p, b = w[k * width + i] - p;
+                            bad += memcmp(&out[k * width + i], &a, sizeof a) != 0;
+                            if (mirror) bad += memcmp(&neg[k * width + i], &b, sizeof b) != 0;
+                        }
+                    CHECKF(bad == 0, "former from bits: width %lld kc %lld s %d mirror %d: %lld elements differ",
+                           (long long)width, (long long)kc, form, mirror, (long long)bad);
+                    n += 2;
                 }
     printf("test_fused: former bit-identical to the scalar expression in %lld cases\n", (long long)n);
     free(w); free(u); free(out); free(neg);
+#endif
+}
+
+/* A Rademacher U as bits, against grzo_noise_at element by element: a block's bits in
+   slivers (32 x 32 transposes, rows past the weight clear), row by row (for the packer that
+   forms), and unpacked to the floats grzo__pack_u packs, bit for bit; starting columns that
+   are not multiples of 32 and rows that start inside a Philox group, widths 12, 16 and 32. */
+static void check_u_bits(void)
+{
+#ifdef GRZO_USE_BLIS
+    static const int64_t widths[] = { 12, 16, 32 }, d_ins[] = { 1000, 576, 77 }, k0s[] = { 0, 5, 384 }, kcs[] = { 1, 31, 33, 192 };
+    static const int64_t n_rows[] = { 1, 17, 75 };
+    uint32_t *ub = (uint32_t *)malloc(sizeof(uint32_t) * 3 * 224), *rb = (uint32_t *)malloc(sizeof(uint32_t) * 75 * 7);
+    float *uf = (float *)malloc(sizeof(float) * 96 * 192), *got = (float *)malloc(sizeof(float) * 96 * 192);
+    float *urows = (float *)malloc(sizeof(float) * 32 * 192);
+    grzo_noise nz = { 0x5eedULL, 7, 3, GRZO_STREAM_BASE, GRZO_NOISE_RADEMACHER };
+    int64_t wi, di, ki, ci, ni, i, k, n = 0;
+    REQUIRE(ub && rb && uf && got && urows);
+    for (wi = 0; wi < 3; wi++)
+        for (di = 0; di < 3; di++)
+            for (ki = 0; ki < 3; ki++)
+                for (ci = 0; ci < 4; ci++)
+                    for (ni = 0; ni < 3; ni++) {
+                        int64_t width = widths[wi], d_in = d_ins[di], k0 = k0s[ki], kc = kcs[ci], rows = n_rows[ni];
+                        int64_t j0 = 3, stride = grzo__bits_stride(kc), bad = 0, q;
+                        if (k0 + kc > d_in || (rows + width - 1) / width > 3) continue;
+                        grzo__pack_u_bits(&nz, d_in, j0, rows, k0, kc, width, ub);
+                        grzo__u_row_bits(&nz, d_in, j0, rows, k0, kc, rb, 7);
+                        for (q = 0; q < rows; q += width)
+                            for (k = 0; k < kc; k++)
+                                for (i = 0; i < width; i++) {
+                                    int set = (int)((ub[q / width * stride + k] >> i) & 1u);
+                                    int want = q + i < rows && grzo_noise_at(&nz, (uint64_t)((j0 + q + i) * d_in + k0 + k)) < 0.0f;
+                                    bad += set != want;
+                                }
+                        for (i = 0; i < rows; i++)
+                            for (k = 0; k < kc; k++)
+                                bad += (int)((rb[i * 7 + k / 32] >> (k % 32)) & 1u) !=
+                                       (grzo_noise_at(&nz, (uint64_t)((j0 + i) * d_in + k0 + k)) < 0.0f);
+                        grzo__pack_u(&nz, d_in, j0, rows, k0, kc, width, urows, uf);
+                        memset(got, 0xff, sizeof(float) * (size_t)((rows + width - 1) / width * width * kc));
+                        grzo__unpack_u_bits(ub, rows, kc, width, got);
+                        bad += memcmp(got, uf, sizeof(float) * (size_t)((rows + width - 1) / width * width * kc)) != 0;
+                        CHECKF(bad == 0, "U bits: width %lld d_in %lld k0 %lld kc %lld rows %lld: %lld differ",
+                               (long long)width, (long long)d_in, (long long)k0, (long long)kc, (long long)rows,
+                               (long long)bad);
+                        n++;
+                    }
+    printf("test_fused: U's bits equal grzo_noise_at's signs in %lld cases\n", (long long)n);
+    free(ub); free(rb); free(uf); free(got); free(urows);
 #endif
 }
 
@@ -316,6 +398,7 @@ int main(int argc, char **argv)
     grzo_backend_destroy(&be);
     check_packer();
     check_former();
+    check_u_bits();
     {
         int layout, flip, gauss;
         for (layout = 0; layout < 2; layout++)
