@@ -235,6 +235,49 @@ static void grzo__cpu_release(grzo__cpu_scratch *s) { while (s->n > 0) free(s->p
 #define GRZO__RESTRICT restrict
 #endif
 
+/* ---- a Rademacher U's bits --------------------------------------------------------------
+   A Rademacher U is +-1, and u x is x with its sign flipped where u = -1, exactly: the loops
+   that run once per weight element (forming, the update) read U as one bit per element,
+   straight from Philox's words, instead of generating and reading a float. */
+typedef struct grzo__bit_cache {
+    uint64_t tag[2];
+    uint32_t w[2][4];
+} grzo__bit_cache;
+
+/* Word `wi` of a Rademacher tensor's bit stream (bit b is element 32 wi + b, set for +1, as
+   grzo__rademacher_bit reads it). A row's groups come in order: two slots, keyed by the
+   group's parity, generate each one once. */
+static uint32_t grzo__noise_word(const grzo_noise *n, uint64_t wi, grzo__bit_cache *c) {
+    uint64_t g = wi >> 2;
+    int slot = (int)(g & 1u);
+    if (c->tag[slot] != g) {
+        grzo__noise_group(n, g, c->w[slot]);
+        c->tag[slot] = g;
+    }
+    return c->w[slot][wi & 3u];
+}
+
+/* the noise bits of elements e .. e + 31, element e in bit 0 */
+static uint32_t grzo__noise_bits32(const grzo_noise *n, uint64_t e, grzo__bit_cache *c) {
+    unsigned sh = (unsigned)(e & 31u);
+    uint32_t lo = grzo__noise_word(n, e >> 5, c);
+    return sh ? (lo >> sh) | (grzo__noise_word(n, (e >> 5) + 1u, c) << (32u - sh)) : lo;
+}
+
+/* U's sign bits row by row: rows [j0, j0 + h) and columns [k0, k0 + kc) of a d_in-wide
+   block, row i's at ub + i ldb (ldb >= (kc + 31) / 32 words), bit k % 32 of word k / 32 set
+   where U[j0 + i][k0 + k] = -1. */
+static void grzo__u_row_bits(const grzo_noise *base, int64_t d_in, int64_t j0, int64_t h, int64_t k0, int64_t kc,
+                             uint32_t *ub, int64_t ldb) {
+    int64_t i, t;
+    for (i = 0; i < h; i++) {
+        grzo__bit_cache c;
+        c.tag[0] = c.tag[1] = UINT64_MAX;
+        for (t = 0; t < (kc + 31) / 32; t++)
+            ub[i * ldb + t] = ~grzo__noise_bits32(base, (uint64_t)((j0 + i) * d_in + k0 + 32 * t), &c);
+    }
+}
+
 #include "grzo_cpu_kernels.h"
 #ifdef GRZO_USE_BLIS
 #include "grzo_cpu_fused.h"
@@ -988,12 +1031,51 @@ static grzo_status grzo__cpu_embedding(void *self, const grzo_embedding_args *a)
 }
 
 /* ---- update: theta -= U (.) (sum_e coeff_e r_e s_e^T) + decay theta, one pass over theta ---------------------- */
-/* p -= u (.) m + decay p for one row of theta, its U row and its row of M. Built for the CPU's
-   widest vectors: each element's operations keep their order. */
+/* x with its sign flipped where bit c of w is set: u x for u = -1 or +1, exactly */
+static inline float grzo__flip_sign(float x, uint32_t w, int c) {
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    b ^= (w << (31 - c)) & 0x80000000u;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
+/* p -= u (.) m + decay p for one row of theta: its U row as floats (u) or as bits (ub, set
+   where u = -1), its row of M (m) or one coefficient g for the row (m NULL). Built for the
+   CPU's widest vectors: each element's operations keep their order, and u m is the same bits
+   either way. */
 GRZO__WIDE_VECTORS static void grzo__cpu_apply_row(float *GRZO__RESTRICT p, const float *GRZO__RESTRICT u,
-                                                   const float *GRZO__RESTRICT m, int64_t cols, float decay) {
-    int64_t k;
-    for (k = 0; k < cols; k++) p[k] = p[k] - u[k] * m[k] - decay * p[k];
+                                                   const uint32_t *GRZO__RESTRICT ub, const float *GRZO__RESTRICT m,
+                                                   float g, int64_t cols, float decay) {
+    int64_t k, k0;
+    int c, n;
+    if (!ub) {
+        if (m)
+            for (k = 0; k < cols; k++) p[k] = p[k] - u[k] * m[k] - decay * p[k];
+        else
+            for (k = 0; k < cols; k++) p[k] = p[k] - u[k] * g - decay * p[k];
+        return;
+    }
+    for (k0 = 0; k0 < cols; k0 += 32) {   /* a word of U's bits at a time */
+        uint32_t w = ub[k0 / 32];
+        float *q = p + k0;
+        n = cols - k0 < 32 ? (int)(cols - k0) : 32;
+        if (m)
+            for (c = 0; c < n; c++) q[c] = q[c] - grzo__flip_sign(m[k0 + c], w, c) - decay * q[c];
+        else
+            for (c = 0; c < n; c++) q[c] = q[c] - grzo__flip_sign(g, w, c) - decay * q[c];
+    }
+}
+
+/* Row j of the update's U, as bits for a Rademacher U (ub: (cols + 31) / 32 words) or as
+   floats (u: cols) for a Gaussian one; returns the bits or NULL. */
+static const uint32_t *grzo__cpu_update_u_row(const grzo_noise *base, int64_t j, int64_t cols, float *u) {
+    if (base->dist == GRZO_NOISE_GAUSSIAN) {
+        grzo_noise_fill(base, (uint64_t)(j * cols), (size_t)cols, u);
+        return NULL;
+    }
+    grzo__u_row_bits(base, cols, j, 1, 0, cols, (uint32_t *)u, (cols + 31) / 32);
+    return (const uint32_t *)u;
 }
 
 /* Flipout matrix and embedding blocks: M = R^T diag(coeff) S, a rank-B product, by the GEMM
@@ -1026,8 +1108,8 @@ static grzo_status grzo__cpu_update_flipout(grzo__cpu *cpu, const grzo_update_ar
         }
         grzo__cpu_gemm_nt(1, m, cols, B, rc, B, St, B, 0.0f, M, cols);
         for (r = 0; r < m; r++) {
-            grzo_noise_fill(&a->base, (uint64_t)(row[r] * cols), (size_t)cols, u);   /* U row */
-            grzo__cpu_apply_row(P + row[r] * cols, u, M + r * cols, cols, a->decay);
+            const uint32_t *ub = grzo__cpu_update_u_row(&a->base, row[r], cols, u);
+            grzo__cpu_apply_row(P + row[r] * cols, u, ub, M + r * cols, 0.0f, cols, a->decay);
         }
     }
     free(St);
@@ -1057,15 +1139,16 @@ static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
     if (!scratch) { free(R); free(S); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "update: scratch allocation failed"); }
     GRZO__OMP_FOR
     for (j = 0; j < rows; j++) {
-        float *u = scratch + grzo__cpu_thread() * cols, *p = P + j * cols, g = (float)shared;
-        int64_t k, i;
+        float *u = scratch + grzo__cpu_thread() * cols, g = (float)shared;
+        const uint32_t *ub;
+        int64_t i;
         if (a->touched && !a->touched[j]) continue;
-        grzo_noise_fill(&a->base, (uint64_t)(j * cols), (size_t)cols, u);   /* U row j */
+        ub = grzo__cpu_update_u_row(&a->base, j, cols, u);
         if (a->flipout) {
             g = 0.0f;
             for (i = 0; i < B; i++) g += a->coeff[i] * R[i * rows + j];
         }
-        for (k = 0; k < cols; k++) p[k] = p[k] - u[k] * g - a->decay * p[k];
+        grzo__cpu_apply_row(P + j * cols, u, ub, NULL, g, cols, a->decay);
     }
     free(scratch);
     free(R);

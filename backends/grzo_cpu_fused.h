@@ -302,33 +302,9 @@ static void grzo__pack_u(const grzo_noise *base, int64_t d_in, int64_t j0, int64
    multiply that consumes it). A Rademacher U is +-1, so (f s_k) u is (f s_k) with its sign
    flipped where u = -1: the block's U is kept as one bit per element instead, a 32-bit word
    per k of each sliver (bit i set: row i of the sliver is -1), made from Philox's bits
-   without the floats, and the formed weight is the same bits. Slivers are at most 32 wide. */
+   without the floats (grzo__noise_bits32 in grzo_cpu.h), and the formed weight is the same
+   bits. Slivers are at most 32 wide. */
 #define GRZO__BIT_SLIVER_MAX 32
-
-typedef struct grzo__bit_cache {
-    uint64_t tag[2];
-    uint32_t w[2][4];
-} grzo__bit_cache;
-
-/* Word `wi` of a Rademacher tensor's bit stream (bit b is element 32 wi + b, set for +1, as
-   grzo__rademacher_bit reads it). A row's groups come in order: two slots, keyed by the
-   group's parity, generate each one once. */
-static uint32_t grzo__noise_word(const grzo_noise *n, uint64_t wi, grzo__bit_cache *c) {
-    uint64_t g = wi >> 2;
-    int slot = (int)(g & 1u);
-    if (c->tag[slot] != g) {
-        grzo__noise_group(n, g, c->w[slot]);
-        c->tag[slot] = g;
-    }
-    return c->w[slot][wi & 3u];
-}
-
-/* the noise bits of elements e .. e + 31, element e in bit 0 */
-static uint32_t grzo__noise_bits32(const grzo_noise *n, uint64_t e, grzo__bit_cache *c) {
-    unsigned sh = (unsigned)(e & 31u);
-    uint32_t lo = grzo__noise_word(n, e >> 5, c);
-    return sh ? (lo >> sh) | (grzo__noise_word(n, (e >> 5) + 1u, c) << (32u - sh)) : lo;
-}
 
 /* In place: bit c of a[i] becomes bit i of a[c] (a 32 x 32 bit matrix transposed by
    swapping ever smaller off-diagonal blocks). */
@@ -359,19 +335,6 @@ static void grzo__u_sliver_bits(const grzo_noise *base, int64_t d_in, int64_t j0
             ub[t * 32 + i] = i < h ? ~grzo__noise_bits32(base, (uint64_t)((j0 + i) * d_in + k0 + 32 * t), &c) : 0u;
     }
     for (t = 0; t < nt; t++) grzo__transpose_bits32(ub + t * 32);
-}
-
-/* The same bits row by row, for a packer that forms (grzo__former): rows [j0, j0 + h),
-   row i's at ub + i ldb (ldb >= (kc + 31) / 32 words), bit k % 32 of word k / 32. */
-static void grzo__u_row_bits(const grzo_noise *base, int64_t d_in, int64_t j0, int64_t h, int64_t k0, int64_t kc,
-                             uint32_t *ub, int64_t ldb) {
-    int64_t i, t;
-    for (i = 0; i < h; i++) {
-        grzo__bit_cache c;
-        c.tag[0] = c.tag[1] = UINT64_MAX;
-        for (t = 0; t < (kc + 31) / 32; t++)
-            ub[i * ldb + t] = ~grzo__noise_bits32(base, (uint64_t)((j0 + i) * d_in + k0 + 32 * t), &c);
-    }
 }
 
 /* The bits of rows [j0, j0 + n) in slivers of `width`: sliver q at ub + q / width * stride. */
