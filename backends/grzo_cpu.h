@@ -1109,7 +1109,7 @@ static grzo_status grzo__cpu_update_flipout(grzo__cpu *cpu, const grzo_update_ar
         grzo__cpu_gemm_nt(1, m, cols, B, rc, B, St, B, 0.0f, M, cols);
         for (r = 0; r < m; r++) {
             const uint32_t *ub = grzo__cpu_update_u_row(&a->base, row[r], cols, u);
-            grzo__cpu_apply_row(P + row[r] * cols, u, ub, M + r * cols, 0.0f, cols, a->decay);
+            grzo__cpu_apply_row(P + row[r] * cols, ub ? NULL : u, ub, M + r * cols, 0.0f, cols, a->decay);
         }
     }
     free(St);
@@ -1148,7 +1148,7 @@ static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
             g = 0.0f;
             for (i = 0; i < B; i++) g += a->coeff[i] * R[i * rows + j];
         }
-        grzo__cpu_apply_row(P + j * cols, u, ub, NULL, g, cols, a->decay);
+        grzo__cpu_apply_row(P + j * cols, ub ? NULL : u, ub, NULL, g, cols, a->decay);
     }
     free(scratch);
     free(R);

@@ -108,14 +108,15 @@ static void *grzo__aligned_take(grzo__cpu_scratch *s, size_t bytes) {
 
 /* The transposing packer under every panel: `h` rows of a row-major source (row i at
    src + i ld) become one sliver of `width` rows, out[k width + i] for k < kc, rows h..width-1
-   zero. With u (row i at u + i ldu) the rows packed are the formed weight w + (f_i s_k) u,
-   the per-example path's expression and bits (s NULL: s_k = 1).
+   zero. With a former (below) the rows packed are the formed weight w + (f_i s_k) u, the
+   per-example path's expression and bits.
    Tiles of 8 columns go through 8 x 8 transposes in registers into a buffer whose rows are
    then written whole: 1536 x 576 into 32-wide slivers takes 0.11 ns per element (0.15
    formed) against 0.45 for a gather of each column. `stage` (NULL, or width x kc floats):
    copy the rows there first (callers pass it for weights, which stream from memory, and for
-   rows 4 KiB apart; SmolLM2's FZOO step: 5.35 -> 5.17 x inference). */
-/* What forms the rows being packed (a NULL former: copied as they are): row i becomes
+   rows 4 KiB apart; SmolLM2's FZOO step: 5.35 -> 5.17 x inference).
+
+   What forms the rows being packed (a NULL former: copied as they are): row i becomes
    w_i + (f_i s_k) u_ik, with U as floats (u, row i at u + i ldu) or, for a Rademacher U, as
    bits (ub: bit k % 32 of word i ldu + k / 32 set where u_ik = -1; (f_i s_k) u_ik is then
    (f_i s_k) with its sign flipped, the same bits); s NULL: s_k = 1. */
