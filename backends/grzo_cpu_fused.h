@@ -382,6 +382,26 @@ GRZO__WIDE_VECTORS static void grzo__unpack_u_bits(const uint32_t *GRZO__RESTRIC
     }
 }
 
+/* One sliver of the copy's weight, any width, element by element: out = w + (f_i s_k) u,
+   U as floats (u) or as bits (ub: bit i of ub[k] set where u = -1, the product's sign then
+   flipped instead of multiplied, exactly), and its mirror's in `neg`: the expression the
+   vector formers below compute. */
+GRZO__WIDE_VECTORS static void grzo__form_sliver_any(const float *GRZO__RESTRICT w, const float *GRZO__RESTRICT u,
+                                                     const uint32_t *GRZO__RESTRICT ub, const float *GRZO__RESTRICT f,
+                                                     const float *GRZO__RESTRICT s, int64_t kc, int64_t width,
+                                                     float *GRZO__RESTRICT out, float *GRZO__RESTRICT neg) {
+    int64_t k, i;
+    for (k = 0; k < kc; k++) {
+        float sk = s ? s[k] : 1.0f;
+        for (i = 0; i < width; i++) {
+            float p = f[i] * sk;
+            p = ub ? ((ub[k] >> i) & 1u ? -p : p) : p * u[k * width + i];
+            out[k * width + i] = w[k * width + i] + p;
+            if (neg) neg[k * width + i] = w[k * width + i] - p;
+        }
+    }
+}
+
 /* One sliver of the copy's weight from U's bits: out = w + (f_i s_k) u as in
    grzo__form_sliver, with the product's sign flipped where u = -1 instead of multiplied
    (exact either way), and its mirror's in `neg`. */
@@ -405,19 +425,23 @@ GRZO__WIDE_VECTORS static void grzo__form_sliver_bits(const float *GRZO__RESTRIC
                                                       const float *GRZO__RESTRICT f, const float *GRZO__RESTRICT s,
                                                       int64_t kc, int64_t width, float *GRZO__RESTRICT out,
                                                       float *GRZO__RESTRICT neg) {
-    int64_t k, i;
 #ifdef GRZO__PACK_VECTORS
-    if (width == 16 || width == 32) {   /* f's vectors in registers, a loop for each width */
-        grzo__v16 f0, f1;
+    int64_t k;
+    grzo__v16 f0, f1;
+    if (width == 32) {   /* f's vectors in registers */
         memcpy(&f0, f, sizeof f0);
-        if (width == 32) memcpy(&f1, f + 16, sizeof f1);
-        for (k = 0; k < kc && width == 32; k++) {
+        memcpy(&f1, f + 16, sizeof f1);
+        for (k = 0; k < kc; k++) {
             grzo__v16 skv = GRZO__V16_ALL(s ? s[k] : 1.0f), p0 = f0 * skv, p1 = f1 * skv;
             grzo__v16u mv = GRZO__V16_ALL(ub[k]);
             grzo__form_bits16(w + 32 * k, &p0, &mv, 0, out + 32 * k, neg ? neg + 32 * k : NULL);
             grzo__form_bits16(w + 32 * k + 16, &p1, &mv, 1, out + 32 * k + 16, neg ? neg + 32 * k + 16 : NULL);
         }
-        for (k = 0; k < kc && width == 16; k++) {
+        return;
+    }
+    if (width == 16) {
+        memcpy(&f0, f, sizeof f0);
+        for (k = 0; k < kc; k++) {
             grzo__v16 skv = GRZO__V16_ALL(s ? s[k] : 1.0f), p0 = f0 * skv;
             grzo__v16u mv = GRZO__V16_ALL(ub[k]);
             grzo__form_bits16(w + 16 * k, &p0, &mv, 0, out + 16 * k, neg ? neg + 16 * k : NULL);
@@ -425,15 +449,7 @@ GRZO__WIDE_VECTORS static void grzo__form_sliver_bits(const float *GRZO__RESTRIC
         return;
     }
 #endif
-    for (k = 0; k < kc; k++) {
-        float sk = s ? s[k] : 1.0f;
-        for (i = 0; i < width; i++) {
-            float p = f[i] * sk;
-            if ((ub[k] >> i) & 1u) p = -p;
-            out[k * width + i] = w[k * width + i] + p;
-            if (neg) neg[k * width + i] = w[k * width + i] - p;
-        }
-    }
+    grzo__form_sliver_any(w, NULL, ub, f, s, kc, width, out, neg);
 }
 
 /* One sliver of the copy's weight: out = w + (f_i s_k) u, f_i = scale r_i, the
@@ -469,28 +485,12 @@ GRZO__WIDE_VECTORS static void grzo__form_sliver_v8(const float *GRZO__RESTRICT 
 }
 #endif
 
-/* any width, element by element */
-GRZO__WIDE_VECTORS static void grzo__form_sliver_any(const float *GRZO__RESTRICT w, const float *GRZO__RESTRICT u,
-                                                     const float *GRZO__RESTRICT f, const float *GRZO__RESTRICT s,
-                                                     int64_t kc, int64_t width, float *GRZO__RESTRICT out,
-                                                     float *GRZO__RESTRICT neg) {
-    int64_t k, i;
-    for (k = 0; k < kc; k++) {
-        float sk = s ? s[k] : 1.0f;
-        for (i = 0; i < width; i++) {
-            float p = (f[i] * sk) * u[k * width + i];
-            out[k * width + i] = w[k * width + i] + p;
-            if (neg) neg[k * width + i] = w[k * width + i] - p;
-        }
-    }
-}
-
 static void grzo__form_sliver(const float *w, const float *u, const float *f, const float *s, int64_t kc, int64_t width,
                               float *out, float *neg) {
 #ifdef GRZO__PACK_VECTORS
     if (width % 8 == 0) { grzo__form_sliver_v8(w, u, f, s, kc, width, out, neg); return; }
 #endif
-    grzo__form_sliver_any(w, u, f, s, kc, width, out, neg);
+    grzo__form_sliver_any(w, u, NULL, f, s, kc, width, out, neg);
 }
 
 /* Pairs each copy with its mirror (the same signs r, s, the opposite scale) where passes put
