@@ -8,7 +8,8 @@
    (flipout) or scale_c (shared). The loops are BLIS's five around one micro-kernel, with
    the weight as the packed operand that is formed instead of copied:
 
-     for each KC block of the shared dimension (sequential: the kernel accumulates in Y)
+     for each K block of the shared dimension (sequential: the kernel accumulates in Y;
+       BLIS's KC for one copy, up to 1.5 KC split evenly for many: grzo__copies_kc)
        pack every copy's rows of X into NR-wide (or MR-wide) slivers, once; a copy's last
          rows (fewer than half a sliver) go to the tail set instead
        for each block of weight rows (about MC/4 rows; one thread each)
@@ -616,6 +617,19 @@ static void grzo__fused_add_tails(const grzo__fused_copy *cp, int64_t n_copies, 
         }
 }
 
+/* The K block of a multi-copy op: the fewest blocks of at most 1.5 KC, of equal size (a
+   multiple of 8, the packer's tile). Every K block re-reads and re-writes all the copies' Y
+   tiles, scattered over Y, and Y outgrows L2 at a model's shapes (SmolLM2's 1160 rows x 1536:
+   7 MB); one block instead of two at 576 wide saved 9 % of a GRZO linear 1536x576 at 1 thread
+   and 7 % at 2 (bench_linear --lengths of bench_llm's prompts). A single-copy op (MeZO/FZOO)
+   keeps BLIS's KC: its one formed block meets every row while it is in L2, and the longer
+   block slowed its 576x576 pass at 2 threads by 13 %. */
+static int64_t grzo__copies_kc(int64_t kc, int64_t d_in) {
+    int64_t most = kc * 3 / 2, n = (d_in + most - 1) / most, even = (d_in + n - 1) / n;
+    even = (even + 7) / 8 * 8;
+    return even < d_in ? even : d_in;
+}
+
 /* The fused perturbed linear over n_copies copies. R, S: the B examples' sign vectors
    (flipout) or NULL. */
 static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args *a, const grzo__fused_copy *copies,
@@ -623,7 +637,8 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     const grzo__ukr *u = cpu->ukr;
     const grzo_perturb *pt = a->perturb;
     const float *W = (const float *)a->w.data;
-    int64_t d_out = a->w.rows, d_in = a->w.cols, kc_max = u->kc < d_in ? u->kc : d_in, x_elems = 0, c, k0;
+    int64_t d_out = a->w.rows, d_in = a->w.cols, x_elems = 0, c, k0;
+    int64_t kc_max = n_copies > 1 ? grzo__copies_kc(u->kc, d_in) : u->kc < d_in ? u->kc : d_in;
     int64_t n_slivers = (d_out + u->wp - 1) / u->wp, per_block, n_blocks, blk, n_tail, tail_slivers, tail_elems, *mate;
     int nt = cpu->n_threads, bits = pt->base.dist != GRZO_NOISE_GAUSSIAN && u->wp <= GRZO__BIT_SLIVER_MAX;
     grzo__cpu_scratch sc = {{0}, 0};

@@ -4,13 +4,16 @@
    the cost of two calls) and a quick wall-clock look at one algorithm.
 
      bench_linear [--op plain|grzo|mezo] [--algo auto|per-example|two-gemm|fused]
-                  [--calls N] [--width D] [--rows T] [--batch B] [--threads N]
+                  [--calls N] [--width D] [--d-out N] [--rows T] [--batch B]
+                  [--lengths T1,T2,...] [--threads N]
 
    --op grzo: one GRZO pass's linear over 2B copies of T rows (flipout, every copy its own
    weight); mezo: one MeZO pass's linear over B copies of T rows (shared Z: one weight);
-   plain: the unperturbed linear of the 2B T rows. The weight is D x D. It prints the best
-   and mean wall time per call and the plain FLOPs rate. --threads N (default 1) sets the
-   backend's threads and OpenMP's, which OpenBLAS's OpenMP build uses. */
+   plain: the unperturbed linear of the 2B T rows. The weight is d_out x D (--d-out,
+   default D). --lengths gives each example its own row count instead (B = their number;
+   e.g. bench_llm's prompt lengths, printed in its header). It prints the best and mean wall
+   time per call and the plain FLOPs rate. --threads N (default 1) sets the backend's
+   threads and OpenMP's, which OpenBLAS's OpenMP build uses. */
 #define _POSIX_C_SOURCE 200809L
 #define GRZO_IMPLEMENTATION
 #include "grzo.h"
@@ -26,9 +29,13 @@
 #include <string.h>
 #include <time.h>
 
+#define MAX_LENGTHS 256
+
 typedef struct linear_opts {
     const char *op;
-    int64_t algo, calls, width, rows, batch, threads;
+    int64_t algo, calls, width, d_out, rows, batch, threads;
+    int64_t lengths[MAX_LENGTHS];   /* rows of each example; n_lengths 0: rows each */
+    int64_t n_lengths;
 } linear_opts;
 
 static double now_seconds(void)
@@ -47,6 +54,39 @@ static int parse_algo(const char *v)
     return -1;
 }
 
+/* "T1,T2,..." into o->lengths (each 1..4096, at most MAX_LENGTHS) */
+static int parse_lengths(const char *v, linear_opts *o)
+{
+    char err[256], item[32];
+    const char *p = v;
+    o->n_lengths = 0;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        if (n == 0 || n >= sizeof item || o->n_lengths == MAX_LENGTHS) {
+            fprintf(stderr, "bench_linear: --lengths: expected up to %d comma-separated row counts, got '%s'\n",
+                    MAX_LENGTHS, v);
+            return 0;
+        }
+        memcpy(item, p, n);
+        item[n] = '\0';
+        if (cli_parse_int("--lengths", item, 1, 4096, &o->lengths[o->n_lengths], err, sizeof err)) {
+            fprintf(stderr, "bench_linear: %s\n", err);
+            return 0;
+        }
+        o->n_lengths++;
+        p += n;
+        if (*p == ',' && *++p == '\0') {
+            fprintf(stderr, "bench_linear: --lengths: a trailing comma in '%s'\n", v);
+            return 0;
+        }
+    }
+    if (o->n_lengths == 0) {
+        fprintf(stderr, "bench_linear: --lengths: empty\n");
+        return 0;
+    }
+    return 1;
+}
+
 static int parse(int argc, char **argv, linear_opts *o)
 {
     char err[256];
@@ -56,16 +96,18 @@ static int parse(int argc, char **argv, linear_opts *o)
     o->calls = 10;
     o->width = 1024;
     o->rows = 64;
-    o->batch = 16;
+    o->batch = 0;   /* 16, or the number of --lengths */
     o->threads = 1;
+    o->d_out = 0;
+    o->n_lengths = 0;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t *slot = !strcmp(a, "--calls") ? &o->calls : !strcmp(a, "--width") ? &o->width
-                      : !strcmp(a, "--rows") ? &o->rows : !strcmp(a, "--batch") ? &o->batch
+                      : !strcmp(a, "--d-out") ? &o->d_out : !strcmp(a, "--rows") ? &o->rows : !strcmp(a, "--batch") ? &o->batch
                       : !strcmp(a, "--threads") ? &o->threads : NULL;
         if (!strcmp(a, "--help")) {
             printf("usage: %s [--op plain|grzo|mezo] [--algo auto|per-example|two-gemm|fused] [--calls N] "
-                   "[--width D] [--rows T] [--batch B] [--threads N]\n", argv[0]);
+                   "[--width D] [--d-out N] [--rows T] [--batch B] [--lengths T1,T2,...] [--threads N]\n", argv[0]);
             exit(0);
         }
         if (!v) { fprintf(stderr, "bench_linear: %s needs a value\n", a); return 0; }
@@ -80,8 +122,10 @@ static int parse(int argc, char **argv, linear_opts *o)
                 fprintf(stderr, "bench_linear: --algo: expected auto, per-example, two-gemm or fused, got '%s'\n", v);
                 return 0;
             }
+        } else if (!strcmp(a, "--lengths")) {
+            if (!parse_lengths(v, o)) return 0;
         } else if (slot) {
-            if (cli_parse_int(a, v, 1, slot == &o->width ? 16384 : slot == &o->calls ? 100000 : slot == &o->threads ? 64 : 4096, slot, err,
+            if (cli_parse_int(a, v, 1, slot == &o->width || slot == &o->d_out ? 131072 : slot == &o->calls ? 100000 : slot == &o->threads ? 64 : 4096, slot, err,
                                sizeof err)) {
                 fprintf(stderr, "bench_linear: %s\n", err);
                 return 0;
@@ -91,6 +135,20 @@ static int parse(int argc, char **argv, linear_opts *o)
             return 0;
         }
         i++;
+    }
+    if (o->d_out == 0) o->d_out = o->width;
+    if (o->n_lengths > 0 && o->batch != 0 && o->batch != o->n_lengths) {
+        fprintf(stderr, "bench_linear: --batch %lld and --lengths (%lld examples) disagree\n", (long long)o->batch,
+                (long long)o->n_lengths);
+        return 0;
+    }
+    if (o->batch == 0) o->batch = o->n_lengths > 0 ? o->n_lengths : 16;
+    if (o->n_lengths == 0)
+        for (o->n_lengths = 0; o->n_lengths < o->batch && o->n_lengths < MAX_LENGTHS; o->n_lengths++)
+            o->lengths[o->n_lengths] = o->rows;
+    if (o->n_lengths != o->batch) {
+        fprintf(stderr, "bench_linear: --batch: at most %d examples\n", MAX_LENGTHS);
+        return 0;
     }
     return 1;
 }
@@ -118,14 +176,17 @@ int main(int argc, char **argv)
     grzo_rows rows;
     float *w, *x, *y;
     double best = 1e30, total = 0.0;
-    int64_t i, c, n_rows, width;
+    int64_t offsets[2 * MAX_LENGTHS + 1];
+    int64_t i, c, n_rows, width, d_out, example_rows = 0;
     int mezo, plain;
     cpu_env_reexec(argv);   /* the GEMM kernels of this CPU */
     if (!parse(argc, argv, &o)) return 2;
     mezo = !strcmp(o.op, "mezo");
     plain = !strcmp(o.op, "plain");
     width = o.width;
-    n_rows = (mezo ? 1 : 2) * o.batch * o.rows;
+    d_out = o.d_out;
+    for (i = 0; i < o.batch; i++) example_rows += o.lengths[i];
+    n_rows = (mezo ? 1 : 2) * example_rows;
     memset(&cd, 0, sizeof cd);
     cd.n_threads = (int32_t)o.threads;
 #ifdef _OPENMP
@@ -140,22 +201,22 @@ int main(int argc, char **argv)
     d.lr = 1e-9f;
     d.sigma = 1e-3f;
     TRY(grzo_create(&d, &ctx));
-    w = (float *)malloc(sizeof(float) * (size_t)(width * width));
-    x = (float *)malloc(sizeof(float) * (size_t)(2 * o.batch * o.rows * width));
-    y = (float *)malloc(sizeof(float) * (size_t)(2 * o.batch * o.rows * width));
+    w = (float *)malloc(sizeof(float) * (size_t)(d_out * width));
+    x = (float *)malloc(sizeof(float) * (size_t)(2 * example_rows * width));
+    y = (float *)malloc(sizeof(float) * (size_t)(2 * example_rows * d_out));
     if (!w || !x || !y) { fprintf(stderr, "bench_linear: out of memory\n"); return 1; }
     memset(&n, 0, sizeof n);
     n.seed = 7;
     n.block = GRZO_USER_BLOCK;
     n.dist = GRZO_NOISE_GAUSSIAN;
     n.stream = 1;
-    grzo_noise_fill(&n, 0, (size_t)(width * width), w);
-    for (i = 0; i < width * width; i++) w[i] *= 0.03f;
+    grzo_noise_fill(&n, 0, (size_t)(d_out * width), w);
+    for (i = 0; i < d_out * width; i++) w[i] *= 0.03f;
     n.stream = 2;
-    grzo_noise_fill(&n, 0, (size_t)(2 * o.batch * o.rows * width), x);
+    grzo_noise_fill(&n, 0, (size_t)(2 * example_rows * width), x);
     memset(&bd, 0, sizeof bd);
     bd.kind = GRZO_BLOCK_MATRIX;
-    bd.rows = width;
+    bd.rows = d_out;
     bd.cols = width;
     bd.data = w;
     TRY(grzo_block_add(ctx, &bd, &blk));
@@ -168,6 +229,10 @@ int main(int argc, char **argv)
         if (!plain) {
             TRY(grzo_step_begin(ctx, o.batch, &si));
             TRY(grzo_pass_begin(ctx, &pi));
+            if (pi.n_segments > 2 * MAX_LENGTHS) { fprintf(stderr, "bench_linear: too many segments\n"); return 1; }
+            /* segment s reads example pi.example[s]: its rows */
+            for (offsets[0] = 0, i = 0; i < pi.n_segments; i++) offsets[i + 1] = offsets[i] + o.lengths[pi.example[i]];
+            rows.offsets = offsets;
         }
         t0 = now_seconds();
         TRY(grzo_linear(ctx, blk, x, y, &rows));
@@ -177,9 +242,9 @@ int main(int argc, char **argv)
         total += t;
     }
     printf("bench_linear: %s, algo %lld, %lldx%lld weight, %lld rows: best %.3f ms, mean %.3f ms per call, "
-           "%.1f GFLOP/s (plain FLOPs)\n", o.op, (long long)o.algo, (long long)width, (long long)width,
+           "%.1f GFLOP/s (plain FLOPs)\n", o.op, (long long)o.algo, (long long)d_out, (long long)width,
            (long long)n_rows, 1e3 * best, 1e3 * total / (double)o.calls,
-           2.0 * (double)n_rows * (double)width * (double)width / best * 1e-9);
+           2.0 * (double)n_rows * (double)d_out * (double)width / best * 1e-9);
     grzo_destroy(ctx);
     grzo_backend_destroy(&be);
     free(w);
