@@ -1081,9 +1081,12 @@ static const uint32_t *grzo__cpu_update_u_row(const grzo_noise *base, int64_t j,
 /* Flipout matrix and embedding blocks: M = R^T diag(coeff) S, a rank-B product, by the GEMM
    (K = B) over GRZO__CPU_UPDATE_ROWS rows at a time (of them, the rows `touched` selects), each
    row then applied with its regenerated U row. SmolLM2's shapes, B = 16: 2.5 x faster than
-   summing the B terms row by row (the GEMM sums them in its own order). Scratch: S^T, and per
+   summing the B terms row by row (the GEMM sums them in its own order). OpenBLAS packs S^T
+   again in every call, so a block is 64 rows, not 16: on SmolLM2's GRZO step that packing fell
+   from 165 to 32-50 perf samples per two steps (about 16 ms a step), and M's block (at most
+   64 x 1536 floats there, 384 KiB) still stays in L2 for the rows' pass. Scratch: S^T, and per
    thread one block's M and coefficients. */
-#define GRZO__CPU_UPDATE_ROWS 16
+#define GRZO__CPU_UPDATE_ROWS 64
 static grzo_status grzo__cpu_update_flipout(grzo__cpu *cpu, const grzo_update_args *a, const float *R, const float *S) {
     const int64_t nb = GRZO__CPU_UPDATE_ROWS;
     float *P = (float *)a->p.data;
