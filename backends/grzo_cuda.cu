@@ -58,9 +58,20 @@ struct grzo__cuda {
 };
 
 /* ---- errors ---------------------------------------------------------------------------- */
+/* The errors that corrupt the context: every later call fails, so the backend refuses work
+   and says to recreate it. */
+static int grzo__cu_sticky(cudaError_t e) {
+    return e == cudaErrorIllegalAddress || e == cudaErrorLaunchFailure || e == cudaErrorAssert ||
+           e == cudaErrorMisalignedAddress || e == cudaErrorIllegalInstruction || e == cudaErrorHardwareStackError ||
+           e == cudaErrorInvalidAddressSpace || e == cudaErrorInvalidPc || e == cudaErrorLaunchTimeout ||
+           e == cudaErrorECCUncorrectable;
+}
 static grzo_status grzo__cu_fail(grzo__cuda *cu, const char *what, cudaError_t e) {
     snprintf(cu->err, sizeof cu->err, "%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
-    if (e == cudaErrorIllegalAddress || e == cudaErrorLaunchFailure || e == cudaErrorAssert) cu->poisoned = 1;
+    if (grzo__cu_sticky(e))
+        cu->poisoned = 1;
+    else
+        (void)cudaGetLastError();   /* handled here: the next launch check must not report it again */
     return e == cudaErrorMemoryAllocation ? GRZO_ERR_OUT_OF_MEMORY : GRZO_ERR_BACKEND;
 }
 static grzo_status grzo__cu_blas_fail(grzo__cuda *cu, const char *what, cublasStatus_t s) {
@@ -74,7 +85,9 @@ static grzo_status grzo__cu_blas_fail(grzo__cuda *cu, const char *what, cublasSt
     } while (0)
 #define GRZO__CU_LAUNCHED(cu, what) GRZO__CU_TRY(cu, what, cudaGetLastError())
 
-static unsigned grzo__cu_blocks(int64_t n) { return (unsigned)((n + GRZO__CU_THREADS - 1) / GRZO__CU_THREADS); }
+/* At least one block: a launch of zero blocks is an error (an op over no rows is not), and
+   every kernel checks its index against n. */
+static unsigned grzo__cu_blocks(int64_t n) { return n > 0 ? (unsigned)((n + GRZO__CU_THREADS - 1) / GRZO__CU_THREADS) : 1u; }
 
 /* ---- device memory, accounted ------------------------------------------------------------ */
 /* Every cudaMalloc of the backend goes through here, so that bytes_now and its high-water
@@ -494,6 +507,8 @@ static grzo_status grzo__cu_table_get(grzo__cuda *cu, int n, const void *const *
         if (t->last_use < cu->tables[victim].last_use) victim = k;
     }
     t = &cu->tables[victim];
+    t->last_use = 0;   /* not a valid copy until the upload below has been queued (a failure */
+    t->len = 0;        /* in between must not leave a slot that a lookup would trust) */
     if (t->cap < len) {
         if (t->dev) {
             GRZO__CU_TRY(cu, "table", cudaStreamSynchronize(cu->stream));   /* queued kernels may read it */
@@ -509,15 +524,15 @@ static grzo_status grzo__cu_table_get(grzo__cuda *cu, int n, const void *const *
             return GRZO_ERR_OUT_OF_MEMORY;
         }
         t->cap = len;
-    } else if (t->last_use) {
+    } else if (t->dev) {
         GRZO__CU_TRY(cu, "table", cudaEventSynchronize(t->uploaded));   /* its last copy read `host` */
     }
     for (i = 0, off = 0; i < n; off += grzo__cu_align(sizes[i]), i++)
         if (sizes[i]) memcpy(t->host + off, parts[i], sizes[i]);
-    t->len = len;
-    t->last_use = ++cu->table_clock;
     GRZO__CU_TRY(cu, "table upload", cudaMemcpyAsync(t->dev, t->host, len, cudaMemcpyHostToDevice, cu->stream));
     GRZO__CU_TRY(cu, "table upload", cudaEventRecord(t->uploaded, cu->stream));
+    t->len = len;
+    t->last_use = ++cu->table_clock;
     *dev = t->dev;
     return GRZO_OK;
 }
@@ -630,12 +645,21 @@ static grzo_status grzo__cu_check(grzo__cuda *cu) {
 
 static grzo_status grzo__cu_alloc(void *self, size_t bytes, void **out) {
     grzo__cuda *cu = (grzo__cuda *)self;
+    cudaError_t e;
     grzo_status s = grzo__cu_check(cu);
     if (s != GRZO_OK) return s;
     if ((s = grzo__cu_malloc(cu, bytes, out)) != GRZO_OK) return s;
     /* on the backend's own stream: it is non-blocking, so a cudaMemset on the legacy default
-       stream would not be ordered before the uploads and kernels that follow on it */
-    GRZO__CU_TRY(cu, "cudaMemsetAsync", cudaMemsetAsync(*out, 0, bytes ? bytes : 1, cu->stream));
+       stream would not be ordered before the uploads and kernels that follow on it; and waited
+       for, so that the memory is zero for work on any other stream too (allocations are made at
+       setup, not per op) */
+    e = cudaMemsetAsync(*out, 0, bytes ? bytes : 1, cu->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(cu->stream);
+    if (e != cudaSuccess) {
+        grzo__cu_release(cu, *out);
+        *out = NULL;
+        return grzo__cu_fail(cu, "zero-filling an allocation", e);
+    }
     return GRZO_OK;
 }
 static void grzo__cu_free(void *self, void *p) { grzo__cu_release((grzo__cuda *)self, p); }

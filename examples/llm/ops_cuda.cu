@@ -314,10 +314,13 @@ static grzo_status cu_create_tables(llm_ops_state *os) {
     if (s == GRZO_OK) s = cu_table(os, (int64_t)(rope / 4), 4, (void **)&os->rope_cos, NULL);
     if (s == GRZO_OK) s = cu_table(os, (int64_t)(rope / 4), 4, (void **)&os->rope_sin, NULL);
     if (s != GRZO_OK) return s;
-    /* the backend zero-fills outside its stream: let that finish before our copies */
+    /* the backend zero-fills on its own non-blocking stream: let that finish before our copies;
+       and a cudaMemcpy from pageable memory may return before its DMA has landed, which that
+       stream's kernels would not wait for: synchronize again after the copies */
     LLM_CU_TRY(os, "synchronize", cudaDeviceSynchronize());
     LLM_CU_TRY(os, "rope tables", cudaMemcpy(os->rope_cos, d->rope_cos, rope, cudaMemcpyHostToDevice));
     LLM_CU_TRY(os, "rope tables", cudaMemcpy(os->rope_sin, d->rope_sin, rope, cudaMemcpyHostToDevice));
+    LLM_CU_TRY(os, "synchronize", cudaDeviceSynchronize());
     LLM_CU_TRY(os, "cudaEventCreate", cudaEventCreateWithFlags(&os->staged, cudaEventDisableTiming));
     return GRZO_OK;
 }
