@@ -28,10 +28,11 @@
                   output head read at one position per example).
      FUSED        (GRZO_USE_BLIS) PER_EXAMPLE's algorithm in one pass: W and U packed once
                   per cache block, each copy's W +- sigma U(.)(r s^T) formed while packing
-                  and multiplied by BLIS's micro-kernel (backends/grzo_cpu_fused.h); a
-                  copy's last few rows (all of a copy shorter than half the kernel's width,
-                  e.g. an output head's one row) take TWO_GEMM's form on the same packed
-                  panels. Also serves the shared-Z passes (MeZO, FZOO): W + sigma U is formed
+                  and multiplied by BLIS's micro-kernel (backends/grzo_cpu_fused.h); on
+                  AVX-512 CPUs, with U and s Rademacher (the default), by grzo's kernel
+                  that forms in registers as it multiplies (the same bits); a copy's last
+                  few rows (all of a copy shorter than half the kernel's width, e.g. an
+                  output head's one row) take TWO_GEMM's form on the same packed panels. Also serves the shared-Z passes (MeZO, FZOO): W + sigma U is formed
                   while packing.
    AUTO chooses FUSED where BLIS has a kernel for the CPU; otherwise PER_EXAMPLE when the
    copies average at least 8 rows, else TWO_GEMM.

@@ -19,13 +19,15 @@
                         W + f_c (.) U from the packed panels (held in L2; an example's "+"
                         and "-" copies together, from one load), then run the
                         micro-kernel on it and each of the copy's X slivers while it is
-                        in L1
+                        in L1; or, where U and s are signs on an AVX-512 CPU with skx's
+                        packing, run grzo's forming kernel (grzo__form_ukr_32x12), which
+                        forms W + f_c (.) U in registers as it multiplies, same bits
          the tail set: X_t W^T and (X_t (.) s) U^T on the same panels (U as floats), added
            into Y
 
    so W and U are read and packed once per call whatever the number of copies, a copy's
-   perturbed weight exists one cache block at a time, and every product runs in the
-   library's tuned kernel. An op with a single copy (a MeZO or FZOO pass) skips the packed
+   perturbed weight exists one cache block at a time (or only in registers), and every
+   product runs in the library's tuned kernel or one that matches it bit for bit. An op with a single copy (a MeZO or FZOO pass) skips the packed
    panels and forms each block straight from W and fresh U rows (a Rademacher U's as bits,
    row by row). The formed weights are
    bit-identical to the per-example path's (w + (f r_j s_k) u with exact sign flips, no
@@ -40,6 +42,10 @@
 #define GRZO_CPU_FUSED__IMPLEMENTED
 
 #include <blis.h>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define GRZO__FORM_UKR 1   /* grzo__form_ukr_32x12 (below) is compiled */
+#include <immintrin.h>
+#endif
 
 #define GRZO__PACK_MAX_WIDTH 64 /* the widest sliver it takes (skx: MR 32) */
 
@@ -49,6 +55,8 @@ struct grzo__ukr {
     int64_t wp, xp;           /* sliver widths of the weight and X operands (MR/NR or NR/MR) */
     int64_t kc, mc;           /* cache blocks: shared dimension, weight rows per block */
     int weight_is_a;          /* kernel prefers column-stored C: the weight is operand A */
+    int form_in_kernel;       /* grzo__form_ukr_32x12 runs GRZO passes: BLIS skx's packing
+                                 (32-row weight slivers as A, 12-row X slivers) and AVX-512F */
     const char *arch;
 };
 typedef struct grzo__ukr grzo__ukr;
@@ -88,6 +96,9 @@ static int grzo__ukr_init(grzo__ukr *u) {
     u->mc = (mc / 4 / u->wp) * u->wp;
     if (u->mc < u->wp) u->mc = u->wp;
     u->arch = bli_arch_string(id);
+#ifdef GRZO__FORM_UKR
+    u->form_in_kernel = u->weight_is_a && u->wp == 32 && u->xp == 12 && grzo__cpu_simd_level() >= 3;
+#endif
     return 1;
 }
 
@@ -99,6 +110,8 @@ typedef struct grzo__fused_copy {
     int64_t tail0;            /* its first row in the tail set (rows n_main.. of the copy) */
     const float *r, *s;       /* sign vectors (d_out, d_in), NULL for shared Z */
     float scale;              /* sign * sigma */
+    int in_kernel;            /* formed inside the forming kernel (grzo__form_ukr_32x12) */
+    int64_t sw_off;           /* its s sign words in a K block's (in_kernel) */
 } grzo__fused_copy;
 
 static void *grzo__aligned_take(grzo__cpu_scratch *s, size_t bytes) {
@@ -567,19 +580,141 @@ static void grzo__ukr_block(const grzo__ukr *u, const float *formed, int64_t j0,
     }
 }
 
+/* ---- forming inside the micro-kernel (x86-64, AVX-512) ------------------------------------
+   BLIS's kernel reads a packed panel, so a formed sliver had to be stored and read back:
+   forming cost 13 % of a GRZO linear at 36 rows a copy, 32 % at 12 (576 x 576, Zen 5, 1
+   thread). Where U is Rademacher and s is +-1 (or absent: shared Z), a formed element is
+   w + f_i or w - f_i (f_i = scale r_i; minus where bit i of U's word for k, xor s_k's sign,
+   is set): one add and one masked subtract per 16 elements, which run on the FP add pipes
+   beside the kernel's FMAs. So this one kernel forms while it multiplies, in BLIS skx's 32 x 12
+   shape (the same packed operands: weight sliver as A, 32 rows; X sliver as B, 12 rows) and
+   BLIS's order of operations (k in order, one FMA per product, C added last), hence the
+   same bits as forming and then BLIS's kernel (tests/test_fused.c, check_form_ukr). Measured
+   with the formed sliver stored then multiplied by BLIS's kernel against this, 576 x 576,
+   36 rows a copy: 0.205 -> 0.177 ms (BLIS's kernel on an unformed panel: 0.176); 12 rows:
+   0.087 -> 0.060. Written with intrinsics because the masked subtract is the point (GCC's
+   vector extensions need a shift, an and and an xor per vector instead, and C99 mode does
+   not contract a * b + c into an FMA: 173 GFLOP/s against 265). The 12 columns are written
+   out so that every optimization level keeps the 24 accumulators in registers. */
+#ifdef GRZO__FORM_UKR
+#define GRZO__FORM_ACC(j) __m512 c##j##a = _mm512_setzero_ps(), c##j##b = _mm512_setzero_ps();
+#define GRZO__FORM_FMA(j)                                  \
+    if (j < cols) {                                        \
+        __m512 xj = _mm512_set1_ps(x[12 * k + j]);         \
+        c##j##a = _mm512_fmadd_ps(a0, xj, c##j##a);        \
+        c##j##b = _mm512_fmadd_ps(a1, xj, c##j##b);        \
+    }
+#define GRZO__FORM_PUT(j)                                                                   \
+    if (j < cols && j < n) {                                                                \
+        float *cj = c + j * ldc;                                                            \
+        if (accumulate) {                                                                   \
+            c##j##a = _mm512_add_ps(_mm512_maskz_loadu_ps(ha, cj), c##j##a);                \
+            c##j##b = _mm512_add_ps(_mm512_maskz_loadu_ps(hb, cj + 16), c##j##b);           \
+        }                                                                                   \
+        _mm512_mask_storeu_ps(cj, ha, c##j##a);                                             \
+        _mm512_mask_storeu_ps(cj + 16, hb, c##j##b);                                        \
+    }
+#define GRZO__FORM_COLUMNS(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(8) M(9) M(10) M(11)
+
+/* C[0..h) x [0..n) (+)= (w +- f) x^T for one 32-row weight sliver w (packed, 32 x kc) and
+   the first `cols` (4, 8 or 12, a constant once inlined) rows of a 12-row X sliver x
+   (packed, 12 x kc; rows n.. zero, n <= cols): element (i, k) of the weight is w + f_i, or
+   w - f_i where bit i of ub[k] ^ sw[k] is set. C is column-stored: c[i + j ldc] (row j of Y,
+   weight row i). Fewer columns for a copy's last rows: the kernel pads them to 4 instead of
+   12, at the same rate per FMA. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+grzo__form_ukr_body(const int cols, int64_t kc, const float *w, const uint32_t *ub, const uint32_t *sw, const float *f,
+                    const float *x, int64_t n, int64_t h, int accumulate, float *c, int64_t ldc) {
+    const __m512 f0 = _mm512_loadu_ps(f), f1 = _mm512_loadu_ps(f + 16);
+    const __mmask16 ha = (__mmask16)(h >= 16 ? 0xFFFFu : (1u << h) - 1u);
+    const __mmask16 hb = (__mmask16)(h >= 32 ? 0xFFFFu : h <= 16 ? 0u : (1u << (h - 16)) - 1u);
+    int64_t k;
+    GRZO__FORM_COLUMNS(GRZO__FORM_ACC)
+    for (k = 0; k < kc; k++) {
+        uint32_t m = ub[k] ^ sw[k];
+        __m512 w0 = _mm512_loadu_ps(w + 32 * k), w1 = _mm512_loadu_ps(w + 32 * k + 16);
+        __m512 a0 = _mm512_mask_sub_ps(_mm512_add_ps(w0, f0), (__mmask16)(m & 0xFFFFu), w0, f0);
+        __m512 a1 = _mm512_mask_sub_ps(_mm512_add_ps(w1, f1), (__mmask16)(m >> 16), w1, f1);
+        GRZO__FORM_COLUMNS(GRZO__FORM_FMA)
+    }
+    GRZO__FORM_COLUMNS(GRZO__FORM_PUT)
+}
+#undef GRZO__FORM_ACC
+#undef GRZO__FORM_FMA
+#undef GRZO__FORM_PUT
+#undef GRZO__FORM_COLUMNS
+
+#define GRZO__FORM_UKR_ARGS                                                                                            \
+    int64_t kc, const float *w, const uint32_t *ub, const uint32_t *sw, const float *f, const float *x, int64_t n,   \
+        int64_t h, int accumulate, float *c, int64_t ldc
+__attribute__((target("avx512f"))) static void grzo__form_ukr_32x4(GRZO__FORM_UKR_ARGS) {
+    grzo__form_ukr_body(4, kc, w, ub, sw, f, x, n, h, accumulate, c, ldc);
+}
+__attribute__((target("avx512f"))) static void grzo__form_ukr_32x8(GRZO__FORM_UKR_ARGS) {
+    grzo__form_ukr_body(8, kc, w, ub, sw, f, x, n, h, accumulate, c, ldc);
+}
+__attribute__((target("avx512f"))) static void grzo__form_ukr_32x12(GRZO__FORM_UKR_ARGS) {
+    grzo__form_ukr_body(12, kc, w, ub, sw, f, x, n, h, accumulate, c, ldc);
+}
+#undef GRZO__FORM_UKR_ARGS
+#endif
+
+/* The rows of a copy the forming kernel multiplies in whole: its last rows are padded to 4,
+   so only a last row of its own (2 rows' FLOPs in the tail set against 4 here) goes to the
+   tail set. */
+static int grzo__form_ukr_keeps(int64_t rem) { return 2 * rem >= (rem + 3) / 4 * 4; }
+
+/* Whether s is +-1 throughout (or NULL: shared Z), as the forming kernel needs; a Gaussian s
+   is not, and its copies are formed and stored instead. */
+static int grzo__s_is_signs(const float *s, int64_t n) {
+    int64_t k;
+    int ok = 1;
+    for (k = 0; s && k < n; k++) ok &= s[k] == 1.0f || s[k] == -1.0f;   /* no early exit: vectorized */
+    return ok;
+}
+
+/* s's signs for a K block as the forming kernel's words: all ones where s_k = -1, 0 where
+   s_k = +1 or s is NULL. */
+static void grzo__s_sign_words(const float *s, int64_t kc, uint32_t *sw) {
+    int64_t k;
+    for (k = 0; k < kc; k++) sw[k] = s && s[k] < 0.0f ? 0xFFFFFFFFu : 0u;
+}
+
+/* Y[copy rows, weight rows q..q+h) (+)= X_c (W + f U)^T for one weight sliver, formed inside
+   the kernel: wpk, ub: the sliver's packed W and U bits; f the sliver's 32 scales; sw the
+   copy's s signs. */
+static void grzo__form_ukr_sliver(const grzo__ukr *u, const float *wpk, const uint32_t *ub, const uint32_t *sw,
+                                  const float *f, const float *xpack, int64_t n_rows, int64_t kc, int64_t h,
+                                  int accumulate, float *y, int64_t ldy) {
+#ifdef GRZO__FORM_UKR
+    int64_t q;
+    for (q = 0; q < n_rows; q += u->xp) {
+        int64_t n = n_rows - q < u->xp ? n_rows - q : u->xp;
+        const float *x = xpack + q * kc;
+        if (n <= 4) grzo__form_ukr_32x4(kc, wpk, ub, sw, f, x, n, h, accumulate, y + q * ldy, ldy);
+        else if (n <= 8) grzo__form_ukr_32x8(kc, wpk, ub, sw, f, x, n, h, accumulate, y + q * ldy, ldy);
+        else grzo__form_ukr_32x12(kc, wpk, ub, sw, f, x, n, h, accumulate, y + q * ldy, ldy);
+    }
+#else
+    (void)u, (void)wpk, (void)ub, (void)sw, (void)f, (void)xpack, (void)n_rows, (void)kc, (void)h, (void)accumulate;
+    (void)y, (void)ldy;
+#endif
+}
+
 /* A copy's last rows, fewer than half an X sliver, cost a whole sliver through the formed
    weight (the kernel pads them to its width). They go to the tail set instead: the tail rows
    of every copy, packed together, meet the shared W and U panels (per K block, T_w = X_t W^T
    and T_u = (X_t (.) s) U^T, then y (+)= t_w + (scale r_j) t_u), twice the FLOPs of their own
    rows but no padding per copy, and no scratch beyond a block's products. A single-copy op
-   keeps all its rows. */
+   keeps all its rows; a copy formed inside the forming kernel, which pads to 4, sends only a
+   last row of its own (grzo__form_ukr_keeps). */
 static void grzo__fused_split_tails(const grzo__ukr *u, grzo__fused_copy *cp, int64_t n_copies, int64_t *n_tail) {
     int64_t c, t = 0;
     for (c = 0; c < n_copies; c++) {
         int64_t rem = cp[c].n_rows % u->xp;
         cp[c].n_main = cp[c].n_rows;
         cp[c].tail0 = t;
-        if (n_copies > 1 && rem > 0 && 2 * rem < u->xp) {
+        if (n_copies > 1 && rem > 0 && (cp[c].in_kernel ? !grzo__form_ukr_keeps(rem) : 2 * rem < u->xp)) {
             cp[c].n_main = cp[c].n_rows - rem;
             t += rem;
         }
@@ -637,16 +772,22 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     const grzo__ukr *u = cpu->ukr;
     const grzo_perturb *pt = a->perturb;
     const float *W = (const float *)a->w.data;
-    int64_t d_out = a->w.rows, d_in = a->w.cols, x_elems = 0, c, k0;
+    int64_t d_out = a->w.rows, d_in = a->w.cols, x_elems = 0, n_sw = 0, c, k0;
     int64_t kc_max = n_copies > 1 ? grzo__copies_kc(u->kc, d_in) : u->kc < d_in ? u->kc : d_in;
     int64_t n_slivers = (d_out + u->wp - 1) / u->wp, per_block, n_blocks, blk, n_tail, tail_slivers, tail_elems, *mate;
     int nt = cpu->n_threads, bits = pt->base.dist != GRZO_NOISE_GAUSSIAN && u->wp <= GRZO__BIT_SLIVER_MAX;
     grzo__cpu_scratch sc = {{0}, 0};
     grzo__fused_copy *cp = (grzo__fused_copy *)grzo__cpu_take(&sc, (size_t)n_copies * sizeof *cp);
     float *xpack, *tbuf, *trows = NULL, *xt = NULL, *xs = NULL;
+    uint32_t *sws;   /* the in-kernel copies' s sign words for a K block */
     size_t t_elems;
     if (!cp) return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed");
     memcpy(cp, copies, (size_t)n_copies * sizeof *cp);
+    for (c = 0; c < n_copies; c++) {
+        cp[c].in_kernel = n_copies > 1 && bits && u->form_in_kernel && grzo__s_is_signs(cp[c].s, d_in);
+        cp[c].sw_off = n_sw;
+        if (cp[c].in_kernel) n_sw += kc_max;
+    }
     grzo__fused_split_tails(u, cp, n_copies, &n_tail);
     mate = (int64_t *)grzo__cpu_take(&sc, (size_t)n_copies * sizeof *mate);
     if (!mate) { grzo__cpu_release(&sc); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed"); }
@@ -669,13 +810,14 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     t_elems = (size_t)(2 * per_block * u->wp * kc_max + 3 * u->wp * kc_max + u->wp +
                        per_block * grzo__bits_stride(kc_max) + 2 * n_tail * per_block * u->wp + 15) / 16 * 16;
     xpack = (float *)grzo__aligned_take(&sc, (size_t)(x_elems > 0 ? x_elems : 1) * sizeof(float));
+    sws = (uint32_t *)grzo__cpu_take(&sc, (size_t)(n_sw > 0 ? n_sw : 1) * sizeof(uint32_t));
     tbuf = (float *)grzo__aligned_take(&sc, (size_t)nt * t_elems * sizeof(float));
     if (n_tail > 0) {
         trows = (float *)grzo__cpu_take(&sc, (size_t)(2 * n_tail * kc_max) * sizeof(float));
         xt = (float *)grzo__aligned_take(&sc, (size_t)tail_elems * sizeof(float));
         xs = (float *)grzo__aligned_take(&sc, (size_t)tail_elems * sizeof(float));
     }
-    if (!xpack || !tbuf || (n_tail > 0 && (!trows || !xt || !xs))) {
+    if (!xpack || !sws || !tbuf || (n_tail > 0 && (!trows || !xt || !xs))) {
         grzo__cpu_release(&sc);
         return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed");
     }
@@ -687,6 +829,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
             grzo__pack_rows(a->x, d_in, cp[c].row0, cp[c].n_main, k0, kc, u->xp,   /* activations: cached */
                             d_in % 1024 == 0 ? tbuf + (size_t)grzo__cpu_thread() * t_elems : NULL, xpack + cp[c].x_off);
             if (n_tail > 0) grzo__fused_stage_tails(a->x, d_in, &cp[c], k0, kc, trows, trows + n_tail * kc);
+            if (cp[c].in_kernel) grzo__s_sign_words(cp[c].s ? cp[c].s + k0 : NULL, kc, sws + cp[c].sw_off);
         }
         GRZO__OMP_FOR   /* the tail set's X slivers, plain and times s */
         for (c = 0; c < 2 * tail_slivers; c++) {
@@ -699,6 +842,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
             int64_t s0 = blk * n_slivers / n_blocks, s1 = (blk + 1) * n_slivers / n_blocks;
             int64_t j0 = s0 * u->wp, j1 = s1 * u->wp > d_out ? d_out : s1 * u->wp, q, i, cc;
             float *wpk = tbuf + (size_t)grzo__cpu_thread() * t_elems, *upk, *formed, *formed2, *row, *f, *tw, *tt;
+            float fneg[GRZO__PACK_MAX_WIDTH];
             uint32_t *ub;
             upk = wpk + per_block * u->wp * kc;
             formed = upk + per_block * u->wp * kc;
@@ -734,6 +878,18 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
                     /* rows past the weight's: f = 0, so that their formed values are 0 with
                        either U (packed as 0, or as bits that say +1) */
                     for (i = 0; i < u->wp; i++) f[i] = i >= h ? 0.0f : cq->r ? cq->scale * cq->r[q + i] : cq->scale;
+                    if (cq->in_kernel) {   /* the mirror (same s) has f -> -f: w + (-f) is w - f, bit for bit */
+                        const uint32_t *uq = ub + (q - j0) / u->wp * grzo__bits_stride(kc), *sw = sws + cq->sw_off;
+                        if (cq->n_main > 0)
+                            grzo__form_ukr_sliver(u, wpk + off, uq, sw, f, xpack + cq->x_off, cq->n_main, kc, h, k0 > 0,
+                                                  a->y + cq->row0 * d_out + q, d_out);
+                        if (mq && mq->n_main > 0) {
+                            for (i = 0; i < u->wp; i++) fneg[i] = -f[i];
+                            grzo__form_ukr_sliver(u, wpk + off, uq, sw, fneg, xpack + mq->x_off, mq->n_main, kc, h,
+                                                  k0 > 0, a->y + mq->row0 * d_out + q, d_out);
+                        }
+                        continue;
+                    }
                     if (bits)
                         grzo__form_sliver_bits(wpk + off, ub + (q - j0) / u->wp * grzo__bits_stride(kc), f,
                                                cq->s ? cq->s + k0 : NULL, kc, u->wp, formed, mq ? formed2 : NULL);

@@ -4,7 +4,8 @@
    not a multiple of the sliver widths, copies of 0, 1, 5, 13 and 37 rows, sign-0 segments,
    flipout and shared Z ("+" and "-" copies formed together, and one without its mirror),
    Rademacher U (formed from its sign bits) and Gaussian U (from floats); and the pieces
-   bit for bit: the packer, the former, U's bits against grzo_noise_at.
+   bit for bit: the packer, the former, the kernel that forms while it multiplies (against
+   forming, then BLIS's kernel), U's bits against grzo_noise_at.
 
    The formed weight w' = w + (scale r_j s_k) u is bit-identical in both paths, so they
    differ only in the order of the K-sum; a copy's tail rows (fewer than half an X sliver)
@@ -250,6 +251,89 @@ static void check_former(void)
 #endif
 }
 
+/* The kernel that forms while it multiplies (AVX-512, BLIS skx's packing) against forming
+   the sliver (grzo__form_sliver_bits) and then BLIS's kernel, bit for bit: every element of
+   C, the ones outside the h x n block included (they must stay as they were), with and
+   without accumulation (without, C holds NaNs the kernels must not read), s NULL or signs,
+   a copy and its mirror (f negated). */
+#ifdef GRZO_USE_BLIS
+static float *aligned_floats(size_t n)   /* BLIS's kernels load packed panels aligned */
+{
+    void *p = NULL;
+    return posix_memalign(&p, 64, n * sizeof(float)) == 0 ? (float *)p : NULL;
+}
+#endif
+
+static void check_form_ukr(void)
+{
+#ifdef GRZO_USE_BLIS
+    static const int64_t kcs[] = { 1, 7, 576 }, ns[] = { 1, 4, 5, 8, 9, 12 }, hs[] = { 1, 16, 17, 32 };
+    enum { KC = 576, LDC = 37 };
+    grzo__ukr u;
+    float *w = aligned_floats(32 * KC), *x = aligned_floats(12 * KC), *formed = aligned_floats(32 * KC);
+    float *neg = aligned_floats(32 * KC), c0[12 * LDC], c_ref[12 * LDC], c_got[12 * LDC], f[32], fneg[32], sg[KC], one = 1.0f;
+    uint32_t ub[KC], sw[KC];
+    int64_t ki, ni, hi, i, k, n_cases = 0;
+    int acc, form, mirror;
+    auxinfo_t aux;
+    REQUIRE(w && x && formed && neg);
+    REQUIRE(grzo__ukr_init(&u));
+    if (!u.form_in_kernel) {
+        printf("test_fused: the forming kernel does not run here (BLIS %s, %s): nothing to compare\n", u.arch,
+               grzo__simd_name(grzo__cpu_simd_level()));
+        free(w); free(x); free(formed); free(neg);
+        return;
+    }
+    memset(&aux, 0, sizeof aux);
+    tu_fill_unif(w, 32 * KC, 41, -1.0f, 1.0f);
+    tu_fill_unif(x, 12 * KC, 42, -1.0f, 1.0f);
+    tu_fill_unif(c0, 12 * LDC, 43, -1.0f, 1.0f);
+    for (k = 0; k < KC; k++) {
+        ub[k] = (uint32_t)k * 2654435761u ^ (uint32_t)(k >> 3) * 40503u;
+        sg[k] = (k * 7) % 5 < 2 ? -1.0f : 1.0f;
+    }
+    for (ki = 0; ki < 3; ki++)
+        for (ni = 0; ni < 6; ni++)
+            for (hi = 0; hi < 4; hi++)
+                for (acc = 0; acc < 2; acc++)
+                    for (form = 0; form < 2; form++)
+                        for (mirror = 0; mirror < 2; mirror++) {
+                            int64_t kc = kcs[ki], n = ns[ni], h = hs[hi];
+                            float beta = acc ? 1.0f : 0.0f;
+                            const float *s = form ? sg : NULL;
+                            /* the packer's zeros in X's rows past n, and f = 0 past h */
+                            for (i = n; i < 12; i++)
+                                for (k = 0; k < kc; k++) x[k * 12 + i] = 0.0f;
+                            tu_fill_unif(f, 32, 44 + (uint64_t)hi, -0.1f, 0.1f);
+                            for (i = h; i < 32; i++) f[i] = 0.0f;
+                            for (i = 0; i < 32; i++) fneg[i] = -f[i];
+                            if (acc) memcpy(c_ref, c0, sizeof c0);
+                            else
+                                for (i = 0; i < 12 * LDC; i++) c_ref[i] = NAN;
+                            memcpy(c_got, c_ref, sizeof c_ref);
+                            grzo__form_sliver_bits(w, ub, f, s, kc, 32, formed, neg);
+                            u.kernel((dim_t)h, (dim_t)n, (dim_t)kc, &one, mirror ? neg : formed, x, &beta, c_ref, 1,
+                                     (inc_t)LDC, &aux, u.cntx);
+                            grzo__s_sign_words(s, kc, sw);
+                            grzo__form_ukr_sliver(&u, w, ub, sw, mirror ? fneg : f, x, n, kc, h, acc, c_got, LDC);
+                            CHECKF(memcmp(c_ref, c_got, sizeof c_ref) == 0,
+                                   "forming kernel: kc %lld n %lld h %lld accumulate %d s %d mirror %d differs from "
+                                   "forming then BLIS's kernel", (long long)kc, (long long)n, (long long)h, acc, form,
+                                   mirror);
+                            n_cases++;
+                        }
+    /* a Gaussian s is refused: such copies are formed and stored */
+    CHECK(grzo__s_is_signs(sg, KC) && grzo__s_is_signs(NULL, KC));
+    sg[3] = 0.5f;
+    CHECK(!grzo__s_is_signs(sg, 4) && grzo__s_is_signs(sg, 3));
+    sg[3] = -0.0f;
+    CHECK(!grzo__s_is_signs(sg, 4));
+    printf("test_fused: the forming kernel equals forming then BLIS's kernel, bit for bit, in %lld cases\n",
+           (long long)n_cases);
+    free(w); free(x); free(formed); free(neg);
+#endif
+}
+
 /* A Rademacher U as bits, against grzo_noise_at element by element: a block's bits in
    slivers (32 x 32 transposes, rows past the weight clear), row by row (for the packer that
    forms), and unpacked to the floats grzo__pack_u packs, bit for bit; starting columns that
@@ -398,6 +482,7 @@ int main(int argc, char **argv)
     grzo_backend_destroy(&be);
     check_packer();
     check_former();
+    check_form_ukr();
     check_u_bits();
     {
         int layout, flip, gauss;
