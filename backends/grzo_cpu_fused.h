@@ -625,7 +625,7 @@ static void grzo__ukr_block(const grzo__ukr *u, const float *formed, int64_t j0,
 __attribute__((target("avx512f"), always_inline)) static inline void
 grzo__form_ukr_body(const int cols, int64_t kc, const float *w, const uint32_t *ub, const uint32_t *sw, const float *f,
                     const float *x, int64_t n, int64_t h, int accumulate, float *c, int64_t ldc) {
-    const __m512 f0 = _mm512_loadu_ps(f), f1 = _mm512_loadu_ps(f + 16);
+    const __m512 f0 = _mm512_loadu_ps(f), f1 = _mm512_loadu_ps(f + 16), zero = _mm512_setzero_ps();
     const __mmask16 ha = (__mmask16)(h >= 16 ? 0xFFFFu : (1u << h) - 1u);
     const __mmask16 hb = (__mmask16)(h >= 32 ? 0xFFFFu : h <= 16 ? 0u : (1u << (h - 16)) - 1u);
     int64_t k;
@@ -633,8 +633,9 @@ grzo__form_ukr_body(const int cols, int64_t kc, const float *w, const uint32_t *
     for (k = 0; k < kc; k++) {
         uint32_t m = ub[k] ^ sw[k];
         __m512 w0 = _mm512_loadu_ps(w + 32 * k), w1 = _mm512_loadu_ps(w + 32 * k + 16);
-        __m512 a0 = _mm512_mask_sub_ps(_mm512_add_ps(w0, f0), (__mmask16)(m & 0xFFFFu), w0, f0);
-        __m512 a1 = _mm512_mask_sub_ps(_mm512_add_ps(w1, f1), (__mmask16)(m >> 16), w1, f1);
+        /* +-f first, off the path from w's load to the FMAs; w + (-f) is w - f, bit for bit */
+        __m512 a0 = _mm512_add_ps(w0, _mm512_mask_sub_ps(f0, (__mmask16)(m & 0xFFFFu), zero, f0));
+        __m512 a1 = _mm512_add_ps(w1, _mm512_mask_sub_ps(f1, (__mmask16)(m >> 16), zero, f1));
         GRZO__FORM_COLUMNS(GRZO__FORM_FMA)
     }
     GRZO__FORM_COLUMNS(GRZO__FORM_PUT)
