@@ -681,24 +681,33 @@ static void grzo__s_sign_words(const float *s, int64_t kc, uint32_t *sw) {
     for (k = 0; k < kc; k++) sw[k] = s && s[k] < 0.0f ? 0xFFFFFFFFu : 0u;
 }
 
-/* Y[copy rows, weight rows q..q+h) (+)= X_c (W + f U)^T for one weight sliver, formed inside
-   the kernel: wpk, ub: the sliver's packed W and U bits; f the sliver's 32 scales; sw the
-   copy's s signs. */
-static void grzo__form_ukr_sliver(const grzo__ukr *u, const float *wpk, const uint32_t *ub, const uint32_t *sw,
-                                  const float *f, const float *xpack, int64_t n_rows, int64_t kc, int64_t h,
-                                  int accumulate, float *y, int64_t ldy) {
+/* Y[copy rows, weight rows j0..j1) (+)= X_c (W + f U)^T for one block, formed inside the
+   kernel, in BLIS's loop order: each X sliver of the copy (L1) meets every weight sliver of the
+   block (L2). With forming in registers no formed sliver has to be used while it is in L1, so
+   an X sliver is read from memory once per block instead of once per weight sliver (SmolLM2's
+   2.7 MB of packed rows do not fit L2). wpk, ub: the block's packed W and U bits; f: the
+   block's scales (rows j0..j1, zero past the weight); sw: the copy's s signs. */
+static void grzo__form_ukr_block(const grzo__ukr *u, const float *wpk, const uint32_t *ub, const uint32_t *sw,
+                                 const float *f, int64_t j0, int64_t j1, const float *xpack, int64_t n_rows,
+                                 int64_t kc, int accumulate, float *y, int64_t ldy) {
 #ifdef GRZO__FORM_UKR
-    int64_t q;
-    for (q = 0; q < n_rows; q += u->xp) {
-        int64_t n = n_rows - q < u->xp ? n_rows - q : u->xp;
-        const float *x = xpack + q * kc;
-        if (n <= 4) grzo__form_ukr_32x4(kc, wpk, ub, sw, f, x, n, h, accumulate, y + q * ldy, ldy);
-        else if (n <= 8) grzo__form_ukr_32x8(kc, wpk, ub, sw, f, x, n, h, accumulate, y + q * ldy, ldy);
-        else grzo__form_ukr_32x12(kc, wpk, ub, sw, f, x, n, h, accumulate, y + q * ldy, ldy);
+    int64_t p, q, stride = grzo__bits_stride(kc);
+    for (p = 0; p < n_rows; p += u->xp) {
+        int64_t n = n_rows - p < u->xp ? n_rows - p : u->xp;
+        const float *x = xpack + p * kc;
+        for (q = j0; q < j1; q += u->wp) {
+            int64_t h = j1 - q < u->wp ? j1 - q : u->wp, s = (q - j0) / u->wp;
+            const float *w = wpk + (q - j0) * kc, *fq = f + (q - j0);
+            const uint32_t *uq = ub + s * stride;
+            float *c = y + p * ldy + q;
+            if (n <= 4) grzo__form_ukr_32x4(kc, w, uq, sw, fq, x, n, h, accumulate, c, ldy);
+            else if (n <= 8) grzo__form_ukr_32x8(kc, w, uq, sw, fq, x, n, h, accumulate, c, ldy);
+            else grzo__form_ukr_32x12(kc, w, uq, sw, fq, x, n, h, accumulate, c, ldy);
+        }
     }
 #else
-    (void)u, (void)wpk, (void)ub, (void)sw, (void)f, (void)xpack, (void)n_rows, (void)kc, (void)h, (void)accumulate;
-    (void)y, (void)ldy;
+    (void)u, (void)wpk, (void)ub, (void)sw, (void)f, (void)j0, (void)j1, (void)xpack, (void)n_rows, (void)kc;
+    (void)accumulate, (void)y, (void)ldy;
 #endif
 }
 
@@ -807,8 +816,9 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     if (n_blocks > n_slivers) n_blocks = n_slivers;
     per_block = (n_slivers + n_blocks - 1) / n_blocks;   /* the largest block: slivers are split evenly */
     /* per thread: packed W and U of a block, a copy's and its mirror's formed sliver, one
-       sliver's U rows, the f vector, the block's U bits, the tail set's two products */
-    t_elems = (size_t)(2 * per_block * u->wp * kc_max + 3 * u->wp * kc_max + u->wp +
+       sliver's U rows, the f vector and the block's, the block's U bits, the tail set's two
+       products */
+    t_elems = (size_t)(2 * per_block * u->wp * kc_max + 3 * u->wp * kc_max + u->wp + per_block * u->wp +
                        per_block * grzo__bits_stride(kc_max) + 2 * n_tail * per_block * u->wp + 15) / 16 * 16;
     xpack = (float *)grzo__aligned_take(&sc, (size_t)(x_elems > 0 ? x_elems : 1) * sizeof(float));
     sws = (uint32_t *)grzo__cpu_take(&sc, (size_t)(n_sw > 0 ? n_sw : 1) * sizeof(uint32_t));
@@ -842,15 +852,15 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
         for (blk = 0; blk < n_blocks; blk++) {
             int64_t s0 = blk * n_slivers / n_blocks, s1 = (blk + 1) * n_slivers / n_blocks;
             int64_t j0 = s0 * u->wp, j1 = s1 * u->wp > d_out ? d_out : s1 * u->wp, q, i, cc;
-            float *wpk = tbuf + (size_t)grzo__cpu_thread() * t_elems, *upk, *formed, *formed2, *row, *f, *tw, *tt;
-            float fneg[GRZO__PACK_MAX_WIDTH];
+            float *wpk = tbuf + (size_t)grzo__cpu_thread() * t_elems, *upk, *formed, *formed2, *row, *f, *fblk, *tw, *tt;
             uint32_t *ub;
             upk = wpk + per_block * u->wp * kc;
             formed = upk + per_block * u->wp * kc;
             formed2 = formed + u->wp * kc;
             row = formed2 + u->wp * kc;
             f = row + u->wp * kc;
-            ub = (uint32_t *)(f + u->wp);
+            fblk = f + u->wp;
+            ub = (uint32_t *)(fblk + per_block * u->wp);
             tw = (float *)(ub + per_block * grzo__bits_stride(kc));
             tt = tw + n_tail * per_block * u->wp;
             if (j0 >= j1) continue;
@@ -874,23 +884,25 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
                    each formed sliver meets the copy's X slivers at once, while it is in L1 */
                 const grzo__fused_copy *cq = &cp[cc], *mq = mate[cc] >= 0 ? &cp[mate[cc]] : NULL;
                 if (mate[cc] == -2 || (cq->n_main == 0 && (!mq || mq->n_main == 0))) continue;
+                if (cq->in_kernel) {   /* the mirror (same s) has f -> -f: w + (-f) is w - f, bit for bit */
+                    const uint32_t *sw = sws + cq->sw_off;
+                    for (i = 0; i < (s1 - s0) * u->wp; i++)   /* f = 0 past the weight's rows, as below */
+                        fblk[i] = j0 + i >= j1 ? 0.0f : cq->r ? cq->scale * cq->r[j0 + i] : cq->scale;
+                    if (cq->n_main > 0)
+                        grzo__form_ukr_block(u, wpk, ub, sw, fblk, j0, j1, xpack + cq->x_off, cq->n_main, kc, k0 > 0,
+                                             a->y + cq->row0 * d_out, d_out);
+                    if (mq && mq->n_main > 0) {
+                        for (i = 0; i < (s1 - s0) * u->wp; i++) fblk[i] = -fblk[i];
+                        grzo__form_ukr_block(u, wpk, ub, sw, fblk, j0, j1, xpack + mq->x_off, mq->n_main, kc, k0 > 0,
+                                             a->y + mq->row0 * d_out, d_out);
+                    }
+                    continue;
+                }
                 for (q = j0; q < j1; q += u->wp) {
                     int64_t h = j1 - q < u->wp ? j1 - q : u->wp, off = (q - j0) * kc;
                     /* rows past the weight's: f = 0, so that their formed values are 0 with
                        either U (packed as 0, or as bits that say +1) */
                     for (i = 0; i < u->wp; i++) f[i] = i >= h ? 0.0f : cq->r ? cq->scale * cq->r[q + i] : cq->scale;
-                    if (cq->in_kernel) {   /* the mirror (same s) has f -> -f: w + (-f) is w - f, bit for bit */
-                        const uint32_t *uq = ub + (q - j0) / u->wp * grzo__bits_stride(kc), *sw = sws + cq->sw_off;
-                        if (cq->n_main > 0)
-                            grzo__form_ukr_sliver(u, wpk + off, uq, sw, f, xpack + cq->x_off, cq->n_main, kc, h, k0 > 0,
-                                                  a->y + cq->row0 * d_out + q, d_out);
-                        if (mq && mq->n_main > 0) {
-                            for (i = 0; i < u->wp; i++) fneg[i] = -f[i];
-                            grzo__form_ukr_sliver(u, wpk + off, uq, sw, fneg, xpack + mq->x_off, mq->n_main, kc, h,
-                                                  k0 > 0, a->y + mq->row0 * d_out + q, d_out);
-                        }
-                        continue;
-                    }
                     if (bits)
                         grzo__form_sliver_bits(wpk + off, ub + (q - j0) / u->wp * grzo__bits_stride(kc), f,
                                                cq->s ? cq->s + k0 : NULL, kc, u->wp, formed, mq ? formed2 : NULL);

@@ -315,7 +315,7 @@ static void check_form_ukr(void)
                             u.kernel((dim_t)h, (dim_t)n, (dim_t)kc, &one, mirror ? neg : formed, x, &beta, c_ref, 1,
                                      (inc_t)LDC, &aux, u.cntx);
                             grzo__s_sign_words(s, kc, sw);
-                            grzo__form_ukr_sliver(&u, w, ub, sw, mirror ? fneg : f, x, n, kc, h, acc, c_got, LDC);
+                            grzo__form_ukr_block(&u, w, ub, sw, mirror ? fneg : f, 0, h, x, n, kc, acc, c_got, LDC);
                             CHECKF(memcmp(c_ref, c_got, sizeof c_ref) == 0,
                                    "forming kernel: kc %lld n %lld h %lld accumulate %d s %d mirror %d differs from "
                                    "forming then BLIS's kernel", (long long)kc, (long long)n, (long long)h, acc, form,
