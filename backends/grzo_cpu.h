@@ -98,6 +98,8 @@ typedef struct grzo__cpu {
     grzo_cpu_linear_algo algo;
     size_t transient;
     struct grzo__ukr *ukr;   /* the fused path's micro-kernel, NULL without one */
+    void *kept;              /* the fused path's panels, kept between calls (grzo__cpu_kept) */
+    size_t kept_bytes;
     char kernels[192], warning[640];   /* room for both libraries' warnings */
     char err[160];
 } grzo__cpu;
@@ -178,6 +180,7 @@ static grzo_status grzo__cpu_copy(void *self, void *dst, const void *src, size_t
 }
 static void grzo__cpu_destroy(void *self) {
     free(((grzo__cpu *)self)->ukr);
+    free(((grzo__cpu *)self)->kept);
     free(self);
 }
 static const char *grzo__cpu_last_error(void *self) { return ((grzo__cpu *)self)->err; }

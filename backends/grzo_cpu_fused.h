@@ -114,10 +114,20 @@ typedef struct grzo__fused_copy {
     int64_t sw_off;           /* its s sign words in a K block's (in_kernel) */
 } grzo__fused_copy;
 
-static void *grzo__aligned_take(grzo__cpu_scratch *s, size_t bytes) {
-    /* 64-byte aligned slivers for the kernel's loads; the raw pointer is what is freed */
-    char *p = (char *)grzo__cpu_take(s, bytes + 64);
-    return p ? (void *)(p + (64 - ((uintptr_t)p & 63u))) : NULL;
+/* A scratch area the backend keeps between calls, grown to the largest request, 64-byte
+   aligned. The fused path's panels (MBs a call) through malloc and free were mapped and
+   faulted in anew on some calls, as glibc's thresholds happened to fall (a GRZO linear at
+   bench_llm's prompt lengths: 270 page faults a call). The old area is freed before a larger
+   one is taken, so that the two never add up in the peak. NULL when it cannot grow. */
+static void *grzo__cpu_kept(grzo__cpu *cpu, size_t bytes) {
+    if (bytes + 64 > cpu->kept_bytes) {
+        free(cpu->kept);
+        cpu->kept_bytes = 0;
+        cpu->kept = malloc(bytes + 64);
+        if (!cpu->kept) return NULL;
+        cpu->kept_bytes = bytes + 64;
+    }
+    return (char *)cpu->kept + (64 - ((uintptr_t)cpu->kept & 63u));
 }
 
 /* The transposing packer under every panel: `h` rows of a row-major source (row i at
@@ -600,9 +610,9 @@ static void grzo__ukr_block(const grzo__ukr *u, const float *formed, int64_t j0,
 #define GRZO__FORM_ACC(j) __m512 c##j##a = _mm512_setzero_ps(), c##j##b = _mm512_setzero_ps();
 #define GRZO__FORM_FMA(j)                                  \
     if (j < cols) {                                        \
-        __m512 xj = _mm512_set1_ps(x[12 * k + j]);         \
-        c##j##a = _mm512_fmadd_ps(a0, xj, c##j##a);        \
-        c##j##b = _mm512_fmadd_ps(a1, xj, c##j##b);        \
+        __m512 xv = _mm512_set1_ps(x[j * xj + k * xk]);    \
+        c##j##a = _mm512_fmadd_ps(a0, xv, c##j##a);        \
+        c##j##b = _mm512_fmadd_ps(a1, xv, c##j##b);        \
     }
 #define GRZO__FORM_PUT(j)                                                                   \
     if (j < cols && j < n) {                                                                \
@@ -617,14 +627,16 @@ static void grzo__ukr_block(const grzo__ukr *u, const float *formed, int64_t j0,
 #define GRZO__FORM_COLUMNS(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(8) M(9) M(10) M(11)
 
 /* C[0..h) x [0..n) (+)= (w +- f) x^T for one 32-row weight sliver w (packed, 32 x kc) and
-   the first `cols` (4, 8 or 12, a constant once inlined) rows of a 12-row X sliver x
-   (packed, 12 x kc; rows n.. zero, n <= cols): element (i, k) of the weight is w + f_i, or
+   the first `cols` (4, 8 or 12, a constant once inlined) rows of X: row j's element k at
+   x[j xj + k xk], a packed 12-row sliver (xj = 1, xk = 12; rows n.. zero, n <= cols) or rows
+   of X in place (xj = the row stride, xk = 1). Element (i, k) of the weight is w + f_i, or
    w - f_i where bit i of ub[k] ^ sw[k] is set. C is column-stored: c[i + j ldc] (row j of Y,
    weight row i). Fewer columns for a copy's last rows: the kernel pads them to 4 instead of
    12, at the same rate per FMA. */
 __attribute__((target("avx512f"), always_inline)) static inline void
-grzo__form_ukr_body(const int cols, int64_t kc, const float *w, const uint32_t *ub, const uint32_t *sw, const float *f,
-                    const float *x, int64_t n, int64_t h, int accumulate, float *c, int64_t ldc) {
+grzo__form_ukr_body(const int cols, const int64_t xj, const int64_t xk, int64_t kc, const float *w, const uint32_t *ub,
+                    const uint32_t *sw, const float *f, const float *x, int64_t n, int64_t h, int accumulate, float *c,
+                    int64_t ldc) {
     const __m512 f0 = _mm512_loadu_ps(f), f1 = _mm512_loadu_ps(f + 16), zero = _mm512_setzero_ps();
     const __mmask16 ha = (__mmask16)(h >= 16 ? 0xFFFFu : (1u << h) - 1u);
     const __mmask16 hb = (__mmask16)(h >= 32 ? 0xFFFFu : h <= 16 ? 0u : (1u << (h - 16)) - 1u);
@@ -649,13 +661,19 @@ grzo__form_ukr_body(const int cols, int64_t kc, const float *w, const uint32_t *
     int64_t kc, const float *w, const uint32_t *ub, const uint32_t *sw, const float *f, const float *x, int64_t n,   \
         int64_t h, int accumulate, float *c, int64_t ldc
 __attribute__((target("avx512f"))) static void grzo__form_ukr_32x4(GRZO__FORM_UKR_ARGS) {
-    grzo__form_ukr_body(4, kc, w, ub, sw, f, x, n, h, accumulate, c, ldc);
+    grzo__form_ukr_body(4, 1, 12, kc, w, ub, sw, f, x, n, h, accumulate, c, ldc);
 }
 __attribute__((target("avx512f"))) static void grzo__form_ukr_32x8(GRZO__FORM_UKR_ARGS) {
-    grzo__form_ukr_body(8, kc, w, ub, sw, f, x, n, h, accumulate, c, ldc);
+    grzo__form_ukr_body(8, 1, 12, kc, w, ub, sw, f, x, n, h, accumulate, c, ldc);
 }
 __attribute__((target("avx512f"))) static void grzo__form_ukr_32x12(GRZO__FORM_UKR_ARGS) {
-    grzo__form_ukr_body(12, kc, w, ub, sw, f, x, n, h, accumulate, c, ldc);
+    grzo__form_ukr_body(12, 1, 12, kc, w, ub, sw, f, x, n, h, accumulate, c, ldc);
+}
+/* 12 whole rows of X read in place, ldx apart: no packing (the broadcasts read 12 streams as
+   fast as one packed sliver, 4 KiB strides included: 576 x 576, 36 rows a copy, 0.174 ms
+   either way) */
+__attribute__((target("avx512f"))) static void grzo__form_ukr_32x12_rows(GRZO__FORM_UKR_ARGS, int64_t ldx) {
+    grzo__form_ukr_body(12, ldx, 1, kc, w, ub, sw, f, x, n, h, accumulate, c, ldc);
 }
 #undef GRZO__FORM_UKR_ARGS
 #endif
@@ -686,28 +704,33 @@ static void grzo__s_sign_words(const float *s, int64_t kc, uint32_t *sw) {
    block (L2). With forming in registers no formed sliver has to be used while it is in L1, so
    an X sliver is read from memory once per block instead of once per weight sliver (SmolLM2's
    2.7 MB of packed rows do not fit L2). wpk, ub: the block's packed W and U bits; f: the
-   block's scales (rows j0..j1, zero past the weight); sw: the copy's s signs. */
+   block's scales (rows j0..j1, zero past the weight); sw: the copy's s signs. The copy's rows:
+   with xrows, its whole 12-row slivers are read in place (row i at xrows + i ldx) and xpart is
+   its last partial sliver, packed; without, xpart holds all its slivers packed. */
 static void grzo__form_ukr_block(const grzo__ukr *u, const float *wpk, const uint32_t *ub, const uint32_t *sw,
-                                 const float *f, int64_t j0, int64_t j1, const float *xpack, int64_t n_rows,
-                                 int64_t kc, int accumulate, float *y, int64_t ldy) {
+                                 const float *f, int64_t j0, int64_t j1, const float *xrows, int64_t ldx,
+                                 const float *xpart, int64_t n_rows, int64_t kc, int accumulate, float *y,
+                                 int64_t ldy) {
 #ifdef GRZO__FORM_UKR
     int64_t p, q, stride = grzo__bits_stride(kc);
     for (p = 0; p < n_rows; p += u->xp) {
         int64_t n = n_rows - p < u->xp ? n_rows - p : u->xp;
-        const float *x = xpack + p * kc;
+        int in_place = xrows && n == 12;
+        const float *x = in_place ? xrows + p * ldx : xrows ? xpart : xpart + p * kc;
         for (q = j0; q < j1; q += u->wp) {
             int64_t h = j1 - q < u->wp ? j1 - q : u->wp, s = (q - j0) / u->wp;
             const float *w = wpk + (q - j0) * kc, *fq = f + (q - j0);
             const uint32_t *uq = ub + s * stride;
             float *c = y + p * ldy + q;
-            if (n <= 4) grzo__form_ukr_32x4(kc, w, uq, sw, fq, x, n, h, accumulate, c, ldy);
+            if (in_place) grzo__form_ukr_32x12_rows(kc, w, uq, sw, fq, x, n, h, accumulate, c, ldy, ldx);
+            else if (n <= 4) grzo__form_ukr_32x4(kc, w, uq, sw, fq, x, n, h, accumulate, c, ldy);
             else if (n <= 8) grzo__form_ukr_32x8(kc, w, uq, sw, fq, x, n, h, accumulate, c, ldy);
             else grzo__form_ukr_32x12(kc, w, uq, sw, fq, x, n, h, accumulate, c, ldy);
         }
     }
 #else
-    (void)u, (void)wpk, (void)ub, (void)sw, (void)f, (void)j0, (void)j1, (void)xpack, (void)n_rows, (void)kc;
-    (void)accumulate, (void)y, (void)ldy;
+    (void)u, (void)wpk, (void)ub, (void)sw, (void)f, (void)j0, (void)j1, (void)xrows, (void)ldx, (void)xpart;
+    (void)n_rows, (void)kc, (void)accumulate, (void)y, (void)ldy;
 #endif
 }
 
@@ -762,6 +785,13 @@ static void grzo__fused_add_tails(const grzo__fused_copy *cp, int64_t n_copies, 
         }
 }
 
+/* The next `bytes` of a kept area at *off, which moves on to the next 64-byte boundary. */
+static void *grzo__carve(char *base, size_t *off, size_t bytes) {
+    void *p = base + *off;
+    *off += (bytes + 63) / 64 * 64;
+    return p;
+}
+
 /* The K block of a multi-copy op: the fewest blocks of at most 1.5 KC, of equal size (a
    multiple of 8, the packer's tile). Every K block re-reads and re-writes all the copies' Y
    tiles, scattered over Y, and Y outgrows L2 at a model's shapes (SmolLM2's 1160 rows x 1536:
@@ -788,7 +818,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     int nt = cpu->n_threads, bits = pt->base.dist != GRZO_NOISE_GAUSSIAN && u->wp <= GRZO__BIT_SLIVER_MAX;
     grzo__cpu_scratch sc = {{0}, 0};
     grzo__fused_copy *cp = (grzo__fused_copy *)grzo__cpu_take(&sc, (size_t)n_copies * sizeof *cp);
-    float *xpack, *tbuf, *trows = NULL, *xt = NULL, *xs = NULL;
+    float *xpack, *tbuf, *trows, *xt, *xs;
     uint32_t *sws;   /* the in-kernel copies' s sign words for a K block */
     size_t t_elems;
     if (!cp) return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed");
@@ -804,7 +834,9 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     grzo__fused_pair_mirrors(cp, n_copies, mate);
     for (c = 0; c < n_copies; c++) {
         cp[c].x_off = x_elems;
-        x_elems += (cp[c].n_main + u->xp - 1) / u->xp * u->xp * kc_max;
+        /* packed X slivers; an in-kernel copy's whole ones are read in place */
+        x_elems += (cp[c].in_kernel ? (cp[c].n_main % u->xp > 0 ? u->xp : 0)
+                                    : (cp[c].n_main + u->xp - 1) / u->xp * u->xp) * kc_max;
     }
     tail_slivers = (n_tail + u->xp - 1) / u->xp;
     tail_elems = tail_slivers * u->xp * kc_max;
@@ -820,24 +852,35 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
        products */
     t_elems = (size_t)(2 * per_block * u->wp * kc_max + 3 * u->wp * kc_max + u->wp + per_block * u->wp +
                        per_block * grzo__bits_stride(kc_max) + 2 * n_tail * per_block * u->wp + 15) / 16 * 16;
-    xpack = (float *)grzo__aligned_take(&sc, (size_t)(x_elems > 0 ? x_elems : 1) * sizeof(float));
-    sws = (uint32_t *)grzo__cpu_take(&sc, (size_t)(n_sw > 0 ? n_sw : 1) * sizeof(uint32_t));
-    tbuf = (float *)grzo__aligned_take(&sc, (size_t)nt * t_elems * sizeof(float));
-    if (n_tail > 0) {
-        trows = (float *)grzo__cpu_take(&sc, (size_t)(2 * n_tail * kc_max) * sizeof(float));
-        xt = (float *)grzo__aligned_take(&sc, (size_t)tail_elems * sizeof(float));
-        xs = (float *)grzo__aligned_take(&sc, (size_t)tail_elems * sizeof(float));
-    }
-    if (!xpack || !sws || !tbuf || (n_tail > 0 && (!trows || !xt || !xs))) {
-        grzo__cpu_release(&sc);
-        return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed");
+    {   /* the packed rows, the copies' sign words, the threads' buffers, the tail set: kept */
+        size_t sz[6], total = 0, off = 0;
+        char *kept;
+        int i;
+        sz[0] = (size_t)x_elems * sizeof(float);
+        sz[1] = (size_t)n_sw * sizeof(uint32_t);
+        sz[2] = (size_t)nt * t_elems * sizeof(float);
+        sz[3] = (size_t)(2 * n_tail * kc_max) * sizeof(float);
+        sz[4] = sz[5] = (size_t)tail_elems * sizeof(float);
+        for (i = 0; i < 6; i++) total += (sz[i] + 63) / 64 * 64;
+        kept = (char *)grzo__cpu_kept(cpu, total);
+        if (!kept) {
+            grzo__cpu_release(&sc);
+            return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed");
+        }
+        xpack = (float *)grzo__carve(kept, &off, sz[0]);
+        sws = (uint32_t *)grzo__carve(kept, &off, sz[1]);
+        tbuf = (float *)grzo__carve(kept, &off, sz[2]);
+        trows = (float *)grzo__carve(kept, &off, sz[3]);
+        xt = (float *)grzo__carve(kept, &off, sz[4]);
+        xs = (float *)grzo__carve(kept, &off, sz[5]);
     }
     for (k0 = 0; k0 < d_in; k0 += kc_max) {
         int64_t kc = d_in - k0 < kc_max ? d_in - k0 : kc_max;
         float beta = k0 == 0 ? 0.0f : 1.0f;
         GRZO__OMP_FOR_DYNAMIC
         for (c = 0; c < n_copies; c++) {
-            grzo__pack_rows(a->x, d_in, cp[c].row0, cp[c].n_main, k0, kc, u->xp,   /* activations: cached */
+            int64_t whole = cp[c].in_kernel ? cp[c].n_main / u->xp * u->xp : 0;
+            grzo__pack_rows(a->x, d_in, cp[c].row0 + whole, cp[c].n_main - whole, k0, kc, u->xp,   /* activations: cached */
                             d_in % 1024 == 0 ? tbuf + (size_t)grzo__cpu_thread() * t_elems : NULL, xpack + cp[c].x_off);
             if (n_tail > 0) grzo__fused_stage_tails(a->x, d_in, &cp[c], k0, kc, trows, trows + n_tail * kc);
             if (cp[c].in_kernel) grzo__s_sign_words(cp[c].s ? cp[c].s + k0 : NULL, kc, sws + cp[c].sw_off);
@@ -889,12 +932,12 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
                     for (i = 0; i < (s1 - s0) * u->wp; i++)   /* f = 0 past the weight's rows, as below */
                         fblk[i] = j0 + i >= j1 ? 0.0f : cq->r ? cq->scale * cq->r[j0 + i] : cq->scale;
                     if (cq->n_main > 0)
-                        grzo__form_ukr_block(u, wpk, ub, sw, fblk, j0, j1, xpack + cq->x_off, cq->n_main, kc, k0 > 0,
-                                             a->y + cq->row0 * d_out, d_out);
+                        grzo__form_ukr_block(u, wpk, ub, sw, fblk, j0, j1, a->x + cq->row0 * d_in + k0, d_in,
+                                             xpack + cq->x_off, cq->n_main, kc, k0 > 0, a->y + cq->row0 * d_out, d_out);
                     if (mq && mq->n_main > 0) {
                         for (i = 0; i < (s1 - s0) * u->wp; i++) fblk[i] = -fblk[i];
-                        grzo__form_ukr_block(u, wpk, ub, sw, fblk, j0, j1, xpack + mq->x_off, mq->n_main, kc, k0 > 0,
-                                             a->y + mq->row0 * d_out, d_out);
+                        grzo__form_ukr_block(u, wpk, ub, sw, fblk, j0, j1, a->x + mq->row0 * d_in + k0, d_in,
+                                             xpack + mq->x_off, mq->n_main, kc, k0 > 0, a->y + mq->row0 * d_out, d_out);
                     }
                     continue;
                 }

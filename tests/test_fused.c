@@ -268,20 +268,20 @@ static void check_form_ukr(void)
 {
 #ifdef GRZO_USE_BLIS
     static const int64_t kcs[] = { 1, 7, 576 }, ns[] = { 1, 4, 5, 8, 9, 12 }, hs[] = { 1, 16, 17, 32 };
-    enum { KC = 576, LDC = 37 };
+    enum { KC = 576, LDC = 37, XLD = KC + 5 };
     grzo__ukr u;
     float *w = aligned_floats(32 * KC), *x = aligned_floats(12 * KC), *formed = aligned_floats(32 * KC);
-    float *neg = aligned_floats(32 * KC), c0[12 * LDC], c_ref[12 * LDC], c_got[12 * LDC], f[32], fneg[32], sg[KC], one = 1.0f;
+    float *neg = aligned_floats(32 * KC), *xr = aligned_floats(12 * XLD), c0[12 * LDC], c_ref[12 * LDC], c_got[12 * LDC], f[32], fneg[32], sg[KC], one = 1.0f;
     uint32_t ub[KC], sw[KC];
     int64_t ki, ni, hi, i, k, n_cases = 0;
     int acc, form, mirror;
     auxinfo_t aux;
-    REQUIRE(w && x && formed && neg);
+    REQUIRE(w && x && formed && neg && xr);
     REQUIRE(grzo__ukr_init(&u));
     if (!u.form_in_kernel) {
         printf("test_fused: the forming kernel does not run here (BLIS %s, %s): nothing to compare\n", u.arch,
                grzo__simd_name(grzo__cpu_simd_level()));
-        free(w); free(x); free(formed); free(neg);
+        free(w); free(x); free(formed); free(neg); free(xr);
         return;
     }
     memset(&aux, 0, sizeof aux);
@@ -315,11 +315,24 @@ static void check_form_ukr(void)
                             u.kernel((dim_t)h, (dim_t)n, (dim_t)kc, &one, mirror ? neg : formed, x, &beta, c_ref, 1,
                                      (inc_t)LDC, &aux, u.cntx);
                             grzo__s_sign_words(s, kc, sw);
-                            grzo__form_ukr_block(&u, w, ub, sw, mirror ? fneg : f, 0, h, x, n, kc, acc, c_got, LDC);
+                            grzo__form_ukr_block(&u, w, ub, sw, mirror ? fneg : f, 0, h, NULL, 0, x, n, kc, acc, c_got,
+                                                 LDC);
                             CHECKF(memcmp(c_ref, c_got, sizeof c_ref) == 0,
                                    "forming kernel: kc %lld n %lld h %lld accumulate %d s %d mirror %d differs from "
                                    "forming then BLIS's kernel", (long long)kc, (long long)n, (long long)h, acc, form,
                                    mirror);
+                            if (n == 12) {   /* a whole sliver read in place: rows XLD apart */
+                                for (i = 0; i < 12; i++)
+                                    for (k = 0; k < kc; k++) xr[i * XLD + k] = x[k * 12 + i];
+                                memcpy(c_got, acc ? c0 : c_ref, sizeof c_got);
+                                if (!acc)
+                                    for (i = 0; i < 12 * LDC; i++) c_got[i] = NAN;
+                                grzo__form_ukr_block(&u, w, ub, sw, mirror ? fneg : f, 0, h, xr, XLD, NULL, n, kc, acc,
+                                                     c_got, LDC);
+                                CHECKF(memcmp(c_ref, c_got, sizeof c_ref) == 0,
+                                       "forming kernel, rows in place: kc %lld h %lld accumulate %d s %d mirror %d "
+                                       "differs", (long long)kc, (long long)h, acc, form, mirror);
+                            }
                             n_cases++;
                         }
     /* a Gaussian s is refused: such copies are formed and stored */
@@ -330,7 +343,7 @@ static void check_form_ukr(void)
     CHECK(!grzo__s_is_signs(sg, 4));
     printf("test_fused: the forming kernel equals forming then BLIS's kernel, bit for bit, in %lld cases\n",
            (long long)n_cases);
-    free(w); free(x); free(formed); free(neg);
+    free(w); free(x); free(formed); free(neg); free(xr);
 #endif
 }
 
