@@ -37,7 +37,9 @@
    AUTO chooses FUSED where BLIS has a kernel for the CPU; otherwise PER_EXAMPLE when the
    copies average at least 8 rows, else TWO_GEMM.
    Transient memory is bounded by desc.transient_bytes (default 8 MiB): weights are
-   processed in chunks of output rows.
+   processed in chunks of output rows. FUSED packs a K block of the op's rows and a weight
+   block per thread; it keeps that scratch between calls (grown to the largest call's, freed
+   by grzo_backend_destroy), so a backend serves one thread at a time.
 
    Results do not depend on n_threads: every element is computed by one thread in a fixed
    order (GEMM reductions run inside OpenBLAS, which does not split K across threads).
