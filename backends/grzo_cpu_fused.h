@@ -676,6 +676,56 @@ __attribute__((target("avx512f"))) static void grzo__form_ukr_32x12_rows(GRZO__F
     grzo__form_ukr_body(12, ldx, 1, kc, w, ub, sw, f, x, n, h, accumulate, c, ldc);
 }
 #undef GRZO__FORM_UKR_ARGS
+
+/* Two weight slivers (64 rows: w and w2, U's words ub and ub2, f's 64 scales; the second h2
+   rows high) against a packed X sliver's first 4 rows, for a copy's last 2-4 rows: 16 FMA
+   chains where the 32-row, 4-column kernel has 8, which leave the FMA pipes waiting on their
+   latency. Each element's arithmetic is grzo__form_ukr_32x4's, so the same bits. */
+#define GRZO__FORM4_ACC(j) __m512 c##j##a = zero, c##j##b = zero, c##j##c = zero, c##j##d = zero;
+#define GRZO__FORM4_FMA(j)                                 \
+    {                                                      \
+        __m512 xv = _mm512_set1_ps(x[12 * k + j]);         \
+        c##j##a = _mm512_fmadd_ps(a0, xv, c##j##a);        \
+        c##j##b = _mm512_fmadd_ps(a1, xv, c##j##b);        \
+        c##j##c = _mm512_fmadd_ps(a2, xv, c##j##c);        \
+        c##j##d = _mm512_fmadd_ps(a3, xv, c##j##d);        \
+    }
+#define GRZO__FORM4_PUT1(j, v, mask, at)                                                 \
+    if (accumulate) c##j##v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, cj + at), c##j##v); \
+    _mm512_mask_storeu_ps(cj + at, mask, c##j##v);
+#define GRZO__FORM4_PUT(j)                                 \
+    if (j < n) {                                           \
+        float *cj = c + j * ldc;                           \
+        GRZO__FORM4_PUT1(j, a, all, 0)                     \
+        GRZO__FORM4_PUT1(j, b, all, 16)                    \
+        GRZO__FORM4_PUT1(j, c, hc, 32)                     \
+        GRZO__FORM4_PUT1(j, d, hd, 48)                     \
+    }
+__attribute__((target("avx512f"))) static void grzo__form_ukr_64x4(int64_t kc, const float *w, const float *w2,
+                                                                   const uint32_t *ub, const uint32_t *ub2,
+                                                                   const uint32_t *sw, const float *f, const float *x,
+                                                                   int64_t n, int64_t h2, int accumulate, float *c,
+                                                                   int64_t ldc) {
+    const __m512 zero = _mm512_setzero_ps(), f0 = _mm512_loadu_ps(f), f1 = _mm512_loadu_ps(f + 16);
+    const __m512 f2 = _mm512_loadu_ps(f + 32), f3 = _mm512_loadu_ps(f + 48);
+    const __mmask16 all = (__mmask16)0xFFFFu, hc = (__mmask16)(h2 >= 16 ? 0xFFFFu : (1u << h2) - 1u);
+    const __mmask16 hd = (__mmask16)(h2 >= 32 ? 0xFFFFu : h2 <= 16 ? 0u : (1u << (h2 - 16)) - 1u);
+    int64_t k;
+    GRZO__FORM4_ACC(0) GRZO__FORM4_ACC(1) GRZO__FORM4_ACC(2) GRZO__FORM4_ACC(3)
+    for (k = 0; k < kc; k++) {
+        uint32_t m = ub[k] ^ sw[k], m2 = ub2[k] ^ sw[k];
+        __m512 a0 = _mm512_add_ps(_mm512_loadu_ps(w + 32 * k), _mm512_mask_sub_ps(f0, (__mmask16)(m & 0xFFFFu), zero, f0));
+        __m512 a1 = _mm512_add_ps(_mm512_loadu_ps(w + 32 * k + 16), _mm512_mask_sub_ps(f1, (__mmask16)(m >> 16), zero, f1));
+        __m512 a2 = _mm512_add_ps(_mm512_loadu_ps(w2 + 32 * k), _mm512_mask_sub_ps(f2, (__mmask16)(m2 & 0xFFFFu), zero, f2));
+        __m512 a3 = _mm512_add_ps(_mm512_loadu_ps(w2 + 32 * k + 16), _mm512_mask_sub_ps(f3, (__mmask16)(m2 >> 16), zero, f3));
+        GRZO__FORM4_FMA(0) GRZO__FORM4_FMA(1) GRZO__FORM4_FMA(2) GRZO__FORM4_FMA(3)
+    }
+    GRZO__FORM4_PUT(0) GRZO__FORM4_PUT(1) GRZO__FORM4_PUT(2) GRZO__FORM4_PUT(3)
+}
+#undef GRZO__FORM4_ACC
+#undef GRZO__FORM4_FMA
+#undef GRZO__FORM4_PUT1
+#undef GRZO__FORM4_PUT
 #endif
 
 /* The rows of a copy the forming kernel multiplies in whole: its last rows are padded to 4,
@@ -722,6 +772,12 @@ static void grzo__form_ukr_block(const grzo__ukr *u, const float *wpk, const uin
             const float *w = wpk + (q - j0) * kc, *fq = f + (q - j0);
             const uint32_t *uq = ub + s * stride;
             float *c = y + p * ldy + q;
+            if (!in_place && n <= 4 && j1 - q > u->wp) {   /* two slivers at once */
+                int64_t h2 = j1 - q - u->wp < u->wp ? j1 - q - u->wp : u->wp;
+                grzo__form_ukr_64x4(kc, w, w + u->wp * kc, uq, uq + stride, sw, fq, x, n, h2, accumulate, c, ldy);
+                q += u->wp;
+                continue;
+            }
             if (in_place) grzo__form_ukr_32x12_rows(kc, w, uq, sw, fq, x, n, h, accumulate, c, ldy, ldx);
             else if (n <= 4) grzo__form_ukr_32x4(kc, w, uq, sw, fq, x, n, h, accumulate, c, ldy);
             else if (n <= 8) grzo__form_ukr_32x8(kc, w, uq, sw, fq, x, n, h, accumulate, c, ldy);

@@ -268,26 +268,27 @@ static void check_form_ukr(void)
 {
 #ifdef GRZO_USE_BLIS
     static const int64_t kcs[] = { 1, 7, 576 }, ns[] = { 1, 4, 5, 8, 9, 12 }, hs[] = { 1, 16, 17, 32 };
-    enum { KC = 576, LDC = 37, XLD = KC + 5 };
+    enum { KC = 576, LDC = 37, XLD = KC + 5, LDC2 = 71 };
     grzo__ukr u;
     float *w = aligned_floats(32 * KC), *x = aligned_floats(12 * KC), *formed = aligned_floats(32 * KC);
-    float *neg = aligned_floats(32 * KC), *xr = aligned_floats(12 * XLD), c0[12 * LDC], c_ref[12 * LDC], c_got[12 * LDC], f[32], fneg[32], sg[KC], one = 1.0f;
-    uint32_t ub[KC], sw[KC];
+    float *neg = aligned_floats(32 * KC), *xr = aligned_floats(12 * XLD), *w2 = aligned_floats(64 * KC), c0[12 * LDC], c_ref[12 * LDC], c_got[12 * LDC], f[32], fneg[32], sg[KC], one = 1.0f;
+    uint32_t ub[KC], sw[KC], ub2[2 * KC];
     int64_t ki, ni, hi, i, k, n_cases = 0;
     int acc, form, mirror;
     auxinfo_t aux;
-    REQUIRE(w && x && formed && neg && xr);
+    REQUIRE(w && x && formed && neg && xr && w2);
     REQUIRE(grzo__ukr_init(&u));
     if (!u.form_in_kernel) {
         printf("test_fused: the forming kernel does not run here (BLIS %s, %s): nothing to compare\n", u.arch,
                grzo__simd_name(grzo__cpu_simd_level()));
-        free(w); free(x); free(formed); free(neg); free(xr);
+        free(w); free(x); free(formed); free(neg); free(xr); free(w2);
         return;
     }
     memset(&aux, 0, sizeof aux);
     tu_fill_unif(w, 32 * KC, 41, -1.0f, 1.0f);
     tu_fill_unif(x, 12 * KC, 42, -1.0f, 1.0f);
     tu_fill_unif(c0, 12 * LDC, 43, -1.0f, 1.0f);
+    tu_fill_unif(w2, 64 * KC, 45, -1.0f, 1.0f);
     for (k = 0; k < KC; k++) {
         ub[k] = (uint32_t)k * 2654435761u ^ (uint32_t)(k >> 3) * 40503u;
         sg[k] = (k * 7) % 5 < 2 ? -1.0f : 1.0f;
@@ -335,6 +336,37 @@ static void check_form_ukr(void)
                             }
                             n_cases++;
                         }
+    /* two weight slivers against a copy's last 1-4 rows (the 64-row, 4-column kernel): each
+       sliver as forming it then BLIS's kernel, the second h2 rows high */
+    for (ki = 0; ki < 3; ki++)
+        for (ni = 1; ni <= 4; ni++)
+            for (hi = 0; hi < 3; hi++)
+                for (acc = 0; acc < 2; acc++) {
+                    static const int64_t h2s[] = { 1, 17, 32 };
+                    int64_t kc = kcs[ki], n = ni, h2 = h2s[hi], stride = grzo__bits_stride(kc), half;
+                    float beta = acc ? 1.0f : 0.0f, f64[64], cr[4 * LDC2], cg[4 * LDC2];
+                    for (i = n; i < 12; i++)
+                        for (k = 0; k < kc; k++) x[k * 12 + i] = 0.0f;
+                    tu_fill_unif(f64, 64, 50 + (uint64_t)hi, -0.1f, 0.1f);
+                    for (i = 32 + h2; i < 64; i++) f64[i] = 0.0f;
+                    for (k = 0; k < kc; k++) {
+                        ub2[k] = ub[k];
+                        ub2[stride + k] = ub[k] * 2246822519u + 7u;
+                    }
+                    for (i = 0; i < 4 * LDC2; i++) cr[i] = acc ? c0[i % (12 * LDC)] : NAN;
+                    memcpy(cg, cr, sizeof cr);
+                    for (half = 0; half < 2; half++) {
+                        grzo__form_sliver_bits(w2 + half * 32 * kc, ub2 + half * stride, f64 + 32 * half, sg, kc, 32,
+                                               formed, NULL);
+                        u.kernel((dim_t)(half ? h2 : 32), (dim_t)n, (dim_t)kc, &one, formed, x, &beta, cr + 32 * half,
+                                 1, (inc_t)LDC2, &aux, u.cntx);
+                    }
+                    grzo__s_sign_words(sg, kc, sw);
+                    grzo__form_ukr_block(&u, w2, ub2, sw, f64, 0, 32 + h2, NULL, 0, x, n, kc, acc, cg, LDC2);
+                    CHECKF(memcmp(cr, cg, sizeof cr) == 0, "forming kernel, two slivers: kc %lld n %lld h2 %lld "
+                           "accumulate %d differs", (long long)kc, (long long)n, (long long)h2, acc);
+                    n_cases++;
+                }
     /* a Gaussian s is refused: such copies are formed and stored */
     CHECK(grzo__s_is_signs(sg, KC) && grzo__s_is_signs(NULL, KC));
     sg[3] = 0.5f;
@@ -343,7 +375,7 @@ static void check_form_ukr(void)
     CHECK(!grzo__s_is_signs(sg, 4));
     printf("test_fused: the forming kernel equals forming then BLIS's kernel, bit for bit, in %lld cases\n",
            (long long)n_cases);
-    free(w); free(x); free(formed); free(neg); free(xr);
+    free(w); free(x); free(formed); free(neg); free(xr); free(w2);
 #endif
 }
 
