@@ -11,7 +11,9 @@
      for each K block of the shared dimension (sequential: the kernel accumulates in Y;
        BLIS's KC for one copy, up to 1.5 KC split evenly for many: grzo__copies_kc)
        pack every copy's rows of X into NR-wide (or MR-wide) slivers, once; a copy's last
-         rows (fewer than half a sliver) go to the tail set instead
+         rows (fewer than half a sliver) go to the tail set instead (copies of the forming
+         kernel, below: only a lone last row goes there, only a partial last sliver is
+         packed, the whole ones are read in place)
        for each block of weight rows (about MC/4 rows; one thread each)
          pack W of the block into slivers, and U, regenerated from the counter RNG: a
            Rademacher U (the default) as one sign bit per element, a Gaussian one as floats
@@ -21,15 +23,16 @@
                         micro-kernel on it and each of the copy's X slivers while it is
                         in L1; or, where U and s are signs on an AVX-512 CPU with skx's
                         packing, run grzo's forming kernel (grzo__form_ukr_32x12), which
-                        forms W + f_c (.) U in registers as it multiplies, same bits
+                        forms W + f_c (.) U in registers as it multiplies (same bits), each
+                        X sliver against every weight sliver of the block
          the tail set: X_t W^T and (X_t (.) s) U^T on the same panels (U as floats), added
            into Y
 
    so W and U are read and packed once per call whatever the number of copies, a copy's
    perturbed weight exists one cache block at a time (or only in registers), and every
-   product runs in the library's tuned kernel or one that matches it bit for bit. An op with a single copy (a MeZO or FZOO pass) skips the packed
-   panels and forms each block straight from W and fresh U rows (a Rademacher U's as bits,
-   row by row). The formed weights are
+   product runs in the library's tuned kernel or one that matches it bit for bit. An op with
+   a single copy (a MeZO or FZOO pass) skips the packed panels and forms each block straight
+   from W and fresh U rows (a Rademacher U's as bits, row by row). The formed weights are
    bit-identical to the per-example path's (w + (f r_j s_k) u with exact sign flips, no
    contraction: C99 mode); only the order of the K-sum differs from OpenBLAS's, and the
    tail rows add the perturbation's product separately, so with eps = 2^-24
