@@ -32,7 +32,8 @@
                   AVX-512 CPUs, with U and s Rademacher (the default), by grzo's kernel
                   that forms in registers as it multiplies (the same bits); a copy's last
                   few rows (all of a copy shorter than half the kernel's width, e.g. an
-                  output head's one row) take TWO_GEMM's form on the same packed panels. Also serves the shared-Z passes (MeZO, FZOO): W + sigma U is formed
+                  output head's one row) take TWO_GEMM's form on the same packed panels.
+                  Also serves the shared-Z passes (MeZO, FZOO): W + sigma U is formed
                   while packing.
    AUTO chooses FUSED where BLIS has a kernel for the CPU; otherwise PER_EXAMPLE when the
    copies average at least 8 rows, else TWO_GEMM.

@@ -610,6 +610,13 @@ static void grzo__ukr_block(const grzo__ukr *u, const float *formed, int64_t j0,
    not contract a * b + c into an FMA: 173 GFLOP/s against 265). The 12 columns are written
    out so that every optimization level keeps the 24 accumulators in registers. */
 #ifdef GRZO__FORM_UKR
+/* 16 formed weights: w + f, or w - f where m's bit is set (w + (-f) is w - f, bit for bit);
+   +-f is made first, off the path from w's load to the FMAs */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 grzo__formed16(const float *w, __m512 f,
+                                                                                     __mmask16 m) {
+    return _mm512_add_ps(_mm512_loadu_ps(w), _mm512_mask_sub_ps(f, m, _mm512_setzero_ps(), f));
+}
+
 #define GRZO__FORM_ACC(j) __m512 c##j##a = _mm512_setzero_ps(), c##j##b = _mm512_setzero_ps();
 #define GRZO__FORM_FMA(j)                                  \
     if (j < cols) {                                        \
@@ -640,17 +647,15 @@ __attribute__((target("avx512f"), always_inline)) static inline void
 grzo__form_ukr_body(const int cols, const int64_t xj, const int64_t xk, int64_t kc, const float *w, const uint32_t *ub,
                     const uint32_t *sw, const float *f, const float *x, int64_t n, int64_t h, int accumulate, float *c,
                     int64_t ldc) {
-    const __m512 f0 = _mm512_loadu_ps(f), f1 = _mm512_loadu_ps(f + 16), zero = _mm512_setzero_ps();
+    const __m512 f0 = _mm512_loadu_ps(f), f1 = _mm512_loadu_ps(f + 16);
     const __mmask16 ha = (__mmask16)(h >= 16 ? 0xFFFFu : (1u << h) - 1u);
     const __mmask16 hb = (__mmask16)(h >= 32 ? 0xFFFFu : h <= 16 ? 0u : (1u << (h - 16)) - 1u);
     int64_t k;
     GRZO__FORM_COLUMNS(GRZO__FORM_ACC)
     for (k = 0; k < kc; k++) {
         uint32_t m = ub[k] ^ sw[k];
-        __m512 w0 = _mm512_loadu_ps(w + 32 * k), w1 = _mm512_loadu_ps(w + 32 * k + 16);
-        /* +-f first, off the path from w's load to the FMAs; w + (-f) is w - f, bit for bit */
-        __m512 a0 = _mm512_add_ps(w0, _mm512_mask_sub_ps(f0, (__mmask16)(m & 0xFFFFu), zero, f0));
-        __m512 a1 = _mm512_add_ps(w1, _mm512_mask_sub_ps(f1, (__mmask16)(m >> 16), zero, f1));
+        __m512 a0 = grzo__formed16(w + 32 * k, f0, (__mmask16)(m & 0xFFFFu));
+        __m512 a1 = grzo__formed16(w + 32 * k + 16, f1, (__mmask16)(m >> 16));
         GRZO__FORM_COLUMNS(GRZO__FORM_FMA)
     }
     GRZO__FORM_COLUMNS(GRZO__FORM_PUT)
@@ -717,10 +722,10 @@ __attribute__((target("avx512f"))) static void grzo__form_ukr_64x4(int64_t kc, c
     GRZO__FORM4_ACC(0) GRZO__FORM4_ACC(1) GRZO__FORM4_ACC(2) GRZO__FORM4_ACC(3)
     for (k = 0; k < kc; k++) {
         uint32_t m = ub[k] ^ sw[k], m2 = ub2[k] ^ sw[k];
-        __m512 a0 = _mm512_add_ps(_mm512_loadu_ps(w + 32 * k), _mm512_mask_sub_ps(f0, (__mmask16)(m & 0xFFFFu), zero, f0));
-        __m512 a1 = _mm512_add_ps(_mm512_loadu_ps(w + 32 * k + 16), _mm512_mask_sub_ps(f1, (__mmask16)(m >> 16), zero, f1));
-        __m512 a2 = _mm512_add_ps(_mm512_loadu_ps(w2 + 32 * k), _mm512_mask_sub_ps(f2, (__mmask16)(m2 & 0xFFFFu), zero, f2));
-        __m512 a3 = _mm512_add_ps(_mm512_loadu_ps(w2 + 32 * k + 16), _mm512_mask_sub_ps(f3, (__mmask16)(m2 >> 16), zero, f3));
+        __m512 a0 = grzo__formed16(w + 32 * k, f0, (__mmask16)(m & 0xFFFFu));
+        __m512 a1 = grzo__formed16(w + 32 * k + 16, f1, (__mmask16)(m >> 16));
+        __m512 a2 = grzo__formed16(w2 + 32 * k, f2, (__mmask16)(m2 & 0xFFFFu));
+        __m512 a3 = grzo__formed16(w2 + 32 * k + 16, f3, (__mmask16)(m2 >> 16));
         GRZO__FORM4_FMA(0) GRZO__FORM4_FMA(1) GRZO__FORM4_FMA(2) GRZO__FORM4_FMA(3)
     }
     GRZO__FORM4_PUT(0) GRZO__FORM4_PUT(1) GRZO__FORM4_PUT(2) GRZO__FORM4_PUT(3)

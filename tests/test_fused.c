@@ -271,7 +271,8 @@ static void check_form_ukr(void)
     enum { KC = 576, LDC = 37, XLD = KC + 5, LDC2 = 71 };
     grzo__ukr u;
     float *w = aligned_floats(32 * KC), *x = aligned_floats(12 * KC), *formed = aligned_floats(32 * KC);
-    float *neg = aligned_floats(32 * KC), *xr = aligned_floats(12 * XLD), *w2 = aligned_floats(64 * KC), c0[12 * LDC], c_ref[12 * LDC], c_got[12 * LDC], f[32], fneg[32], sg[KC], one = 1.0f;
+    float *neg = aligned_floats(32 * KC), *xr = aligned_floats(12 * XLD), *w2 = aligned_floats(64 * KC);
+    float c0[12 * LDC], c_ref[12 * LDC], c_got[12 * LDC], f[32], fneg[32], sg[KC], one = 1.0f;
     uint32_t ub[KC], sw[KC], ub2[2 * KC];
     int64_t ki, ni, hi, i, k, n_cases = 0;
     int acc, form, mirror;
