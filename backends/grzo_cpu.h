@@ -69,7 +69,8 @@ typedef struct grzo_cpu_desc {
 
 GRZO_API grzo_status grzo_backend_cpu_create(const grzo_cpu_desc *desc, grzo_backend *out);
 /* The GEMM kernels a CPU backend runs, one line for logs ("OpenBLAS 0.3.21 ... core Haswell;
-   fused: BLIS 0.9.0 skx"), and a warning with the remedy when a library runs kernels older
+   fused: BLIS 0.9.0 skx", "+ grzo's AVX-512 forming kernel" where GRZO passes form their
+   weights in registers), and a warning with the remedy when a library runs kernels older
    than the CPU supports, or a BLIS_ARCH_TYPE that BLIS would abort or crash on (then BLIS is
    never called and the fused path is off) ("" when none). Returns INVALID_ARG if `be` is not
    a CPU backend. */
@@ -103,7 +104,7 @@ typedef struct grzo__cpu {
     struct grzo__ukr *ukr;   /* the fused path's micro-kernel, NULL without one */
     void *kept;              /* the fused path's panels, kept between calls (grzo__cpu_kept) */
     size_t kept_bytes;
-    char kernels[192], warning[640];   /* room for both libraries' warnings */
+    char kernels[256], warning[640];   /* room for both libraries' lines and warnings */
     char err[160];
 } grzo__cpu;
 
@@ -1240,6 +1241,12 @@ GRZO__DEF grzo_status grzo_backend_cpu_create(const grzo_cpu_desc *desc, grzo_ba
     if (!grzo__ukr_init(cpu->ukr)) { free(cpu->ukr); cpu->ukr = NULL; }
 #endif
     grzo__cpu_describe_kernels(cpu);
+#ifdef GRZO_USE_BLIS
+    if (cpu->ukr && cpu->ukr->form_in_kernel) {   /* which kernel multiplies a GRZO pass */
+        size_t k = strlen(cpu->kernels);
+        snprintf(cpu->kernels + k, sizeof cpu->kernels - k, " + grzo's AVX-512 forming kernel");
+    }
+#endif
     out->iface = &grzo__cpu_iface;
     out->self = cpu;
     return GRZO_OK;
