@@ -66,7 +66,8 @@
 
      grzo_rows: .offsets = NULL splits .n_rows evenly over the segments (every copy has
      the same number of rows); otherwise .offsets holds n_segments+1 non-decreasing row
-     offsets starting at 0 and ending at n_rows. Layout inside a GRZO pass: copies
+     offsets starting at 0 and ending at n_rows. grzo_linear's x and y must not share
+     memory (INVALID_ARG). Layout inside a GRZO pass: copies
      0..B-1 are the "+" copies of examples 0..B-1, copies B..2B-1 the "-" copies.
 
    3. ESTIMATORS (desc.estimator)      passes x copies   update
@@ -2766,6 +2767,13 @@ static const grzo_perturb *grzo__segment(grzo__op *op, int64_t c, int64_t *first
     return &op->seg_pt;
 }
 
+/* Whether n floats at a and m floats at b share memory (addresses compared as integers: the
+   two may belong to different objects) */
+static int grzo__ranges_overlap(const float *a, size_t n, const float *b, size_t m) {
+    uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
+    return a0 < b0 + m * sizeof(float) && b0 < a0 + n * sizeof(float);
+}
+
 GRZO__DEF grzo_status grzo_linear(grzo_ctx *ctx, grzo_block w, const float *x, float *y, const grzo_rows *rows) {
     grzo__op op;
     grzo_linear_args a;
@@ -2777,6 +2785,10 @@ GRZO__DEF grzo_status grzo_linear(grzo_ctx *ctx, grzo_block w, const float *x, f
     if (op.blk->p.kind == GRZO_BLOCK_VECTOR) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_linear: block %u is a vector", (unsigned)w.id);
     if (!x || !y) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_linear: x and y are required");
     if (rows->n_rows == 0) return GRZO_OK;
+    if (grzo__ranges_overlap(x, (size_t)rows->n_rows * (size_t)op.blk->p.cols, y,
+                             (size_t)rows->n_rows * (size_t)op.blk->p.rows))
+        return grzo__fail(ctx, GRZO_ERR_INVALID_ARG,
+                          "grzo_linear: x and y overlap (a product cannot be written over its own input)");
     if (ctx->state == GRZO__IN_PASS && op.blk->p.kind == GRZO_BLOCK_EMBEDDING) op.blk->full_touch = 1;
     a.w = op.blk->p;
     a.x = x;

@@ -537,6 +537,17 @@ static void test_invalid_args(void)
     CHECK_ST(grzo_linear(v.ctx, v.blk[0], x, NULL, &rows), GRZO_ERR_INVALID_ARG);
     CHECK_ST(grzo_linear(v.ctx, v.blk[0], x, y, NULL), GRZO_ERR_INVALID_ARG);
     CHECK_ST(grzo_linear(NULL, v.blk[0], x, y, &rows), GRZO_ERR_INVALID_ARG);
+    {   /* an output over its own input: refused, the input unchanged */
+        float before[64];
+        rows.n_rows = 6; rows.offsets = NULL;
+        memcpy(before, x, sizeof before);
+        CHECK_ST(grzo_linear(v.ctx, v.blk[0], x, x + 2, &rows), GRZO_ERR_INVALID_ARG);
+        CHECK(strstr(grzo_last_error(v.ctx), "overlap") != NULL);
+        CHECK_ST(grzo_linear(v.ctx, v.blk[0], x + 17, x, &rows), GRZO_ERR_INVALID_ARG);   /* one float shared */
+        CHECK(memcmp(before, x, sizeof before) == 0);
+        CHECK_OK(grzo_linear(v.ctx, v.blk[0], x, x + 24, &rows));   /* adjacent is fine */
+        memcpy(x, before, sizeof before);
+    }
     CHECK_ST(grzo_vector(v.ctx, v.blk[1], GRZO_VECTOR_ADD, NULL, y, &rows), GRZO_ERR_INVALID_ARG);
     CHECK_ST(grzo_vector(v.ctx, v.blk[1], GRZO_VECTOR_ADD, x, NULL, &rows), GRZO_ERR_INVALID_ARG);
     CHECK_ST(grzo_vector(v.ctx, v.blk[1], GRZO_VECTOR_ADD, x, y, NULL), GRZO_ERR_INVALID_ARG);
