@@ -617,6 +617,12 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 grzo__for
     return _mm512_add_ps(_mm512_loadu_ps(w), _mm512_mask_sub_ps(f, m, _mm512_setzero_ps(), f));
 }
 
+/* The lanes of 16-row half `half` of a 32-row sliver that hold its first h rows */
+static inline __mmask16 grzo__rows_mask(int64_t h, int half) {
+    h -= 16 * half;
+    return (__mmask16)(h >= 16 ? 0xFFFFu : h <= 0 ? 0u : (1u << h) - 1u);
+}
+
 #define GRZO__FORM_ACC(j) __m512 c##j##a = _mm512_setzero_ps(), c##j##b = _mm512_setzero_ps();
 #define GRZO__FORM_FMA(j)                                  \
     if (j < cols) {                                        \
@@ -648,8 +654,7 @@ grzo__form_ukr_body(const int cols, const int64_t xj, const int64_t xk, int64_t 
                     const uint32_t *sw, const float *f, const float *x, int64_t n, int64_t h, int accumulate, float *c,
                     int64_t ldc) {
     const __m512 f0 = _mm512_loadu_ps(f), f1 = _mm512_loadu_ps(f + 16);
-    const __mmask16 ha = (__mmask16)(h >= 16 ? 0xFFFFu : (1u << h) - 1u);
-    const __mmask16 hb = (__mmask16)(h >= 32 ? 0xFFFFu : h <= 16 ? 0u : (1u << (h - 16)) - 1u);
+    const __mmask16 ha = grzo__rows_mask(h, 0), hb = grzo__rows_mask(h, 1);
     int64_t k;
     GRZO__FORM_COLUMNS(GRZO__FORM_ACC)
     for (k = 0; k < kc; k++) {
@@ -716,8 +721,7 @@ __attribute__((target("avx512f"))) static void grzo__form_ukr_64x4(int64_t kc, c
                                                                    int64_t ldc) {
     const __m512 zero = _mm512_setzero_ps(), f0 = _mm512_loadu_ps(f), f1 = _mm512_loadu_ps(f + 16);
     const __m512 f2 = _mm512_loadu_ps(f + 32), f3 = _mm512_loadu_ps(f + 48);
-    const __mmask16 all = (__mmask16)0xFFFFu, hc = (__mmask16)(h2 >= 16 ? 0xFFFFu : (1u << h2) - 1u);
-    const __mmask16 hd = (__mmask16)(h2 >= 32 ? 0xFFFFu : h2 <= 16 ? 0u : (1u << (h2 - 16)) - 1u);
+    const __mmask16 all = (__mmask16)0xFFFFu, hc = grzo__rows_mask(h2, 0), hd = grzo__rows_mask(h2, 1);
     int64_t k;
     GRZO__FORM4_ACC(0) GRZO__FORM4_ACC(1) GRZO__FORM4_ACC(2) GRZO__FORM4_ACC(3)
     for (k = 0; k < kc; k++) {
@@ -947,7 +951,8 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
             grzo__pack_rows(a->x, d_in, cp[c].row0 + whole, cp[c].n_main - whole, k0, kc, u->xp,   /* activations: cached */
                             d_in % 1024 == 0 ? tbuf + (size_t)grzo__cpu_thread() * t_elems : NULL, xpack + cp[c].x_off);
             if (n_tail > 0) grzo__fused_stage_tails(a->x, d_in, &cp[c], k0, kc, trows, trows + n_tail * kc);
-            if (cp[c].in_kernel) grzo__s_sign_words(cp[c].s ? cp[c].s + k0 : NULL, kc, sws + cp[c].sw_off);
+            if (cp[c].in_kernel && mate[c] != -2)   /* a mirror reads its mate's (the same s) */
+                grzo__s_sign_words(cp[c].s ? cp[c].s + k0 : NULL, kc, sws + cp[c].sw_off);
         }
         GRZO__OMP_FOR   /* the tail set's X slivers, plain and times s */
         for (c = 0; c < 2 * tail_slivers; c++) {
