@@ -101,6 +101,7 @@ typedef struct grzo__cpu {
     int n_threads;
     grzo_cpu_linear_algo algo;
     size_t transient;
+    int simd;                /* grzo__cpu_simd_level(): which version of the update's row loop runs */
     struct grzo__ukr *ukr;   /* the fused path's micro-kernel, NULL without one */
     void *kept;              /* the fused path's panels, kept between calls (grzo__cpu_kept) */
     size_t kept_bytes;
@@ -247,29 +248,26 @@ static void grzo__cpu_release(grzo__cpu_scratch *s) { while (s->n > 0) free(s->p
    A Rademacher U is +-1, and u x is x with its sign flipped where u = -1, exactly: the loops
    that run once per weight element (forming, the update) read U as one bit per element,
    straight from Philox's words, instead of generating and reading a float. */
-typedef struct grzo__bit_cache {
-    uint64_t tag[2];
-    uint32_t w[2][4];
-} grzo__bit_cache;
-
-/* Word `wi` of a Rademacher tensor's bit stream (bit b is element 32 wi + b, set for +1, as
-   grzo__rademacher_bit reads it). A row's groups come in order: two slots, keyed by the
-   group's parity, generate each one once. */
-static uint32_t grzo__noise_word(const grzo_noise *n, uint64_t wi, grzo__bit_cache *c) {
-    uint64_t g = wi >> 2;
-    int slot = (int)(g & 1u);
-    if (c->tag[slot] != g) {
-        grzo__noise_group(n, g, c->w[slot]);
-        c->tag[slot] = g;
-    }
-    return c->w[slot][wi & 3u];
-}
-
-/* the noise bits of elements e .. e + 31, element e in bit 0 */
-static uint32_t grzo__noise_bits32(const grzo_noise *n, uint64_t e, grzo__bit_cache *c) {
+/* out[t stride], t < nw: the sign bits of elements e + 32 t .. e + 32 t + 31 of a Rademacher
+   tensor, element e + 32 t in bit 0, set where it is -1 (the noise bit inverted: a set noise
+   bit is +1, as grzo__rademacher_bit reads it). Philox's groups come in batches generated in
+   vectorized code (grzo__noise_words). */
+static void grzo__u_bit_words(const grzo_noise *n, uint64_t e, int64_t nw, uint32_t *out, int64_t stride) {
+    uint32_t w[4 * GRZO__RADEMACHER_BATCH];
     unsigned sh = (unsigned)(e & 31u);
-    uint32_t lo = grzo__noise_word(n, e >> 5, c);
-    return sh ? (lo >> sh) | (grzo__noise_word(n, (e >> 5) + 1u, c) << (32u - sh)) : lo;
+    uint64_t wi = e >> 5;   /* out[t] reads words wi + t and, when sh > 0, wi + t + 1 */
+    int64_t t = 0, ng, need;
+    while (t < nw) {
+        uint64_t g0 = (wi + (uint64_t)t) >> 2, end;
+        need = (int64_t)((wi + (uint64_t)t) & 3u) + (nw - t) + (sh ? 1 : 0);   /* words from 4 g0 */
+        ng = (need + 3) / 4 < GRZO__RADEMACHER_BATCH ? (need + 3) / 4 : GRZO__RADEMACHER_BATCH;   /* >= 2 when sh */
+        grzo__noise_words(n, g0, (int)ng, w);
+        end = 4 * (g0 + (uint64_t)ng);
+        for (; t < nw && wi + (uint64_t)t + (sh ? 1u : 0u) < end; t++) {
+            uint64_t q = wi + (uint64_t)t - 4 * g0;
+            out[t * stride] = ~(sh ? (w[q] >> sh) | (w[q + 1] << (32u - sh)) : w[q]);
+        }
+    }
 }
 
 /* U's sign bits row by row: rows [j0, j0 + h) and columns [k0, k0 + kc) of a d_in-wide
@@ -277,13 +275,12 @@ static uint32_t grzo__noise_bits32(const grzo_noise *n, uint64_t e, grzo__bit_ca
    where U[j0 + i][k0 + k] = -1. */
 static void grzo__u_row_bits(const grzo_noise *base, int64_t d_in, int64_t j0, int64_t h, int64_t k0, int64_t kc,
                              uint32_t *ub, int64_t ldb) {
-    int64_t i, t;
-    for (i = 0; i < h; i++) {
-        grzo__bit_cache c;
-        c.tag[0] = c.tag[1] = UINT64_MAX;
-        for (t = 0; t < (kc + 31) / 32; t++)
-            ub[i * ldb + t] = ~grzo__noise_bits32(base, (uint64_t)((j0 + i) * d_in + k0 + 32 * t), &c);
+    int64_t i;
+    if (k0 == 0 && kc == d_in && d_in % 32 == 0 && ldb == d_in / 32) {   /* whole rows: one range, longer batches */
+        grzo__u_bit_words(base, (uint64_t)(j0 * d_in), h * ldb, ub, 1);
+        return;
     }
+    for (i = 0; i < h; i++) grzo__u_bit_words(base, (uint64_t)((j0 + i) * d_in + k0), (kc + 31) / 32, ub + i * ldb, 1);
 }
 
 #include "grzo_cpu_kernels.h"
@@ -1048,106 +1045,295 @@ static inline float grzo__flip_sign(float x, uint32_t w, int c) {
     return x;
 }
 
-/* p -= u (.) m + decay p for one row of theta: its U row as floats (u) or as bits (ub, set
-   where u = -1), its row of M (m) or one coefficient g for the row (m NULL). Built for the
-   CPU's widest vectors: each element's operations keep their order, and u m is the same bits
-   either way. */
+/* p -= g u + decay p for one row of theta (one coefficient g for the row): its U row as
+   floats (u) or as bits (ub, set where u = -1). Built for the CPU's widest vectors: each
+   element's operations keep their order, and g u is the same bits either way. */
 GRZO__WIDE_VECTORS static void grzo__cpu_apply_row(float *GRZO__RESTRICT p, const float *GRZO__RESTRICT u,
-                                                   const uint32_t *GRZO__RESTRICT ub, const float *GRZO__RESTRICT m,
-                                                   float g, int64_t cols, float decay) {
+                                                   const uint32_t *GRZO__RESTRICT ub, float g, int64_t cols,
+                                                   float decay) {
     int64_t k, k0;
     int c, n;
     if (!ub) {
-        if (m)
-            for (k = 0; k < cols; k++) p[k] = p[k] - u[k] * m[k] - decay * p[k];
-        else
-            for (k = 0; k < cols; k++) p[k] = p[k] - u[k] * g - decay * p[k];
+        for (k = 0; k < cols; k++) p[k] = p[k] - u[k] * g - decay * p[k];
         return;
     }
     for (k0 = 0; k0 < cols; k0 += 32) {   /* a word of U's bits at a time */
         uint32_t w = ub[k0 / 32];
         float *q = p + k0;
         n = cols - k0 < 32 ? (int)(cols - k0) : 32;
-        if (m)
-            for (c = 0; c < n; c++) q[c] = q[c] - grzo__flip_sign(m[k0 + c], w, c) - decay * q[c];
-        else
-            for (c = 0; c < n; c++) q[c] = q[c] - grzo__flip_sign(g, w, c) - decay * q[c];
+        for (c = 0; c < n; c++) q[c] = q[c] - grzo__flip_sign(g, w, c) - decay * q[c];
     }
 }
 
-/* Row j of the update's U, as bits for a Rademacher U (ub: (cols + 31) / 32 words) or as
-   floats (u: cols) for a Gaussian one; returns the bits or NULL. */
-static const uint32_t *grzo__cpu_update_u_row(const grzo_noise *base, int64_t j, int64_t cols, float *u) {
+/* The update takes U GRZO__CPU_UPDATE_ROWS rows at a time: whole rows of U are one range of
+   its bits, generated in batches of Philox groups that fill the vectors (one 576-wide row is
+   4.5 groups; vectorized Philox pays from 8). */
+#define GRZO__CPU_UPDATE_ROWS 8
+
+/* Rows [j0, j0 + h) of the update's U (h <= GRZO__CPU_UPDATE_ROWS) into u: bits for a
+   Rademacher U (row i at (const uint32_t *)u + i (cols + 31) / 32) or floats for a Gaussian
+   one (row i at u + i cols); returns the bits or NULL. u holds h cols floats. */
+static const uint32_t *grzo__cpu_update_u_rows(const grzo_noise *base, int64_t j0, int64_t h, int64_t cols,
+                                               float *u) {
     if (base->dist == GRZO_NOISE_GAUSSIAN) {
-        grzo_noise_fill(base, (uint64_t)(j * cols), (size_t)cols, u);
+        grzo_noise_fill(base, (uint64_t)(j0 * cols), (size_t)(h * cols), u);
         return NULL;
     }
-    grzo__u_row_bits(base, cols, j, 1, 0, cols, (uint32_t *)u, (cols + 31) / 32);
+    grzo__u_row_bits(base, cols, j0, h, 0, cols, (uint32_t *)u, (cols + 31) / 32);
     return (const uint32_t *)u;
 }
 
-/* Asks for row p[0..cols) in cache, for write, one line at a time. */
-static void grzo__prefetch_row(const float *p, int64_t cols) {
+/* Asks for rows [j0, j1) of theta in cache, for write, one line at a time. */
+static void grzo__prefetch_rows(const float *P, int64_t cols, int64_t j0, int64_t j1) {
 #if defined(__GNUC__) || defined(__clang__)
     int64_t k;
-    for (k = 0; k < cols; k += 16) __builtin_prefetch(p + k, 1, 3);
+    for (k = j0 * cols; k < j1 * cols; k += 16) __builtin_prefetch(P + k, 1, 3);
 #else
-    (void)p;
+    (void)P;
     (void)cols;
+    (void)j0;
+    (void)j1;
 #endif
 }
 
-/* Flipout matrix and embedding blocks: M = R^T diag(coeff) S, a rank-B product, by the GEMM
-   (K = B) over GRZO__CPU_UPDATE_ROWS rows at a time (of them, the rows `touched` selects), each
-   row then applied with its regenerated U row. SmolLM2's shapes, B = 16: 2.5 x faster than
-   summing the B terms row by row (the GEMM sums them in its own order). OpenBLAS packs S^T
-   again in every call, so a block is 64 rows, not 16: on SmolLM2's GRZO step that packing fell
-   from 165 to 32-50 perf samples per two steps (about 16 ms a step), and M's block (at most
-   64 x 1536 floats there, 384 KiB) still stays in L2 for the rows' pass. Scratch: S^T, and per
-   thread one block's M and coefficients. */
-#define GRZO__CPU_UPDATE_ROWS 64
+/* Whether rows [j0, j1) hold a row to update: the embedding's touched map, or every row */
+static int grzo__cpu_rows_touched(const uint8_t *touched, int64_t j0, int64_t j1) {
+    int64_t j;
+    if (!touched) return 1;
+    for (j = j0; j < j1; j++)
+        if (touched[j]) return 1;
+    return 0;
+}
+
+/* ---- GRZO's rank-B update by sign tables ---------------------------------------------------
+   M = R^T diag(a) S has m_jk = sum_e a_e r_ej s_ek with every r and s +-1. For row j, with
+   c_e = a_e r_ej (exact: a sign flip), m_jk = sum_e c_e s_ek is a signed sum of the row's B
+   coefficients, the signs column k's. Four examples at a time, the row's 16 signed sums of
+   their coefficients are a table, and column k's four sign bits of S are the index:
+   m_jk = T_0[n_0(k)] + T_1[n_1(k)] + ..., summed in that order. A 16-entry lookup is one
+   permute on AVX-512 (two and a blend on AVX2), so B = 16 costs 4 permutes and 3 adds per 16
+   elements where the rank-B GEMM did 16 FMAs and wrote and re-read M: the row's update is one
+   pass over theta. The scalar, AVX2 and AVX-512 versions give the same bits (the same
+   operations in the same order; tests/test_ops.c compares them). */
+#define GRZO__SIGN_GROUP 4   /* examples per table: 16 entries, one AVX-512 register */
+
+/* The row's tables, 16 floats per group of four coefficients (c padded with zeros to a
+   multiple of four): entry p of group g is c_4g, c_4g+1, ... each negated where its bit of p
+   is set, summed left to right. Doubling builds every entry with those operations. */
+static void grzo__sign_tables(const float *c, int groups, float *tab) {
+    int g, i, p, h;
+    for (g = 0; g < groups; g++) {
+        float *t = tab + 16 * g;
+        const float *cg = c + GRZO__SIGN_GROUP * g;
+        t[0] = cg[0];
+        t[1] = -cg[0];
+        for (i = 1, h = 2; i < GRZO__SIGN_GROUP; i++, h *= 2)
+            for (p = 0; p < h; p++) {
+                t[p + h] = t[p] - cg[i];
+                t[p] = t[p] + cg[i];
+            }
+    }
+}
+
+/* Column k's index into group g's table: bits 4g .. 4g + 3 of its S sign bits (sb: one
+   row of words per 32 examples, ldsb apart; bit e % 32 set where s_ek = -1). */
+static inline uint32_t grzo__sign_index(const uint32_t *sb, int64_t ldsb, int g, int64_t k) {
+    return (sb[(int64_t)(g / 8) * ldsb + k] >> (4 * (g % 8))) & 15u;
+}
+
+/* p -= u (.) m + decay p for columns [k0, cols) of one row, m from the row's tables (the
+   plain reference; its U as bits (ub) or floats (u)) */
+static void grzo__apply_row_tables_ref(float *p, const float *u, const uint32_t *ub, const float *tab, int groups,
+                                       const uint32_t *sb, int64_t ldsb, int64_t k0, int64_t cols, float decay) {
+    int64_t k;
+    int g;
+    for (k = k0; k < cols; k++) {
+        float m = tab[grzo__sign_index(sb, ldsb, 0, k)], um;
+        for (g = 1; g < groups; g++) m = m + tab[16 * g + grzo__sign_index(sb, ldsb, g, k)];
+        um = ub ? grzo__flip_sign(m, ub[k / 32], (int)(k % 32)) : u[k] * m;
+        p[k] = p[k] - um - decay * p[k];
+    }
+}
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define GRZO__SIGN_TABLE_SIMD 1
+#include <immintrin.h>
+/* grzo__sign_tables with AVX-512F: a group's table is one register, entry p of lane p, built
+   as the signed coefficients' sum in the same order (x + (-c) is x - c, exactly) */
+__attribute__((target("avx512f"))) static void grzo__sign_tables_avx512(const float *c, int groups, float *tab) {
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i neg[GRZO__SIGN_GROUP];   /* the sign bit in lanes whose bit i is set */
+    int g, i;
+    for (i = 0; i < GRZO__SIGN_GROUP; i++)
+        neg[i] = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(lane, (unsigned)i), _mm512_set1_epi32(1)), 31);
+    for (g = 0; g < groups; g++) {
+        const float *cg = c + GRZO__SIGN_GROUP * g;
+        __m512 t = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_set1_ps(cg[0])), neg[0]));
+        for (i = 1; i < GRZO__SIGN_GROUP; i++)
+            t = _mm512_add_ps(t, _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_set1_ps(cg[i])), neg[i])));
+        _mm512_storeu_ps(tab + 16 * g, t);
+    }
+}
+
+/* The AVX-512F body. Called with a constant `groups` of at most 8 it is inlined into a copy
+   whose tables stay in registers and whose group loop is unrolled (with the group count
+   variable, `bench_linear --op update --width 576 --d-out 1536`, B = 16: 0.207 ms against
+   0.145). */
+__attribute__((target("avx512f"), always_inline)) static inline void
+grzo__apply_tables_avx512_body(float *p, const float *u, const uint32_t *ub, const float *tab, int groups,
+                               const uint32_t *sb, int64_t ldsb, int64_t cols, float decay) {
+    const __m512 dec = _mm512_set1_ps(decay);
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    const __mmask16 all = 0xFFFFu;   /* the masked forms: GCC 12's unmasked ones warn in C++ */
+    __m512 t[8];
+    int64_t k;
+    int g;
+    for (g = 0; g < groups && g < 8; g++) t[g] = _mm512_loadu_ps(tab + 16 * g);
+    for (k = 0; k < cols; k += 16) {
+        __mmask16 live = (__mmask16)(cols - k >= 16 ? 0xFFFFu : (1u << (cols - k)) - 1u);
+        __m512i w = _mm512_maskz_loadu_epi32(live, sb + k);
+        __m512 m = _mm512_maskz_permutexvar_ps(all, w, t[0]), q, um;
+        for (g = 1; g < groups; g++) {
+            __m512i idx;
+            if (g % 8 == 0) w = _mm512_maskz_loadu_epi32(live, sb + (int64_t)(g / 8) * ldsb + k);
+            idx = _mm512_maskz_srlv_epi32(all, w, _mm512_set1_epi32(4 * (g % 8)));
+            m = _mm512_add_ps(m, _mm512_maskz_permutexvar_ps(all, idx, g < 8 ? t[g] : _mm512_loadu_ps(tab + 16 * g)));
+        }
+        if (ub) {
+            __mmask16 neg = (__mmask16)(ub[k / 32] >> (k % 32));   /* k % 32 is 0 or 16 */
+            um = _mm512_castsi512_ps(_mm512_mask_xor_epi32(_mm512_castps_si512(m), neg, _mm512_castps_si512(m), sign));
+        } else {
+            um = _mm512_mul_ps(_mm512_maskz_loadu_ps(live, u + k), m);
+        }
+        q = _mm512_maskz_loadu_ps(live, p + k);
+        _mm512_mask_storeu_ps(p + k, live, _mm512_sub_ps(_mm512_sub_ps(q, um), _mm512_mul_ps(dec, q)));
+    }
+}
+
+/* the same, 16 columns at a time with AVX-512F */
+__attribute__((target("avx512f"))) static void
+grzo__apply_row_tables_avx512(float *p, const float *u, const uint32_t *ub, const float *tab, int groups,
+                              const uint32_t *sb, int64_t ldsb, int64_t cols, float decay) {
+#define GRZO__TABLES_CASE(G) \
+    case G: grzo__apply_tables_avx512_body(p, u, ub, tab, G, sb, ldsb, cols, decay); break;
+    switch (groups) {   /* B up to 32: a copy for each group count */
+        GRZO__TABLES_CASE(1) GRZO__TABLES_CASE(2) GRZO__TABLES_CASE(3) GRZO__TABLES_CASE(4)
+        GRZO__TABLES_CASE(5) GRZO__TABLES_CASE(6) GRZO__TABLES_CASE(7) GRZO__TABLES_CASE(8)
+        default: grzo__apply_tables_avx512_body(p, u, ub, tab, groups, sb, ldsb, cols, decay);
+    }
+#undef GRZO__TABLES_CASE
+}
+
+/* 8 columns' entries of a 16-entry table (lo: entries 0-7, hi: 8-15) at the low 4 bits of idx */
+__attribute__((target("avx2"))) static inline __m256 grzo__lookup16_avx2(__m256 lo, __m256 hi, __m256i idx) {
+    return _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, idx), _mm256_permutevar8x32_ps(hi, idx),
+                            _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
+}
+
+/* the same, 8 columns at a time with AVX2 */
+__attribute__((target("avx2"))) static void
+grzo__apply_row_tables_avx2(float *p, const float *u, const uint32_t *ub, const float *tab, int groups,
+                            const uint32_t *sb, int64_t ldsb, int64_t cols, float decay) {
+    const __m256 dec = _mm256_set1_ps(decay);
+    const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    int64_t k, whole = cols / 8 * 8;
+    int g;
+    for (k = 0; k < whole; k += 8) {
+        __m256i w = _mm256_loadu_si256((const __m256i *)(sb + k));
+        __m256 m = grzo__lookup16_avx2(_mm256_loadu_ps(tab), _mm256_loadu_ps(tab + 8), w), q, um;
+        for (g = 1; g < groups; g++) {
+            if (g % 8 == 0) w = _mm256_loadu_si256((const __m256i *)(sb + (int64_t)(g / 8) * ldsb + k));
+            m = _mm256_add_ps(m, grzo__lookup16_avx2(_mm256_loadu_ps(tab + 16 * g), _mm256_loadu_ps(tab + 16 * g + 8),
+                                                     _mm256_srli_epi32(w, 4 * (g % 8))));
+        }
+        if (ub) {   /* the sign bit where U's bit of the column is set */
+            __m256i bits = _mm256_and_si256(_mm256_set1_epi32((int)(ub[k / 32] >> (k % 32))), lane_bit);
+            um = _mm256_xor_ps(m, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cmpeq_epi32(bits, lane_bit), 31)));
+        } else {
+            um = _mm256_mul_ps(_mm256_loadu_ps(u + k), m);
+        }
+        q = _mm256_loadu_ps(p + k);
+        _mm256_storeu_ps(p + k, _mm256_sub_ps(_mm256_sub_ps(q, um), _mm256_mul_ps(dec, q)));
+    }
+    grzo__apply_row_tables_ref(p, u, ub, tab, groups, sb, ldsb, whole, cols, decay);   /* the last columns */
+}
+#endif
+
+/* The row's tables with the widest version this CPU runs (simd: grzo__cpu_simd_level()). */
+static void grzo__build_sign_tables(int simd, const float *c, int groups, float *tab) {
+#ifdef GRZO__SIGN_TABLE_SIMD
+    if (simd >= 3) { grzo__sign_tables_avx512(c, groups, tab); return; }
+#else
+    (void)simd;
+#endif
+    grzo__sign_tables(c, groups, tab);
+}
+
+/* One row's update with the widest version this CPU runs. */
+static void grzo__apply_row_tables(int simd, float *p, const float *u, const uint32_t *ub, const float *tab,
+                                   int groups, const uint32_t *sb, int64_t ldsb, int64_t cols, float decay) {
+#ifdef GRZO__SIGN_TABLE_SIMD
+    if (simd >= 3) { grzo__apply_row_tables_avx512(p, u, ub, tab, groups, sb, ldsb, cols, decay); return; }
+    if (simd >= 2) { grzo__apply_row_tables_avx2(p, u, ub, tab, groups, sb, ldsb, cols, decay); return; }
+#else
+    (void)simd;
+#endif
+    grzo__apply_row_tables_ref(p, u, ub, tab, groups, sb, ldsb, 0, cols, decay);
+}
+
+/* S's sign bits by column: word w of column k (at sb[w cols + k]) holds examples 32w ..
+   32w + 31, bit e % 32 set where s_ek = -1. */
+static void grzo__sign_bits_by_column(const float *S, int64_t B, int64_t cols, uint32_t *sb) {
+    int64_t e, k;
+    memset(sb, 0, (size_t)((B + 31) / 32 * cols) * sizeof(uint32_t));
+    for (e = 0; e < B; e++)
+        for (k = 0; k < cols; k++) sb[e / 32 * cols + k] |= (uint32_t)(S[e * cols + k] < 0.0f) << (e % 32);
+}
+
+/* Flipout matrix and embedding blocks (of them, the rows `touched` selects), a row at a time
+   by sign tables. Scratch: S's bits, and per thread a chunk of U's rows and one row's
+   tables. */
 static grzo_status grzo__cpu_update_flipout(grzo__cpu *cpu, const grzo_update_args *a, const float *R, const float *S) {
     const int64_t nb = GRZO__CPU_UPDATE_ROWS;
     float *P = (float *)a->p.data;
-    int64_t rows = a->p.rows, cols = a->p.cols, B = a->n_examples, per_thread = (nb + 1) * cols + nb * B, blk, j, i;
-    int nt = cpu->n_threads;
-    float *St = (float *)malloc((size_t)(cols * B) * sizeof(float));
+    int64_t rows = a->p.rows, cols = a->p.cols, B = a->n_examples, blk;
+    int groups = (int)((B + GRZO__SIGN_GROUP - 1) / GRZO__SIGN_GROUP), nt = cpu->n_threads, simd = cpu->simd;
+    /* per thread: U's rows (floats, or bits), the coefficients padded to whole groups, the tables */
+    int64_t per_thread = nb * cols + (int64_t)groups * (GRZO__SIGN_GROUP + 16);
+    uint32_t *sb = (uint32_t *)malloc((size_t)((B + 31) / 32 * cols) * sizeof(uint32_t));
     float *scratch = (float *)malloc((size_t)(nt * per_thread) * sizeof(float));
-    if (!St || !scratch) {
-        free(St); free(scratch);
+    if (!sb || !scratch) {
+        free(sb); free(scratch);
         return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "update: scratch allocation failed");
     }
-    for (j = 0; j < cols; j++)   /* S^T: the GEMM's (cols x B) operand */
-        for (i = 0; i < B; i++) St[j * B + i] = S[i * cols + j];
+    grzo__sign_bits_by_column(S, B, cols, sb);
     GRZO__OMP_FOR
     for (blk = 0; blk < (rows + nb - 1) / nb; blk++) {
-        float *M = scratch + grzo__cpu_thread() * per_thread, *u = M + nb * cols, *rc = u + cols;
-        int64_t row[GRZO__CPU_UPDATE_ROWS], m = 0, r, q;
-        for (r = blk * nb; r < rows && r < (blk + 1) * nb; r++) {   /* the block's rows of R^T diag(coeff) */
-            if (a->touched && !a->touched[r]) continue;
-            for (q = 0; q < B; q++) rc[m * B + q] = a->coeff[q] * R[q * rows + r];
-            row[m++] = r;
-        }
-        grzo__cpu_gemm_nt(1, m, cols, B, rc, B, St, B, 0.0f, M, cols);
-        for (r = 0; r < m; r++) {
-            const uint32_t *ub;
-            /* the next row of theta, asked for now: every block's GEMM breaks the stream of rows
-               that the hardware prefetcher follows (SmolLM2's GRZO step: this loop's perf samples
-               237-269 -> 138-142 per two steps; a whole block asked for before its GEMM: 311-322) */
-            if (r + 1 < m) grzo__prefetch_row(P + row[r + 1] * cols, cols);
-            ub = grzo__cpu_update_u_row(&a->base, row[r], cols, u);
-            grzo__cpu_apply_row(P + row[r] * cols, ub ? NULL : u, ub, M + r * cols, 0.0f, cols, a->decay);
+        float *u = scratch + grzo__cpu_thread() * per_thread, *c = u + nb * cols, *tab = c + groups * GRZO__SIGN_GROUP;
+        int64_t j0 = blk * nb, h = rows - j0 < nb ? rows - j0 : nb, i, e;
+        const uint32_t *ub;
+        if (!grzo__cpu_rows_touched(a->touched, j0, j0 + h)) continue;
+        grzo__prefetch_rows(P, cols, j0 + h, j0 + 2 * h < rows ? j0 + 2 * h : rows);   /* the next chunk */
+        ub = grzo__cpu_update_u_rows(&a->base, j0, h, cols, u);
+        for (i = 0; i < h; i++) {
+            int64_t j = j0 + i;
+            if (a->touched && !a->touched[j]) continue;
+            for (e = 0; e < (int64_t)groups * GRZO__SIGN_GROUP; e++) c[e] = e < B ? a->coeff[e] * R[e * rows + j] : 0.0f;
+            grzo__build_sign_tables(simd, c, groups, tab);
+            grzo__apply_row_tables(simd, P + j * cols, ub ? NULL : u + i * cols, ub ? ub + i * ((cols + 31) / 32) : NULL,
+                                   tab, groups, sb, cols, cols, a->decay);
         }
     }
-    free(St);
+    free(sb);
     free(scratch);
     return GRZO_OK;
 }
 
 static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
     grzo__cpu *cpu = (grzo__cpu *)self;
+    const int64_t nb = GRZO__CPU_UPDATE_ROWS;
     float *P = (float *)a->p.data;
-    int64_t rows = a->p.rows, cols = a->p.cols, B = a->n_examples, j;
+    int64_t rows = a->p.rows, cols = a->p.cols, B = a->n_examples, blk;
     int nt = cpu->n_threads, vec = a->p.kind == GRZO_BLOCK_VECTOR;
     float *S, *R, *scratch;
     double shared;
@@ -1162,20 +1348,25 @@ static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
         return st;
     }
     /* shared Z (any block), or a flipout vector (cols = 1, no s): one coefficient per row */
-    scratch = (float *)malloc((size_t)(nt * cols) * sizeof(float));   /* per thread: the U row */
+    scratch = (float *)malloc((size_t)(nt * nb * cols) * sizeof(float));   /* per thread: a chunk of U's rows */
     if (!scratch) { free(R); free(S); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "update: scratch allocation failed"); }
     GRZO__OMP_FOR
-    for (j = 0; j < rows; j++) {
-        float *u = scratch + grzo__cpu_thread() * cols, g = (float)shared;
+    for (blk = 0; blk < (rows + nb - 1) / nb; blk++) {
+        float *u = scratch + grzo__cpu_thread() * nb * cols, g = (float)shared;
+        int64_t j0 = blk * nb, h = rows - j0 < nb ? rows - j0 : nb, i, e;
         const uint32_t *ub;
-        int64_t i;
-        if (a->touched && !a->touched[j]) continue;
-        ub = grzo__cpu_update_u_row(&a->base, j, cols, u);
-        if (a->flipout) {
-            g = 0.0f;
-            for (i = 0; i < B; i++) g += a->coeff[i] * R[i * rows + j];
+        if (!grzo__cpu_rows_touched(a->touched, j0, j0 + h)) continue;
+        ub = grzo__cpu_update_u_rows(&a->base, j0, h, cols, u);
+        for (i = 0; i < h; i++) {
+            int64_t j = j0 + i;
+            if (a->touched && !a->touched[j]) continue;
+            if (a->flipout) {
+                g = 0.0f;
+                for (e = 0; e < B; e++) g += a->coeff[e] * R[e * rows + j];
+            }
+            grzo__cpu_apply_row(P + j * cols, ub ? NULL : u + i * cols, ub ? ub + i * ((cols + 31) / 32) : NULL, g, cols,
+                                a->decay);
         }
-        grzo__cpu_apply_row(P + j * cols, ub ? NULL : u, ub, NULL, g, cols, a->decay);
     }
     free(scratch);
     free(R);
@@ -1235,6 +1426,7 @@ GRZO__DEF grzo_status grzo_backend_cpu_create(const grzo_cpu_desc *desc, grzo_ba
     cpu->n_threads = d.n_threads;
     cpu->algo = d.linear_algo;
     cpu->transient = d.transient_bytes;
+    cpu->simd = grzo__cpu_simd_level();
 #ifdef GRZO_USE_BLIS
     cpu->ukr = (struct grzo__ukr *)malloc(sizeof *cpu->ukr);
     if (!cpu->ukr) { free(cpu); return GRZO_ERR_OUT_OF_MEMORY; }

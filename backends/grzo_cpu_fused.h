@@ -330,7 +330,7 @@ static void grzo__pack_u(const grzo_noise *base, int64_t d_in, int64_t j0, int64
    multiply that consumes it). A Rademacher U is +-1, so (f s_k) u is (f s_k) with its sign
    flipped where u = -1: the block's U is kept as one bit per element instead, a 32-bit word
    per k of each sliver (bit i set: row i of the sliver is -1), made from Philox's bits
-   without the floats (grzo__noise_bits32 in grzo_cpu.h), and the formed weight is the same
+   without the floats (grzo__u_bit_words in grzo_cpu.h), and the formed weight is the same
    bits. Slivers are at most 32 wide. */
 #define GRZO__BIT_SLIVER_MAX 32
 
@@ -357,10 +357,10 @@ static void grzo__u_sliver_bits(const grzo_noise *base, int64_t d_in, int64_t j0
                                 uint32_t *ub) {
     int64_t nt = grzo__bits_stride(kc) / 32, t, i;
     for (i = 0; i < 32; i++) {   /* row i's bits, 32 columns to a word, into word i of each tile */
-        grzo__bit_cache c;
-        c.tag[0] = c.tag[1] = UINT64_MAX;
-        for (t = 0; t < nt; t++)
-            ub[t * 32 + i] = i < h ? ~grzo__noise_bits32(base, (uint64_t)((j0 + i) * d_in + k0 + 32 * t), &c) : 0u;
+        if (i < h)
+            grzo__u_bit_words(base, (uint64_t)((j0 + i) * d_in + k0), nt, ub + i, 32);
+        else
+            for (t = 0; t < nt; t++) ub[t * 32 + i] = 0u;
     }
     for (t = 0; t < nt; t++) grzo__transpose_bits32(ub + t * 32);
 }

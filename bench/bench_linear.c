@@ -3,13 +3,15 @@
    which repeat whatever else the machine runs; the difference of a 3-call and a 1-call run is
    the cost of two calls) and a quick wall-clock look at one algorithm.
 
-     bench_linear [--op plain|grzo|mezo] [--algo auto|per-example|two-gemm|fused]
+     bench_linear [--op plain|grzo|mezo|update|update-mezo] [--algo auto|per-example|two-gemm|fused]
                   [--calls N] [--width D] [--d-out N] [--rows T] [--batch B]
                   [--lengths T1,T2,...] [--threads N]
 
    --op grzo: one GRZO pass's linear over 2B copies of T rows (flipout, every copy its own
    weight); mezo: one MeZO pass's linear over B copies of T rows (shared Z: one weight);
-   plain: the unperturbed linear of the 2B T rows. The weight is d_out x D (--d-out,
+   plain: the unperturbed linear of the 2B T rows; update: the backend's GRZO update of the
+   weight (flipout, B coefficients: U (.) (R^T diag(a) S)), update-mezo: MeZO's (one
+   coefficient times U), U and the signs regenerated as in a step. The weight is d_out x D (--d-out,
    default D). --lengths gives each example its own row count instead (B = their number;
    e.g. bench_llm's prompt lengths, printed in its header). It prints the best and mean wall
    time per call and the plain FLOPs rate. --threads N (default 1) sets the backend's
@@ -106,14 +108,15 @@ static int parse(int argc, char **argv, linear_opts *o)
                       : !strcmp(a, "--d-out") ? &o->d_out : !strcmp(a, "--rows") ? &o->rows : !strcmp(a, "--batch") ? &o->batch
                       : !strcmp(a, "--threads") ? &o->threads : NULL;
         if (!strcmp(a, "--help")) {
-            printf("usage: %s [--op plain|grzo|mezo] [--algo auto|per-example|two-gemm|fused] [--calls N] "
+            printf("usage: %s [--op plain|grzo|mezo|update|update-mezo] [--algo auto|per-example|two-gemm|fused] [--calls N] "
                    "[--width D] [--d-out N] [--rows T] [--batch B] [--lengths T1,T2,...] [--threads N]\n", argv[0]);
             exit(0);
         }
         if (!v) { fprintf(stderr, "bench_linear: %s needs a value\n", a); return 0; }
         if (!strcmp(a, "--op")) {
-            if (strcmp(v, "plain") && strcmp(v, "grzo") && strcmp(v, "mezo")) {
-                fprintf(stderr, "bench_linear: --op: expected plain, grzo or mezo, got '%s'\n", v);
+            if (strcmp(v, "plain") && strcmp(v, "grzo") && strcmp(v, "mezo") && strcmp(v, "update") &&
+                strcmp(v, "update-mezo")) {
+                fprintf(stderr, "bench_linear: --op: expected plain, grzo, mezo, update or update-mezo, got '%s'\n", v);
                 return 0;
             }
             o->op = v;
@@ -163,6 +166,39 @@ static int parse(int argc, char **argv, linear_opts *o)
         }                                                                                           \
     } while (0)
 
+/* One update of the d_out x width weight w by the backend, as a step ends: GRZO's (flipout,
+   B coefficients) or MeZO's (one); returns its wall time, or -1 on an error. */
+static double time_update(grzo_backend *be, float *w, int64_t d_out, int64_t width, int64_t B, int flipout,
+                          uint64_t step)
+{
+    grzo_update_args u;
+    float coeff[MAX_LENGTHS];
+    grzo_status st;
+    double t0;
+    int64_t e;
+    for (e = 0; e < B; e++) coeff[e] = 1e-9f * (float)((e * 7 + 3) % 11 - 5);
+    memset(&u, 0, sizeof u);
+    u.p.data = w;
+    u.p.kind = GRZO_BLOCK_MATRIX;
+    u.p.dtype = GRZO_DTYPE_F32;
+    u.p.rows = d_out;
+    u.p.cols = width;
+    u.base.seed = 42;
+    u.base.step = (uint32_t)step;
+    u.base.block = 0;
+    u.base.dist = GRZO_NOISE_RADEMACHER;
+    u.flipout = flipout;
+    u.n_examples = flipout ? B : 1;
+    u.coeff = coeff;
+    t0 = now_seconds();
+    st = be->iface->update(be->self, &u);
+    if (st != GRZO_OK) {
+        fprintf(stderr, "bench_linear: update: %s\n", grzo_status_str(st));
+        return -1.0;
+    }
+    return now_seconds() - t0;
+}
+
 int main(int argc, char **argv)
 {
     linear_opts o;
@@ -178,11 +214,12 @@ int main(int argc, char **argv)
     double best = 1e30, total = 0.0;
     int64_t offsets[2 * MAX_LENGTHS + 1];
     int64_t i, c, n_rows, width, d_out, example_rows = 0;
-    int mezo, plain;
+    int mezo, plain, update;
     cpu_env_reexec(argv);   /* the GEMM kernels of this CPU */
     if (!parse(argc, argv, &o)) return 2;
     mezo = !strcmp(o.op, "mezo");
     plain = !strcmp(o.op, "plain");
+    update = !strncmp(o.op, "update", 6);
     width = o.width;
     d_out = o.d_out;
     for (i = 0; i < o.batch; i++) example_rows += o.lengths[i];
@@ -226,7 +263,7 @@ int main(int argc, char **argv)
         grzo_step_info si;
         grzo_pass_info pi;
         double t0, t;
-        if (!plain) {
+        if (!plain && !update) {
             TRY(grzo_step_begin(ctx, o.batch, &si));
             TRY(grzo_pass_begin(ctx, &pi));
             if (pi.n_segments > 2 * MAX_LENGTHS) { fprintf(stderr, "bench_linear: too many segments\n"); return 1; }
@@ -234,17 +271,27 @@ int main(int argc, char **argv)
             for (offsets[0] = 0, i = 0; i < pi.n_segments; i++) offsets[i + 1] = offsets[i] + o.lengths[pi.example[i]];
             rows.offsets = offsets;
         }
-        t0 = now_seconds();
-        TRY(grzo_linear(ctx, blk, x, y, &rows));
-        t = now_seconds() - t0;
-        if (!plain) TRY(grzo_step_abort(ctx));
+        if (update) {
+            t = time_update(&be, w, d_out, width, o.batch, !strcmp(o.op, "update"), (uint64_t)c);
+            if (t < 0.0) return 1;
+        } else {
+            t0 = now_seconds();
+            TRY(grzo_linear(ctx, blk, x, y, &rows));
+            t = now_seconds() - t0;
+        }
+        if (!plain && !update) TRY(grzo_step_abort(ctx));
         if (t < best) best = t;
         total += t;
     }
-    printf("bench_linear: %s, algo %lld, %lldx%lld weight, %lld rows: best %.3f ms, mean %.3f ms per call, "
-           "%.1f GFLOP/s (plain FLOPs)\n", o.op, (long long)o.algo, (long long)d_out, (long long)width,
-           (long long)n_rows, 1e3 * best, 1e3 * total / (double)o.calls,
-           2.0 * (double)n_rows * (double)d_out * (double)width / best * 1e-9);
+    if (update)
+        printf("bench_linear: %s, %lldx%lld weight, B = %lld: best %.3f ms, mean %.3f ms per call, %.3f ns per "
+               "element\n", o.op, (long long)d_out, (long long)width, (long long)o.batch, 1e3 * best,
+               1e3 * total / (double)o.calls, 1e9 * best / (double)(d_out * width));
+    else
+        printf("bench_linear: %s, algo %lld, %lldx%lld weight, %lld rows: best %.3f ms, mean %.3f ms per call, "
+               "%.1f GFLOP/s (plain FLOPs)\n", o.op, (long long)o.algo, (long long)d_out, (long long)width,
+               (long long)n_rows, 1e3 * best, 1e3 * total / (double)o.calls,
+               2.0 * (double)n_rows * (double)d_out * (double)width / best * 1e-9);
     grzo_destroy(ctx);
     grzo_backend_destroy(&be);
     free(w);

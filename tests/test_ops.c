@@ -455,20 +455,23 @@ static int64_t upd_out_n[N_UPD_OUT];
 
 static void test_backend_update(int kind, grzo_backend *be)
 {
-    struct { grzo_block_kind kind; int64_t rows, cols; int flipout; int dist; int sparse; } cs[6] = {
-        { GRZO_BLOCK_MATRIX, 37, 53, 1, GRZO_NOISE_RADEMACHER, 0 },
-        { GRZO_BLOCK_MATRIX, 96, 200, 1, GRZO_NOISE_GAUSSIAN, 0 },
-        { GRZO_BLOCK_MATRIX, 37, 53, 0, GRZO_NOISE_RADEMACHER, 0 },
-        { GRZO_BLOCK_VECTOR, 45, 1, 1, GRZO_NOISE_RADEMACHER, 0 },
-        { GRZO_BLOCK_EMBEDDING, 29, 11, 1, GRZO_NOISE_RADEMACHER, 1 },
-        { GRZO_BLOCK_EMBEDDING, 29, 11, 1, GRZO_NOISE_GAUSSIAN, 0 } };
+    /* B: a partial group of four examples (5), whole groups (16), S's sign bits in two words (37) */
+    struct { grzo_block_kind kind; int64_t rows, cols; int flipout; int dist; int sparse; int64_t B; } cs[8] = {
+        { GRZO_BLOCK_MATRIX, 37, 53, 1, GRZO_NOISE_RADEMACHER, 0, 5 },
+        { GRZO_BLOCK_MATRIX, 96, 200, 1, GRZO_NOISE_GAUSSIAN, 0, 5 },
+        { GRZO_BLOCK_MATRIX, 37, 53, 0, GRZO_NOISE_RADEMACHER, 0, 5 },
+        { GRZO_BLOCK_VECTOR, 45, 1, 1, GRZO_NOISE_RADEMACHER, 0, 5 },
+        { GRZO_BLOCK_EMBEDDING, 29, 11, 1, GRZO_NOISE_RADEMACHER, 1, 5 },
+        { GRZO_BLOCK_EMBEDDING, 29, 11, 1, GRZO_NOISE_GAUSSIAN, 0, 5 },
+        { GRZO_BLOCK_MATRIX, 19, 77, 1, GRZO_NOISE_RADEMACHER, 0, 16 },
+        { GRZO_BLOCK_MATRIX, 23, 41, 1, GRZO_NOISE_GAUSSIAN, 0, 37 } };
     int t;
-    for (t = 0; t < 6; t++) {
-        int64_t rows = cs[t].rows, cols = cs[t].cols, n = rows * cols, B = 5, e, j;
+    for (t = 0; t < 8; t++) {
+        int64_t rows = cs[t].rows, cols = cs[t].cols, n = rows * cols, B = cs[t].B, e, j;
         float *P = (float *)tu_alloc(be, (size_t)n * sizeof(float));
         float *P0 = (float *)malloc((size_t)n * sizeof(float));
-        float coeff[5];
-        double dcoeff[5], *want = (double *)malloc((size_t)n * sizeof(double)),
+        float coeff[37];
+        double dcoeff[37], *want = (double *)malloc((size_t)n * sizeof(double)),
                           *mag = (double *)malloc((size_t)n * sizeof(double));
         uint8_t *touched = NULL, touched_copy[64];
         grzo_update_args u;
@@ -478,7 +481,7 @@ static void test_backend_update(int kind, grzo_backend *be)
         tu_fill_unif(P, (size_t)n, 50 + (uint32_t)t, -1, 1);
         memcpy(P0, P, (size_t)n * sizeof(float));
         for (e = 0; e < B; e++) {
-            coeff[e] = (float)tu_unif(60, (uint64_t)(t * 8 + e), -0.3, 0.3);
+            coeff[e] = (float)tu_unif(60, (uint64_t)(t * 64 + e), -0.3, 0.3);
             dcoeff[e] = coeff[e];
         }
         if (cs[t].sparse) {
@@ -905,6 +908,81 @@ static void test_plain_outside_step(int kind)
     model_free(&m);
 }
 
+/* GRZO's update row by sign tables (backends/grzo_cpu.h): the AVX2 and AVX-512 versions give
+   the reference's bits, and the reference is sum_e c_e s_ek within rounding. B: one, a
+   partial group, whole groups, S's bits in two and three words; columns: vector tails,
+   32-bit word boundaries of U's bits. */
+static void test_update_rows(void)
+{
+    static const int64_t Bs[8] = { 1, 3, 4, 8, 16, 29, 33, 70 }, widths[8] = { 1, 7, 8, 16, 31, 33, 100, 577 };
+    int simd = grzo__cpu_simd_level(), bi, wi, v, ran[3] = { 0, 0, 0 };
+    for (bi = 0; bi < 8; bi++)
+        for (wi = 0; wi < 8; wi++)
+            for (v = 0; v < 4; v++) {   /* U as bits or floats; decay 0 or not */
+                int64_t B = Bs[bi], cols = widths[wi], nwords = (B + 31) / 32, groups = (B + 3) / 4, e, k, bad = 0;
+                int bits = v % 2 == 0, version;
+                float decay = v < 2 ? 0.0f : 0.01f;
+                float *c = (float *)calloc((size_t)(4 * groups), sizeof(float)), *tab = (float *)malloc((size_t)(16 * groups) * sizeof(float));
+                float *p0 = (float *)malloc((size_t)cols * sizeof(float)), *p[3], *u = (float *)malloc((size_t)cols * sizeof(float));
+                uint32_t *sb = (uint32_t *)calloc((size_t)(nwords * cols), sizeof(uint32_t)),
+                         *ub = (uint32_t *)malloc((size_t)((cols + 31) / 32) * sizeof(uint32_t));
+                REQUIRE(c && tab && p0 && u && sb && ub);
+                for (e = 0; e < B; e++) c[e] = (float)tu_unif(70, (uint64_t)(bi * 100 + e), -1.0, 1.0);
+                for (e = 0; e < B; e++)
+                    for (k = 0; k < cols; k++)
+                        if (tu_unif(71, (uint64_t)((bi * 8 + wi) * 100000 + e * 1000 + k), 0.0, 1.0) < 0.5)
+                            sb[e / 32 * cols + k] |= 1u << (e % 32);
+                for (k = 0; k < (cols + 31) / 32; k++)
+                    ub[k] = (uint32_t)(tu_unif(72, (uint64_t)(wi * 100 + k), 0.0, 1.0) * 4294967296.0);
+                tu_fill_unif(u, (size_t)cols, 73, -2, 2);
+                tu_fill_unif(p0, (size_t)cols, 74, -1, 1);
+                grzo__sign_tables(c, (int)groups, tab);
+                for (version = 0; version < 3; version++) {
+                    p[version] = (float *)malloc((size_t)cols * sizeof(float));
+                    REQUIRE(p[version]);
+                    memcpy(p[version], p0, (size_t)cols * sizeof(float));
+                }
+                grzo__apply_row_tables_ref(p[0], bits ? NULL : u, bits ? ub : NULL, tab, (int)groups, sb, cols, 0, cols, decay);
+#ifdef GRZO__SIGN_TABLE_SIMD
+                if (simd >= 2) {
+                    grzo__apply_row_tables_avx2(p[1], bits ? NULL : u, bits ? ub : NULL, tab, (int)groups, sb, cols, cols, decay);
+                    CHECKF(memcmp(p[1], p[0], (size_t)cols * sizeof(float)) == 0, "update row AVX2: B %lld, %lld columns, "
+                           "version %d differs from the reference", (long long)B, (long long)cols, v);
+                    ran[1]++;
+                }
+                if (simd >= 3) {
+                    float *tab512 = (float *)malloc((size_t)(16 * groups) * sizeof(float));
+                    REQUIRE(tab512);
+                    grzo__sign_tables_avx512(c, (int)groups, tab512);
+                    CHECKF(memcmp(tab512, tab, (size_t)(16 * groups) * sizeof(float)) == 0, "sign tables AVX-512: B %lld "
+                           "differs from the reference", (long long)B);
+                    grzo__apply_row_tables_avx512(p[2], bits ? NULL : u, bits ? ub : NULL, tab512, (int)groups, sb, cols,
+                                                  cols, decay);
+                    free(tab512);
+                    CHECKF(memcmp(p[2], p[0], (size_t)cols * sizeof(float)) == 0, "update row AVX-512: B %lld, %lld "
+                           "columns, version %d differs from the reference", (long long)B, (long long)cols, v);
+                    ran[2]++;
+                }
+#endif
+                ran[0]++;
+                for (k = 0; k < cols; k++) {   /* the reference against the sum in double */
+                    double m = 0.0, mag = 0.0, uk = bits ? ((ub[k / 32] >> (k % 32)) & 1u ? -1.0 : 1.0) : (double)u[k], want;
+                    for (e = 0; e < B; e++) {
+                        m += (sb[e / 32 * cols + k] >> (e % 32) & 1u ? -1.0 : 1.0) * (double)c[e];
+                        mag += fabs((double)c[e]);
+                    }
+                    want = (double)p0[k] - uk * m - (double)decay * (double)p0[k];
+                    if (fabs((double)p[0][k] - want) > (double)(B + 3) * 6e-8 * (fabs(uk) * mag + fabs((double)p0[k]))) bad++;
+                }
+                CHECKF(bad == 0, "update row reference: B %lld, %lld columns, version %d: %lld columns off the exact sum",
+                       (long long)B, (long long)cols, v, (long long)bad);
+                for (version = 0; version < 3; version++) free(p[version]);
+                free(c); free(tab); free(p0); free(u); free(sb); free(ub);
+            }
+    printf("test_ops: update rows by sign tables: %d reference cases, %d AVX2, %d AVX-512 compared bit for bit%s\n", ran[0],
+           ran[1], ran[2], simd < 3 ? " (this CPU runs no AVX-512: those skipped)" : "");
+}
+
 int main(int argc, char **argv)
 {
     int kind, i, e, b;
@@ -918,6 +996,7 @@ int main(int argc, char **argv)
         printf("test_ops: %s%s%s\n", line, warning[0] ? "\ntest_ops: " : "", warning);
         grzo_backend_destroy(&be);
     }
+    test_update_rows();
     for (kind = 0; kind < NCFG; kind++) {
         grzo_backend be;
         grzo_backend_caps caps;
