@@ -1233,21 +1233,30 @@ __attribute__((target("avx2"))) static inline __m256 grzo__lookup16_avx2(__m256 
                             _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
 }
 
-/* the same, 8 columns at a time with AVX2 */
-__attribute__((target("avx2"))) static void
-grzo__apply_row_tables_avx2(float *p, const float *u, const uint32_t *ub, const float *tab, int groups,
-                            const uint32_t *sb, int64_t ldsb, int64_t cols, float decay) {
+/* The AVX2 body, inlined like the AVX-512 one: with a constant `groups` of at most 4 its
+   tables (two registers each) stay in registers. */
+__attribute__((target("avx2"), always_inline)) static inline void
+grzo__apply_tables_avx2_body(float *p, const float *u, const uint32_t *ub, const float *tab, int groups,
+                             const uint32_t *sb, int64_t ldsb, int64_t cols, float decay) {
     const __m256 dec = _mm256_set1_ps(decay);
     const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    __m256 t[8];
     int64_t k, whole = cols / 8 * 8;
     int g;
+    for (g = 0; g < groups && g < 4; g++) {
+        t[2 * g] = _mm256_loadu_ps(tab + 16 * g);
+        t[2 * g + 1] = _mm256_loadu_ps(tab + 16 * g + 8);
+    }
     for (k = 0; k < whole; k += 8) {
         __m256i w = _mm256_loadu_si256((const __m256i *)(sb + k));
-        __m256 m = grzo__lookup16_avx2(_mm256_loadu_ps(tab), _mm256_loadu_ps(tab + 8), w), q, um;
+        __m256 m = grzo__lookup16_avx2(t[0], t[1], w), q, um;
         for (g = 1; g < groups; g++) {
+            __m256i idx;
             if (g % 8 == 0) w = _mm256_loadu_si256((const __m256i *)(sb + (int64_t)(g / 8) * ldsb + k));
-            m = _mm256_add_ps(m, grzo__lookup16_avx2(_mm256_loadu_ps(tab + 16 * g), _mm256_loadu_ps(tab + 16 * g + 8),
-                                                     _mm256_srli_epi32(w, 4 * (g % 8))));
+            idx = _mm256_srli_epi32(w, 4 * (g % 8));
+            m = _mm256_add_ps(m, g < 4 ? grzo__lookup16_avx2(t[2 * g], t[2 * g + 1], idx)
+                                       : grzo__lookup16_avx2(_mm256_loadu_ps(tab + 16 * g),
+                                                             _mm256_loadu_ps(tab + 16 * g + 8), idx));
         }
         if (ub) {   /* the sign bit where U's bit of the column is set */
             __m256i bits = _mm256_and_si256(_mm256_set1_epi32((int)(ub[k / 32] >> (k % 32))), lane_bit);
@@ -1259,6 +1268,19 @@ grzo__apply_row_tables_avx2(float *p, const float *u, const uint32_t *ub, const 
         _mm256_storeu_ps(p + k, _mm256_sub_ps(_mm256_sub_ps(q, um), _mm256_mul_ps(dec, q)));
     }
     grzo__apply_row_tables_ref(p, u, ub, tab, groups, sb, ldsb, whole, cols, decay);   /* the last columns */
+}
+
+/* the same, 8 columns at a time with AVX2 */
+__attribute__((target("avx2"))) static void
+grzo__apply_row_tables_avx2(float *p, const float *u, const uint32_t *ub, const float *tab, int groups,
+                            const uint32_t *sb, int64_t ldsb, int64_t cols, float decay) {
+#define GRZO__TABLES_CASE(G) \
+    case G: grzo__apply_tables_avx2_body(p, u, ub, tab, G, sb, ldsb, cols, decay); break;
+    switch (groups) {   /* B up to 16: a copy for each group count */
+        GRZO__TABLES_CASE(1) GRZO__TABLES_CASE(2) GRZO__TABLES_CASE(3) GRZO__TABLES_CASE(4)
+        default: grzo__apply_tables_avx2_body(p, u, ub, tab, groups, sb, ldsb, cols, decay);
+    }
+#undef GRZO__TABLES_CASE
 }
 #endif
 

@@ -909,14 +909,14 @@ static void test_plain_outside_step(int kind)
 }
 
 /* GRZO's update row by sign tables (backends/grzo_cpu.h): the AVX2 and AVX-512 versions give
-   the reference's bits, and the reference is sum_e c_e s_ek within rounding. B: one, a
-   partial group, whole groups, S's bits in two and three words; columns: vector tails,
-   32-bit word boundaries of U's bits. */
+   the reference's bits, and the reference is sum_e c_e s_ek within rounding. B: one, partial
+   groups of four, every group count the SIMD versions have a copy for (1-8) and past it, S's
+   bits in two and three words; columns: vector tails, 32-bit word boundaries of U's bits. */
 static void test_update_rows(void)
 {
-    static const int64_t Bs[8] = { 1, 3, 4, 8, 16, 29, 33, 70 }, widths[8] = { 1, 7, 8, 16, 31, 33, 100, 577 };
+    static const int64_t Bs[10] = { 1, 3, 4, 8, 11, 16, 21, 29, 33, 70 }, widths[8] = { 1, 7, 8, 16, 31, 33, 100, 577 };
     int simd = grzo__cpu_simd_level(), bi, wi, v, ran[3] = { 0, 0, 0 };
-    for (bi = 0; bi < 8; bi++)
+    for (bi = 0; bi < 10; bi++)
         for (wi = 0; wi < 8; wi++)
             for (v = 0; v < 4; v++) {   /* U as bits or floats; decay 0 or not */
                 int64_t B = Bs[bi], cols = widths[wi], nwords = (B + 31) / 32, groups = (B + 3) / 4, e, k, bad = 0;
