@@ -1100,7 +1100,7 @@ GRZO__DEF float grzo_noise_at(const grzo_noise *n, uint64_t index) {
 #ifndef GRZO__RNG_TARGETS   /* tests/meson.build narrows it to test the other builds on this CPU */
 #define GRZO__RNG_TARGETS "arch=x86-64-v4", "arch=x86-64-v3", "default"
 #endif
-#define GRZO__RNG_CLONES __attribute__((target_clones(GRZO__RNG_TARGETS), unused))   /* unused: grzo__noise_words */
+#define GRZO__RNG_CLONES __attribute__((target_clones(GRZO__RNG_TARGETS), unused))   /* unused: grzo__noise_words_at */
 #elif defined(__GNUC__) || defined(__clang__)
 #define GRZO__RNG_CLONES __attribute__((unused))
 #else
@@ -1251,15 +1251,17 @@ GRZO__RNG_CLONES static void grzo__gauss_batch(const grzo_noise *n, uint64_t gro
    float bits with integer shifts that compilers vectorize: the sign bit is the inverted noise
    bit. */
 #define GRZO__RADEMACHER_BATCH 16                    /* groups at most: 2048 signs */
-/* The words of groups group0 .. group0 + n_groups - 1 (4 each, n_groups <= GRZO__RADEMACHER_BATCH), in a loop that compilers
-   vectorize across groups (a Philox call per lane): what the CPU backend's loops over U's
-   sign bits read. */
-GRZO__RNG_CLONES static void grzo__noise_words(const grzo_noise *n, uint64_t group0, int n_groups, uint32_t *w) {
+/* The words of groups[0 .. count) (4 each, count <= GRZO__RADEMACHER_BATCH), in a loop that
+   compilers vectorize across groups (a Philox call per lane): what the CPU backend's loops
+   over U's sign bits read. Any groups: a batch may hold several rows' pieces of a tensor. */
+GRZO__RNG_CLONES static void grzo__noise_words_at(const grzo_noise *n, const uint64_t *groups, int count, uint32_t *w) {
     const grzo_noise key = *n;   /* locals that w cannot alias: the loop vectorizes */
+    uint64_t g[GRZO__RADEMACHER_BATCH];
     uint32_t v[4 * GRZO__RADEMACHER_BATCH];
     int i;
-    for (i = 0; i < n_groups; i++) grzo__noise_group(&key, group0 + (uint64_t)i, v + 4 * i);
-    memcpy(w, v, (size_t)(4 * n_groups) * sizeof(uint32_t));
+    memcpy(g, groups, (size_t)count * sizeof(uint64_t));
+    for (i = 0; i < count; i++) grzo__noise_group(&key, g[i], v + 4 * i);
+    memcpy(w, v, (size_t)(4 * count) * sizeof(uint32_t));
 }
 GRZO__RNG_CLONES static void grzo__rademacher_groups(const grzo_noise *n, uint64_t group0, int n_groups,
                                                      float *out) {

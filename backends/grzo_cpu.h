@@ -248,39 +248,78 @@ static void grzo__cpu_release(grzo__cpu_scratch *s) { while (s->n > 0) free(s->p
    A Rademacher U is +-1, and u x is x with its sign flipped where u = -1, exactly: the loops
    that run once per weight element (forming, the update) read U as one bit per element,
    straight from Philox's words, instead of generating and reading a float. */
-/* out[t stride], t < nw: the sign bits of elements e + 32 t .. e + 32 t + 31 of a Rademacher
-   tensor, element e + 32 t in bit 0, set where it is -1 (the noise bit inverted: a set noise
-   bit is +1, as grzo__rademacher_bit reads it). Philox's groups come in batches generated in
-   vectorized code (grzo__noise_words). */
-static void grzo__u_bit_words(const grzo_noise *n, uint64_t e, int64_t nw, uint32_t *out, int64_t stride) {
-    uint32_t w[4 * GRZO__RADEMACHER_BATCH];
+/* The Philox groups that words [0, nw) of U's bits from element e read (a word from an
+   element not a multiple of 32 takes the next word's low bits too) */
+static int64_t grzo__bits_groups(uint64_t e, int64_t nw) {
+    uint64_t last = (e >> 5) + (uint64_t)nw - 1u + ((e & 31u) ? 1u : 0u);
+    return (int64_t)((last >> 2) - (e >> 7) + 1u);
+}
+
+/* out[t stride] for t < nw: the sign bits of elements e + 32 t .. e + 32 t + 31, element
+   e + 32 t in bit 0, set where U = -1 (the noise bit inverted: a set noise bit is +1, as
+   grzo__rademacher_bit reads it), from w: the words of the groups from e's on. */
+static void grzo__bits_from_words(const uint32_t *w, uint64_t e, int64_t nw, uint32_t *out, int64_t stride) {
+    const uint32_t *v = w + ((e >> 5) & 3u);
     unsigned sh = (unsigned)(e & 31u);
-    uint64_t wi = e >> 5;   /* out[t] reads words wi + t and, when sh > 0, wi + t + 1 */
-    int64_t t = 0, ng, need;
+    int64_t t;
+    for (t = 0; t < nw; t++) out[t * stride] = ~(sh ? (v[t] >> sh) | (v[t + 1] << (32u - sh)) : v[t]);
+}
+
+/* grzo__bits_from_words for a range of any length: its groups a batch at a time */
+static void grzo__u_bit_range(const grzo_noise *n, uint64_t e, int64_t nw, uint32_t *out, int64_t stride) {
+    uint64_t groups[GRZO__RADEMACHER_BATCH];
+    uint32_t w[4 * GRZO__RADEMACHER_BATCH];
+    int64_t t = 0, ng, m, g;
     while (t < nw) {
-        uint64_t g0 = (wi + (uint64_t)t) >> 2, end;
-        need = (int64_t)((wi + (uint64_t)t) & 3u) + (nw - t) + (sh ? 1 : 0);   /* words from 4 g0 */
-        ng = (need + 3) / 4 < GRZO__RADEMACHER_BATCH ? (need + 3) / 4 : GRZO__RADEMACHER_BATCH;   /* >= 2 when sh */
-        grzo__noise_words(n, g0, (int)ng, w);
-        end = 4 * (g0 + (uint64_t)ng);
-        for (; t < nw && wi + (uint64_t)t + (sh ? 1u : 0u) < end; t++) {
-            uint64_t q = wi + (uint64_t)t - 4 * g0;
-            out[t * stride] = ~(sh ? (w[q] >> sh) | (w[q + 1] << (32u - sh)) : w[q]);
-        }
+        uint64_t et = e + 32u * (uint64_t)t;
+        ng = grzo__bits_groups(et, nw - t);
+        if (ng > GRZO__RADEMACHER_BATCH) ng = GRZO__RADEMACHER_BATCH;
+        for (g = 0; g < ng; g++) groups[g] = (et >> 7) + (uint64_t)g;
+        grzo__noise_words_at(n, groups, (int)ng, w);
+        /* the words whose sources the batch holds */
+        m = 4 * ng - (int64_t)((et >> 5) & 3u) - ((et & 31u) ? 1 : 0);
+        if (m > nw - t) m = nw - t;
+        grzo__bits_from_words(w, et, m, out + t * stride, stride);
+        t += m;
     }
 }
 
 /* U's sign bits row by row: rows [j0, j0 + h) and columns [k0, k0 + kc) of a d_in-wide
-   block, row i's at ub + i ldb (ldb >= (kc + 31) / 32 words), bit k % 32 of word k / 32 set
-   where U[j0 + i][k0 + k] = -1. */
+   block, word t of row i at ub[i ldb + t stride] (t < (kc + 31) / 32), bit k % 32 of word
+   k / 32 set where U[j0 + i][k0 + k] = -1 (a last word's bits past kc are the next
+   elements'). Philox's groups come in batches generated in vectorized code
+   (grzo__noise_words_at), which pays from about 8 groups: whole rows are one range, and rows'
+   short pieces (a K block's: 3-5 groups) share a batch. */
 static void grzo__u_row_bits(const grzo_noise *base, int64_t d_in, int64_t j0, int64_t h, int64_t k0, int64_t kc,
-                             uint32_t *ub, int64_t ldb) {
-    int64_t i;
-    if (k0 == 0 && kc == d_in && d_in % 32 == 0 && ldb == d_in / 32) {   /* whole rows: one range, longer batches */
-        grzo__u_bit_words(base, (uint64_t)(j0 * d_in), h * ldb, ub, 1);
+                             uint32_t *ub, int64_t ldb, int64_t stride) {
+    const int64_t nw = (kc + 31) / 32;
+    uint64_t groups[GRZO__RADEMACHER_BATCH];
+    uint32_t w[4 * GRZO__RADEMACHER_BATCH];
+    int64_t first[GRZO__RADEMACHER_BATCH], i = 0, i1, r, n, ng, g;
+    if (k0 == 0 && kc == d_in && d_in % 32 == 0 && ldb == nw && stride == 1) {   /* whole rows */
+        grzo__u_bit_range(base, (uint64_t)(j0 * d_in), h * nw, ub, 1);
         return;
     }
-    for (i = 0; i < h; i++) grzo__u_bit_words(base, (uint64_t)((j0 + i) * d_in + k0), (kc + 31) / 32, ub + i * ldb, 1);
+    while (i < h) {
+        uint64_t e = (uint64_t)((j0 + i) * d_in + k0);
+        if (grzo__bits_groups(e, nw) > GRZO__RADEMACHER_BATCH / 2) {   /* a long piece: batches of its own */
+            grzo__u_bit_range(base, e, nw, ub + i * ldb, stride);
+            i++;
+            continue;
+        }
+        for (n = 0, i1 = i; i1 < h; i1++) {   /* the rows whose pieces fit one batch */
+            e = (uint64_t)((j0 + i1) * d_in + k0);
+            ng = grzo__bits_groups(e, nw);
+            if (n + ng > GRZO__RADEMACHER_BATCH) break;
+            first[i1 - i] = n;
+            for (g = 0; g < ng; g++) groups[n + g] = (e >> 7) + (uint64_t)g;
+            n += ng;
+        }
+        grzo__noise_words_at(base, groups, (int)n, w);
+        for (r = i; r < i1; r++)
+            grzo__bits_from_words(w + 4 * first[r - i], (uint64_t)((j0 + r) * d_in + k0), nw, ub + r * ldb, stride);
+        i = i1;
+    }
 }
 
 #include "grzo_cpu_kernels.h"
@@ -1079,7 +1118,7 @@ static const uint32_t *grzo__cpu_update_u_rows(const grzo_noise *base, int64_t j
         grzo_noise_fill(base, (uint64_t)(j0 * cols), (size_t)(h * cols), u);
         return NULL;
     }
-    grzo__u_row_bits(base, cols, j0, h, 0, cols, (uint32_t *)u, (cols + 31) / 32);
+    grzo__u_row_bits(base, cols, j0, h, 0, cols, (uint32_t *)u, (cols + 31) / 32, 1);
     return (const uint32_t *)u;
 }
 

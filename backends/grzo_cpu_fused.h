@@ -330,7 +330,7 @@ static void grzo__pack_u(const grzo_noise *base, int64_t d_in, int64_t j0, int64
    multiply that consumes it). A Rademacher U is +-1, so (f s_k) u is (f s_k) with its sign
    flipped where u = -1: the block's U is kept as one bit per element instead, a 32-bit word
    per k of each sliver (bit i set: row i of the sliver is -1), made from Philox's bits
-   without the floats (grzo__u_bit_words in grzo_cpu.h), and the formed weight is the same
+   without the floats (grzo__u_row_bits in grzo_cpu.h), and the formed weight is the same
    bits. Slivers are at most 32 wide. */
 #define GRZO__BIT_SLIVER_MAX 32
 
@@ -356,12 +356,9 @@ static int64_t grzo__bits_stride(int64_t kc) { return (kc + 31) / 32 * 32; }
 static void grzo__u_sliver_bits(const grzo_noise *base, int64_t d_in, int64_t j0, int64_t h, int64_t k0, int64_t kc,
                                 uint32_t *ub) {
     int64_t nt = grzo__bits_stride(kc) / 32, t, i;
-    for (i = 0; i < 32; i++) {   /* row i's bits, 32 columns to a word, into word i of each tile */
-        if (i < h)
-            grzo__u_bit_words(base, (uint64_t)((j0 + i) * d_in + k0), nt, ub + i, 32);
-        else
-            for (t = 0; t < nt; t++) ub[t * 32 + i] = 0u;
-    }
+    grzo__u_row_bits(base, d_in, j0, h, k0, kc, ub, 1, 32);   /* row i's bits, 32 columns to a word, into word i of each tile */
+    for (i = h; i < 32; i++)
+        for (t = 0; t < nt; t++) ub[t * 32 + i] = 0u;
     for (t = 0; t < nt; t++) grzo__transpose_bits32(ub + t * 32);
 }
 
@@ -561,7 +558,7 @@ static void grzo__form_block_direct(const float *W, int64_t ld, const grzo_noise
         } else {
             fm.ub = (const uint32_t *)urows;
             fm.ldu = (kc + 31) / 32;
-            grzo__u_row_bits(base, ld, q, h, k0, kc, (uint32_t *)urows, fm.ldu);
+            grzo__u_row_bits(base, ld, q, h, k0, kc, (uint32_t *)urows, fm.ldu, 1);
         }
         for (i = 0; i < h; i++) f[i] = cq->r ? cq->scale * cq->r[q + i] : cq->scale;
         grzo__pack_sliver(W + q * ld + k0, ld, &fm, h, kc, width, stage, out);

@@ -387,24 +387,25 @@ static void check_form_ukr(void)
 static void check_u_bits(void)
 {
 #ifdef GRZO_USE_BLIS
-    static const int64_t widths[] = { 12, 16, 32 }, d_ins[] = { 1000, 576, 77 }, k0s[] = { 0, 5, 384 }, kcs[] = { 1, 31, 33, 192 };
-    static const int64_t n_rows[] = { 1, 17, 75 };
-    uint32_t *ub = (uint32_t *)malloc(sizeof(uint32_t) * 3 * 224), *rb = (uint32_t *)malloc(sizeof(uint32_t) * 75 * 7);
-    float *uf = (float *)malloc(sizeof(float) * 96 * 192), *got = (float *)malloc(sizeof(float) * 96 * 192);
-    float *urows = (float *)malloc(sizeof(float) * 32 * 192);
+    /* kc 576 of d_in 576: whole rows, one range; kc 1000: pieces longer than half a batch */
+    static const int64_t widths[] = { 12, 16, 32 }, d_ins[] = { 1000, 576, 77 }, k0s[] = { 0, 5, 384 };
+    static const int64_t kcs[] = { 1, 31, 33, 192, 576, 1000 }, n_rows[] = { 1, 17, 75 };
+    uint32_t *ub = (uint32_t *)malloc(sizeof(uint32_t) * 3 * 1024), *rb = (uint32_t *)malloc(sizeof(uint32_t) * 75 * 32);
+    float *uf = (float *)malloc(sizeof(float) * 96 * 1000), *got = (float *)malloc(sizeof(float) * 96 * 1000);
+    float *urows = (float *)malloc(sizeof(float) * 32 * 1000);
     grzo_noise nz = { 0x5eedULL, 7, 3, GRZO_STREAM_BASE, GRZO_NOISE_RADEMACHER };
     int64_t wi, di, ki, ci, ni, i, k, n = 0;
     REQUIRE(ub && rb && uf && got && urows);
     for (wi = 0; wi < 3; wi++)
         for (di = 0; di < 3; di++)
             for (ki = 0; ki < 3; ki++)
-                for (ci = 0; ci < 4; ci++)
+                for (ci = 0; ci < 6; ci++)
                     for (ni = 0; ni < 3; ni++) {
                         int64_t width = widths[wi], d_in = d_ins[di], k0 = k0s[ki], kc = kcs[ci], rows = n_rows[ni];
-                        int64_t j0 = 3, stride = grzo__bits_stride(kc), bad = 0, q;
+                        int64_t j0 = 3, stride = grzo__bits_stride(kc), bad = 0, q, ldb = (kc + 31) / 32;
                         if (k0 + kc > d_in || (rows + width - 1) / width > 3) continue;
                         grzo__pack_u_bits(&nz, d_in, j0, rows, k0, kc, width, ub);
-                        grzo__u_row_bits(&nz, d_in, j0, rows, k0, kc, rb, 7);
+                        grzo__u_row_bits(&nz, d_in, j0, rows, k0, kc, rb, ldb, 1);
                         for (q = 0; q < rows; q += width)
                             for (k = 0; k < kc; k++)
                                 for (i = 0; i < width; i++) {
@@ -414,7 +415,7 @@ static void check_u_bits(void)
                                 }
                         for (i = 0; i < rows; i++)
                             for (k = 0; k < kc; k++)
-                                bad += (int)((rb[i * 7 + k / 32] >> (k % 32)) & 1u) !=
+                                bad += (int)((rb[i * ldb + k / 32] >> (k % 32)) & 1u) !=
                                        (grzo_noise_at(&nz, (uint64_t)((j0 + i) * d_in + k0 + k)) < 0.0f);
                         grzo__pack_u(&nz, d_in, j0, rows, k0, kc, width, urows, uf);
                         memset(got, 0xff, sizeof(float) * (size_t)((rows + width - 1) / width * width * kc));
