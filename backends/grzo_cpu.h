@@ -1197,7 +1197,7 @@ static void grzo__apply_row_tables_ref(float *p, const float *u, const uint32_t 
     }
 }
 
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define GRZO__SIGN_TABLE_SIMD 1
 #include <immintrin.h>
 /* grzo__sign_tables with AVX-512F: a group's table is one register, entry p of lane p, built
