@@ -296,6 +296,7 @@ static void grzo__u_row_bits(const grzo_noise *base, int64_t d_in, int64_t j0, i
     uint64_t groups[GRZO__RADEMACHER_BATCH];
     uint32_t w[4 * GRZO__RADEMACHER_BATCH];
     int64_t first[GRZO__RADEMACHER_BATCH], i = 0, i1, r, n, ng, g;
+    if (nw <= 0) return;
     if (k0 == 0 && kc == d_in && d_in % 32 == 0 && ldb == nw && stride == 1) {   /* whole rows */
         grzo__u_bit_range(base, (uint64_t)(j0 * d_in), h * nw, ub, 1);
         return;

@@ -12,8 +12,8 @@
        BLIS's KC for one copy, up to 1.5 KC split evenly for many: grzo__copies_kc)
        pack every copy's rows of X into NR-wide (or MR-wide) slivers, once; a copy's last
          rows (fewer than half a sliver) go to the tail set instead (copies of the forming
-         kernel, below: only a lone last row goes there, only a partial last sliver is
-         packed, the whole ones are read in place)
+         kernel, below: only a row that alone would start a group of 4 goes there, only a
+         partial last sliver is packed, the whole ones are read in place)
        for each block of weight rows (about MC/4 rows; one thread each)
          pack W of the block into slivers, and U, regenerated from the counter RNG: a
            Rademacher U (the default) as one sign bit per element, a Gaussian one as floats
@@ -737,10 +737,16 @@ __attribute__((target("avx512f"))) static void grzo__form_ukr_64x4(int64_t kc, c
 #undef GRZO__FORM4_PUT
 #endif
 
-/* The rows of a copy the forming kernel multiplies in whole: its last rows are padded to 4,
-   so only a last row of its own (2 rows' FLOPs in the tail set against 4 here) goes to the
-   tail set. */
-static int grzo__form_ukr_keeps(int64_t rem) { return 2 * rem >= (rem + 3) / 4 * 4; }
+/* How many of a copy's last rem rows (those past its whole X slivers) go to the tail set.
+   The forming kernel pads a copy's last rows to 4, so a row that alone starts a group of 4
+   (rem % 4 == 1: 4 rows' FLOPs there, 2 in the tail set) goes: 33 rows cost 24 + 8 + 2 row
+   units instead of 36 (`bench_linear --op grzo --lengths` of bench_llm's prompts, 1 thread,
+   1536 x 576: 8.38-8.86 -> 8.26-8.66 ms, 3 alternations). BLIS's kernel pads to its whole
+   width: rows fewer than half of it go. */
+static int64_t grzo__tail_rows(const grzo__ukr *u, int in_kernel, int64_t rem) {
+    if (in_kernel) return rem % 4 == 1 ? 1 : 0;
+    return 2 * rem < u->xp ? rem : 0;
+}
 
 /* Whether s is +-1 throughout (or NULL: shared Z), as the forming kernel needs; a Gaussian s
    is not, and its copies are formed and stored instead. */
@@ -805,16 +811,17 @@ static void grzo__form_ukr_block(const grzo__ukr *u, const float *wpk, const uin
    and T_u = (X_t (.) s) U^T, then y (+)= t_w + (scale r_j) t_u), twice the FLOPs of their own
    rows but no padding per copy, and no scratch beyond a block's products. A single-copy op
    keeps all its rows; a copy formed inside the forming kernel, which pads to 4, sends only a
-   last row of its own (grzo__form_ukr_keeps). */
+   row that would start a group of 4 alone (grzo__tail_rows). */
 static void grzo__fused_split_tails(const grzo__ukr *u, grzo__fused_copy *cp, int64_t n_copies, int64_t *n_tail) {
     int64_t c, t = 0;
     for (c = 0; c < n_copies; c++) {
         int64_t rem = cp[c].n_rows % u->xp;
         cp[c].n_main = cp[c].n_rows;
         cp[c].tail0 = t;
-        if (n_copies > 1 && rem > 0 && (cp[c].in_kernel ? !grzo__form_ukr_keeps(rem) : 2 * rem < u->xp)) {
-            cp[c].n_main = cp[c].n_rows - rem;
-            t += rem;
+        if (n_copies > 1) {
+            int64_t tail = grzo__tail_rows(u, cp[c].in_kernel, rem);
+            cp[c].n_main = cp[c].n_rows - tail;
+            t += tail;
         }
     }
     *n_tail = t;
