@@ -1246,10 +1246,6 @@ GRZO__RNG_CLONES static void grzo__gauss_batch(const grzo_noise *n, uint64_t gro
     grzo__gauss_pairs(a, b, out);
 }
 
-/* Rademacher groups group0 .. group0 + n_groups - 1, n_groups <= GRZO__RADEMACHER_BATCH (128
-   signs each: bit b of word q is element 32 q + b, as grzo__rademacher_bit reads it), built as
-   float bits with integer shifts that compilers vectorize: the sign bit is the inverted noise
-   bit. */
 #define GRZO__RADEMACHER_BATCH 16                    /* groups at most: 2048 signs */
 /* The words of groups[0 .. count) (4 each, count <= GRZO__RADEMACHER_BATCH), in a loop that
    compilers vectorize across groups (a Philox call per lane): what the CPU backend's loops
@@ -1263,6 +1259,10 @@ GRZO__RNG_CLONES static void grzo__noise_words_at(const grzo_noise *n, const uin
     for (i = 0; i < count; i++) grzo__noise_group(&key, g[i], v + 4 * i);
     memcpy(w, v, (size_t)(4 * count) * sizeof(uint32_t));
 }
+/* Rademacher groups group0 .. group0 + n_groups - 1, n_groups <= GRZO__RADEMACHER_BATCH (128
+   signs each: bit b of word q is element 32 q + b, as grzo__rademacher_bit reads it), built as
+   float bits with integer shifts that compilers vectorize: the sign bit is the inverted noise
+   bit. */
 GRZO__RNG_CLONES static void grzo__rademacher_groups(const grzo_noise *n, uint64_t group0, int n_groups,
                                                      float *out) {
     uint32_t w[4 * GRZO__RADEMACHER_BATCH], v[32];

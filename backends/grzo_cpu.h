@@ -1213,7 +1213,8 @@ __attribute__((target("avx512f"))) static void grzo__sign_tables_avx512(const fl
         const float *cg = c + GRZO__SIGN_GROUP * g;
         __m512 t = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_set1_ps(cg[0])), neg[0]));
         for (i = 1; i < GRZO__SIGN_GROUP; i++)
-            t = _mm512_add_ps(t, _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_set1_ps(cg[i])), neg[i])));
+            t = _mm512_add_ps(t, _mm512_castsi512_ps(
+                                     _mm512_xor_si512(_mm512_castps_si512(_mm512_set1_ps(cg[i])), neg[i])));
         _mm512_storeu_ps(tab + 16 * g, t);
     }
 }
@@ -1384,10 +1385,11 @@ static grzo_status grzo__cpu_update_flipout(grzo__cpu *cpu, const grzo_update_ar
             if (j + GRZO__CPU_UPDATE_AHEAD < rows && (!a->touched || a->touched[j + GRZO__CPU_UPDATE_AHEAD]))
                 grzo__prefetch_row(P + (j + GRZO__CPU_UPDATE_AHEAD) * cols, cols);
             if (a->touched && !a->touched[j]) continue;
-            for (e = 0; e < (int64_t)groups * GRZO__SIGN_GROUP; e++) c[e] = e < B ? a->coeff[e] * R[e * rows + j] : 0.0f;
+            for (e = 0; e < (int64_t)groups * GRZO__SIGN_GROUP; e++)
+                c[e] = e < B ? a->coeff[e] * R[e * rows + j] : 0.0f;
             grzo__build_sign_tables(simd, c, groups, tab);
-            grzo__apply_row_tables(simd, P + j * cols, ub ? NULL : u + i * cols, ub ? ub + i * ((cols + 31) / 32) : NULL,
-                                   tab, groups, sb, cols, cols, a->decay);
+            grzo__apply_row_tables(simd, P + j * cols, ub ? NULL : u + i * cols,
+                                   ub ? ub + i * ((cols + 31) / 32) : NULL, tab, groups, sb, cols, cols, a->decay);
         }
     }
     free(sb);
@@ -1432,8 +1434,8 @@ static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
                 g = 0.0f;
                 for (e = 0; e < B; e++) g += a->coeff[e] * R[e * rows + j];
             }
-            grzo__cpu_apply_row(P + j * cols, ub ? NULL : u + i * cols, ub ? ub + i * ((cols + 31) / 32) : NULL, g, cols,
-                                a->decay);
+            grzo__cpu_apply_row(P + j * cols, ub ? NULL : u + i * cols, ub ? ub + i * ((cols + 31) / 32) : NULL, g,
+                                cols, a->decay);
         }
     }
     free(scratch);

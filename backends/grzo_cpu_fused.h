@@ -356,7 +356,8 @@ static int64_t grzo__bits_stride(int64_t kc) { return (kc + 31) / 32 * 32; }
 static void grzo__u_sliver_bits(const grzo_noise *base, int64_t d_in, int64_t j0, int64_t h, int64_t k0, int64_t kc,
                                 uint32_t *ub) {
     int64_t nt = grzo__bits_stride(kc) / 32, t, i;
-    grzo__u_row_bits(base, d_in, j0, h, k0, kc, ub, 1, 32);   /* row i's bits, 32 columns to a word, into word i of each tile */
+    /* row i's bits, 32 columns to a word, into word i of each tile */
+    grzo__u_row_bits(base, d_in, j0, h, k0, kc, ub, 1, 32);
     for (i = h; i < 32; i++)
         for (t = 0; t < nt; t++) ub[t * 32 + i] = 0u;
     for (t = 0; t < nt; t++) grzo__transpose_bits32(ub + t * 32);

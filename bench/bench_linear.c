@@ -11,8 +11,8 @@
    weight); mezo: one MeZO pass's linear over B copies of T rows (shared Z: one weight);
    plain: the unperturbed linear of the 2B T rows; update: the backend's GRZO update of the
    weight (flipout, B coefficients: U (.) (R^T diag(a) S)), update-mezo: MeZO's (one
-   coefficient times U), U and the signs regenerated as in a step. The weight is d_out x D (--d-out,
-   default D). --lengths gives each example its own row count instead (B = their number;
+   coefficient times U), U and the signs regenerated as in a step. The weight is d_out x D
+   (--d-out, default D). --lengths gives each example its own row count instead (B = their number;
    e.g. bench_llm's prompt lengths, printed in its header). It prints the best and mean wall
    time per call and the plain FLOPs rate. --threads N (default 1) sets the backend's
    threads and OpenMP's, which OpenBLAS's OpenMP build uses. */
@@ -108,8 +108,9 @@ static int parse(int argc, char **argv, linear_opts *o)
                       : !strcmp(a, "--d-out") ? &o->d_out : !strcmp(a, "--rows") ? &o->rows : !strcmp(a, "--batch") ? &o->batch
                       : !strcmp(a, "--threads") ? &o->threads : NULL;
         if (!strcmp(a, "--help")) {
-            printf("usage: %s [--op plain|grzo|mezo|update|update-mezo] [--algo auto|per-example|two-gemm|fused] [--calls N] "
-                   "[--width D] [--d-out N] [--rows T] [--batch B] [--lengths T1,T2,...] [--threads N]\n", argv[0]);
+            printf("usage: %s [--op plain|grzo|mezo|update|update-mezo] [--algo auto|per-example|two-gemm|fused] "
+                   "[--calls N] [--width D] [--d-out N] [--rows T] [--batch B] [--lengths T1,T2,...] [--threads N]\n",
+                   argv[0]);
             exit(0);
         }
         if (!v) { fprintf(stderr, "bench_linear: %s needs a value\n", a); return 0; }

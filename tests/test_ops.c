@@ -908,79 +908,82 @@ static void test_plain_outside_step(int kind)
     model_free(&m);
 }
 
-/* GRZO's update row by sign tables (backends/grzo_cpu.h): the AVX2 and AVX-512 versions give
-   the reference's bits, and the reference is sum_e c_e s_ek within rounding. B: one, partial
-   groups of four, every group count the SIMD versions have a copy for (1-8) and past it, S's
-   bits in two and three words; columns: vector tails, 32-bit word boundaries of U's bits. */
+/* The sign-table update of one row (backends/grzo_cpu.h) for B coefficients and `cols`
+   columns, U as bits or floats: the AVX2 and AVX-512 versions give the reference's bits
+   (ran[1], ran[2] count them), and the reference is p - u sum_e c_e s_ek - decay p within
+   rounding. seed picks the case's random operands. */
+static void check_update_row(int64_t B, int64_t cols, int bits, float decay, uint64_t seed, int simd, int ran[3])
+{
+    int64_t nwords = (B + 31) / 32, groups = (B + 3) / 4, e, k, bad = 0;
+    const size_t row_bytes = (size_t)cols * sizeof(float), tab_bytes = (size_t)(16 * groups) * sizeof(float);
+    float *c = (float *)calloc((size_t)(4 * groups), sizeof(float)), *tab = (float *)malloc(tab_bytes);
+    float *tab512 = (float *)malloc(tab_bytes), *u = (float *)malloc(row_bytes), *p0 = (float *)malloc(row_bytes);
+    float *p = (float *)malloc(row_bytes), *q = (float *)malloc(row_bytes);
+    uint32_t *sb = (uint32_t *)calloc((size_t)(nwords * cols), sizeof(uint32_t));
+    uint32_t *ub = (uint32_t *)malloc((size_t)((cols + 31) / 32) * sizeof(uint32_t)), *bits_or_null;
+    const float *u_or_null;
+    REQUIRE(c && tab && tab512 && u && p0 && p && q && sb && ub);
+    for (e = 0; e < B; e++) c[e] = (float)tu_unif(70, seed * 1000 + (uint64_t)e, -1.0, 1.0);
+    for (e = 0; e < B; e++)
+        for (k = 0; k < cols; k++)
+            if (tu_unif(71, (seed * 100 + (uint64_t)e) * 1000 + (uint64_t)k, 0.0, 1.0) < 0.5)
+                sb[e / 32 * cols + k] |= 1u << (e % 32);
+    for (k = 0; k < (cols + 31) / 32; k++) ub[k] = (uint32_t)(tu_unif(72, seed * 100 + (uint64_t)k, 0.0, 1.0) * 4294967296.0);
+    tu_fill_unif(u, (size_t)cols, 73, -2, 2);
+    tu_fill_unif(p0, (size_t)cols, 74, -1, 1);
+    bits_or_null = bits ? ub : NULL;
+    u_or_null = bits ? NULL : u;
+    grzo__sign_tables(c, (int)groups, tab);
+    memcpy(p, p0, row_bytes);
+    grzo__apply_row_tables_ref(p, u_or_null, bits_or_null, tab, (int)groups, sb, cols, 0, cols, decay);
+    ran[0]++;
+#ifdef GRZO__SIGN_TABLE_SIMD
+    if (simd >= 2) {
+        memcpy(q, p0, row_bytes);
+        grzo__apply_row_tables_avx2(q, u_or_null, bits_or_null, tab, (int)groups, sb, cols, cols, decay);
+        CHECKF(memcmp(q, p, row_bytes) == 0, "update row AVX2: B %lld, %lld columns, U bits %d differs from the "
+               "reference", (long long)B, (long long)cols, bits);
+        ran[1]++;
+    }
+    if (simd >= 3) {
+        grzo__sign_tables_avx512(c, (int)groups, tab512);
+        CHECKF(memcmp(tab512, tab, tab_bytes) == 0, "sign tables AVX-512: B %lld differ from the reference", (long long)B);
+        memcpy(q, p0, row_bytes);
+        grzo__apply_row_tables_avx512(q, u_or_null, bits_or_null, tab512, (int)groups, sb, cols, cols, decay);
+        CHECKF(memcmp(q, p, row_bytes) == 0, "update row AVX-512: B %lld, %lld columns, U bits %d differs from the "
+               "reference", (long long)B, (long long)cols, bits);
+        ran[2]++;
+    }
+#else
+    (void)simd;
+#endif
+    for (k = 0; k < cols; k++) {   /* the reference against the sum in double */
+        double m = 0.0, mag = 0.0, uk = bits ? ((ub[k / 32] >> (k % 32)) & 1u ? -1.0 : 1.0) : (double)u[k], want;
+        for (e = 0; e < B; e++) {
+            m += (sb[e / 32 * cols + k] >> (e % 32) & 1u ? -1.0 : 1.0) * (double)c[e];
+            mag += fabs((double)c[e]);
+        }
+        want = (double)p0[k] - uk * m - (double)decay * (double)p0[k];
+        bad += fabs((double)p[k] - want) > (double)(B + 3) * 6e-8 * (fabs(uk) * mag + fabs((double)p0[k]));
+    }
+    CHECKF(bad == 0, "update row reference: B %lld, %lld columns, U bits %d: %lld columns off the exact sum",
+           (long long)B, (long long)cols, bits, (long long)bad);
+    free(c); free(tab); free(tab512); free(u); free(p0); free(p); free(q); free(sb); free(ub);
+}
+
+/* GRZO's update rows by sign tables. B: one, partial groups of four, every group count the
+   SIMD versions have a copy for (1-8) and past it, S's bits in two and three words; columns:
+   vector tails, 32-bit word boundaries of U's bits; U as bits or floats, decay 0 or not. */
 static void test_update_rows(void)
 {
     static const int64_t Bs[10] = { 1, 3, 4, 8, 11, 16, 21, 29, 33, 70 }, widths[8] = { 1, 7, 8, 16, 31, 33, 100, 577 };
     int simd = grzo__cpu_simd_level(), bi, wi, v, ran[3] = { 0, 0, 0 };
     for (bi = 0; bi < 10; bi++)
         for (wi = 0; wi < 8; wi++)
-            for (v = 0; v < 4; v++) {   /* U as bits or floats; decay 0 or not */
-                int64_t B = Bs[bi], cols = widths[wi], nwords = (B + 31) / 32, groups = (B + 3) / 4, e, k, bad = 0;
-                int bits = v % 2 == 0, version;
-                float decay = v < 2 ? 0.0f : 0.01f;
-                float *c = (float *)calloc((size_t)(4 * groups), sizeof(float)), *tab = (float *)malloc((size_t)(16 * groups) * sizeof(float));
-                float *p0 = (float *)malloc((size_t)cols * sizeof(float)), *p[3], *u = (float *)malloc((size_t)cols * sizeof(float));
-                uint32_t *sb = (uint32_t *)calloc((size_t)(nwords * cols), sizeof(uint32_t)),
-                         *ub = (uint32_t *)malloc((size_t)((cols + 31) / 32) * sizeof(uint32_t));
-                REQUIRE(c && tab && p0 && u && sb && ub);
-                for (e = 0; e < B; e++) c[e] = (float)tu_unif(70, (uint64_t)(bi * 100 + e), -1.0, 1.0);
-                for (e = 0; e < B; e++)
-                    for (k = 0; k < cols; k++)
-                        if (tu_unif(71, (uint64_t)((bi * 8 + wi) * 100000 + e * 1000 + k), 0.0, 1.0) < 0.5)
-                            sb[e / 32 * cols + k] |= 1u << (e % 32);
-                for (k = 0; k < (cols + 31) / 32; k++)
-                    ub[k] = (uint32_t)(tu_unif(72, (uint64_t)(wi * 100 + k), 0.0, 1.0) * 4294967296.0);
-                tu_fill_unif(u, (size_t)cols, 73, -2, 2);
-                tu_fill_unif(p0, (size_t)cols, 74, -1, 1);
-                grzo__sign_tables(c, (int)groups, tab);
-                for (version = 0; version < 3; version++) {
-                    p[version] = (float *)malloc((size_t)cols * sizeof(float));
-                    REQUIRE(p[version]);
-                    memcpy(p[version], p0, (size_t)cols * sizeof(float));
-                }
-                grzo__apply_row_tables_ref(p[0], bits ? NULL : u, bits ? ub : NULL, tab, (int)groups, sb, cols, 0, cols, decay);
-#ifdef GRZO__SIGN_TABLE_SIMD
-                if (simd >= 2) {
-                    grzo__apply_row_tables_avx2(p[1], bits ? NULL : u, bits ? ub : NULL, tab, (int)groups, sb, cols, cols, decay);
-                    CHECKF(memcmp(p[1], p[0], (size_t)cols * sizeof(float)) == 0, "update row AVX2: B %lld, %lld columns, "
-                           "version %d differs from the reference", (long long)B, (long long)cols, v);
-                    ran[1]++;
-                }
-                if (simd >= 3) {
-                    float *tab512 = (float *)malloc((size_t)(16 * groups) * sizeof(float));
-                    REQUIRE(tab512);
-                    grzo__sign_tables_avx512(c, (int)groups, tab512);
-                    CHECKF(memcmp(tab512, tab, (size_t)(16 * groups) * sizeof(float)) == 0, "sign tables AVX-512: B %lld "
-                           "differs from the reference", (long long)B);
-                    grzo__apply_row_tables_avx512(p[2], bits ? NULL : u, bits ? ub : NULL, tab512, (int)groups, sb, cols,
-                                                  cols, decay);
-                    free(tab512);
-                    CHECKF(memcmp(p[2], p[0], (size_t)cols * sizeof(float)) == 0, "update row AVX-512: B %lld, %lld "
-                           "columns, version %d differs from the reference", (long long)B, (long long)cols, v);
-                    ran[2]++;
-                }
-#endif
-                ran[0]++;
-                for (k = 0; k < cols; k++) {   /* the reference against the sum in double */
-                    double m = 0.0, mag = 0.0, uk = bits ? ((ub[k / 32] >> (k % 32)) & 1u ? -1.0 : 1.0) : (double)u[k], want;
-                    for (e = 0; e < B; e++) {
-                        m += (sb[e / 32 * cols + k] >> (e % 32) & 1u ? -1.0 : 1.0) * (double)c[e];
-                        mag += fabs((double)c[e]);
-                    }
-                    want = (double)p0[k] - uk * m - (double)decay * (double)p0[k];
-                    if (fabs((double)p[0][k] - want) > (double)(B + 3) * 6e-8 * (fabs(uk) * mag + fabs((double)p0[k]))) bad++;
-                }
-                CHECKF(bad == 0, "update row reference: B %lld, %lld columns, version %d: %lld columns off the exact sum",
-                       (long long)B, (long long)cols, v, (long long)bad);
-                for (version = 0; version < 3; version++) free(p[version]);
-                free(c); free(tab); free(p0); free(u); free(sb); free(ub);
-            }
-    printf("test_ops: update rows by sign tables: %d reference cases, %d AVX2, %d AVX-512 compared bit for bit%s\n", ran[0],
-           ran[1], ran[2], simd < 3 ? " (this CPU runs no AVX-512: those skipped)" : "");
+            for (v = 0; v < 4; v++)
+                check_update_row(Bs[bi], widths[wi], v % 2 == 0, v < 2 ? 0.0f : 0.01f, (uint64_t)(bi * 8 + wi), simd, ran);
+    printf("test_ops: update rows by sign tables: %d reference cases, %d AVX2, %d AVX-512 compared bit for bit%s\n",
+           ran[0], ran[1], ran[2], simd < 3 ? " (this CPU runs no AVX-512: those skipped)" : "");
 }
 
 int main(int argc, char **argv)
