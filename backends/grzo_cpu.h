@@ -37,6 +37,10 @@
                   while packing.
    AUTO chooses FUSED where BLIS has a kernel for the CPU; otherwise PER_EXAMPLE when the
    copies average at least 8 rows, else TWO_GEMM.
+   The update reads each weight row once: GRZO's rank-B product U (.) (R^T diag(a) S) comes
+   from per-row tables of signed coefficient sums indexed by S's sign bits (no GEMM; scalar,
+   AVX2 and AVX-512 versions with the same bits), MeZO's is one coefficient times U; a
+   Rademacher U is regenerated as sign bits.
    Transient memory is bounded by desc.transient_bytes (default 8 MiB): weights are
    processed in chunks of output rows. FUSED packs a K block of the op's rows and a weight
    block per thread; it keeps that scratch between calls (grown to the largest call's, freed
