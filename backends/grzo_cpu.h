@@ -1143,6 +1143,23 @@ static void grzo__prefetch_row(const float *p, int64_t cols) {
 #endif
 }
 
+/* Row i of a chunk that grzo__cpu_update_u_rows made: its bits (*rb) or its floats (*rf),
+   the other NULL */
+static void grzo__cpu_update_u_row(const uint32_t *ub, const float *u, int64_t i, int64_t cols, const uint32_t **rb,
+                                   const float **rf) {
+    *rb = ub ? ub + i * ((cols + 31) / 32) : NULL;
+    *rf = ub ? NULL : u + i * cols;
+}
+
+/* As the update reaches row j of theta (P, rows x cols): asks for the row
+   GRZO__CPU_UPDATE_AHEAD ahead when that one is updated too, and returns whether row j is
+   (the embedding's touched map, or every row). */
+static int grzo__cpu_update_reaches(const grzo_update_args *a, const float *P, int64_t rows, int64_t cols, int64_t j) {
+    int64_t next = j + GRZO__CPU_UPDATE_AHEAD;
+    if (next < rows && (!a->touched || a->touched[next])) grzo__prefetch_row(P + next * cols, cols);
+    return !a->touched || a->touched[j];
+}
+
 /* Whether rows [j0, j1) hold a row to update: the embedding's touched map, or every row */
 static int grzo__cpu_rows_touched(const uint8_t *touched, int64_t j0, int64_t j1) {
     int64_t j;
@@ -1386,14 +1403,14 @@ static grzo_status grzo__cpu_update_flipout(grzo__cpu *cpu, const grzo_update_ar
         ub = grzo__cpu_update_u_rows(&a->base, j0, h, cols, u);
         for (i = 0; i < h; i++) {
             int64_t j = j0 + i;
-            if (j + GRZO__CPU_UPDATE_AHEAD < rows && (!a->touched || a->touched[j + GRZO__CPU_UPDATE_AHEAD]))
-                grzo__prefetch_row(P + (j + GRZO__CPU_UPDATE_AHEAD) * cols, cols);
-            if (a->touched && !a->touched[j]) continue;
+            const uint32_t *rb;
+            const float *rf;
+            if (!grzo__cpu_update_reaches(a, P, rows, cols, j)) continue;
             for (e = 0; e < (int64_t)groups * GRZO__SIGN_GROUP; e++)
                 c[e] = e < B ? a->coeff[e] * R[e * rows + j] : 0.0f;
             grzo__build_sign_tables(simd, c, groups, tab);
-            grzo__apply_row_tables(simd, P + j * cols, ub ? NULL : u + i * cols,
-                                   ub ? ub + i * ((cols + 31) / 32) : NULL, tab, groups, sb, cols, cols, a->decay);
+            grzo__cpu_update_u_row(ub, u, i, cols, &rb, &rf);
+            grzo__apply_row_tables(simd, P + j * cols, rf, rb, tab, groups, sb, cols, cols, a->decay);
         }
     }
     free(sb);
@@ -1431,15 +1448,15 @@ static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
         ub = grzo__cpu_update_u_rows(&a->base, j0, h, cols, u);
         for (i = 0; i < h; i++) {
             int64_t j = j0 + i;
-            if (j + GRZO__CPU_UPDATE_AHEAD < rows && (!a->touched || a->touched[j + GRZO__CPU_UPDATE_AHEAD]))
-                grzo__prefetch_row(P + (j + GRZO__CPU_UPDATE_AHEAD) * cols, cols);
-            if (a->touched && !a->touched[j]) continue;
+            const uint32_t *rb;
+            const float *rf;
+            if (!grzo__cpu_update_reaches(a, P, rows, cols, j)) continue;
             if (a->flipout) {
                 g = 0.0f;
                 for (e = 0; e < B; e++) g += a->coeff[e] * R[e * rows + j];
             }
-            grzo__cpu_apply_row(P + j * cols, ub ? NULL : u + i * cols, ub ? ub + i * ((cols + 31) / 32) : NULL, g,
-                                cols, a->decay);
+            grzo__cpu_update_u_row(ub, u, i, cols, &rb, &rf);
+            grzo__cpu_apply_row(P + j * cols, rf, rb, g, cols, a->decay);
         }
     }
     free(scratch);
