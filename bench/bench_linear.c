@@ -5,7 +5,7 @@
 
      bench_linear [--op plain|grzo|mezo|update|update-mezo] [--algo auto|per-example|two-gemm|fused]
                   [--calls N] [--width D] [--d-out N] [--rows T] [--batch B]
-                  [--lengths T1,T2,...] [--threads N]
+                  [--lengths T1,T2,...] [--threads N] [--weights N]
 
    --op grzo: one GRZO pass's linear over 2B copies of T rows (flipout, every copy its own
    weight); mezo: one MeZO pass's linear over B copies of T rows (shared Z: one weight);
@@ -15,7 +15,9 @@
    (--d-out, default D). --lengths gives each example its own row count instead (B = their number;
    e.g. bench_llm's prompt lengths, printed in its header). It prints the best and mean wall
    time per call and the plain FLOPs rate. --threads N (default 1) sets the backend's
-   threads and OpenMP's, which OpenBLAS's OpenMP build uses. */
+   threads and OpenMP's, which OpenBLAS's OpenMP build uses. --weights N (default 1) makes N
+   weights of that shape and calls them in turn: with N weights larger than the last-level
+   cache together, each call reads its weight from memory, as a model's pass does. */
 #define _POSIX_C_SOURCE 200809L
 #define GRZO_IMPLEMENTATION
 #include "grzo.h"
@@ -35,7 +37,7 @@
 
 typedef struct linear_opts {
     const char *op;
-    int64_t algo, calls, width, d_out, rows, batch, threads;
+    int64_t algo, calls, width, d_out, rows, batch, threads, weights;
     int64_t lengths[MAX_LENGTHS];   /* rows of each example; n_lengths 0: rows each */
     int64_t n_lengths;
 } linear_opts;
@@ -101,15 +103,16 @@ static int parse(int argc, char **argv, linear_opts *o)
     o->batch = 0;   /* 16, or the number of --lengths */
     o->threads = 1;
     o->d_out = 0;
+    o->weights = 1;
     o->n_lengths = 0;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t *slot = !strcmp(a, "--calls") ? &o->calls : !strcmp(a, "--width") ? &o->width
                       : !strcmp(a, "--d-out") ? &o->d_out : !strcmp(a, "--rows") ? &o->rows : !strcmp(a, "--batch") ? &o->batch
-                      : !strcmp(a, "--threads") ? &o->threads : NULL;
+                      : !strcmp(a, "--threads") ? &o->threads : !strcmp(a, "--weights") ? &o->weights : NULL;
         if (!strcmp(a, "--help")) {
             printf("usage: %s [--op plain|grzo|mezo|update|update-mezo] [--algo auto|per-example|two-gemm|fused] "
-                   "[--calls N] [--width D] [--d-out N] [--rows T] [--batch B] [--lengths T1,T2,...] [--threads N]\n",
+                   "[--calls N] [--width D] [--d-out N] [--rows T] [--batch B] [--lengths T1,T2,...] [--threads N] [--weights N]\n",
                    argv[0]);
             exit(0);
         }
@@ -208,10 +211,11 @@ int main(int argc, char **argv)
     grzo_desc d;
     grzo_ctx *ctx = NULL;
     grzo_block_desc bd;
-    grzo_block blk;
+    grzo_block *blk;
     grzo_noise n;
     grzo_rows rows;
     float *w, *x, *y;
+    size_t w_elems;
     double best = 1e30, total = 0.0;
     int64_t offsets[2 * MAX_LENGTHS + 1];
     int64_t i, c, n_rows, width, d_out, example_rows = 0;
@@ -239,25 +243,29 @@ int main(int argc, char **argv)
     d.lr = 1e-9f;
     d.sigma = 1e-3f;
     TRY(grzo_create(&d, &ctx));
-    w = (float *)malloc(sizeof(float) * (size_t)(d_out * width));
+    w_elems = (size_t)(d_out * width);
+    w = (float *)malloc(sizeof(float) * w_elems * (size_t)o.weights);
+    blk = (grzo_block *)malloc(sizeof(grzo_block) * (size_t)o.weights);
     x = (float *)malloc(sizeof(float) * (size_t)(2 * example_rows * width));
     y = (float *)malloc(sizeof(float) * (size_t)(2 * example_rows * d_out));
-    if (!w || !x || !y) { fprintf(stderr, "bench_linear: out of memory\n"); return 1; }
+    if (!w || !blk || !x || !y) { fprintf(stderr, "bench_linear: out of memory\n"); return 1; }
     memset(&n, 0, sizeof n);
     n.seed = 7;
     n.block = GRZO_USER_BLOCK;
     n.dist = GRZO_NOISE_GAUSSIAN;
     n.stream = 1;
-    grzo_noise_fill(&n, 0, (size_t)(d_out * width), w);
-    for (i = 0; i < d_out * width; i++) w[i] *= 0.03f;
+    grzo_noise_fill(&n, 0, w_elems * (size_t)o.weights, w);
+    for (i = 0; i < (int64_t)w_elems * o.weights; i++) w[i] *= 0.03f;
     n.stream = 2;
     grzo_noise_fill(&n, 0, (size_t)(2 * example_rows * width), x);
     memset(&bd, 0, sizeof bd);
     bd.kind = GRZO_BLOCK_MATRIX;
     bd.rows = d_out;
     bd.cols = width;
-    bd.data = w;
-    TRY(grzo_block_add(ctx, &bd, &blk));
+    for (i = 0; i < o.weights; i++) {
+        bd.data = w + (size_t)i * w_elems;
+        TRY(grzo_block_add(ctx, &bd, &blk[i]));
+    }
     rows.n_rows = n_rows;
     rows.offsets = NULL;
     for (c = 0; c < o.calls; c++) {
@@ -273,11 +281,11 @@ int main(int argc, char **argv)
             rows.offsets = offsets;
         }
         if (update) {
-            t = time_update(&be, w, d_out, width, o.batch, !strcmp(o.op, "update"), (uint64_t)c);
+            t = time_update(&be, w + (size_t)(c % o.weights) * w_elems, d_out, width, o.batch, !strcmp(o.op, "update"), (uint64_t)c);
             if (t < 0.0) return 1;
         } else {
             t0 = now_seconds();
-            TRY(grzo_linear(ctx, blk, x, y, &rows));
+            TRY(grzo_linear(ctx, blk[c % o.weights], x, y, &rows));
             t = now_seconds() - t0;
         }
         if (!plain && !update) TRY(grzo_step_abort(ctx));
@@ -296,6 +304,7 @@ int main(int argc, char **argv)
     grzo_destroy(ctx);
     grzo_backend_destroy(&be);
     free(w);
+    free(blk);
     free(x);
     free(y);
     return 0;
