@@ -684,15 +684,20 @@ grzo__form_ukr_body(const int cols, const int64_t xj, const int64_t xk, int64_t 
 #define GRZO__FORM_UKR_ARGS                                                                                            \
     int64_t kc, const float *w, const uint32_t *ub, const uint32_t *sw, const float *f, const float *x, int64_t n,   \
         int64_t h, int accumulate, float *c, int64_t ldc
-__attribute__((target("avx512f"))) static void grzo__form_ukr_32x4(GRZO__FORM_UKR_ARGS) {
-    grzo__form_ukr_body(4, 1, 12, kc, w, ub, sw, f, x, n, h, accumulate, c, ldc);
-}
-__attribute__((target("avx512f"))) static void grzo__form_ukr_32x8(GRZO__FORM_UKR_ARGS) {
-    grzo__form_ukr_body(8, 1, 12, kc, w, ub, sw, f, x, n, h, accumulate, c, ldc);
-}
-__attribute__((target("avx512f"))) static void grzo__form_ukr_32x12(GRZO__FORM_UKR_ARGS) {
-    grzo__form_ukr_body(12, 1, 12, kc, w, ub, sw, f, x, n, h, accumulate, c, ldc);
-}
+/* One kernel per column count: a copy's last rows meet a kernel of their own width, unpadded */
+#define GRZO__FORM_UKR_N(N)                                                                 \
+    __attribute__((target("avx512f"))) static void grzo__form_ukr_32x##N(GRZO__FORM_UKR_ARGS) { \
+        grzo__form_ukr_body(N, 1, 12, kc, w, ub, sw, f, x, n, h, accumulate, c, ldc);          \
+    }
+GRZO__FORM_UKR_N(1) GRZO__FORM_UKR_N(2) GRZO__FORM_UKR_N(3) GRZO__FORM_UKR_N(4) GRZO__FORM_UKR_N(5)
+GRZO__FORM_UKR_N(6) GRZO__FORM_UKR_N(7) GRZO__FORM_UKR_N(8) GRZO__FORM_UKR_N(9) GRZO__FORM_UKR_N(10)
+GRZO__FORM_UKR_N(11) GRZO__FORM_UKR_N(12)
+#undef GRZO__FORM_UKR_N
+typedef void (*grzo__form_ukr_fn)(GRZO__FORM_UKR_ARGS);
+static const grzo__form_ukr_fn grzo__form_ukr_32xn[13] = {
+    NULL, grzo__form_ukr_32x1, grzo__form_ukr_32x2, grzo__form_ukr_32x3, grzo__form_ukr_32x4,
+    grzo__form_ukr_32x5, grzo__form_ukr_32x6, grzo__form_ukr_32x7, grzo__form_ukr_32x8,
+    grzo__form_ukr_32x9, grzo__form_ukr_32x10, grzo__form_ukr_32x11, grzo__form_ukr_32x12};
 /* 12 whole rows of X read in place, ldx apart: no packing (the broadcasts read 12 streams as
    fast as one packed sliver, 4 KiB strides included: 576 x 576, 36 rows a copy, 0.174 ms
    either way) */
@@ -702,12 +707,12 @@ __attribute__((target("avx512f"))) static void grzo__form_ukr_32x12_rows(GRZO__F
 #undef GRZO__FORM_UKR_ARGS
 
 /* Two weight slivers (64 rows: w and w2, U's words ub and ub2, f's 64 scales; the second h2
-   rows high) against a packed X sliver's first 4 rows, for a copy's last 2-4 rows: 16 FMA
-   chains where the 32-row, 4-column kernel has 8, which leave the FMA pipes waiting on their
-   latency. Each element's arithmetic is grzo__form_ukr_32x4's, so the same bits. */
+   rows high) against a packed X sliver's first `cols` (1-4) rows, for a copy's last 2-4 rows:
+   16 FMA chains for 4 columns where the 32-row kernel has 8, which leave the FMA pipes waiting
+   on their latency. Each element's arithmetic is grzo__form_ukr_32x4's, so the same bits. */
 #define GRZO__FORM4_ACC(j) __m512 c##j##a = zero, c##j##b = zero, c##j##c = zero, c##j##d = zero;
 #define GRZO__FORM4_FMA(j)                                 \
-    {                                                      \
+    if (j < cols) {                                        \
         __m512 xv = _mm512_set1_ps(x[12 * k + j]);         \
         c##j##a = _mm512_fmadd_ps(a0, xv, c##j##a);        \
         c##j##b = _mm512_fmadd_ps(a1, xv, c##j##b);        \
@@ -718,23 +723,23 @@ __attribute__((target("avx512f"))) static void grzo__form_ukr_32x12_rows(GRZO__F
     if (accumulate) c##j##v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, cj + at), c##j##v); \
     _mm512_mask_storeu_ps(cj + at, mask, c##j##v);
 #define GRZO__FORM4_PUT(j)                                 \
-    if (j < n) {                                           \
+    if (j < cols && j < n) {                               \
         float *cj = c + j * ldc;                           \
         GRZO__FORM4_PUT1(j, a, all, 0)                     \
         GRZO__FORM4_PUT1(j, b, all, 16)                    \
         GRZO__FORM4_PUT1(j, c, hc, 32)                     \
         GRZO__FORM4_PUT1(j, d, hd, 48)                     \
     }
-__attribute__((target("avx512f"))) static void grzo__form_ukr_64x4(int64_t kc, const float *w, const float *w2,
-                                                                   const uint32_t *ub, const uint32_t *ub2,
-                                                                   const uint32_t *sw, const float *f, const float *x,
-                                                                   int64_t n, int64_t h2, int accumulate, float *c,
-                                                                   int64_t ldc) {
+#define GRZO__FORM64_ARGS                                                                                              \
+    int64_t kc, const float *w, const float *w2, const uint32_t *ub, const uint32_t *ub2, const uint32_t *sw,         \
+        const float *f, const float *x, int64_t n, int64_t h2, int accumulate, float *c, int64_t ldc
+__attribute__((target("avx512f"), always_inline)) static inline void grzo__form_ukr_64_body(const int cols,
+                                                                                          GRZO__FORM64_ARGS) {
     const __m512 zero = _mm512_setzero_ps(), f0 = _mm512_loadu_ps(f), f1 = _mm512_loadu_ps(f + 16);
     const __m512 f2 = _mm512_loadu_ps(f + 32), f3 = _mm512_loadu_ps(f + 48);
     const __mmask16 all = (__mmask16)0xFFFFu, hc = grzo__rows_mask(h2, 0), hd = grzo__rows_mask(h2, 1);
     int64_t k, j;
-    for (j = 0; j < n; j++) {   /* C's 4 x 64 floats, while the k loop runs (see grzo__form_ukr_body) */
+    for (j = 0; j < n && j < cols; j++) {   /* C's 64-float columns, while the k loop runs (see grzo__form_ukr_body) */
         const char *cj = (const char *)(c + j * ldc);
         _mm_prefetch(cj, _MM_HINT_T0), _mm_prefetch(cj + 64, _MM_HINT_T0);
         _mm_prefetch(cj + 128, _MM_HINT_T0), _mm_prefetch(cj + 192, _MM_HINT_T0);
@@ -754,16 +759,25 @@ __attribute__((target("avx512f"))) static void grzo__form_ukr_64x4(int64_t kc, c
 #undef GRZO__FORM4_FMA
 #undef GRZO__FORM4_PUT1
 #undef GRZO__FORM4_PUT
+#define GRZO__FORM_UKR_N(N)                                                                 \
+    __attribute__((target("avx512f"))) static void grzo__form_ukr_64x##N(GRZO__FORM64_ARGS) { \
+        grzo__form_ukr_64_body(N, kc, w, w2, ub, ub2, sw, f, x, n, h2, accumulate, c, ldc);    \
+    }
+GRZO__FORM_UKR_N(1) GRZO__FORM_UKR_N(2) GRZO__FORM_UKR_N(3) GRZO__FORM_UKR_N(4)
+#undef GRZO__FORM_UKR_N
+typedef void (*grzo__form_ukr64_fn)(GRZO__FORM64_ARGS);
+static const grzo__form_ukr64_fn grzo__form_ukr_64xn[5] = {NULL, grzo__form_ukr_64x1, grzo__form_ukr_64x2,
+                                                           grzo__form_ukr_64x3, grzo__form_ukr_64x4};
+#undef GRZO__FORM64_ARGS
 #endif
 
 /* How many of a copy's last rem rows (those past its whole X slivers) go to the tail set.
-   The forming kernel pads a copy's last rows to 4, so a row that alone starts a group of 4
-   (rem % 4 == 1: 4 rows' FLOPs there, 2 in the tail set) goes: 33 rows cost 24 + 8 + 2 row
-   units instead of 36 (`bench_linear --op grzo --lengths` of bench_llm's prompts, 1 thread,
-   1536 x 576: 8.38-8.86 -> 8.26-8.66 ms, 3 alternations). BLIS's kernel pads to its whole
+   The forming kernel has a variant for every column count, so nothing is padded; only a lone
+   last row goes (one FMA chain per 16 weight rows would wait on the FMA latency; in the tail
+   set it costs 2 rows' FLOPs at the kernel's full rate). BLIS's kernel pads to its whole
    width: rows fewer than half of it go. */
 static int64_t grzo__tail_rows(const grzo__ukr *u, int in_kernel, int64_t rem) {
-    if (in_kernel) return rem % 4 == 1 ? 1 : 0;
+    if (in_kernel) return rem == 1 ? 1 : 0;
     return 2 * rem < u->xp ? rem : 0;
 }
 
@@ -808,14 +822,12 @@ static void grzo__form_ukr_block(const grzo__ukr *u, const float *wpk, const uin
             float *c = y + p * ldy + q;
             if (!in_place && n <= 4 && j1 - q > u->wp) {   /* two slivers at once */
                 int64_t h2 = j1 - q - u->wp < u->wp ? j1 - q - u->wp : u->wp;
-                grzo__form_ukr_64x4(kc, w, w + u->wp * kc, uq, uq + stride, sw, fq, x, n, h2, accumulate, c, ldy);
+                grzo__form_ukr_64xn[n](kc, w, w + u->wp * kc, uq, uq + stride, sw, fq, x, n, h2, accumulate, c, ldy);
                 q += u->wp;
                 continue;
             }
             if (in_place) grzo__form_ukr_32x12_rows(kc, w, uq, sw, fq, x, n, h, accumulate, c, ldy, ldx);
-            else if (n <= 4) grzo__form_ukr_32x4(kc, w, uq, sw, fq, x, n, h, accumulate, c, ldy);
-            else if (n <= 8) grzo__form_ukr_32x8(kc, w, uq, sw, fq, x, n, h, accumulate, c, ldy);
-            else grzo__form_ukr_32x12(kc, w, uq, sw, fq, x, n, h, accumulate, c, ldy);
+            else grzo__form_ukr_32xn[n](kc, w, uq, sw, fq, x, n, h, accumulate, c, ldy);
         }
     }
 #else

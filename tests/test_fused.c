@@ -267,7 +267,7 @@ static float *aligned_floats(size_t n)   /* BLIS's kernels load packed panels al
 static void check_form_ukr(void)
 {
 #ifdef GRZO_USE_BLIS
-    static const int64_t kcs[] = { 1, 7, 576 }, ns[] = { 1, 4, 5, 8, 9, 12 }, hs[] = { 1, 16, 17, 32 };
+    static const int64_t kcs[] = { 1, 7, 576 }, hs[] = { 1, 16, 17, 32 };
     enum { KC = 576, LDC = 37, XLD = KC + 5, LDC2 = 71 };
     grzo__ukr u;
     float *w = aligned_floats(32 * KC), *x = aligned_floats(12 * KC), *formed = aligned_floats(32 * KC);
@@ -287,7 +287,6 @@ static void check_form_ukr(void)
     }
     memset(&aux, 0, sizeof aux);
     tu_fill_unif(w, 32 * KC, 41, -1.0f, 1.0f);
-    tu_fill_unif(x, 12 * KC, 42, -1.0f, 1.0f);
     tu_fill_unif(c0, 12 * LDC, 43, -1.0f, 1.0f);
     tu_fill_unif(w2, 64 * KC, 45, -1.0f, 1.0f);
     for (k = 0; k < KC; k++) {
@@ -295,15 +294,16 @@ static void check_form_ukr(void)
         sg[k] = (k * 7) % 5 < 2 ? -1.0f : 1.0f;
     }
     for (ki = 0; ki < 3; ki++)
-        for (ni = 0; ni < 6; ni++)
+        for (ni = 1; ni <= 12; ni++)   /* every column count: each has its own kernel */
             for (hi = 0; hi < 4; hi++)
                 for (acc = 0; acc < 2; acc++)
                     for (form = 0; form < 2; form++)
                         for (mirror = 0; mirror < 2; mirror++) {
-                            int64_t kc = kcs[ki], n = ns[ni], h = hs[hi];
+                            int64_t kc = kcs[ki], n = ni, h = hs[hi];
                             float beta = acc ? 1.0f : 0.0f;
                             const float *s = form ? sg : NULL;
-                            /* the packer's zeros in X's rows past n, and f = 0 past h */
+                            /* X's rows afresh, the packer's zeros past n, and f = 0 past h */
+                            tu_fill_unif(x, 12 * KC, 42 + (uint64_t)n, -1.0f, 1.0f);
                             for (i = n; i < 12; i++)
                                 for (k = 0; k < kc; k++) x[k * 12 + i] = 0.0f;
                             tu_fill_unif(f, 32, 44 + (uint64_t)hi, -0.1f, 0.1f);
@@ -337,7 +337,7 @@ static void check_form_ukr(void)
                             }
                             n_cases++;
                         }
-    /* two weight slivers against a copy's last 1-4 rows (the 64-row, 4-column kernel): each
+    /* two weight slivers against a copy's last 1-4 rows (the 64-row kernels): each
        sliver as forming it then BLIS's kernel, the second h2 rows high */
     for (ki = 0; ki < 3; ki++)
         for (ni = 1; ni <= 4; ni++)
@@ -346,6 +346,7 @@ static void check_form_ukr(void)
                     static const int64_t h2s[] = { 1, 17, 32 };
                     int64_t kc = kcs[ki], n = ni, h2 = h2s[hi], stride = grzo__bits_stride(kc), half;
                     float beta = acc ? 1.0f : 0.0f, f64[64], cr[4 * LDC2], cg[4 * LDC2];
+                    tu_fill_unif(x, 12 * KC, 60 + (uint64_t)n, -1.0f, 1.0f);
                     for (i = n; i < 12; i++)
                         for (k = 0; k < kc; k++) x[k * 12 + i] = 0.0f;
                     tu_fill_unif(f64, 64, 50 + (uint64_t)hi, -0.1f, 0.1f);
