@@ -72,6 +72,18 @@ static grzo_status cpu_upload_layout(llm_ops_state *os, const llm_layout *host, 
     return GRZO_OK;
 }
 
+/* sum of x_j^2 in double, in 8 interleaved partial sums: one running sum is a chain of dim
+   dependent adds (2300 cycles a 576-wide row; SmolLM2's 61 norms of 1160 rows: 3 % of a
+   forward), eight are independent lanes the compiler vectorizes */
+static double cpu_sum_squares(const float *x, int32_t n) {
+    double part[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    int32_t j = 0, i;
+    for (; j + 8 <= n; j += 8)
+        for (i = 0; i < 8; i++) part[i] += (double)x[j + i] * x[j + i];
+    for (i = 0; j < n; j++, i++) part[i] += (double)x[j] * x[j];
+    return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+}
+
 static grzo_status cpu_rms_normalize(llm_ops_state *os, const float *x, float *y, int64_t n_rows, int32_t dim, float eps) {
     int nt = os->d.n_threads;
     int64_t r;
@@ -80,10 +92,8 @@ static grzo_status cpu_rms_normalize(llm_ops_state *os, const float *x, float *y
     for (r = 0; r < n_rows; r++) {
         const float *xr = x + r * dim;
         float *yr = y + r * dim, scale;
-        double ss = 0.0;
         int32_t j;
-        for (j = 0; j < dim; j++) ss += (double)xr[j] * xr[j];
-        scale = (float)(1.0 / sqrt(ss / dim + eps));
+        scale = (float)(1.0 / sqrt(cpu_sum_squares(xr, dim) / dim + eps));
         LLM_SIMD
         for (j = 0; j < dim; j++) yr[j] = xr[j] * scale;
     }
