@@ -12,8 +12,8 @@
        BLIS's KC for one copy, up to 1.5 KC split evenly for many: grzo__copies_kc)
        pack every copy's rows of X into NR-wide (or MR-wide) slivers, once; a copy's last
          rows (fewer than half a sliver) go to the tail set instead (copies of the forming
-         kernel, below: only a row that alone would start a group of 4 goes there, only a
-         partial last sliver is packed, the whole ones are read in place)
+         kernel, below: only a lone last row goes there, only a partial last sliver is
+         packed, the whole ones are read in place)
        for each block of weight rows (about MC/4 rows; one thread each)
          pack W of the block into slivers, and U, regenerated from the counter RNG: a
            Rademacher U (the default) as one sign bit per element, a Gaussian one as floats
@@ -652,12 +652,11 @@ static inline __mmask16 grzo__rows_mask(int64_t h, int half) {
 #define GRZO__FORM_COLUMNS(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(8) M(9) M(10) M(11)
 
 /* C[0..h) x [0..n) (+)= (w +- f) x^T for one 32-row weight sliver w (packed, 32 x kc) and
-   the first `cols` (4, 8 or 12, a constant once inlined) rows of X: row j's element k at
+   the first `cols` (1-12, a constant once inlined) rows of X: row j's element k at
    x[j xj + k xk], a packed 12-row sliver (xj = 1, xk = 12; rows n.. zero, n <= cols) or rows
    of X in place (xj = the row stride, xk = 1). Element (i, k) of the weight is w + f_i, or
    w - f_i where bit i of ub[k] ^ sw[k] is set. C is column-stored: c[i + j ldc] (row j of Y,
-   weight row i). Fewer columns for a copy's last rows: the kernel pads them to 4 instead of
-   12, at the same rate per FMA. */
+   weight row i). A copy's last rows meet the variant of their own width: no padding. */
 __attribute__((target("avx512f"), always_inline)) static inline void
 grzo__form_ukr_body(const int cols, const int64_t xj, const int64_t xk, int64_t kc, const float *w, const uint32_t *ub,
                     const uint32_t *sw, const float *f, const float *x, int64_t n, int64_t h, int accumulate, float *c,
@@ -841,8 +840,8 @@ static void grzo__form_ukr_block(const grzo__ukr *u, const float *wpk, const uin
    of every copy, packed together, meet the shared W and U panels (per K block, T_w = X_t W^T
    and T_u = (X_t (.) s) U^T, then y (+)= t_w + (scale r_j) t_u), twice the FLOPs of their own
    rows but no padding per copy, and no scratch beyond a block's products. A single-copy op
-   keeps all its rows; a copy formed inside the forming kernel, which pads to 4, sends only a
-   row that would start a group of 4 alone (grzo__tail_rows). */
+   keeps all its rows; a copy formed inside the forming kernel, which has a variant for every
+   width, sends only a lone last row (grzo__tail_rows). */
 static void grzo__fused_split_tails(const grzo__ukr *u, grzo__fused_copy *cp, int64_t n_copies, int64_t *n_tail) {
     int64_t c, t = 0;
     for (c = 0; c < n_copies; c++) {
