@@ -1385,8 +1385,9 @@ static grzo_status grzo__cpu_update_flipout(grzo__cpu *cpu, const grzo_update_ar
     float *P = (float *)a->p.data;
     int64_t rows = a->p.rows, cols = a->p.cols, B = a->n_examples, blk;
     int groups = (int)((B + GRZO__SIGN_GROUP - 1) / GRZO__SIGN_GROUP), nt = cpu->n_threads, simd = cpu->simd;
-    /* per thread: U's rows (floats, or bits), the coefficients padded to whole groups, the tables */
-    int64_t per_thread = nb * cols + (int64_t)groups * (GRZO__SIGN_GROUP + 16);
+    /* per thread: U's rows (floats, or bits), the chunk's coefficients padded to whole groups,
+       a row's tables */
+    int64_t g4 = (int64_t)groups * GRZO__SIGN_GROUP, per_thread = nb * cols + nb * g4 + (int64_t)groups * 16;
     uint32_t *sb = (uint32_t *)malloc((size_t)((B + 31) / 32 * cols) * sizeof(uint32_t));
     float *scratch = (float *)malloc((size_t)(nt * per_thread) * sizeof(float));
     if (!sb || !scratch) {
@@ -1396,19 +1397,21 @@ static grzo_status grzo__cpu_update_flipout(grzo__cpu *cpu, const grzo_update_ar
     grzo__sign_bits_by_column(S, B, cols, sb);
     GRZO__OMP_FOR
     for (blk = 0; blk < (rows + nb - 1) / nb; blk++) {
-        float *u = scratch + grzo__cpu_thread() * per_thread, *c = u + nb * cols, *tab = c + groups * GRZO__SIGN_GROUP;
+        float *u = scratch + grzo__cpu_thread() * per_thread, *c = u + nb * cols, *tab = c + nb * g4;
         int64_t j0 = blk * nb, h = rows - j0 < nb ? rows - j0 : nb, i, e;
         const uint32_t *ub;
         if (!grzo__cpu_rows_touched(a->touched, j0, j0 + h)) continue;
         ub = grzo__cpu_update_u_rows(&a->base, j0, h, cols, u);
+        /* the chunk's c_e = a_e r_ej, row by row; R is example-major, so each example's h
+           signs are read together (one row's B signs, rows apart, waited on L2) */
+        for (e = 0; e < g4; e++)
+            for (i = 0; i < h; i++) c[i * g4 + e] = e < B ? a->coeff[e] * R[e * rows + j0 + i] : 0.0f;
         for (i = 0; i < h; i++) {
             int64_t j = j0 + i;
             const uint32_t *rb;
             const float *rf;
             if (!grzo__cpu_update_reaches(a, P, rows, cols, j)) continue;
-            for (e = 0; e < (int64_t)groups * GRZO__SIGN_GROUP; e++)
-                c[e] = e < B ? a->coeff[e] * R[e * rows + j] : 0.0f;
-            grzo__build_sign_tables(simd, c, groups, tab);
+            grzo__build_sign_tables(simd, c + i * g4, groups, tab);
             grzo__cpu_update_u_row(ub, u, i, cols, &rb, &rf);
             grzo__apply_row_tables(simd, P + j * cols, rf, rb, tab, groups, sb, cols, cols, a->decay);
         }
