@@ -73,8 +73,9 @@ static grzo_status cpu_upload_layout(llm_ops_state *os, const llm_layout *host, 
 }
 
 /* sum of x_j^2 in double, in 8 interleaved partial sums: one running sum is a chain of dim
-   dependent adds (2300 cycles a 576-wide row; SmolLM2's 61 norms of 1160 rows: 3 % of a
-   forward), eight are independent lanes the compiler vectorizes */
+   dependent adds (576 of them a SmolLM2 row, 61 norms of 1160 rows a forward), eight are
+   independent lanes the compiler vectorizes (a SmolLM2 forward's time outside the GEMMs,
+   1 thread: 0.170-0.175 -> 0.157-0.158 s) */
 static double cpu_sum_squares(const float *x, int32_t n) {
     double part[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     int32_t j = 0, i;
