@@ -598,7 +598,7 @@ static void grzo__ukr_block(const grzo__ukr *u, const float *formed, int64_t j0,
    w + f_i or w - f_i (f_i = scale r_i; minus where bit i of U's word for k, xor s_k's sign,
    is set): one add and one masked subtract per 16 elements, which run on the FP add pipes
    beside the kernel's FMAs. So this one kernel forms while it multiplies, in BLIS skx's 32 x 12
-   shape (the same packed operands: weight sliver as A, 32 rows; X sliver as B, 12 rows) and
+   shape (the weight sliver packed as A, 32 rows; up to 12 rows of X, read in place) and
    BLIS's order of operations (k in order, one FMA per product, C added last), hence the
    same bits as forming and then BLIS's kernel (tests/test_fused.c, check_form_ukr). Measured
    with the formed sliver stored then multiplied by BLIS's kernel against this, 576 x 576,
@@ -637,7 +637,7 @@ static inline __mmask16 grzo__rows_mask(int64_t h, int half) {
 #define GRZO__FORM_ACC(j) __m512 c##j##a = _mm512_setzero_ps(), c##j##b = _mm512_setzero_ps();
 #define GRZO__FORM_FMA(j)                                  \
     if (j < cols) {                                        \
-        __m512 xv = _mm512_set1_ps(x[j * xj + k * xk]);    \
+        __m512 xv = _mm512_set1_ps(x[j * ldx + k]);        \
         c##j##a = _mm512_fmadd_ps(a0, xv, c##j##a);        \
         c##j##b = _mm512_fmadd_ps(a1, xv, c##j##b);        \
     }
@@ -654,15 +654,14 @@ static inline __mmask16 grzo__rows_mask(int64_t h, int half) {
 #define GRZO__FORM_COLUMNS(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(8) M(9) M(10) M(11)
 
 /* C[0..h) x [0..n) (+)= (w +- f) x^T for one 32-row weight sliver w (packed, 32 x kc) and
-   the first `cols` (1-12, a constant once inlined) rows of X: row j's element k at
-   x[j xj + k xk], a packed 12-row sliver (xj = 1, xk = 12; rows n.. zero, n <= cols) or rows
-   of X in place (xj = the row stride, xk = 1). Element (i, k) of the weight is w + f_i, or
-   w - f_i where bit i of ub[k] ^ sw[k] is set. C is column-stored: c[i + j ldc] (row j of Y,
-   weight row i). A copy's last rows meet the variant of their own width: no padding. */
+   the first `cols` (1-12, a constant once inlined; n <= cols) rows of X, read in place: row
+   j's element k at x[j ldx + k] (the broadcasts read 12 streams as fast as one packed sliver,
+   4 KiB strides included: 576 x 576, 36 rows a copy, 0.174 ms either way). Element (i, k) of
+   the weight is w + f_i, or w - f_i where bit i of ub[k] ^ sw[k] is set. C is column-stored:
+   c[i + j ldc] (row j of Y, weight row i). */
 __attribute__((target("avx512f"), always_inline)) static inline void
-grzo__form_ukr_body(const int cols, const int64_t xj, const int64_t xk, int64_t kc, const float *w, const uint32_t *ub,
-                    const uint32_t *sw, const float *f, const float *x, int64_t n, int64_t h, int accumulate, float *c,
-                    int64_t ldc) {
+grzo__form_ukr_body(const int cols, int64_t kc, const float *w, const uint32_t *ub, const uint32_t *sw, const float *f,
+                    const float *x, int64_t ldx, int64_t n, int64_t h, int accumulate, float *c, int64_t ldc) {
     const __m512 f0 = _mm512_loadu_ps(f), f1 = _mm512_loadu_ps(f + 16);
     const __m512 n0 = _mm512_sub_ps(_mm512_setzero_ps(), f0), n1 = _mm512_sub_ps(_mm512_setzero_ps(), f1);
     const __mmask16 ha = grzo__rows_mask(h, 0), hb = grzo__rows_mask(h, 1);
@@ -684,12 +683,13 @@ grzo__form_ukr_body(const int cols, const int64_t xj, const int64_t xk, int64_t 
 #undef GRZO__FORM_COLUMNS
 
 #define GRZO__FORM_UKR_ARGS                                                                                            \
-    int64_t kc, const float *w, const uint32_t *ub, const uint32_t *sw, const float *f, const float *x, int64_t n,   \
-        int64_t h, int accumulate, float *c, int64_t ldc
-/* One kernel per column count: a copy's last rows meet a kernel of their own width, unpadded */
+    int64_t kc, const float *w, const uint32_t *ub, const uint32_t *sw, const float *f, const float *x, int64_t ldx,  \
+        int64_t n, int64_t h, int accumulate, float *c, int64_t ldc
+/* One kernel per column count: a copy's rows are split into slivers of their own widths,
+   unpadded (grzo__form_ukr_block) */
 #define GRZO__FORM_UKR_N(N)                                                                 \
     __attribute__((target("avx512f"))) static void grzo__form_ukr_32x##N(GRZO__FORM_UKR_ARGS) { \
-        grzo__form_ukr_body(N, 1, 12, kc, w, ub, sw, f, x, n, h, accumulate, c, ldc);          \
+        grzo__form_ukr_body(N, kc, w, ub, sw, f, x, ldx, n, h, accumulate, c, ldc);            \
     }
 GRZO__FORM_UKR_N(1) GRZO__FORM_UKR_N(2) GRZO__FORM_UKR_N(3) GRZO__FORM_UKR_N(4) GRZO__FORM_UKR_N(5)
 GRZO__FORM_UKR_N(6) GRZO__FORM_UKR_N(7) GRZO__FORM_UKR_N(8) GRZO__FORM_UKR_N(9) GRZO__FORM_UKR_N(10)
@@ -700,22 +700,16 @@ static const grzo__form_ukr_fn grzo__form_ukr_32xn[13] = {
     NULL, grzo__form_ukr_32x1, grzo__form_ukr_32x2, grzo__form_ukr_32x3, grzo__form_ukr_32x4,
     grzo__form_ukr_32x5, grzo__form_ukr_32x6, grzo__form_ukr_32x7, grzo__form_ukr_32x8,
     grzo__form_ukr_32x9, grzo__form_ukr_32x10, grzo__form_ukr_32x11, grzo__form_ukr_32x12};
-/* 12 whole rows of X read in place, ldx apart: no packing (the broadcasts read 12 streams as
-   fast as one packed sliver, 4 KiB strides included: 576 x 576, 36 rows a copy, 0.174 ms
-   either way) */
-__attribute__((target("avx512f"))) static void grzo__form_ukr_32x12_rows(GRZO__FORM_UKR_ARGS, int64_t ldx) {
-    grzo__form_ukr_body(12, ldx, 1, kc, w, ub, sw, f, x, n, h, accumulate, c, ldc);
-}
 #undef GRZO__FORM_UKR_ARGS
 
 /* Two weight slivers (64 rows: w and w2, U's words ub and ub2, f's 64 scales; the second h2
-   rows high) against a packed X sliver's first `cols` (1-4) rows, for a copy's last 2-4 rows:
+   rows high) against `cols` (1-4) rows of X in place, for a copy of 2-4 rows:
    16 FMA chains for 4 columns where the 32-row kernel has 8, which leave the FMA pipes waiting
    on their latency. Each element's arithmetic is grzo__form_ukr_32x4's, so the same bits. */
 #define GRZO__FORM4_ACC(j) __m512 c##j##a = zero, c##j##b = zero, c##j##c = zero, c##j##d = zero;
 #define GRZO__FORM4_FMA(j)                                 \
     if (j < cols) {                                        \
-        __m512 xv = _mm512_set1_ps(x[12 * k + j]);         \
+        __m512 xv = _mm512_set1_ps(x[j * ldx + k]);        \
         c##j##a = _mm512_fmadd_ps(a0, xv, c##j##a);        \
         c##j##b = _mm512_fmadd_ps(a1, xv, c##j##b);        \
         c##j##c = _mm512_fmadd_ps(a2, xv, c##j##c);        \
@@ -734,7 +728,7 @@ __attribute__((target("avx512f"))) static void grzo__form_ukr_32x12_rows(GRZO__F
     }
 #define GRZO__FORM64_ARGS                                                                                              \
     int64_t kc, const float *w, const float *w2, const uint32_t *ub, const uint32_t *ub2, const uint32_t *sw,         \
-        const float *f, const float *x, int64_t n, int64_t h2, int accumulate, float *c, int64_t ldc
+        const float *f, const float *x, int64_t ldx, int64_t n, int64_t h2, int accumulate, float *c, int64_t ldc
 __attribute__((target("avx512f"), always_inline)) static inline void grzo__form_ukr_64_body(const int cols,
                                                                                           GRZO__FORM64_ARGS) {
     const __m512 zero = _mm512_setzero_ps(), f0 = _mm512_loadu_ps(f), f1 = _mm512_loadu_ps(f + 16);
@@ -765,7 +759,7 @@ __attribute__((target("avx512f"), always_inline)) static inline void grzo__form_
 #undef GRZO__FORM4_PUT
 #define GRZO__FORM_UKR_N(N)                                                                 \
     __attribute__((target("avx512f"))) static void grzo__form_ukr_64x##N(GRZO__FORM64_ARGS) { \
-        grzo__form_ukr_64_body(N, kc, w, w2, ub, ub2, sw, f, x, n, h2, accumulate, c, ldc);    \
+        grzo__form_ukr_64_body(N, kc, w, w2, ub, ub2, sw, f, x, ldx, n, h2, accumulate, c, ldc); \
     }
 GRZO__FORM_UKR_N(1) GRZO__FORM_UKR_N(2) GRZO__FORM_UKR_N(3) GRZO__FORM_UKR_N(4)
 #undef GRZO__FORM_UKR_N
@@ -806,37 +800,40 @@ static void grzo__s_sign_words(const float *s, int64_t kc, uint32_t *sw) {
    block (L2). With forming in registers no formed sliver has to be used while it is in L1, so
    an X sliver is read from memory once per block instead of once per weight sliver (SmolLM2's
    2.7 MB of packed rows do not fit L2). wpk, ub: the block's packed W and U bits; f: the
-   block's scales (rows j0..j1, zero past the weight); sw: the copy's s signs. The copy's rows:
-   with xrows, its whole 12-row slivers are read in place (row i at xrows + i ldx) and xpart is
-   its last partial sliver, packed; without, xpart holds all its slivers packed. */
+   block's scales (rows j0..j1, zero past the weight); sw: the copy's s signs; the copy's rows
+   read in place, row i at x + i ldx.
+   The rows are split into the fewest slivers of at most 12, of sizes that differ by at most
+   one: 64 rows as 11, 11, 11, 11, 10, 10 rather than 5 x 12 and 4. Every sliver forms the
+   weight once, so the forming work is the same either way, but a short last sliver ran below
+   the kernel's rate (`bench_linear --op grzo --width 1024 --batch 16`, GRZO / plain: 1.023 at
+   64 rows, 1.008 at 60, 1.007 at 72). A copy of 2-4 rows meets two weight slivers at once. */
 static void grzo__form_ukr_block(const grzo__ukr *u, const float *wpk, const uint32_t *ub, const uint32_t *sw,
-                                 const float *f, int64_t j0, int64_t j1, const float *xrows, int64_t ldx,
-                                 const float *xpart, int64_t n_rows, int64_t kc, int accumulate, float *y,
-                                 int64_t ldy) {
+                                 const float *f, int64_t j0, int64_t j1, const float *x, int64_t ldx, int64_t n_rows,
+                                 int64_t kc, int accumulate, float *y, int64_t ldy) {
 #ifdef GRZO__FORM_UKR
-    int64_t p, q, stride = grzo__bits_stride(kc);
-    for (p = 0; p < n_rows; p += u->xp) {
-        int64_t n = n_rows - p < u->xp ? n_rows - p : u->xp;
-        int in_place = xrows && n == 12;
-        const float *x = in_place ? xrows + p * ldx : xrows ? xpart : xpart + p * kc;
+    int64_t p = 0, q, stride = grzo__bits_stride(kc), slivers = (n_rows + u->xp - 1) / u->xp, t;
+    for (t = 0; t < slivers; t++) {
+        int64_t n = (n_rows - p + (slivers - t) - 1) / (slivers - t);   /* the rows left, shared evenly */
+        const float *xs = x + p * ldx;
         for (q = j0; q < j1; q += u->wp) {
             int64_t h = j1 - q < u->wp ? j1 - q : u->wp, s = (q - j0) / u->wp;
             const float *w = wpk + (q - j0) * kc, *fq = f + (q - j0);
             const uint32_t *uq = ub + s * stride;
             float *c = y + p * ldy + q;
-            if (!in_place && n <= 4 && j1 - q > u->wp) {   /* two slivers at once */
+            if (n <= 4 && j1 - q > u->wp) {   /* two slivers at once */
                 int64_t h2 = j1 - q - u->wp < u->wp ? j1 - q - u->wp : u->wp;
-                grzo__form_ukr_64xn[n](kc, w, w + u->wp * kc, uq, uq + stride, sw, fq, x, n, h2, accumulate, c, ldy);
+                grzo__form_ukr_64xn[n](kc, w, w + u->wp * kc, uq, uq + stride, sw, fq, xs, ldx, n, h2, accumulate, c,
+                                       ldy);
                 q += u->wp;
                 continue;
             }
-            if (in_place) grzo__form_ukr_32x12_rows(kc, w, uq, sw, fq, x, n, h, accumulate, c, ldy, ldx);
-            else grzo__form_ukr_32xn[n](kc, w, uq, sw, fq, x, n, h, accumulate, c, ldy);
+            grzo__form_ukr_32xn[n](kc, w, uq, sw, fq, xs, ldx, n, h, accumulate, c, ldy);
         }
+        p += n;
     }
 #else
-    (void)u, (void)wpk, (void)ub, (void)sw, (void)f, (void)j0, (void)j1, (void)xrows, (void)ldx, (void)xpart;
-    (void)n_rows, (void)kc, (void)accumulate, (void)y, (void)ldy;
+    (void)u, (void)wpk, (void)ub, (void)sw, (void)f, (void)j0, (void)j1, (void)x, (void)ldx, (void)n_rows;
+    (void)kc, (void)accumulate, (void)y, (void)ldy;
 #endif
 }
 
@@ -941,9 +938,8 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     grzo__fused_pair_mirrors(cp, n_copies, mate);
     for (c = 0; c < n_copies; c++) {
         cp[c].x_off = x_elems;
-        /* packed X slivers; an in-kernel copy's whole ones are read in place */
-        x_elems += (cp[c].in_kernel ? (cp[c].n_main % u->xp > 0 ? u->xp : 0)
-                                    : (cp[c].n_main + u->xp - 1) / u->xp * u->xp) * kc_max;
+        /* packed X slivers; an in-kernel copy's rows are read in place */
+        x_elems += (cp[c].in_kernel ? 0 : (cp[c].n_main + u->xp - 1) / u->xp * u->xp) * kc_max;
     }
     tail_slivers = (n_tail + u->xp - 1) / u->xp;
     tail_elems = tail_slivers * u->xp * kc_max;
@@ -986,9 +982,9 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
         float beta = k0 == 0 ? 0.0f : 1.0f;
         GRZO__OMP_FOR_DYNAMIC
         for (c = 0; c < n_copies; c++) {
-            int64_t whole = cp[c].in_kernel ? cp[c].n_main / u->xp * u->xp : 0;
-            grzo__pack_rows(a->x, d_in, cp[c].row0 + whole, cp[c].n_main - whole, k0, kc, u->xp,   /* activations: cached */
-                            d_in % 1024 == 0 ? tbuf + (size_t)grzo__cpu_thread() * t_elems : NULL, xpack + cp[c].x_off);
+            if (!cp[c].in_kernel)
+                grzo__pack_rows(a->x, d_in, cp[c].row0, cp[c].n_main, k0, kc, u->xp,   /* activations: cached */
+                                d_in % 1024 == 0 ? tbuf + (size_t)grzo__cpu_thread() * t_elems : NULL, xpack + cp[c].x_off);
             if (n_tail > 0) grzo__fused_stage_tails(a->x, d_in, &cp[c], k0, kc, trows, trows + n_tail * kc);
             if (cp[c].in_kernel && mate[c] != -2)   /* a mirror reads its mate's (the same s) */
                 grzo__s_sign_words(cp[c].s ? cp[c].s + k0 : NULL, kc, sws + cp[c].sw_off);
@@ -1040,12 +1036,12 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
                     for (i = 0; i < (s1 - s0) * u->wp; i++)   /* f = 0 past the weight's rows, as below */
                         fblk[i] = j0 + i >= j1 ? 0.0f : cq->r ? cq->scale * cq->r[j0 + i] : cq->scale;
                     if (cq->n_main > 0)
-                        grzo__form_ukr_block(u, wpk, ub, sw, fblk, j0, j1, a->x + cq->row0 * d_in + k0, d_in,
-                                             xpack + cq->x_off, cq->n_main, kc, k0 > 0, a->y + cq->row0 * d_out, d_out);
+                        grzo__form_ukr_block(u, wpk, ub, sw, fblk, j0, j1, a->x + cq->row0 * d_in + k0, d_in, cq->n_main,
+                                             kc, k0 > 0, a->y + cq->row0 * d_out, d_out);
                     if (mq && mq->n_main > 0) {
                         for (i = 0; i < (s1 - s0) * u->wp; i++) fblk[i] = -fblk[i];
-                        grzo__form_ukr_block(u, wpk, ub, sw, fblk, j0, j1, a->x + mq->row0 * d_in + k0, d_in,
-                                             xpack + mq->x_off, mq->n_main, kc, k0 > 0, a->y + mq->row0 * d_out, d_out);
+                        grzo__form_ukr_block(u, wpk, ub, sw, fblk, j0, j1, a->x + mq->row0 * d_in + k0, d_in, mq->n_main,
+                                             kc, k0 > 0, a->y + mq->row0 * d_out, d_out);
                     }
                     continue;
                 }

@@ -251,122 +251,149 @@ static void check_former(void)
 #endif
 }
 
-/* The kernel that forms while it multiplies (AVX-512, BLIS skx's packing) against forming
-   the sliver (grzo__form_sliver_bits) and then BLIS's kernel, bit for bit: every element of
-   C, the ones outside the h x n block included (they must stay as they were), with and
-   without accumulation (without, C holds NaNs the kernels must not read), s NULL or signs,
-   a copy and its mirror (f negated). */
+/* The kernel that forms while it multiplies (AVX-512, reading X's rows in place) against
+   forming the sliver (grzo__form_sliver_bits) and then BLIS's kernel on X packed, bit for
+   bit: every element of C, the ones outside the h x n block included (they must stay as they
+   were), with and without accumulation (without, C holds NaNs the kernels must not read), s
+   NULL or signs, a copy and its mirror (f negated); every sliver width, the two-sliver
+   kernels of 2-4 rows, and copies of more rows than a sliver, split into slivers of unequal
+   widths. */
 #ifdef GRZO_USE_BLIS
 static float *aligned_floats(size_t n)   /* BLIS's kernels load packed panels aligned */
 {
     void *p = NULL;
     return posix_memalign(&p, 64, n * sizeof(float)) == 0 ? (float *)p : NULL;
 }
+
+/* C (column-stored, ldc) = or += the formed sliver (h of 32 rows) times rows [0, n) of X
+   (row i at xr + i ldx), by BLIS's kernel on X packed 12 rows at a time */
+static void ref_formed_times_rows(const grzo__ukr *u, const float *formed, int64_t h, const float *xr, int64_t ldx,
+                                  int64_t n, int64_t kc, int acc, float *xpack, float *c, int64_t ldc)
+{
+    float one = 1.0f, beta = acc ? 1.0f : 0.0f;
+    auxinfo_t aux;
+    int64_t p, i, k;
+    memset(&aux, 0, sizeof aux);
+    for (p = 0; p < n; p += 12) {
+        int64_t m = n - p < 12 ? n - p : 12;
+        for (k = 0; k < kc; k++)
+            for (i = 0; i < 12; i++) xpack[k * 12 + i] = i < m ? xr[(p + i) * ldx + k] : 0.0f;
+        u->kernel((dim_t)h, (dim_t)m, (dim_t)kc, &one, (float *)formed, xpack, &beta, c + p * ldc, 1, (inc_t)ldc, &aux,
+                  u->cntx);
+    }
+}
+
+/* C's initial state: c0's values to accumulate into, or NaNs the kernel must not read */
+static void reset_c(float *c, const float *c0, size_t n, int acc)
+{
+    size_t i;
+    for (i = 0; i < n; i++) c[i] = acc ? c0[i] : NAN;
+}
 #endif
 
 static void check_form_ukr(void)
 {
 #ifdef GRZO_USE_BLIS
-    static const int64_t kcs[] = { 1, 7, 576 }, hs[] = { 1, 16, 17, 32 };
-    enum { KC = 576, LDC = 37, XLD = KC + 5, LDC2 = 71 };
+    static const int64_t kcs[] = { 1, 7, 576 }, hs[] = { 1, 16, 17, 32 }, splits[] = { 13, 14, 23, 29, 41, 64 };
+    enum { KC = 576, LDC = 37, XLD = KC + 5, LDC2 = 71, MAXN = 64 };
     grzo__ukr u;
     float *w = aligned_floats(32 * KC), *x = aligned_floats(12 * KC), *formed = aligned_floats(32 * KC);
-    float *neg = aligned_floats(32 * KC), *xr = aligned_floats(12 * XLD), *w2 = aligned_floats(64 * KC);
-    float c0[12 * LDC], c_ref[12 * LDC], c_got[12 * LDC], f[32], fneg[32], sg[KC], one = 1.0f;
+    float *neg = aligned_floats(32 * KC), *xr = aligned_floats(MAXN * XLD), *w2 = aligned_floats(64 * KC);
+    float *c0 = aligned_floats(MAXN * LDC), *c_ref = aligned_floats(MAXN * LDC), *c_got = aligned_floats(MAXN * LDC);
+    float f[32], fneg[32], sg[KC];
     uint32_t ub[KC], sw[KC], ub2[2 * KC];
     int64_t ki, ni, hi, i, k, n_cases = 0;
     int acc, form, mirror;
-    auxinfo_t aux;
-    REQUIRE(w && x && formed && neg && xr && w2);
+    REQUIRE(w && x && formed && neg && xr && w2 && c0 && c_ref && c_got);
     REQUIRE(grzo__ukr_init(&u));
     if (!u.form_in_kernel) {
         printf("test_fused: the forming kernel does not run here (BLIS %s, %s): nothing to compare\n", u.arch,
                grzo__simd_name(grzo__cpu_simd_level()));
-        free(w); free(x); free(formed); free(neg); free(xr); free(w2);
+        free(w); free(x); free(formed); free(neg); free(xr); free(w2); free(c0); free(c_ref); free(c_got);
         return;
     }
-    memset(&aux, 0, sizeof aux);
     tu_fill_unif(w, 32 * KC, 41, -1.0f, 1.0f);
-    tu_fill_unif(c0, 12 * LDC, 43, -1.0f, 1.0f);
+    tu_fill_unif(c0, MAXN * LDC, 43, -1.0f, 1.0f);
     tu_fill_unif(w2, 64 * KC, 45, -1.0f, 1.0f);
     for (k = 0; k < KC; k++) {
         ub[k] = (uint32_t)k * 2654435761u ^ (uint32_t)(k >> 3) * 40503u;
         sg[k] = (k * 7) % 5 < 2 ? -1.0f : 1.0f;
     }
     for (ki = 0; ki < 3; ki++)
-        for (ni = 1; ni <= 12; ni++)   /* every column count: each has its own kernel */
+        for (ni = 1; ni <= 12; ni++)   /* every sliver width: each has its own kernel */
             for (hi = 0; hi < 4; hi++)
                 for (acc = 0; acc < 2; acc++)
                     for (form = 0; form < 2; form++)
                         for (mirror = 0; mirror < 2; mirror++) {
                             int64_t kc = kcs[ki], n = ni, h = hs[hi];
-                            float beta = acc ? 1.0f : 0.0f;
                             const float *s = form ? sg : NULL;
-                            /* X's rows afresh, the packer's zeros past n, and f = 0 past h */
-                            tu_fill_unif(x, 12 * KC, 42 + (uint64_t)n, -1.0f, 1.0f);
-                            for (i = n; i < 12; i++)
-                                for (k = 0; k < kc; k++) x[k * 12 + i] = 0.0f;
+                            /* X's rows afresh (each case its own), and f = 0 past h */
+                            tu_fill_unif(xr, MAXN * XLD, 42 + (uint64_t)n, -1.0f, 1.0f);
                             tu_fill_unif(f, 32, 44 + (uint64_t)hi, -0.1f, 0.1f);
                             for (i = h; i < 32; i++) f[i] = 0.0f;
                             for (i = 0; i < 32; i++) fneg[i] = -f[i];
-                            if (acc) memcpy(c_ref, c0, sizeof c0);
-                            else
-                                for (i = 0; i < 12 * LDC; i++) c_ref[i] = NAN;
-                            memcpy(c_got, c_ref, sizeof c_ref);
+                            reset_c(c_ref, c0, 12 * LDC, acc);
+                            memcpy(c_got, c_ref, 12 * LDC * sizeof(float));
                             grzo__form_sliver_bits(w, ub, f, s, kc, 32, formed, neg);
-                            u.kernel((dim_t)h, (dim_t)n, (dim_t)kc, &one, mirror ? neg : formed, x, &beta, c_ref, 1,
-                                     (inc_t)LDC, &aux, u.cntx);
+                            ref_formed_times_rows(&u, mirror ? neg : formed, h, xr, XLD, n, kc, acc, x, c_ref, LDC);
                             grzo__s_sign_words(s, kc, sw);
-                            grzo__form_ukr_block(&u, w, ub, sw, mirror ? fneg : f, 0, h, NULL, 0, x, n, kc, acc, c_got,
+                            grzo__form_ukr_block(&u, w, ub, sw, mirror ? fneg : f, 0, h, xr, XLD, n, kc, acc, c_got,
                                                  LDC);
-                            CHECKF(memcmp(c_ref, c_got, sizeof c_ref) == 0,
+                            CHECKF(memcmp(c_ref, c_got, 12 * LDC * sizeof(float)) == 0,
                                    "forming kernel: kc %lld n %lld h %lld accumulate %d s %d mirror %d differs from "
                                    "forming then BLIS's kernel", (long long)kc, (long long)n, (long long)h, acc, form,
                                    mirror);
-                            if (n == 12) {   /* a whole sliver read in place: rows XLD apart */
-                                for (i = 0; i < 12; i++)
-                                    for (k = 0; k < kc; k++) xr[i * XLD + k] = x[k * 12 + i];
-                                memcpy(c_got, acc ? c0 : c_ref, sizeof c_got);
-                                if (!acc)
-                                    for (i = 0; i < 12 * LDC; i++) c_got[i] = NAN;
-                                grzo__form_ukr_block(&u, w, ub, sw, mirror ? fneg : f, 0, h, xr, XLD, NULL, n, kc, acc,
-                                                     c_got, LDC);
-                                CHECKF(memcmp(c_ref, c_got, sizeof c_ref) == 0,
-                                       "forming kernel, rows in place: kc %lld h %lld accumulate %d s %d mirror %d "
-                                       "differs", (long long)kc, (long long)h, acc, form, mirror);
-                            }
                             n_cases++;
                         }
-    /* two weight slivers against a copy's last 1-4 rows (the 64-row kernels): each
-       sliver as forming it then BLIS's kernel, the second h2 rows high */
+    /* a copy of more rows than a sliver: slivers of unequal widths (64 rows: 11, 11, 11, 11,
+       10, 10), each column as if in a 12-row sliver */
+    for (ki = 0; ki < 3; ki++)
+        for (ni = 0; ni < (int64_t)(sizeof splits / sizeof splits[0]); ni++)
+            for (hi = 0; hi < 4; hi += 3)
+                for (acc = 0; acc < 2; acc++) {
+                    int64_t kc = kcs[ki], n = splits[ni], h = hs[hi];
+                    tu_fill_unif(xr, MAXN * XLD, 70 + (uint64_t)n, -1.0f, 1.0f);
+                    tu_fill_unif(f, 32, 46 + (uint64_t)hi, -0.1f, 0.1f);
+                    for (i = h; i < 32; i++) f[i] = 0.0f;
+                    reset_c(c_ref, c0, MAXN * LDC, acc);
+                    memcpy(c_got, c_ref, MAXN * LDC * sizeof(float));
+                    grzo__form_sliver_bits(w, ub, f, sg, kc, 32, formed, NULL);
+                    ref_formed_times_rows(&u, formed, h, xr, XLD, n, kc, acc, x, c_ref, LDC);
+                    grzo__s_sign_words(sg, kc, sw);
+                    grzo__form_ukr_block(&u, w, ub, sw, f, 0, h, xr, XLD, n, kc, acc, c_got, LDC);
+                    CHECKF(memcmp(c_ref, c_got, MAXN * LDC * sizeof(float)) == 0,
+                           "forming kernel, %lld rows in slivers: kc %lld h %lld accumulate %d differs", (long long)n,
+                           (long long)kc, (long long)h, acc);
+                    n_cases++;
+                }
+    /* two weight slivers against a copy of 1-4 rows (the 64-row kernels): each sliver as
+       forming it then BLIS's kernel, the second h2 rows high */
     for (ki = 0; ki < 3; ki++)
         for (ni = 1; ni <= 4; ni++)
             for (hi = 0; hi < 3; hi++)
                 for (acc = 0; acc < 2; acc++) {
                     static const int64_t h2s[] = { 1, 17, 32 };
                     int64_t kc = kcs[ki], n = ni, h2 = h2s[hi], stride = grzo__bits_stride(kc), half;
-                    float beta = acc ? 1.0f : 0.0f, f64[64], cr[4 * LDC2], cg[4 * LDC2];
-                    tu_fill_unif(x, 12 * KC, 60 + (uint64_t)n, -1.0f, 1.0f);
-                    for (i = n; i < 12; i++)
-                        for (k = 0; k < kc; k++) x[k * 12 + i] = 0.0f;
+                    float f64[64];
+                    tu_fill_unif(xr, MAXN * XLD, 60 + (uint64_t)n, -1.0f, 1.0f);
                     tu_fill_unif(f64, 64, 50 + (uint64_t)hi, -0.1f, 0.1f);
                     for (i = 32 + h2; i < 64; i++) f64[i] = 0.0f;
                     for (k = 0; k < kc; k++) {
                         ub2[k] = ub[k];
                         ub2[stride + k] = ub[k] * 2246822519u + 7u;
                     }
-                    for (i = 0; i < 4 * LDC2; i++) cr[i] = acc ? c0[i % (12 * LDC)] : NAN;
-                    memcpy(cg, cr, sizeof cr);
+                    reset_c(c_ref, c0, 4 * LDC2, acc);
+                    memcpy(c_got, c_ref, 4 * LDC2 * sizeof(float));
                     for (half = 0; half < 2; half++) {
                         grzo__form_sliver_bits(w2 + half * 32 * kc, ub2 + half * stride, f64 + 32 * half, sg, kc, 32,
                                                formed, NULL);
-                        u.kernel((dim_t)(half ? h2 : 32), (dim_t)n, (dim_t)kc, &one, formed, x, &beta, cr + 32 * half,
-                                 1, (inc_t)LDC2, &aux, u.cntx);
+                        ref_formed_times_rows(&u, formed, half ? h2 : 32, xr, XLD, n, kc, acc, x, c_ref + 32 * half,
+                                              LDC2);
                     }
                     grzo__s_sign_words(sg, kc, sw);
-                    grzo__form_ukr_block(&u, w2, ub2, sw, f64, 0, 32 + h2, NULL, 0, x, n, kc, acc, cg, LDC2);
-                    CHECKF(memcmp(cr, cg, sizeof cr) == 0, "forming kernel, two slivers: kc %lld n %lld h2 %lld "
-                           "accumulate %d differs", (long long)kc, (long long)n, (long long)h2, acc);
+                    grzo__form_ukr_block(&u, w2, ub2, sw, f64, 0, 32 + h2, xr, XLD, n, kc, acc, c_got, LDC2);
+                    CHECKF(memcmp(c_ref, c_got, 4 * LDC2 * sizeof(float)) == 0, "forming kernel, two slivers: kc %lld "
+                           "n %lld h2 %lld accumulate %d differs", (long long)kc, (long long)n, (long long)h2, acc);
                     n_cases++;
                 }
     /* a Gaussian s is refused: such copies are formed and stored */
@@ -377,7 +404,7 @@ static void check_form_ukr(void)
     CHECK(!grzo__s_is_signs(sg, 4));
     printf("test_fused: the forming kernel equals forming then BLIS's kernel, bit for bit, in %lld cases\n",
            (long long)n_cases);
-    free(w); free(x); free(formed); free(neg); free(xr); free(w2);
+    free(w); free(x); free(formed); free(neg); free(xr); free(w2); free(c0); free(c_ref); free(c_got);
 #endif
 }
 
