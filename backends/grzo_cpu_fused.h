@@ -630,7 +630,7 @@ static inline __mmask16 grzo__rows_mask(int64_t h, int half) {
    alternations: 0.115-0.127 s -> 0.073-0.096 s over inference; 1024 x 1024, 64 rows a
    copy: 19.3 -> 18.2-18.6 ms). */
 #define GRZO__FORM_PREFETCH(j)                                                              \
-    if (j < cols && j < n) {                                                                \
+    if (j < cols) {                                                                         \
         _mm_prefetch((const char *)(c + j * ldc), _MM_HINT_T0);                             \
         _mm_prefetch((const char *)(c + j * ldc + 16), _MM_HINT_T0);                        \
     }
@@ -642,7 +642,7 @@ static inline __mmask16 grzo__rows_mask(int64_t h, int half) {
         c##j##b = _mm512_fmadd_ps(a1, xv, c##j##b);        \
     }
 #define GRZO__FORM_PUT(j)                                                                   \
-    if (j < cols && j < n) {                                                                \
+    if (j < cols) {                                                                         \
         float *cj = c + j * ldc;                                                            \
         if (accumulate) {                                                                   \
             c##j##a = _mm512_add_ps(_mm512_maskz_loadu_ps(ha, cj), c##j##a);                \
@@ -653,15 +653,15 @@ static inline __mmask16 grzo__rows_mask(int64_t h, int half) {
     }
 #define GRZO__FORM_COLUMNS(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(8) M(9) M(10) M(11)
 
-/* C[0..h) x [0..n) (+)= (w +- f) x^T for one 32-row weight sliver w (packed, 32 x kc) and
-   the first `cols` (1-12, a constant once inlined; n <= cols) rows of X, read in place: row
+/* C[0..h) x [0..cols) (+)= (w +- f) x^T for one 32-row weight sliver w (packed, 32 x kc)
+   and `cols` (1-12, a constant once inlined) rows of X, read in place: row
    j's element k at x[j ldx + k] (the broadcasts read 12 streams as fast as one packed sliver,
    4 KiB strides included: 576 x 576, 36 rows a copy, 0.174 ms either way). Element (i, k) of
    the weight is w + f_i, or w - f_i where bit i of ub[k] ^ sw[k] is set. C is column-stored:
    c[i + j ldc] (row j of Y, weight row i). */
 __attribute__((target("avx512f"), always_inline)) static inline void
 grzo__form_ukr_body(const int cols, int64_t kc, const float *w, const uint32_t *ub, const uint32_t *sw, const float *f,
-                    const float *x, int64_t ldx, int64_t n, int64_t h, int accumulate, float *c, int64_t ldc) {
+                    const float *x, int64_t ldx, int64_t h, int accumulate, float *c, int64_t ldc) {
     const __m512 f0 = _mm512_loadu_ps(f), f1 = _mm512_loadu_ps(f + 16);
     const __m512 n0 = _mm512_sub_ps(_mm512_setzero_ps(), f0), n1 = _mm512_sub_ps(_mm512_setzero_ps(), f1);
     const __mmask16 ha = grzo__rows_mask(h, 0), hb = grzo__rows_mask(h, 1);
@@ -684,12 +684,12 @@ grzo__form_ukr_body(const int cols, int64_t kc, const float *w, const uint32_t *
 
 #define GRZO__FORM_UKR_ARGS                                                                                            \
     int64_t kc, const float *w, const uint32_t *ub, const uint32_t *sw, const float *f, const float *x, int64_t ldx,  \
-        int64_t n, int64_t h, int accumulate, float *c, int64_t ldc
+        int64_t h, int accumulate, float *c, int64_t ldc
 /* One kernel per column count: a copy's rows are split into slivers of their own widths,
    unpadded (grzo__form_ukr_block) */
 #define GRZO__FORM_UKR_N(N)                                                                 \
     __attribute__((target("avx512f"))) static void grzo__form_ukr_32x##N(GRZO__FORM_UKR_ARGS) { \
-        grzo__form_ukr_body(N, kc, w, ub, sw, f, x, ldx, n, h, accumulate, c, ldc);            \
+        grzo__form_ukr_body(N, kc, w, ub, sw, f, x, ldx, h, accumulate, c, ldc);               \
     }
 GRZO__FORM_UKR_N(1) GRZO__FORM_UKR_N(2) GRZO__FORM_UKR_N(3) GRZO__FORM_UKR_N(4) GRZO__FORM_UKR_N(5)
 GRZO__FORM_UKR_N(6) GRZO__FORM_UKR_N(7) GRZO__FORM_UKR_N(8) GRZO__FORM_UKR_N(9) GRZO__FORM_UKR_N(10)
@@ -719,7 +719,7 @@ static const grzo__form_ukr_fn grzo__form_ukr_32xn[13] = {
     if (accumulate) c##j##v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, cj + at), c##j##v); \
     _mm512_mask_storeu_ps(cj + at, mask, c##j##v);
 #define GRZO__FORM4_PUT(j)                                 \
-    if (j < cols && j < n) {                               \
+    if (j < cols) {                                        \
         float *cj = c + j * ldc;                           \
         GRZO__FORM4_PUT1(j, a, all, 0)                     \
         GRZO__FORM4_PUT1(j, b, all, 16)                    \
@@ -728,7 +728,7 @@ static const grzo__form_ukr_fn grzo__form_ukr_32xn[13] = {
     }
 #define GRZO__FORM64_ARGS                                                                                              \
     int64_t kc, const float *w, const float *w2, const uint32_t *ub, const uint32_t *ub2, const uint32_t *sw,         \
-        const float *f, const float *x, int64_t ldx, int64_t n, int64_t h2, int accumulate, float *c, int64_t ldc
+        const float *f, const float *x, int64_t ldx, int64_t h2, int accumulate, float *c, int64_t ldc
 __attribute__((target("avx512f"), always_inline)) static inline void grzo__form_ukr_64_body(const int cols,
                                                                                           GRZO__FORM64_ARGS) {
     const __m512 zero = _mm512_setzero_ps(), f0 = _mm512_loadu_ps(f), f1 = _mm512_loadu_ps(f + 16);
@@ -737,7 +737,7 @@ __attribute__((target("avx512f"), always_inline)) static inline void grzo__form_
     const __m512 n3 = _mm512_sub_ps(zero, f3);
     const __mmask16 all = (__mmask16)0xFFFFu, hc = grzo__rows_mask(h2, 0), hd = grzo__rows_mask(h2, 1);
     int64_t k, j;
-    for (j = 0; j < n && j < cols; j++) {   /* C's 64-float columns, while the k loop runs (see grzo__form_ukr_body) */
+    for (j = 0; j < cols; j++) {   /* C's 64-float columns, while the k loop runs (see grzo__form_ukr_body) */
         const char *cj = (const char *)(c + j * ldc);
         _mm_prefetch(cj, _MM_HINT_T0), _mm_prefetch(cj + 64, _MM_HINT_T0);
         _mm_prefetch(cj + 128, _MM_HINT_T0), _mm_prefetch(cj + 192, _MM_HINT_T0);
@@ -759,7 +759,7 @@ __attribute__((target("avx512f"), always_inline)) static inline void grzo__form_
 #undef GRZO__FORM4_PUT
 #define GRZO__FORM_UKR_N(N)                                                                 \
     __attribute__((target("avx512f"))) static void grzo__form_ukr_64x##N(GRZO__FORM64_ARGS) { \
-        grzo__form_ukr_64_body(N, kc, w, w2, ub, ub2, sw, f, x, ldx, n, h2, accumulate, c, ldc); \
+        grzo__form_ukr_64_body(N, kc, w, w2, ub, ub2, sw, f, x, ldx, h2, accumulate, c, ldc);    \
     }
 GRZO__FORM_UKR_N(1) GRZO__FORM_UKR_N(2) GRZO__FORM_UKR_N(3) GRZO__FORM_UKR_N(4)
 #undef GRZO__FORM_UKR_N
@@ -826,12 +826,11 @@ static void grzo__form_ukr_block(const grzo__ukr *u, const float *wpk, const uin
             float *c = y + p * ldy + q;
             if (n <= 4 && j1 - q > u->wp) {   /* two slivers at once */
                 int64_t h2 = j1 - q - u->wp < u->wp ? j1 - q - u->wp : u->wp;
-                grzo__form_ukr_64xn[n](kc, w, w + u->wp * kc, uq, uq + stride, sw, fq, xs, ldx, n, h2, accumulate, c,
-                                       ldy);
+                grzo__form_ukr_64xn[n](kc, w, w + u->wp * kc, uq, uq + stride, sw, fq, xs, ldx, h2, accumulate, c, ldy);
                 q += u->wp;
                 continue;
             }
-            grzo__form_ukr_32xn[n](kc, w, uq, sw, fq, xs, ldx, n, h, accumulate, c, ldy);
+            grzo__form_ukr_32xn[n](kc, w, uq, sw, fq, xs, ldx, h, accumulate, c, ldy);
         }
         p += n;
     }
