@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/gpu/run.sh - validate and profile grzo on one NVIDIA GPU, in one command (issue 16 item 7).
 #
-#   bash bench/gpu/run.sh OUTDIR [SMOLLM2-135M-Instruct.gguf]
+#   bash bench/gpu/run.sh [--stages LIST] OUTDIR [SMOLLM2-135M-Instruct.gguf]
 #   bash bench/gpu/run.sh --report-only OUTDIR     # rebuild OUTDIR/report.md and the plots
 #
 # Stages, each with its own time budget (the whole run stays under ~8m40s on one H100; a
@@ -19,6 +19,12 @@
 #              the paper's Table 5 pairs), the eight runs sharing SECONDS more (on
 #              $GRZO_VARIANTS_DEVICE, default cuda; cpu where the CUDA backend lacks the variants)
 #   5. report  OUTDIR/report.md and PNG plots (python3 + matplotlib, else gnuplot, else none)
+# --stages LIST (a comma list of tests, bench, tune; default all three) runs only those; the
+# build always runs (ninja does nothing when it is up to date) and the report is always written
+# from whatever OUTDIR holds. The stages run share the whole budget, so a run can be split into
+# calls shorter than 10 minutes (a machine that keeps each command under that limit), each
+# building in the same call: the OUTDIRs of the calls, unpacked into one folder, make one
+# report with --report-only (every stage writes its own files).
 # No network is needed: the models are stories260K (in the repository), shapes initialised on
 # the spot, and the optional GGUF. Nothing is installed. Progress lines start with [mm:ss].
 # Exit status: 0 when every stage passed, 1 when one failed (the report says which), 2 on usage.
@@ -33,13 +39,28 @@ CAP_BUILD=150 CAP_TESTS=90 CAP_BENCH=170 CAP_TUNE=90 CAP_REPORT=20
 CAP_VARIANTS=${GRZO_GPU_VARIANTS:-0}
 case $CAP_VARIANTS in ''|*[!0-9]*) echo "GRZO_GPU_VARIANTS: expected seconds, got '$CAP_VARIANTS'" >&2; exit 2 ;; esac
 CAP_TUNE=$((CAP_TUNE + CAP_VARIANTS))
+TOTAL=$((CAP_BUILD + CAP_TESTS + CAP_BENCH + CAP_TUNE + CAP_REPORT))
 
-usage() { echo "usage: bash bench/gpu/run.sh OUTDIR [SMOLLM2.gguf] | --report-only OUTDIR" >&2; exit 2; }
+usage() { echo "usage: bash bench/gpu/run.sh [--stages tests,bench,tune] OUTDIR [SMOLLM2.gguf] | --report-only OUTDIR" >&2; exit 2; }
 elapsed() { echo $(( $(date +%s) - START )); }
 say() { local e; e=$(elapsed); printf '[%02d:%02d] %s\n' $((e / 60)) $((e % 60)) "$*"; }
 die() { say "run.sh: $*" >&2; exit 1; }
 # seconds a stage may take: what is left of the whole budget minus what the later stages need
-budget() { local reserve=$1 left; left=$(( START + CAP_BUILD + CAP_TESTS + CAP_BENCH + CAP_TUNE + CAP_REPORT - $(date +%s) - reserve )); [ "$left" -lt 10 ] && left=10; echo "$left"; }
+# (a stage left out by --stages needs nothing: its cap is 0 by then)
+budget() { local reserve=$1 left; left=$(( START + TOTAL - $(date +%s) - reserve )); [ "$left" -lt 10 ] && left=10; echo "$left"; }
+# --stages: a comma list of tests, bench, tune; the caps of the stages left out become 0
+select_stages() {
+    local s
+    for s in ${1//,/ }; do case $s in tests|bench|tune) ;; *) echo "--stages: unknown stage '$s' (expected tests, bench, tune)" >&2; usage ;; esac; done
+    case ",$1," in *,tests,*) ;; *) CAP_TESTS=0 ;; esac
+    case ",$1," in *,bench,*) ;; *) CAP_BENCH=0 ;; esac
+    case ",$1," in *,tune,*) ;; *) CAP_TUNE=0 CAP_VARIANTS=0 ;; esac
+    STAGES=$1
+}
+STAGES=tests,bench,tune
+wanted() { case ",$STAGES," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+# every 25th line of ninja's progress, and its last, as the build goes
+build_progress() { awk '/^\[[0-9]+\/[0-9]+\]/ { split(substr($1, 2, length($1) - 2), a, "/"); if (a[1] % 25 == 0 || a[1] == a[2]) { print "    " $1; fflush() } }'; }
 
 # a stage's outcome, kept in OUTDIR/stage-NAME.txt ("status|seconds") for the report
 record() { printf '%s|%s\n' "$2" "$3" > "$OUT/stage-$1.txt"; }
@@ -184,6 +205,11 @@ if [ "${1:-}" = "--report-only" ]; then
     write_report && say "wrote $OUT/report.md"
     exit 0
 fi
+if [ "${1:-}" = "--stages" ]; then
+    [ $# -ge 2 ] || usage
+    select_stages "$2"
+    shift 2
+fi
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then usage; fi
 OUT=$1
 GGUF=${2:-}
@@ -201,15 +227,19 @@ if ! nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,nohead
    || [ ! -s "$OUT/device.txt" ]; then
     die "no usable NVIDIA GPU (nvidia-smi: $(head -1 "$OUT/nvidia-smi.log"))"
 fi
-say "device: $(head -1 "$OUT/device.txt"); output in $OUT"
+say "device: $(head -1 "$OUT/device.txt"); output in $OUT; stages: build,$STAGES,report"
 rc=0
 
 # ---- 1. build ------------------------------------------------------------------------------------
 say "1/5 build ($BUILD, -Dcuda=enabled -Dgpu_archs=90)"
 t0=$(date +%s)
 b=$(budget $((CAP_TESTS + CAP_BENCH + CAP_TUNE + CAP_REPORT)))
-if { [ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" "$REPO" -Dcuda=enabled -Dgpu_archs=90 -Dbuildtype=release; } > "$OUT/build.log" 2>&1 \
-   && timeout "$b" ninja -C "$BUILD" >> "$OUT/build.log" 2>&1; then
+built=0
+if { [ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" "$REPO" -Dcuda=enabled -Dgpu_archs=90 -Dbuildtype=release; } > "$OUT/build.log" 2>&1; then
+    timeout "$b" ninja -C "$BUILD" 2>&1 | tee -a "$OUT/build.log" | build_progress
+    [ "${PIPESTATUS[0]}" -eq 0 ] && built=1
+fi
+if [ "$built" = 1 ]; then
     record build passed $(( $(date +%s) - t0 ))
 else
     rc=1
@@ -226,104 +256,117 @@ fi
 say "    built in $(stage_field build 2) s"
 
 # ---- 2. tests ------------------------------------------------------------------------------------
-say "2/5 meson test --suite cuda"
-t0=$(date +%s)
-b=$(budget $((CAP_BENCH + CAP_TUNE + CAP_REPORT)))
-if timeout "$b" meson test -C "$BUILD" --suite cuda --print-errorlogs --num-processes 1 > "$OUT/tests.log" 2>&1; then
-    record tests passed $(( $(date +%s) - t0 ))
-else
-    record tests "FAILED (tests.log)" $(( $(date +%s) - t0 ))
-    rc=1
+if wanted tests; then
+    say "2/5 meson test --suite cuda"
+    t0=$(date +%s)
+    b=$(budget $((CAP_BENCH + CAP_TUNE + CAP_REPORT)))
+    # each test's line as it ends (Python holds its output back in a pipe unless told not to)
+    PYTHONUNBUFFERED=1 timeout "$b" meson test -C "$BUILD" --suite cuda --print-errorlogs --num-processes 1 2>&1 \
+        | tee "$OUT/tests.log" | grep --line-buffered -E '^ *[0-9]+/[0-9]+ ' | sed -u 's/^ */    /'
+    st=${PIPESTATUS[0]}
+    skipped=$(sed -n 's/^Skipped: *\([0-9]*\).*/\1/p' "$OUT/tests.log")
+    if [ "$st" -eq 0 ] && [ "${skipped:-0}" -gt 0 ]; then   # on a GPU machine a skip means the GPU was not usable
+        record tests "FAILED: $skipped skipped (no usable CUDA device? tests.log)" $(( $(date +%s) - t0 ))
+        rc=1
+    elif [ "$st" -eq 0 ]; then
+        record tests passed $(( $(date +%s) - t0 ))
+    else
+        record tests "FAILED (tests.log)" $(( $(date +%s) - t0 ))
+        rc=1
 fi
 grep -E '^(Ok|Fail|Skipped|Timeout): ' "$OUT/tests.log" | tr '\n' ' ' | sed 's/^/    /'; echo
-grep -E ' (FAIL|TIMEOUT) ' "$OUT/tests.log" | sed 's/^/    /'
+fi
 
 # ---- 3. benchmark ------------------------------------------------------------------------------------
-say "3/5 bench_gpu (SmolLM2-135M ${GGUF:+from $GGUF }and the Llama-3-8B shape)"
-t0=$(date +%s)
-b=$(budget $((CAP_TUNE + CAP_REPORT)))
-timeout "$b" "$BUILD/bench/bench_gpu" --out "$OUT/bench" --steps 20 --warmup 2 ${GGUF:+--model "$GGUF"} 2>&1 | tee "$OUT/bench.log" \
-    | grep --line-buffered -E '^  |parameters|^bench_gpu'
-if [ "${PIPESTATUS[0]}" -eq 0 ]; then
-    record bench passed $(( $(date +%s) - t0 ))
-else
-    record bench "FAILED or out of time ($b s; bench.log)" $(( $(date +%s) - t0 ))
-    rc=1
+if wanted bench; then
+    say "3/5 bench_gpu (SmolLM2-135M ${GGUF:+from $GGUF }and the Llama-3-8B shape)"
+    t0=$(date +%s)
+    b=$(budget $((CAP_TUNE + CAP_REPORT)))
+    timeout "$b" "$BUILD/bench/bench_gpu" --out "$OUT/bench" --steps 20 --warmup 2 ${GGUF:+--model "$GGUF"} 2>&1 | tee "$OUT/bench.log" \
+        | grep --line-buffered -E '^  |parameters|^bench_gpu'
+    if [ "${PIPESTATUS[0]}" -eq 0 ]; then
+        record bench passed $(( $(date +%s) - t0 ))
+    else
+        record bench "FAILED or out of time ($b s; bench.log)" $(( $(date +%s) - t0 ))
+        rc=1
+    fi
 fi
 
 # ---- 4. fine-tuning ------------------------------------------------------------------------------------
-say "4/5 fine-tuning: GRZO vs MeZO vs FZOO on the GPU"
-t0=$(date +%s)
-mkdir -p "$OUT/tune"
-FT=$BUILD/examples/finetune/grzo-finetune
-# SST-2: the full task when there is one ($GRZO_SST2_DIR, shared/ inside or beside the checkout),
-# else the repository's sample
-SST2=${GRZO_SST2_DIR:-$REPO/shared/data/SST-2}
-[ -s "$SST2/train.tsv" ] || SST2=$REPO/../shared/data/SST-2
-if [ -s "$SST2/train.tsv" ] && [ "$(wc -l < "$SST2/train.tsv")" -gt 1000 ]; then sizes=(--n-train 1000 --n-dev 32 --n-test 64)
-else SST2=$REPO/tests/data/tasks/SST-2; sizes=(--n-dev 2 --n-test 2); fi
-say "    data: $SST2"
-models=("stories260K|--model $REPO/tests/data/stories260K.bin --tokenizer $REPO/tests/data/tok512.bin")
-[ -z "$GGUF" ] || models+=("smollm2|--model $GGUF")
-n_runs=$(( ${#models[@]} * 3 ))
-per_run=$(( ($(budget $((CAP_REPORT + CAP_VARIANTS))) - 5) / n_runs ))
-tune_ok=1
-for entry in "${models[@]}"; do
-    name=${entry%%|*}
-    read -r -a margs <<< "${entry#*|}"
-    for est in grzo mezo fzoo; do
-        run=$name-$est
-        # the CPU grid's choice (README, fine-tuning results): GRZO's normalized step diverges
-        # at 1e-4 where MeZO is at its best
-        lr=1e-4; [ "$est" = grzo ] && lr=1e-5
-        # GRZO's and MeZO's curves come with the B_eff that explains them (issue 15 item 5)
-        diag=(); [ "$est" = fzoo ] || diag=(--diagnose --diagnose-every 100 --diagnose-probes 32)
-        rm -rf "${OUT:?}/tune/$run"
-        say "    $run (at most $per_run s)"
-        timeout -s INT -k 10 "$per_run" "$FT" "${margs[@]}" --task sst2 --data "$SST2" --estimator "$est" \
-            --device cuda --dtype bf16 --batch 16 --steps 400 --lr "$lr" --sigma 1e-3 --eval-every 0 --seed 1 \
-            "${sizes[@]}" "${diag[@]}" --out "$OUT/tune/$run" > "$OUT/tune/$run.log" 2>&1
-        st=$?
-        case $st in
-            0) echo "done" > "$OUT/tune/$run.status" ;;
-            124|130) echo "stopped by its time budget ($per_run s)" > "$OUT/tune/$run.status" ;;
-            *) tune_ok=0
-               if grep -qi "device\|dtype\|unknown option" "$OUT/tune/$run.log" && [ ! -s "$OUT/tune/$run/log.jsonl" ]; then
-                   echo "REFUSED: grzo-finetune does not run --device cuda --dtype bf16 here: $(tail -1 "$OUT/tune/$run.log")" > "$OUT/tune/$run.status"
-               else
-                   echo "FAILED (exit $st): $(tail -1 "$OUT/tune/$run.log")" > "$OUT/tune/$run.status"
-               fi ;;
-        esac
-        logged=$(grep -c '"loss"' "$OUT/tune/$run/log.jsonl" 2> /dev/null)
-        say "      $(cat "$OUT/tune/$run.status"); ${logged:-0} steps logged"
-    done
-done
-# the variant pairs (Table 5): MeZO+X and GRZO+X on SmolLM2, the same data and seed as above
-if [ "$CAP_VARIANTS" -gt 0 ] && [ -n "$GGUF" ]; then
-    vdev=${GRZO_VARIANTS_DEVICE:-cuda}
-    vtype=bf16; [ "$vdev" = cpu ] && vtype=f32
-    per_run=$(( ($(budget "$CAP_REPORT") - 5) / 8 ))
-    for variant in "sparse|--sparse-density 0.2" "lowrank|--lowrank-rank 2 --lowrank-every 100" "int8|--quant int8" "int4|--quant int4"; do
-        read -r -a vargs <<< "${variant#*|}"
-        for est in mezo grzo; do
-            run=smollm2-$est-${variant%%|*}
+if wanted tune; then
+    say "4/5 fine-tuning: GRZO vs MeZO vs FZOO on the GPU"
+    t0=$(date +%s)
+    mkdir -p "$OUT/tune"
+    FT=$BUILD/examples/finetune/grzo-finetune
+    # SST-2: the full task when there is one ($GRZO_SST2_DIR, shared/ inside or beside the checkout),
+    # else the repository's sample
+    SST2=${GRZO_SST2_DIR:-$REPO/shared/data/SST-2}
+    [ -s "$SST2/train.tsv" ] || SST2=$REPO/../shared/data/SST-2
+    if [ -s "$SST2/train.tsv" ] && [ "$(wc -l < "$SST2/train.tsv")" -gt 1000 ]; then sizes=(--n-train 1000 --n-dev 32 --n-test 64)
+    else SST2=$REPO/tests/data/tasks/SST-2; sizes=(--n-dev 2 --n-test 2); fi
+    say "    data: $SST2"
+    models=("stories260K|--model $REPO/tests/data/stories260K.bin --tokenizer $REPO/tests/data/tok512.bin")
+    [ -z "$GGUF" ] || models+=("smollm2|--model $GGUF")
+    n_runs=$(( ${#models[@]} * 3 ))
+    per_run=$(( ($(budget $((CAP_REPORT + CAP_VARIANTS))) - 5) / n_runs ))
+    tune_ok=1
+    for entry in "${models[@]}"; do
+        name=${entry%%|*}
+        read -r -a margs <<< "${entry#*|}"
+        for est in grzo mezo fzoo; do
+            run=$name-$est
+            # the CPU grid's choice (README, fine-tuning results): GRZO's normalized step diverges
+            # at 1e-4 where MeZO is at its best
             lr=1e-4; [ "$est" = grzo ] && lr=1e-5
+            # GRZO's and MeZO's curves come with the B_eff that explains them (issue 15 item 5)
+            diag=(); [ "$est" = fzoo ] || diag=(--diagnose --diagnose-every 100 --diagnose-probes 32)
             rm -rf "${OUT:?}/tune/$run"
-            say "    $run on $vdev (at most $per_run s)"
-            timeout -s INT -k 10 "$per_run" "$FT" --model "$GGUF" --task sst2 --data "$SST2" --estimator "$est" "${vargs[@]}" \
-                --device "$vdev" --dtype "$vtype" --batch 16 --steps 400 --lr "$lr" --sigma 1e-3 --eval-every 0 --seed 1 \
-                "${sizes[@]}" --out "$OUT/tune/$run" > "$OUT/tune/$run.log" 2>&1
+            say "    $run (at most $per_run s)"
+            timeout -s INT -k 10 "$per_run" "$FT" "${margs[@]}" --task sst2 --data "$SST2" --estimator "$est" \
+                --device cuda --dtype bf16 --batch 16 --steps 400 --lr "$lr" --sigma 1e-3 --eval-every 0 --seed 1 \
+                "${sizes[@]}" "${diag[@]}" --out "$OUT/tune/$run" > "$OUT/tune/$run.log" 2>&1
             st=$?
             case $st in
                 0) echo "done" > "$OUT/tune/$run.status" ;;
                 124|130) echo "stopped by its time budget ($per_run s)" > "$OUT/tune/$run.status" ;;
-                *) tune_ok=0; echo "FAILED (exit $st): $(tail -1 "$OUT/tune/$run.log")" > "$OUT/tune/$run.status" ;;
+                *) tune_ok=0
+                   if grep -qi "device\|dtype\|unknown option" "$OUT/tune/$run.log" && [ ! -s "$OUT/tune/$run/log.jsonl" ]; then
+                       echo "REFUSED: grzo-finetune does not run --device cuda --dtype bf16 here: $(tail -1 "$OUT/tune/$run.log")" > "$OUT/tune/$run.status"
+                   else
+                       echo "FAILED (exit $st): $(tail -1 "$OUT/tune/$run.log")" > "$OUT/tune/$run.status"
+                   fi ;;
             esac
-            say "      $(cat "$OUT/tune/$run.status"); $(grep -c '"loss"' "$OUT/tune/$run/log.jsonl" 2> /dev/null || echo 0) steps logged"
+            logged=$(grep -c '"loss"' "$OUT/tune/$run/log.jsonl" 2> /dev/null)
+            say "      $(cat "$OUT/tune/$run.status"); ${logged:-0} steps logged"
         done
     done
+    # the variant pairs (Table 5): MeZO+X and GRZO+X on SmolLM2, the same data and seed as above
+    if [ "$CAP_VARIANTS" -gt 0 ] && [ -n "$GGUF" ]; then
+        vdev=${GRZO_VARIANTS_DEVICE:-cuda}
+        vtype=bf16; [ "$vdev" = cpu ] && vtype=f32
+        per_run=$(( ($(budget "$CAP_REPORT") - 5) / 8 ))
+        for variant in "sparse|--sparse-density 0.2" "lowrank|--lowrank-rank 2 --lowrank-every 100" "int8|--quant int8" "int4|--quant int4"; do
+            read -r -a vargs <<< "${variant#*|}"
+            for est in mezo grzo; do
+                run=smollm2-$est-${variant%%|*}
+                lr=1e-4; [ "$est" = grzo ] && lr=1e-5
+                rm -rf "${OUT:?}/tune/$run"
+                say "    $run on $vdev (at most $per_run s)"
+                timeout -s INT -k 10 "$per_run" "$FT" --model "$GGUF" --task sst2 --data "$SST2" --estimator "$est" "${vargs[@]}" \
+                    --device "$vdev" --dtype "$vtype" --batch 16 --steps 400 --lr "$lr" --sigma 1e-3 --eval-every 0 --seed 1 \
+                    "${sizes[@]}" --out "$OUT/tune/$run" > "$OUT/tune/$run.log" 2>&1
+                st=$?
+                case $st in
+                    0) echo "done" > "$OUT/tune/$run.status" ;;
+                    124|130) echo "stopped by its time budget ($per_run s)" > "$OUT/tune/$run.status" ;;
+                    *) tune_ok=0; echo "FAILED (exit $st): $(tail -1 "$OUT/tune/$run.log")" > "$OUT/tune/$run.status" ;;
+                esac
+                say "      $(cat "$OUT/tune/$run.status"); $(grep -c '"loss"' "$OUT/tune/$run/log.jsonl" 2> /dev/null || echo 0) steps logged"
+            done
+        done
+    fi
+    if [ "$tune_ok" = 1 ]; then record tune passed $(( $(date +%s) - t0 )); else record tune "FAILED (see the table)" $(( $(date +%s) - t0 )); rc=1; fi
 fi
-if [ "$tune_ok" = 1 ]; then record tune passed $(( $(date +%s) - t0 )); else record tune "FAILED (see the table)" $(( $(date +%s) - t0 )); rc=1; fi
 
 # ---- 5. report ------------------------------------------------------------------------------------
 say "5/5 report"

@@ -16,6 +16,14 @@ bash "$here/run.sh" "$work/out" /no/such/model.gguf > "$work/model.out" 2>&1
 [ $? -eq 1 ] || fail "missing model file: want exit 1"
 grep -q "no such model file" "$work/model.out" || fail "missing model file: $(cat "$work/model.out")"
 [ ! -e "$work/out/report.md" ] || fail "a failed preflight wrote a report"
+# --stages: a known list passes the argument checks (then the model file is checked), an
+# unknown stage or a missing list is a usage error
+bash "$here/run.sh" --stages bench,tune "$work/out" /no/such/model.gguf > "$work/stages.out" 2>&1
+[ $? -eq 1 ] && grep -q "no such model file" "$work/stages.out" || fail "--stages bench,tune: $(cat "$work/stages.out")"
+bash "$here/run.sh" --stages bench,plots "$work/out" > "$work/stages.out" 2>&1
+[ $? -eq 2 ] && grep -q "unknown stage 'plots'" "$work/stages.out" || fail "--stages with an unknown stage: $(cat "$work/stages.out")"
+bash "$here/run.sh" --stages > "$work/stages.out" 2>&1
+[ $? -eq 2 ] && grep -q "usage:" "$work/stages.out" || fail "--stages without a list: $(cat "$work/stages.out")"
 
 # an earlier run's files
 o=$work/rep
