@@ -24,8 +24,8 @@
    sequence; achieved TFLOP/s against the H100 SXM bf16 dense peak (989 TFLOP/s).
 
    Output: the two tables (time, memory) per shape on stdout, and OUTDIR/bench_gpu.md and
-   OUTDIR/bench_gpu.csv, rewritten after each shape (.tmp files renamed: never half-written;
-   a run stopped by a time limit keeps the shapes it finished).
+   OUTDIR/bench_gpu.csv, rewritten after each workload (.tmp files renamed: never half-written;
+   a run stopped by a time limit keeps the workloads it finished, the others read "not run").
 
    usage: bench_gpu [--out DIR] [--model SMOLLM2.gguf] [--shapes smollm2,llama8b] [--steps 20]
                     [--warmup 3] [--batch 16] [--seq-len 256] [--dtype bf16|f16|f32]
@@ -131,7 +131,7 @@ static const char *const workload_names[N_WORKLOADS] = {"floor: inference of the
 static const char *const workload_keys[N_WORKLOADS] = {"floor", "grzo", "mezo_inplace", "mezo_ops", "fzoo"};
 
 typedef struct result {
-    int ok;
+    int ran, ok;                       /* ran: measured or failed; not ran: not reached (yet) */
     double fwd_ms, upd_ms, total_ms;   /* medians */
     double flops;                      /* model FLOPs of the forwards of one step */
     size_t peak, now;                  /* backend high-water mark and bytes held after the steps */
@@ -143,6 +143,8 @@ typedef struct text { char *s; size_t len, cap; } text;
 
 typedef struct report {
     text md, csv;
+    size_t md_done, csv_done;          /* what the finished shapes wrote */
+    int quiet;                         /* md_printf: the markdown only, not stdout */
     const char *dir;
 } report;
 
@@ -171,9 +173,11 @@ static void csv_printf(report *r, const char *fmt, ...) __attribute__((format(pr
 /* to stdout and to the markdown */
 static void md_printf(report *r, const char *fmt, ...) {
     va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
+    if (!r->quiet) {
+        va_start(ap, fmt);
+        vprintf(fmt, ap);
+        va_end(ap);
+    }
     va_start(ap, fmt);
     text_vappend(&r->md, fmt, ap);
     va_end(ap);
@@ -193,7 +197,7 @@ static void report_shape(report *r, const shape *sh, const result *res, double p
                  "|---|---:|---:|---:|---:|---:|---:|---:|\n", peak_tflops);
     for (w = 0; w < N_WORKLOADS; w++) {
         const result *x = &res[w];
-        if (!x->ok) { md_printf(r, "| %s | failed | | | | | | |\n", workload_names[w]); continue; }
+        if (!x->ok) { md_printf(r, "| %s | %s | | | | | | |\n", workload_names[w], x->ran ? "failed" : "not run"); continue; }
         md_printf(r, "| %s | %.1f | %.1f | %.1f | %.2fx | %.2f | %.1f | %.1f %% |\n", workload_names[w], x->fwd_ms, x->upd_ms,
                   x->total_ms, fl->ok ? x->total_ms / fl->total_ms : NAN, x->flops * 1e-12,
                   x->flops / (x->total_ms * 1e-3) * 1e-12, 100.0 * x->flops / (x->total_ms * 1e-3) * 1e-12 / peak_tflops);
@@ -206,7 +210,7 @@ static void report_shape(report *r, const shape *sh, const result *res, double p
     for (w = 0; w < N_WORKLOADS; w++) {
         const result *x = &res[w];
         double over = fl->ok ? ((double)x->peak - (double)fl->peak) * 1e-9 : NAN;
-        if (!x->ok) { md_printf(r, "| %s | failed | | | | |\n", workload_names[w]); continue; }
+        if (!x->ok) { md_printf(r, "| %s | %s | | | | |\n", workload_names[w], x->ran ? "failed" : "not run"); continue; }
         md_printf(r, "| %s | %.3f | %+.3f | %+.2f %% | %.3f | %.3f |\n", workload_names[w], (double)x->peak * 1e-9, over,
                   fl->ok ? 100.0 * over / ((double)fl->peak * 1e-9) : NAN, (double)x->dev_used * 1e-9,
                   ((double)x->dev_used - (double)x->now) * 1e-9);
@@ -238,6 +242,7 @@ static int report_open(report *r, const char *dir) {
         return 1;
     }
     csv_printf(r, "%s", CSV_HEADER);
+    r->csv_done = r->csv.len;
     return 0;
 }
 
@@ -263,6 +268,23 @@ static int report_flush(report *r) {
         return 1;
     }
     return 0;
+}
+
+/* The tables of the shape in progress from its results so far, over what its last call wrote;
+   complete: the shape is finished (its tables go to stdout too and stay). */
+static int report_progress(report *r, const shape *sh, const result *res, const char *dtype, int complete) {
+    int bad;
+    r->md.len = r->md_done;
+    r->csv.len = r->csv_done;
+    r->quiet = !complete;
+    report_shape(r, sh, res, H100_BF16_PEAK_TFLOPS, dtype);
+    r->quiet = 0;
+    bad = report_flush(r);
+    if (complete) {
+        r->md_done = r->md.len;
+        r->csv_done = r->csv.len;
+    }
+    return bad;
 }
 
 static void report_free(report *r) {
@@ -487,6 +509,7 @@ static void run_workload(bench *b, int w, result *r) {
     grzo_cuda_memory mem;
     int i, k, n_ev = 2 + 2 * MAX_PASSES;
     memset(r, 0, sizeof *r);
+    r->ran = 1;
     b->err[0] = '\0';
     for (k = 0; k < n_ev; k++) cudaEventCreate(&ev[k]);
     printf("  %s ... ", workload_names[w]);
@@ -562,12 +585,23 @@ static int self_test(void) {
         res[w].steps = 20;
     }
     if (report_open(&r, dir) != 0) return 1;
-    report_shape(&r, &s3, res, H100_BF16_PEAK_TFLOPS, "bf16");
+    /* after the fourth workload, the third failed: the files say so, the fifth is "not run" */
+    res[W_MEZO].ok = 0;
+    res[W_MEZO].ran = 1;
+    res[W_FZOO].ok = 0;
+    ST(report_progress(&r, &s3, res, "bf16", 0) == 0, "report_progress (partial)");
+    ST(r.md.s && strstr(r.md.s, "| MeZO (through the ops) | failed |") && strstr(r.md.s, "| FZOO (N = 8) | not run |"),
+       "partial tables: a failed and a not-run workload");
+    res[W_MEZO].ok = 1;
+    res[W_FZOO].ok = 1;
+    ST(report_progress(&r, &s3, res, "bf16", 1) == 0, "report_progress (complete)");
+    ST(r.md.s && !strstr(r.md.s, "not run") && strstr(r.md.s, "time per step") &&
+           !strstr(strstr(r.md.s, "time per step") + 1, "time per step"),
+       "the complete tables replace the partial ones (once each)");
     ST(r.md.s && strstr(r.md.s, "peak device memory") && strstr(r.md.s, "GRZO step / in-place MeZO step: 0.667x"),
        "markdown lacks the tables or the ratio");
     ST(r.md.s && strstr(r.md.s, "| GRZO | 16.0 | 4.0 | 20.0 | 2.00x |"), "time row of GRZO");
     ST(r.md.s && strstr(r.md.s, "| GRZO | 1.005 | +0.005 | +0.50 % | 1.505 | 0.500 |"), "memory row of GRZO");
-    ST(report_flush(&r) == 0, "report_flush");
     report_free(&r);
     snprintf(path, sizeof path, "%s/bench_gpu.csv", dir);
     f = fopen(path, "r");
@@ -647,6 +681,9 @@ int main(int argc, char **argv) {
     llm_config mcfg;
     llm_weights mw;
     struct cudaDeviceProp prop;
+    /* line by line into a pipe too (run.sh shows the progress as it comes; a time limit's
+       kill loses nothing already printed) */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     if (parse_options(argc, argv, &o)) return 2;
     if (o.self_test) return self_test();
     if (grzo_cuda_device_count() == 0) {
@@ -678,8 +715,10 @@ int main(int argc, char **argv) {
               prop.name, prop.multiProcessorCount, (double)prop.totalGlobalMem * 1e-9,
               o.math == GRZO_CUDA_MATH_FAST ? "fast (tensor cores)" : "pedantic fp32", (long long)o.batch, (long long)o.seq_len,
               (long long)o.steps, (long long)o.warmup, (long long)o.transient_mb, H100_BF16_PEAK_TFLOPS);
+    r.md_done = r.md.len;   /* the header stays through report_progress */
     for (si = 0; si < n_shapes; si++) {
         result res[N_WORKLOADS];
+        memset(res, 0, sizeof res);
         memset(&b, 0, sizeof b);
         b.o = &o;
         b.sh = shapes[si];
@@ -695,9 +734,8 @@ int main(int argc, char **argv) {
         for (w = 0; w < N_WORKLOADS; w++) {
             run_workload(&b, w, &res[w]);
             if (!res[w].ok) rc = 1;
+            if (report_progress(&r, &b.sh, res, dtype_name(o.dtype), w == N_WORKLOADS - 1) != 0) rc = 1;
         }
-        report_shape(&r, &b.sh, res, H100_BF16_PEAK_TFLOPS, dtype_name(o.dtype));
-        if (report_flush(&r) != 0) rc = 1;
         for (i = 0; i < b.B; i++) { free(b.ex[i].tokens[0]); free(b.ex[i].tokens[1]); }
     }
     printf("\nwrote %s/bench_gpu.md and %s/bench_gpu.csv\n", o.out, o.out);
