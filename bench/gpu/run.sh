@@ -289,6 +289,7 @@ if wanted bench; then
     else
         record bench "FAILED or out of time ($b s; bench.log)" $(( $(date +%s) - t0 ))
         rc=1
+        tail -3 "$OUT/bench.log" | sed 's/^/    /'
     fi
 fi
 
