@@ -295,6 +295,33 @@ static void op_token_logprob(op_fixture *f) {
     grzo_backend_free(&gpu, dl);
 }
 
+/* token_logprob at the real vocabularies (SmolLM2 49152, Llama-3 128256): reductions of
+   ~500 strided elements per thread, logits around 1000 (exp overflows without the max) with
+   one far above the rest, targets at both ends of the row */
+static void op_token_logprob_vocab(int32_t V) {
+    op_case c = {"vocab", 1, 1, 2, 1, 1, {3}, {0}, -1};
+    op_fixture f;
+    const int64_t n = 3;
+    float *logits = host_floats(n * V, 41, 30.0f), *dl;
+    int32_t target[3] = {0, V - 1, V / 2};
+    double a[3], b[3];
+    int64_t i, o;
+    int before = tu_failures;
+    for (i = 0; i < n * V; i++) logits[i] += 1000.0f;
+    logits[V + 17] = 1100.0f;   /* row 1: one logit dominates */
+    dl = (float *)dev_copy(logits, (size_t)(n * V) * 4);
+    op_open(&f, &c);
+    OP_OK(f.cpu_os, llm_ops_cpu, llm_ops_cpu.token_logprob(f.cpu_os, logits, V, target, n, a));
+    OP_OK(f.gpu_os, llm_ops_cuda, llm_ops_cuda.token_logprob(f.gpu_os, dl, V, target, n, b));
+    for (o = 0; o < n; o++)
+        TU_CHECK(isfinite(b[o]) && fabs(a[o] - b[o]) <= 1e-9, "op token_logprob, vocab %d row %lld: cpu %.17g gpu %.17g", V,
+                 (long long)o, a[o], b[o]);
+    printf("ops, token_logprob at vocab %d: %s\n", V, tu_failures == before ? "gpu == cpu" : "DIFFERENT");
+    op_close(&f);
+    free(logits);
+    grzo_backend_free(&gpu, dl);
+}
+
 static void test_ops(void) {
     static const op_case cases[] = {
         {"1 token, 1 head, head_dim 2", 1, 1, 2, 3, 1, {1}, {0}, -1},
@@ -330,6 +357,8 @@ static void test_ops(void) {
         op_close(&fm);
         op_close(&fb);
     }
+    op_token_logprob_vocab(49152);
+    op_token_logprob_vocab(128256);
 }
 
 /* ---- whole models ------------------------------------------------------------------------------ */
