@@ -585,7 +585,7 @@ static int self_test(void) {
         res[w].steps = 20;
     }
     if (report_open(&r, dir) != 0) return 1;
-    /* after the fourth workload, the third failed: the files say so, the fifth is "not run" */
+    /* after the fourth workload, which failed: the files say so, and the fifth is "not run" */
     res[W_MEZO].ok = 0;
     res[W_MEZO].ran = 1;
     res[W_FZOO].ok = 0;
