@@ -529,6 +529,9 @@ static grzo_status llm__resolve_capacity(llm_model *m, const llm_state_desc *d, 
         return llm__fail(m, GRZO_ERR_INVALID_ARG, "llm_state_create: capacities must be positive (rows %lld, seqs %d, "
                          "seq_len %d, segments %lld)", (long long)cap->max_rows, cap->max_seqs, cap->max_seq_len,
                          (long long)cap->max_segments);
+    if (cap->attention < LLM_ATTENTION_AUTO || cap->attention > LLM_ATTENTION_GEMM)
+        return llm__fail(m, GRZO_ERR_INVALID_ARG, "llm_state_create: attention %d is none of auto, fused, gemm",
+                         (int)cap->attention);
     if (cap->max_outputs == 0) cap->max_outputs = 1;
     return GRZO_OK;
 }
@@ -600,6 +603,7 @@ static grzo_status llm__create_ops(llm_model *m, llm_state *st, int32_t n_thread
     d.max_seq_len = st->cap.max_seq_len;
     d.rope_cos = st->rope_cos;
     d.rope_sin = st->rope_sin;
+    d.attention = st->cap.attention;
     err[0] = '\0';
     s = st->ops->create(&d, &st->os, err, sizeof err);
     return s == GRZO_OK ? GRZO_OK : llm__fail(m, s, "llm_state_create: %s", err);

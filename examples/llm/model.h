@@ -139,6 +139,19 @@ typedef struct llm_batch {
     int64_t n_segments;           /* inside a pass: pass_info.n_segments; outside a pass: 0 */
 } llm_batch;
 
+/* The attention of the CUDA ops, in one of two forms that compute the same thing (issue 16
+   measures them against each other): a fused kernel (online softmax over key tiles, fp32 on
+   the CUDA cores), or cuBLAS batched fp32 GEMMs around a masked softmax kernel, over the
+   batch's sequences padded to its longest (scratch 3 S H L hd + S H L^2 floats for S
+   sequences of at most L rows, H query heads; a forward with a cache, generation's, always
+   runs the fused kernel). AUTO is the fused kernel. The CPU ops have one form: they take
+   AUTO only (GRZO_ERR_UNSUPPORTED otherwise). */
+typedef enum llm_attention {
+    LLM_ATTENTION_AUTO = 0,
+    LLM_ATTENTION_FUSED = 1,
+    LLM_ATTENTION_GEMM = 2
+} llm_attention;
+
 /* Capacity of a state: the largest batch it will run. */
 typedef struct llm_state_desc {
     int64_t max_rows;             /* tokens summed over a batch's sequences (padding included) */
@@ -146,6 +159,7 @@ typedef struct llm_state_desc {
     int64_t max_outputs;          /* requested positions summed over a batch */
     int32_t max_seq_len;          /* longest sequence, padding included; 0: cfg.max_seq_len */
     int64_t max_segments;         /* largest pass (2B for GRZO); 0: max_seqs */
+    llm_attention attention;      /* 0: AUTO */
 } llm_state_desc;
 
 typedef struct llm_state llm_state;

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "grzo.h"
+#include "model.h"   /* llm_attention */
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,6 +33,7 @@ typedef struct llm_ops_desc {
     int64_t max_rows, max_outputs;
     int32_t max_seqs, max_seq_len;
     const float *rope_cos, *rope_sin;   /* host, max_seq_len x head_dim/2; alive as long as the ops state */
+    llm_attention attention;      /* which form of the attention (model.h) */
 } llm_ops_desc;
 
 /* The layout of one packed batch, host memory. Sequence i covers rows [seq_row0[i],

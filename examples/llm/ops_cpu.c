@@ -42,9 +42,14 @@ struct llm_ops_state {
 };
 
 static grzo_status cpu_create(const llm_ops_desc *d, llm_ops_state **out, char *err, size_t errlen) {
-    llm_ops_state *os = (llm_ops_state *)calloc(1, sizeof *os);
+    llm_ops_state *os;
     int nt = d->n_threads > 0 ? d->n_threads : 1;
     *out = NULL;
+    if (d->attention != LLM_ATTENTION_AUTO) {
+        snprintf(err, errlen, "llm ops (cpu): the attention's fused and gemm forms are the CUDA ops'; the CPU takes auto");
+        return GRZO_ERR_UNSUPPORTED;
+    }
+    os = (llm_ops_state *)calloc(1, sizeof *os);
     if (os) {
         os->d = *d;
         os->d.n_threads = nt;

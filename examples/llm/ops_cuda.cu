@@ -11,6 +11,7 @@
 #include "ops.h"
 #include "backends/grzo_cuda.h"
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -43,6 +44,11 @@ struct llm_ops_state {
     int32_t *target, *h_target;   /* token_logprob: max_outputs targets and values */
     double *val, *h_val;
     size_t att_smem;              /* dynamic shared memory of the attention kernel */
+    /* attention through cuBLAS (LLM_ATTENTION_GEMM): its handle, workspace and scratch */
+    cublasHandle_t blas;
+    void *blas_ws;
+    float *att_buf;               /* padded Q, K, V (one head's rows after another) and scores */
+    size_t att_bytes;
     char err[256];
 };
 
@@ -57,6 +63,14 @@ static grzo_status llm__cu_fail(llm_ops_state *os, const char *what, cudaError_t
         if (e_ != cudaSuccess) return llm__cu_fail(os, what, e_);       \
     } while (0)
 #define LLM_CU_LAUNCHED(os, what) LLM_CU_TRY(os, what, cudaGetLastError())
+#define LLM_BLAS_TRY(os, what, call)                                                                    \
+    do {                                                                                                \
+        cublasStatus_t b_ = (call);                                                                     \
+        if (b_ != CUBLAS_STATUS_SUCCESS) {                                                              \
+            snprintf((os)->err, sizeof (os)->err, "%s: cuBLAS status %d", what, (int)b_);               \
+            return b_ == CUBLAS_STATUS_ALLOC_FAILED ? GRZO_ERR_OUT_OF_MEMORY : GRZO_ERR_BACKEND;        \
+        }                                                                                               \
+    } while (0)
 
 static unsigned llm__cu_blocks(int64_t n) { return (unsigned)((n + LLM_CU_THREADS - 1) / LLM_CU_THREADS); }
 
@@ -266,6 +280,74 @@ __global__ static void llm__k_attention(float *q, const float *k, const float *v
     }
 }
 
+/* ---- attention through cuBLAS: the alternative to the fused kernel ----------------------------
+   Issue 16 asks for the fused kernel above and for this form to be measured against each
+   other; llm_state_desc.attention picks one (bench_gpu --attention). For a batch without a
+   cache (past < 0), with L the longest sequence of the batch (padding included):
+     1. gather: each (sequence s, query head h) gets its own L x hd blocks of scaled queries,
+        keys and values (the kv head's, repeated for each query head of its group), rows
+        past the sequence's real tokens zero;
+     2. scores = Q K^T, one strided batched fp32 GEMM over all (s, h) (pedantic math, as the
+        fused kernel: fp32 products, no TF32);
+     3. a masked softmax, one block per score row: keys after the query's own position, and
+        every key of a row past the sequence's tokens, get probability 0;
+     4. out = P V, a second batched GEMM, into the queries' padded block;
+     5. scatter: each real token's row of q gets its head's output, padding rows 0.
+   Scratch (backend memory, grown on demand and then kept): 3 (S H L hd) + S H L^2 floats. */
+
+/* element e of the padded [s][h][i][d] blocks, i < L */
+__global__ static void llm__k_att_gather(const float *q, const float *k, const float *v, const int64_t *seq_row0,
+                                         const int32_t *seq_pad, const int32_t *seq_len, int32_t n_heads,
+                                         int32_t n_kv_heads, int32_t hd, int32_t L, float scale, int64_t n, float *Qp,
+                                         float *Kp, float *Vp) {
+    int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, sh = e / ((int64_t)L * hd);
+    int32_t d = (int32_t)(e % hd), i = (int32_t)((e / hd) % L), h = (int32_t)(sh % n_heads), s = (int32_t)(sh / n_heads);
+    int32_t pad, g = h / (n_heads / n_kv_heads);
+    float qv = 0.0f, kv = 0.0f, vv = 0.0f;
+    if (e >= n) return;
+    pad = seq_pad[s];
+    if (i < seq_len[s] - pad) {
+        int64_t row = seq_row0[s] + pad + i, kvi = row * n_kv_heads * hd + (int64_t)g * hd + d;
+        qv = __fmul_rn(q[row * n_heads * hd + (int64_t)h * hd + d], scale);
+        kv = k[kvi];
+        vv = v[kvi];
+    }
+    Qp[e] = qv;
+    Kp[e] = kv;
+    Vp[e] = vv;
+}
+
+/* one block per score row (s, h, i), L keys: probabilities of keys 0..i (query i of a
+   sequence with more than i real tokens), 0 elsewhere; the sum in double */
+__global__ static void llm__k_att_softmax(float *P, const int32_t *seq_pad, const int32_t *seq_len, int32_t n_heads,
+                                          int32_t L) {
+    __shared__ double shd[LLM_CU_THREADS];
+    __shared__ float shf[LLM_CU_THREADS];
+    int64_t r = blockIdx.x;
+    int32_t i = (int32_t)(r % L), s = (int32_t)(r / L / n_heads), j;
+    int32_t last = i < seq_len[s] - seq_pad[s] ? i : -1;   /* the last key row i sees; -1: none */
+    float *pr = P + r * L, mx = -INFINITY, inv;
+    double sum = 0.0;
+    for (j = threadIdx.x; j <= last; j += LLM_CU_THREADS) mx = fmaxf(mx, pr[j]);
+    mx = llm__block_max(mx, shf);
+    for (j = threadIdx.x; j <= last; j += LLM_CU_THREADS) sum += (double)expf(pr[j] - mx);
+    sum = llm__block_sum(sum, shd);
+    inv = last >= 0 ? (float)(1.0 / sum) : 0.0f;
+    for (j = threadIdx.x; j < L; j += LLM_CU_THREADS) pr[j] = j <= last ? __fmul_rn(expf(pr[j] - mx), inv) : 0.0f;
+}
+
+/* element (s, h, t, d) of the batch's rows, t < L rows of sequence s (padding included):
+   q's row t of head h gets the output of real token t - pad, padding rows 0 */
+__global__ static void llm__k_att_scatter(float *q, const float *Op, const int64_t *seq_row0, const int32_t *seq_pad,
+                                          const int32_t *seq_len, int32_t n_heads, int32_t hd, int32_t L, int64_t n) {
+    int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, sh = e / ((int64_t)L * hd);
+    int32_t d = (int32_t)(e % hd), t = (int32_t)((e / hd) % L), h = (int32_t)(sh % n_heads), s = (int32_t)(sh / n_heads);
+    int32_t pad;
+    if (e >= n || t >= seq_len[s]) return;
+    pad = seq_pad[s];
+    q[(seq_row0[s] + t) * n_heads * hd + (int64_t)h * hd + d] = t < pad ? 0.0f : Op[(sh * L + (t - pad)) * hd + d];
+}
+
 /* ---- the table ------------------------------------------------------------------------------ */
 static void cu_destroy(llm_ops_state *os) {
     const grzo_backend *be;
@@ -281,6 +363,9 @@ static void cu_destroy(llm_ops_state *os) {
     if (os->stream) cudaStreamSynchronize(os->stream);
     for (i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i]) grzo_backend_free(be, dev[i]);
+    if (os->blas) cublasDestroy(os->blas);
+    if (os->blas_ws) grzo_backend_free(be, os->blas_ws);
+    if (os->att_buf) grzo_backend_free(be, os->att_buf);
     for (i = 0; i < sizeof pinned / sizeof pinned[0]; i++)
         if (pinned[i]) cudaFreeHost(pinned[i]);
     if (os->staged) cudaEventDestroy(os->staged);
@@ -338,6 +423,24 @@ static grzo_status cu_opt_in_shared(llm_ops_state *os) {
     return GRZO_OK;
 }
 
+/* The cuBLAS handle of the GEMM attention, on the backend's stream, with a workspace of
+   backend memory (so that the backend's accounting sees it) and fp32 products (no TF32:
+   the fused kernel's precision, so the two compare as forms of one computation). */
+#define LLM_BLAS_WORKSPACE ((size_t)4 << 20)
+static grzo_status cu_create_blas(llm_ops_state *os) {
+    grzo_status s;
+    LLM_BLAS_TRY(os, "cublasCreate", cublasCreate(&os->blas));
+    LLM_BLAS_TRY(os, "cublasSetStream", cublasSetStream(os->blas, os->stream));
+    LLM_BLAS_TRY(os, "cublasSetMathMode", cublasSetMathMode(os->blas, CUBLAS_PEDANTIC_MATH));
+    s = grzo_backend_alloc(os->d.be, LLM_BLAS_WORKSPACE, &os->blas_ws);
+    if (s != GRZO_OK) {
+        snprintf(os->err, sizeof os->err, "cannot allocate the attention's cuBLAS workspace (%zu bytes)", LLM_BLAS_WORKSPACE);
+        return s;
+    }
+    LLM_BLAS_TRY(os, "cublasSetWorkspace", cublasSetWorkspace(os->blas, os->blas_ws, LLM_BLAS_WORKSPACE));
+    return GRZO_OK;
+}
+
 static grzo_status cu_create(const llm_ops_desc *d, llm_ops_state **out, char *err, size_t errlen) {
     llm_ops_state *os;
     void *stream = NULL;
@@ -345,6 +448,10 @@ static grzo_status cu_create(const llm_ops_desc *d, llm_ops_state **out, char *e
     *out = NULL;
     if (grzo_backend_cuda_stream(d->be, &stream) != GRZO_OK) {
         snprintf(err, errlen, "llm ops (cuda): the backend is not the CUDA backend");
+        return GRZO_ERR_INVALID_ARG;
+    }
+    if (d->attention < LLM_ATTENTION_AUTO || d->attention > LLM_ATTENTION_GEMM) {
+        snprintf(err, errlen, "llm ops (cuda): attention %d is none of auto, fused, gemm", (int)d->attention);
         return GRZO_ERR_INVALID_ARG;
     }
     if (d->head_dim > LLM_ATT_MAX_HD || d->max_seqs > 65535) {
@@ -363,6 +470,7 @@ static grzo_status cu_create(const llm_ops_desc *d, llm_ops_state **out, char *e
                     (size_t)LLM_ATT_TQ * d->head_dim) * sizeof(float);
     s = cu_create_tables(os);
     if (s == GRZO_OK) s = cu_opt_in_shared(os);
+    if (s == GRZO_OK && d->attention == LLM_ATTENTION_GEMM) s = cu_create_blas(os);
     if (s != GRZO_OK) {
         snprintf(err, errlen, "llm ops (cuda): %s", os->err);
         cu_destroy(os);
@@ -417,9 +525,62 @@ static grzo_status cu_rope(llm_ops_state *os, float *t, int64_t n_rows, int32_t 
     return GRZO_OK;
 }
 
+/* The GEMM attention's scratch for the batch in flight: grown when a batch needs more (the
+   old buffer's cudaFree waits for the work using it), kept for the next batches. */
+static grzo_status cu_attention_scratch(llm_ops_state *os, size_t bytes) {
+    grzo_status s;
+    if (bytes <= os->att_bytes) return GRZO_OK;
+    if (os->att_buf) grzo_backend_free(os->d.be, os->att_buf);
+    os->att_buf = NULL;
+    os->att_bytes = 0;
+    s = grzo_backend_alloc(os->d.be, bytes, (void **)&os->att_buf);
+    if (s != GRZO_OK) {
+        snprintf(os->err, sizeof os->err, "attention (gemm): cannot allocate %zu bytes of device memory for the padded "
+                 "heads and scores (use the fused attention)", bytes);
+        return s;
+    }
+    os->att_bytes = bytes;
+    return GRZO_OK;
+}
+
+/* steps 1-5 of the GEMM attention (above), the batch's keys and values (past < 0) */
+static grzo_status cu_attention_gemm(llm_ops_state *os, float *q, const float *k, const float *v) {
+    const llm_ops_desc *d = &os->d;
+    const float one = 1.0f, zero = 0.0f;
+    int32_t L = os->max_len, hd = d->head_dim, batch = os->n_seqs * d->n_heads;
+    int64_t blk = (int64_t)L * hd, n = (int64_t)batch * blk, sc = (int64_t)L * L;
+    float *Qp, *Kp, *Vp, *P;
+    grzo_status s = cu_attention_scratch(os, ((size_t)n * 3 + (size_t)batch * (size_t)sc) * sizeof(float));
+    if (s != GRZO_OK) return s;
+    Qp = os->att_buf;
+    Kp = Qp + n;
+    Vp = Kp + n;
+    P = Vp + n;
+    llm__k_att_gather<<<llm__cu_blocks(n), LLM_CU_THREADS, 0, os->stream>>>(q, k, v, os->seq_row0, os->seq_pad, os->seq_len, d->n_heads,
+                                                                d->n_kv_heads, hd, L, 1.0f / sqrtf((float)hd), n, Qp, Kp, Vp);
+    LLM_CU_LAUNCHED(os, "attention (gemm) gather kernel");
+    /* row-major P (L x L) = Q K^T is column-major P^T = K Q^T */
+    LLM_BLAS_TRY(os, "attention scores (cublasSgemmStridedBatched)",
+                 cublasSgemmStridedBatched(os->blas, CUBLAS_OP_T, CUBLAS_OP_N, L, L, hd, &one, Kp, hd, blk, Qp, hd, blk,
+                                           &zero, P, L, sc, batch));
+    llm__k_att_softmax<<<(unsigned)((int64_t)batch * L), LLM_CU_THREADS, 0, os->stream>>>(P, os->seq_pad, os->seq_len,
+                                                                                           d->n_heads, L);
+    LLM_CU_LAUNCHED(os, "attention (gemm) softmax kernel");
+    /* row-major out (L x hd) = P V is column-major out^T = V^T P^T; into Qp, read no more */
+    LLM_BLAS_TRY(os, "attention values (cublasSgemmStridedBatched)",
+                 cublasSgemmStridedBatched(os->blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, L, L, &one, Vp, hd, blk, P, L, sc, &zero,
+                                           Qp, hd, blk, batch));
+    llm__k_att_scatter<<<llm__cu_blocks(n), LLM_CU_THREADS, 0, os->stream>>>(q, Qp, os->seq_row0, os->seq_pad, os->seq_len, d->n_heads, hd,
+                                                                 L, n);
+    LLM_CU_LAUNCHED(os, "attention (gemm) scatter kernel");
+    return GRZO_OK;
+}
+
 static grzo_status cu_attention(llm_ops_state *os, float *q, const float *k, const float *v, int32_t past, int64_t n_rows) {
     dim3 grid;
     if (n_rows == 0 || os->n_seqs == 0) return GRZO_OK;
+    /* with a cache (generation: one sequence, a few rows) the fused kernel serves both choices */
+    if (os->d.attention == LLM_ATTENTION_GEMM && past < 0) return cu_attention_gemm(os, q, k, v);
     grid.x = (unsigned)((os->max_len + LLM_ATT_TQ - 1) / LLM_ATT_TQ);
     grid.y = (unsigned)os->d.n_heads;
     grid.z = (unsigned)os->n_seqs;

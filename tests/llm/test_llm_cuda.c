@@ -12,7 +12,8 @@
      <= 1e-6 relative (both sum squares in double, in different orders); SwiGLU <= 1e-6
      relative (expf of the GPU and of glibc differ by an ulp or two); attention <= 1e-5
      absolute on values in [-0.5, 0.5] (online softmax over tiles vs one softmax: different
-     summation orders of <= 300 fp32 terms, ~1e-7 each); token log-probabilities <= 1e-9
+     summation orders of <= 300 fp32 terms, ~1e-7 each), the same for the attention through
+     cuBLAS (LLM_ATTENTION_GEMM: batched fp32 GEMMs, one softmax); token log-probabilities <= 1e-9
      absolute (double sums in different orders); padding rows of the attention output are
      exactly 0 on both.
    - whole forward, fp32 weights: max |logit_gpu - logit_cpu| <= 1e-4 (issue 16): cuBLAS in
@@ -90,6 +91,7 @@ typedef struct op_case {
 typedef struct op_fixture {
     const op_case *c;
     llm_ops_state *cpu_os, *gpu_os;
+    llm_ops_state *gemm_os;       /* the CUDA ops with the attention through cuBLAS */
     int64_t n_rows, n_out;
     int32_t max_seq_len;
     float *cos_t, *sin_t;
@@ -166,6 +168,8 @@ static void op_open(op_fixture *f, const op_case *c) {
     if (llm_ops_cpu.create(&d, &f->cpu_os, err, sizeof err) != GRZO_OK) { fprintf(stderr, "FATAL: %s\n", err); exit(1); }
     d.be = &gpu;
     if (llm_ops_cuda.create(&d, &f->gpu_os, err, sizeof err) != GRZO_OK) { fprintf(stderr, "FATAL: %s\n", err); exit(1); }
+    d.attention = LLM_ATTENTION_GEMM;
+    if (llm_ops_cuda.create(&d, &f->gemm_os, err, sizeof err) != GRZO_OK) { fprintf(stderr, "FATAL: %s\n", err); exit(1); }
     lay.n_seqs = c->n_seqs;
     lay.n_rows = f->n_rows;
     lay.n_out = f->n_out;
@@ -179,11 +183,13 @@ static void op_open(op_fixture *f, const op_case *c) {
     f->ids_gpu = (int32_t *)dev_alloc((size_t)f->n_rows * 4);
     OP_OK(f->cpu_os, llm_ops_cpu, llm_ops_cpu.upload_layout(f->cpu_os, &lay, f->ids_cpu));
     OP_OK(f->gpu_os, llm_ops_cuda, llm_ops_cuda.upload_layout(f->gpu_os, &lay, f->ids_gpu));
+    OP_OK(f->gemm_os, llm_ops_cuda, llm_ops_cuda.upload_layout(f->gemm_os, &lay, f->ids_gpu));
 }
 
 static void op_close(op_fixture *f) {
     llm_ops_cpu.destroy(f->cpu_os);
     llm_ops_cuda.destroy(f->gpu_os);
+    llm_ops_cuda.destroy(f->gemm_os);
     grzo_backend_free(&gpu, f->ids_gpu);
     free(f->ids_cpu);
     free(f->ids); free(f->row_pos); free(f->out_row); free(f->seq_row0); free(f->seq_pad); free(f->seq_len);
@@ -236,16 +242,29 @@ static void op_ids_and_elementwise(op_fixture *f) {
     grzo_backend_free(&gpu, dx); grzo_backend_free(&gpu, dy); grzo_backend_free(&gpu, dg);
 }
 
+/* padding rows of an attention output: 0 on the CPU (q) and on the GPU (dq, downloaded) */
+static void check_padding_rows(const op_fixture *f, const float *q, const float *dq, const char *op) {
+    int64_t r, j, w = (int64_t)f->c->n_heads * f->c->head_dim;
+    float *g = (float *)malloc((size_t)(f->n_rows * w) * 4);
+    to_host(g, dq, (size_t)(f->n_rows * w) * 4);
+    for (r = 0; r < f->n_rows; r++)
+        if (f->row_pos[r] < 0)
+            for (j = 0; j < w; j++)
+                TU_CHECK(g[r * w + j] == 0.0f && q[r * w + j] == 0.0f, "op %s, case '%s': padding row %lld is not 0", op,
+                         f->c->label, (long long)r);
+    free(g);
+}
+
 static void op_rope_attention(op_fixture *f) {
     const op_case *c = f->c;
     int32_t past0 = c->past > 0 ? c->past : 0;
     int64_t qn = f->n_rows * c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
-    int64_t kn = f->n_rows * kvd, cache_n = (past0 + f->n_rows) * kvd, r;
+    int64_t kn = f->n_rows * kvd, cache_n = (past0 + f->n_rows) * kvd;
     float *q = host_floats(qn, 21, 0.5f), *k = host_floats(kn, 22, 0.5f), *v = host_floats(kn, 23, 0.5f);
     float *ck = host_floats(cache_n, 24, 0.5f), *cv = host_floats(cache_n, 25, 0.5f);
     float *dq = (float *)dev_copy(q, (size_t)qn * 4), *dk = (float *)dev_copy(k, (size_t)kn * 4);
     float *dv = (float *)dev_copy(v, (size_t)kn * 4), *dck = (float *)dev_copy(ck, (size_t)cache_n * 4);
-    float *dcv = (float *)dev_copy(cv, (size_t)cache_n * 4), *gq = (float *)malloc((size_t)qn * 4);
+    float *dcv = (float *)dev_copy(cv, (size_t)cache_n * 4), *gq = (float *)malloc((size_t)qn * 4), *dq2;
     const float *keys = k, *values = v, *dkeys = dk, *dvalues = dv;
     OP_OK(f->cpu_os, llm_ops_cpu, llm_ops_cpu.rope(f->cpu_os, q, f->n_rows, c->n_heads));
     OP_OK(f->gpu_os, llm_ops_cuda, llm_ops_cuda.rope(f->gpu_os, dq, f->n_rows, c->n_heads));
@@ -261,19 +280,17 @@ static void op_rope_attention(op_fixture *f) {
         op_compare(f, "cache_append", ck, dck, cache_n, 0.0, 0.0);
         keys = ck; values = cv; dkeys = dck; dvalues = dcv;
     }
+    to_host(gq, dq, (size_t)qn * 4);   /* the rotated queries, for the GEMM form */
+    dq2 = (float *)dev_copy(gq, (size_t)qn * 4);
     OP_OK(f->cpu_os, llm_ops_cpu, llm_ops_cpu.attention(f->cpu_os, q, keys, values, c->past, f->n_rows));
     OP_OK(f->gpu_os, llm_ops_cuda, llm_ops_cuda.attention(f->gpu_os, dq, dkeys, dvalues, c->past, f->n_rows));
     op_compare(f, "attention", q, dq, qn, 1e-5, 0.0);
-    to_host(gq, dq, (size_t)qn * 4);
-    for (r = 0; r < f->n_rows; r++)
-        if (f->row_pos[r] < 0) {
-            int64_t j, w = (int64_t)c->n_heads * c->head_dim;
-            for (j = 0; j < w; j++)
-                TU_CHECK(gq[r * w + j] == 0.0f && q[r * w + j] == 0.0f, "op attention, case '%s': padding row %lld is not 0",
-                         c->label, (long long)r);
-        }
+    OP_OK(f->gemm_os, llm_ops_cuda, llm_ops_cuda.attention(f->gemm_os, dq2, dkeys, dvalues, c->past, f->n_rows));
+    op_compare(f, "attention (gemm)", q, dq2, qn, 1e-5, 0.0);
+    check_padding_rows(f, q, dq, "attention");
+    check_padding_rows(f, q, dq2, "attention (gemm)");
     free(q); free(k); free(v); free(ck); free(cv); free(gq);
-    grzo_backend_free(&gpu, dq); grzo_backend_free(&gpu, dk); grzo_backend_free(&gpu, dv);
+    grzo_backend_free(&gpu, dq); grzo_backend_free(&gpu, dq2); grzo_backend_free(&gpu, dk); grzo_backend_free(&gpu, dv);
     grzo_backend_free(&gpu, dck); grzo_backend_free(&gpu, dcv);
 }
 

@@ -538,7 +538,35 @@ static void test_bad_batches(void) {
     fx_close(&f);
 }
 
+/* The attention's forms belong to the CUDA ops: on the CPU a state takes AUTO only, and a
+   value outside the enum is refused; each refusal leaves no state behind. */
+static void test_attention_choice(void) {
+    static const struct { int value; grzo_status want; } cases[] = {
+        {LLM_ATTENTION_FUSED, GRZO_ERR_UNSUPPORTED}, {LLM_ATTENTION_GEMM, GRZO_ERR_UNSUPPORTED},
+        {LLM_ATTENTION_GEMM + 1, GRZO_ERR_INVALID_ARG}, {-1, GRZO_ERR_INVALID_ARG}};
+    fixture f;
+    llm_state_desc sd;
+    llm_state *st;
+    size_t i;
+    fx_open(&f, 1, GRZO_ESTIMATOR_GRZO, 1e-2f);
+    memset(&sd, 0, sizeof sd);
+    sd.max_rows = 16;
+    sd.max_seqs = 2;
+    sd.max_outputs = 4;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        grzo_status s;
+        sd.attention = (llm_attention)cases[i].value;
+        st = (llm_state *)&sd;   /* must come back NULL */
+        s = llm_state_create(f.ctx, &f.m, &sd, &st);
+        TU_CHECK(s == cases[i].want && st == NULL, "attention %d on the CPU: %s (want %s), state %p", cases[i].value,
+                 grzo_status_str(s), grzo_status_str(cases[i].want), (void *)st);
+        printf("attention %d refused as expected: %s\n", cases[i].value, llm_model_error(&f.m));
+    }
+    fx_close(&f);
+}
+
 int main(void) {
+    test_attention_choice();
     test_batch_equals_alone(0);
     test_batch_equals_alone(1);
     test_padding();
