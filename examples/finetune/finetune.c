@@ -330,13 +330,14 @@ static int setup_optimizer(run *r, char *err, size_t errlen) {
     d.sparse_density = r->o.real[OPT_SPARSE_DENSITY]; d.quant_bits = quant_bits(&r->o); d.noise = noise_kind(&r->o);
     d.lowrank_rank = (int32_t)r->o.num[OPT_LOWRANK_RANK]; d.lowrank_every = (int32_t)r->o.num[OPT_LOWRANK_EVERY];
     d.logger.func = keep_message; d.logger.user_data = r->grzo_why;
-    if (llm_backend_create(r->o.str[OPT_DEVICE], (int32_t)r->o.num[OPT_THREADS], &r->be, err, errlen) != GRZO_OK) return -1;
+    memset(&md, 0, sizeof md);
+    parse_dtype(r->o.str[OPT_DTYPE], &md.dtype);
+    if (llm_backend_create(r->o.str[OPT_DEVICE], (int32_t)r->o.num[OPT_THREADS], md.dtype, &r->be, err, errlen) != GRZO_OK)
+        return -1;
     if ((s = grzo_create(&d, &r->ctx)) != GRZO_OK) {
         snprintf(err, errlen, "grzo_create: %s%s%s", grzo_status_str(s), r->grzo_why[0] ? ": " : "", r->grzo_why);
         return -1;
     }
-    memset(&md, 0, sizeof md);
-    parse_dtype(r->o.str[OPT_DTYPE], &md.dtype);
     if (llm_model_register_ex(r->ctx, &r->model, &r->cfg, &r->w, &md) != GRZO_OK) {
         snprintf(err, errlen, "%s", llm_model_error(&r->model));
         return -1;

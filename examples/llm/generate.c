@@ -12,7 +12,8 @@
    --threads    the CPU backend's and OpenMP's thread count (default: all cores)
    --device     cpu (default) or cuda: the whole forward on the GPU (weights, activations,
                 KV cache in device memory; one row of logits per token comes back)
-   --dtype      weight storage: f32 (default), bf16 or f16 (16-bit needs --device cuda)
+   --dtype      weight storage: f32 (default, pedantic fp32 math on cuda), bf16 or f16 (16-bit needs
+                --device cuda; it runs the fast math there: tensor cores, fp32 accumulation)
    Numbers are parsed strictly (examples/common/cli_args.h): "12abc", "inf", "-1" as a seed
    and out-of-range values are refused with a one-line error and exit status 2.
    Generation stops at BOS or EOS. The text goes to stdout, the statistics to stderr.
@@ -154,7 +155,7 @@ static int open_session(const options *o, session *s) {
     if (o->steps > s->cfg.max_seq_len)
         fprintf(stderr, "grzo-generate: warning: %d steps exceed the model's context of %d positions\n", o->steps,
                 s->cfg.max_seq_len);
-    if (llm_backend_create(o->device, o->threads, &s->be, err, sizeof err) != GRZO_OK) {
+    if (llm_backend_create(o->device, o->threads, o->dtype, &s->be, err, sizeof err) != GRZO_OK) {
         fprintf(stderr, "grzo-generate: %s\n", err);
         return 1;
     }

@@ -25,7 +25,7 @@ static int apply_checkpoint(const char *checkpoint, const llm_config *cfg, llm_w
     llm_model m;
     int rc = 1;
     memset(&m, 0, sizeof m);
-    if (llm_backend_create("cpu", 1, &be, err, errlen) != GRZO_OK) return 1;
+    if (llm_backend_create("cpu", 1, GRZO_DTYPE_F32, &be, err, errlen) != GRZO_OK) return 1;
     memset(&d, 0, sizeof d);
     d.backend = &be;
     if (grzo_create(&d, &ctx) != GRZO_OK) {

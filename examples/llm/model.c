@@ -413,10 +413,15 @@ grzo_status llm_model_register(grzo_ctx *ctx, llm_model *m, const llm_config *cf
 }
 
 /* ---- backends by name ---------------------------------------------------------------------- */
-grzo_status llm_backend_create(const char *device, int32_t n_threads, grzo_backend *out, char *err, size_t errlen) {
+grzo_status llm_backend_create(const char *device, int32_t n_threads, grzo_dtype weights, grzo_backend *out, char *err,
+                               size_t errlen) {
     if (err && errlen) err[0] = '\0';
     if (!out || !device) {
         if (err) snprintf(err, errlen, "llm_backend_create: device and out are required");
+        return GRZO_ERR_INVALID_ARG;
+    }
+    if ((int)weights < (int)GRZO_DTYPE_DEFAULT || (int)weights >= (int)GRZO_DTYPE_COUNT) {
+        if (err) snprintf(err, errlen, "llm_backend_create: unknown weight dtype %d", (int)weights);
         return GRZO_ERR_INVALID_ARG;
     }
     if (strcmp(device, "cpu") == 0) {
@@ -430,15 +435,19 @@ grzo_status llm_backend_create(const char *device, int32_t n_threads, grzo_backe
     }
     if (strcmp(device, "cuda") == 0) {
 #ifdef LLM_HAVE_CUDA
+        grzo_cuda_desc cd;
         grzo_status s;
         if (grzo_cuda_device_count() == 0) {
             if (err) snprintf(err, errlen, "device cuda: no CUDA device is available (no GPU or no driver)");
             return GRZO_ERR_BACKEND;
         }
-        s = grzo_backend_cuda_create(NULL, out);
+        memset(&cd, 0, sizeof cd);
+        cd.math = (weights == GRZO_DTYPE_BF16 || weights == GRZO_DTYPE_F16) ? GRZO_CUDA_MATH_FAST : GRZO_CUDA_MATH_PEDANTIC;
+        s = grzo_backend_cuda_create(&cd, out);
         if (s != GRZO_OK && err) snprintf(err, errlen, "device cuda: the CUDA backend failed to start (%s)", grzo_status_str(s));
         return s;
 #else
+        (void)weights;
         if (err) snprintf(err, errlen, "device cuda: this build has no CUDA backend (configure with -Dcuda=enabled)");
         return GRZO_ERR_UNSUPPORTED;
 #endif

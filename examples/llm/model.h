@@ -119,9 +119,14 @@ void llm_model_free(llm_model *m);          /* frees m->layers and the weights m
 const char *llm_model_error(const llm_model *m);
 
 /* A backend for a device name: "cpu" (n_threads: 0 = all cores) or "cuda" (device 0).
-   On failure err gets one line: unknown device, a build without the CUDA backend, no CUDA
-   device, or the CUDA backend failed to start. */
-grzo_status llm_backend_create(const char *device, int32_t n_threads, grzo_backend *out, char *err, size_t errlen);
+   weights: the dtype the model will store its weights in (llm_model_desc.dtype); on "cuda"
+   it picks the math mode: 16-bit weights run in fast math (tensor cores, fp32 accumulation:
+   what bf16/f16 storage is for), fp32 weights in pedantic fp32 (no TF32: the CPU's results
+   within summation order). The CPU ignores it. On failure err gets one line: unknown
+   device, a build without the CUDA backend, no CUDA device, or the CUDA backend failed to
+   start. */
+grzo_status llm_backend_create(const char *device, int32_t n_threads, grzo_dtype weights, grzo_backend *out, char *err,
+                               size_t errlen);
 
 /* One sequence of a batch. */
 typedef struct llm_seq {

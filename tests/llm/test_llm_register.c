@@ -11,7 +11,7 @@
      backend that claims 16-bit storage, every stored value must be the nearest 16-bit value
      of the fp32 weight (ties to even; f16: subnormals, 65504, overflow to infinity),
      computed here from the definition;
-   - llm_backend_create: "cpu" works, an unknown device is refused with a message, "cuda"
+   - llm_backend_create: "cpu" works, an unknown device or weight dtype is refused with a message, "cuda"
      either works (a GPU is present) or says why not in one line. */
 #include "llm_test_util.h"
 
@@ -253,11 +253,13 @@ static void test_backend_create(void) {
     grzo_backend be;
     char err[256];
     grzo_status s;
-    TU_CHECK(llm_backend_create("cpu", 1, &be, err, sizeof err) == GRZO_OK, "cpu: %s", err);
+    TU_CHECK(llm_backend_create("cpu", 1, GRZO_DTYPE_F32, &be, err, sizeof err) == GRZO_OK, "cpu: %s", err);
     grzo_backend_destroy(&be);
-    s = llm_backend_create("tpu", 0, &be, err, sizeof err);
+    s = llm_backend_create("tpu", 0, GRZO_DTYPE_F32, &be, err, sizeof err);
     TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(err, "tpu"), "tpu: %s (%s)", grzo_status_str(s), err);
-    s = llm_backend_create("cuda", 0, &be, err, sizeof err);
+    s = llm_backend_create("cpu", 1, GRZO_DTYPE_COUNT, &be, err, sizeof err);
+    TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(err, "dtype"), "unknown dtype: %s (%s)", grzo_status_str(s), err);
+    s = llm_backend_create("cuda", 0, GRZO_DTYPE_BF16, &be, err, sizeof err);
     printf("llm_backend_create(\"cuda\"): %s%s%s\n", grzo_status_str(s), s ? ": " : "", s ? err : "");
     if (s == GRZO_OK) grzo_backend_destroy(&be);
     else TU_CHECK(strstr(err, "cuda") && !strchr(err, '\n'), "cuda refused without a one-line reason: '%s'", err);
