@@ -18,6 +18,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,16 @@ static grzo_status grzo__cu_fail(grzo__cuda *cu, const char *what, cudaError_t e
         (void)cudaGetLastError();   /* handled here: the next launch check must not report it again */
     return e == cudaErrorMemoryAllocation ? GRZO_ERR_OUT_OF_MEMORY : GRZO_ERR_BACKEND;
 }
+/* An error on a path that cannot report it (freeing, cleaning up after a failure): a sticky
+   one poisons the backend, any other is cleared, so that the next launch check does not
+   report it as its own. */
+static void grzo__cu_drop(grzo__cuda *cu, cudaError_t e) {
+    if (e == cudaSuccess) return;
+    if (grzo__cu_sticky(e))
+        cu->poisoned = 1;
+    else
+        (void)cudaGetLastError();
+}
 static grzo_status grzo__cu_blas_fail(grzo__cuda *cu, const char *what, cublasStatus_t s) {
     snprintf(cu->err, sizeof cu->err, "%s: cuBLAS status %d", what, (int)s);
     return GRZO_ERR_BACKEND;
@@ -111,6 +122,8 @@ static grzo_status grzo__cu_malloc(grzo__cuda *cu, size_t bytes, void **out) {
     return GRZO_OK;
 }
 
+/* Only what the table holds is freed: a pointer freed twice, or never ours, changes nothing
+   (cudaFree on it could free another owner's memory, or leave an error behind). */
 static void grzo__cu_release(grzo__cuda *cu, void *p) {
     size_t i;
     if (!p) return;
@@ -118,9 +131,9 @@ static void grzo__cu_release(grzo__cuda *cu, void *p) {
         if (cu->allocs[i].ptr == p) {
             cu->bytes_now -= cu->allocs[i].bytes;
             cu->allocs[i] = cu->allocs[--cu->n_allocs];
-            break;
+            grzo__cu_drop(cu, cudaFree(p));
+            return;
         }
-    cudaFree(p);
 }
 
 /* ---- storage types ------------------------------------------------------------------------ */
@@ -513,13 +526,13 @@ static grzo_status grzo__cu_table_get(grzo__cuda *cu, int n, const void *const *
         if (t->dev) {
             GRZO__CU_TRY(cu, "table", cudaStreamSynchronize(cu->stream));   /* queued kernels may read it */
             grzo__cu_release(cu, t->dev);
-            cudaFreeHost(t->host);
+            grzo__cu_drop(cu, cudaFreeHost(t->host));
             t->dev = t->host = NULL;
             t->cap = 0;
         }
         GRZO__CU_TRY(cu, "table (pinned host)", cudaMallocHost((void **)&t->host, len));
         if (grzo__cu_malloc(cu, len, (void **)&t->dev) != GRZO_OK) {
-            cudaFreeHost(t->host);
+            grzo__cu_drop(cu, cudaFreeHost(t->host));
             t->host = NULL;
             return GRZO_ERR_OUT_OF_MEMORY;
         }
@@ -677,6 +690,14 @@ static grzo_status grzo__cu_download(void *self, void *dst, const void *src, siz
 }
 static grzo_status grzo__cu_synchronize(void *self) { return grzo__cu_wait((grzo__cuda *)self, "synchronize"); }
 static const char *grzo__cu_last_error(void *self) { return ((grzo__cuda *)self)->err; }
+
+/* cuBLAS takes int sizes and leading dimensions: a linear past them is refused, not truncated. */
+static grzo_status grzo__cu_int_sizes(grzo__cuda *cu, const grzo_linear_args *a) {
+    if (a->w.rows <= INT_MAX && a->w.cols <= INT_MAX && a->n_rows <= INT_MAX) return GRZO_OK;
+    snprintf(cu->err, sizeof cu->err, "linear: a %lld x %lld weight over %lld rows exceeds cuBLAS's int sizes (%d)",
+             (long long)a->w.rows, (long long)a->w.cols, (long long)a->n_rows, INT_MAX);
+    return GRZO_ERR_UNSUPPORTED;
+}
 
 /* Fast math, 16-bit weights: Y = XH W^T on the tensor cores with XH = bf16/f16(X), and the
    perturbation as its own product sigma ((XH (.) s) U16^T) (.) r, U16 the 16-bit U (exact
@@ -921,6 +942,7 @@ static grzo_status grzo__cu_linear(void *self, const grzo_linear_args *a) {
     size_t fixed;
     grzo_status s = grzo__cu_check(cu);
     if (s != GRZO_OK) return s;
+    if ((s = grzo__cu_int_sizes(cu, a)) != GRZO_OK) return s;
     if (a->variant) return grzo__cu_linear_variant(cu, a);
     if (cu->math == GRZO_CUDA_MATH_FAST && a->w.dtype != GRZO_DTYPE_F32) return grzo__cu_linear_fast16(cu, a, pt);
     /* per output row of a chunk: W chunk, and with two products a U chunk and a P column of N */
@@ -1074,17 +1096,19 @@ static void grzo__cu_destroy(void *self) {
     grzo__cuda *cu = (grzo__cuda *)self;
     int k;
     if (!cu) return;
-    cudaSetDevice(cu->device);
-    if (cu->stream) cudaStreamSynchronize(cu->stream);
+    /* every error here is dropped: nothing is left to report it to, and a later backend's
+       first launch check must not inherit it */
+    grzo__cu_drop(cu, cudaSetDevice(cu->device));
+    if (cu->stream) grzo__cu_drop(cu, cudaStreamSynchronize(cu->stream));
     for (k = 0; k < GRZO__CU_TABLES; k++) {
-        if (cu->tables[k].host) cudaFreeHost(cu->tables[k].host);
-        if (cu->tables[k].uploaded) cudaEventDestroy(cu->tables[k].uploaded);
+        if (cu->tables[k].host) grzo__cu_drop(cu, cudaFreeHost(cu->tables[k].host));
+        if (cu->tables[k].uploaded) grzo__cu_drop(cu, cudaEventDestroy(cu->tables[k].uploaded));
     }
-    if (cu->h_flag) cudaFreeHost(cu->h_flag);
+    if (cu->h_flag) grzo__cu_drop(cu, cudaFreeHost(cu->h_flag));
     if (cu->blas) cublasDestroy(cu->blas);
     while (cu->n_allocs) grzo__cu_release(cu, cu->allocs[cu->n_allocs - 1].ptr);   /* scratch, flag, tables, workspace, ... */
     free(cu->allocs);
-    if (cu->own_stream && cu->stream) cudaStreamDestroy(cu->stream);
+    if (cu->own_stream && cu->stream) grzo__cu_drop(cu, cudaStreamDestroy(cu->stream));
     free(cu);
 }
 
@@ -1178,6 +1202,8 @@ grzo_status grzo_backend_cuda_create(const grzo_cuda_desc *desc, grzo_backend *o
     cu->transient = d.transient_bytes;
     cu->math = (int)d.math;
     if ((s = grzo__cu_init(cu, &d)) != GRZO_OK) {
+        /* the failed call's error would otherwise wait for the next backend's first launch check */
+        (void)cudaGetLastError();
         grzo__cu_destroy(cu);
         return s;
     }

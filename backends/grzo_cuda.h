@@ -20,8 +20,13 @@
    The perturbed linear uses the two-GEMM form Y = X W^T + sigma ((X (.) s) U^T) (.) r in
    chunks of output rows (U regenerated per chunk, never stored beyond the chunk); the
    shared-perturbation estimators (MeZO, FZOO) form W + sigma U per chunk and run one GEMM.
-   Transient device memory per call is bounded by desc.transient_bytes (plus, in fast math
-   with 16-bit weights, the 16-bit copy of the layer's input).
+   Transient device memory per call: the chunked pieces (a chunk of W, of U and of the
+   perturbation's product) fit in desc.transient_bytes (one output row at the least); on top
+   come the whole-layer pieces, which are not chunked: with Flipout the signs r, s
+   (B (d_out + d_in) floats) and X (.) s (N d_in floats); in fast math with 16-bit weights
+   the 16-bit copy of X (2 N d_in bytes); quantized weights' row scales (d_out floats); the
+   low-rank factors and their product with X (r (d_out + d_in + N) floats). The backend's
+   memory report (grzo_backend_cuda_memory) counts all of it.
 
    MATH MODES (desc.math)
      GRZO_CUDA_MATH_PEDANTIC (0, default): fp32 GEMMs without TF32 (16-bit weights widened to

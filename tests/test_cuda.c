@@ -23,7 +23,9 @@
      (the masks, the rounding bits and the fake-quantized weights are the same functions).
    - no synchronization inside a pass: a bad token id is reported by the next synchronize (and
      only once), update coefficients may be overwritten as soon as update returns, and the
-     memory accounting follows allocations byte for byte. */
+     memory accounting follows allocations byte for byte;
+   - freeing a pointer twice or one never given out changes nothing and leaves no error for
+     the next operation; a linear past cuBLAS's int sizes is refused (UNSUPPORTED). */
 #define GRZO_IMPLEMENTATION
 #include "grzo.h"
 #include "backends/grzo_cpu.h"
@@ -510,6 +512,43 @@ static void test_memory_accounting(void) {
     CHECK(grzo_backend_cuda_memory(&cpu, &m2) == GRZO_ERR_INVALID_ARG, "not a CUDA backend");
 }
 
+/* Freeing a pointer twice, or one the backend never gave out, changes nothing: the
+   accounting stays and no error is left behind for the next operation's launch check. */
+static void test_foreign_free(void) {
+    grzo_cuda_memory m0, m1;
+    float host[4] = {1, 2, 3, 4}, back[4] = {0};
+    void *p = dev_from(host, sizeof host), *q = dev_from(host, sizeof host);
+    int stack_word = 0;
+    CHECK(p && q, "alloc");
+    grzo_backend_free(&gpu, p);
+    CHECK(grzo_backend_cuda_memory(&gpu, &m0) == GRZO_OK, "memory stats");
+    grzo_backend_free(&gpu, p);              /* twice */
+    grzo_backend_free(&gpu, &stack_word);    /* never a device pointer */
+    CHECK(grzo_backend_cuda_memory(&gpu, &m1) == GRZO_OK && m1.bytes_now == m0.bytes_now, "foreign frees: bytes %zu -> %zu",
+          m0.bytes_now, m1.bytes_now);
+    CHECK(grzo_backend_download(&gpu, back, q, sizeof back) == GRZO_OK && back[3] == 4.0f, "the next operation succeeds: %s",
+          gpu.iface->last_error(gpu.self));
+    test_update_async();                     /* kernels and their launch checks run clean after it */
+    grzo_backend_free(&gpu, q);
+}
+
+/* cuBLAS's sizes are int: a linear past INT_MAX rows (or columns) is refused before anything
+   is read, not truncated (the pointers here are never touched). */
+static void test_linear_int_limits(void) {
+    grzo_linear_args a;
+    float dummy = 0.0f;
+    grzo_status s;
+    memset(&a, 0, sizeof a);
+    a.w.kind = GRZO_BLOCK_MATRIX; a.w.dtype = GRZO_DTYPE_F32; a.w.rows = 4; a.w.cols = 4; a.w.data = &dummy;
+    a.x = &dummy; a.y = &dummy; a.n_rows = (int64_t)2147483647 + 1;
+    s = gpu.iface->linear(gpu.self, &a);
+    CHECK(s == GRZO_ERR_UNSUPPORTED && strstr(gpu.iface->last_error(gpu.self), "int"), "2^31 rows: %s (%s)", grzo_status_str(s),
+          gpu.iface->last_error(gpu.self));
+    a.n_rows = 2; a.w.cols = (int64_t)1 << 32;
+    s = gpu.iface->linear(gpu.self, &a);
+    CHECK(s == GRZO_ERR_UNSUPPORTED, "2^32 columns: %s", grzo_status_str(s));
+}
+
 int main(void) {
     grzo_backend fast;
     if (grzo_cuda_device_count() == 0) {
@@ -533,6 +572,8 @@ int main(void) {
     test_inplace_drift_bf16();
     test_deferred_errors();
     test_update_async();
+    test_foreign_free();
+    test_linear_int_limits();
     test_memory_accounting();
     {
         grzo_cuda_desc fd;
