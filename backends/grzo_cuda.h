@@ -72,12 +72,13 @@
      memory (asynchronous), and a token id out of range raises a device flag that the
      synchronize entry (grzo_pass_end calls it once per pass) and every download report
      (GRZO_ERR_INVALID_ARG). upload stays synchronous (its source may be reused at once).
-     CUDA graphs, not built: a captured pass would replay ~200 launches at once; to decide,
-     measure on the GPU with nsys (or bench_gpu's ms/step) the gap between kernels of one pass
-     on SmolLM2 (B = 16: many small kernels, launch-bound if the gaps are ~5 us) against the
-     8B shape (GEMM-bound), and the time of a pass with CUDA_LAUNCH_BLOCKING unset vs the sum
-     of kernel times (nsys stats cuda_gpu_kern_sum). Graph capture needs the pass's shapes and
-     tables fixed, which grzo_pass_begin could key on (B, offsets) and re-capture on change.
+     CUDA graphs, not built: a captured pass would replay its ~200-600 launches at once. What
+     that could gain is measured first: bench_gpu --queued holds the stream while the host
+     enqueues a pass, so its launches run back to back, and reports the step's time against
+     that queued-ahead time (bench/gpu/run.sh --stages attention runs it on both shapes). A
+     gap of a few percent is not worth a graph; a launch-bound pass (SmolLM2 at B = 16: many
+     small kernels) may be. Graph capture needs the pass's shapes and tables fixed, which
+     grzo_pass_begin could key on (B, offsets) and re-capture on change.
 
    MEMORY ACCOUNTING
      Every cudaMalloc the backend makes (grzo_backend_alloc, scratch, cached tables, the flag)

@@ -29,7 +29,18 @@
 
    usage: bench_gpu [--out DIR] [--model SMOLLM2.gguf] [--shapes smollm2,llama8b] [--steps 20]
                     [--warmup 3] [--batch 16] [--seq-len 256] [--dtype bf16|f16|f32]
-                    [--math fast|pedantic] [--transient-mb 64] [--quick] [--self-test]
+                    [--math fast|pedantic] [--transient-mb 64] [--attention fused|gemm]
+                    [--workloads floor,grzo,mezo_inplace,mezo_ops,fzoo] [--queued] [--quick] [--self-test]
+   --attention: the LLM forward's attention (model.h llm_attention; default the fused kernel),
+   so that the two forms can be timed against each other (issue 16 item 1: keep the faster).
+   --workloads: run only these (default all; the others read "not run").
+   --queued: after each workload's steps, as many again with the stream held (a host callback
+   that sleeps 1.5 x the step's median + 2 ms) while the host enqueues the passes, so their
+   launches are queued ahead and run back to back: the time a CUDA graph replay of the passes
+   could reach at best (issue 16 item 3). The step's time minus this is the host's launch
+   overhead, the most a graph could remove. An upper bound on the queued-ahead time: a host
+   wait inside a pass (the losses' download at its end, a reused table slot) waits for the
+   hold too, and what follows the wait is enqueued at the host's pace again.
    --quick: a tiny random model, 3 steps (the Meson test's GPU smoke run).
    --self-test: the parts that need no GPU (parameter and FLOP counts of both shapes, the
    median, the report writers); run by Meson. Without a GPU anything else exits 77. */
@@ -137,6 +148,7 @@ typedef struct result {
     size_t peak, now;                  /* backend high-water mark and bytes held after the steps */
     size_t dev_used;                   /* cudaMemGetInfo: total - free, after the steps */
     int steps;
+    double queued_ms;                  /* --queued: median with the passes' launches queued ahead; 0: not measured */
 } result;
 
 typedef struct text { char *s; size_t len, cap; } text;
@@ -215,6 +227,17 @@ static void report_shape(report *r, const shape *sh, const result *res, double p
                   fl->ok ? 100.0 * over / ((double)fl->peak * 1e-9) : NAN, (double)x->dev_used * 1e-9,
                   ((double)x->dev_used - (double)x->now) * 1e-9);
     }
+    for (w = 0; w < N_WORKLOADS && !(res[w].ok && res[w].queued_ms > 0); w++) {}
+    if (w < N_WORKLOADS) {
+        md_printf(r, "\n### %s, %s weights: launches queued ahead (--queued)\n\n", sh->name, dtype);
+        md_printf(r, "The step with the host's launches of its passes queued ahead (the stream held while the host enqueues): "
+                     "what a CUDA graph replay could reach at best. The difference is the launch overhead a graph could "
+                     "remove, at most.\n\n| workload | total ms | queued ahead ms | launch overhead |\n|---|---:|---:|---:|\n");
+        for (w = 0; w < N_WORKLOADS; w++)
+            if (res[w].ok && res[w].queued_ms > 0)
+                md_printf(r, "| %s | %.2f | %.2f | %.1f %% |\n", workload_names[w], res[w].total_ms, res[w].queued_ms,
+                          100.0 * (res[w].total_ms - res[w].queued_ms) / res[w].total_ms);
+    }
     if (res[W_GRZO].ok && res[W_MEZO_INPLACE].ok)
         md_printf(r, "\nGRZO step / in-place MeZO step: %.3fx (target <= 1.0; paper 1.23). GRZO peak over floor: %+.2f %% "
                      "(target <= +0.5 %%). GRZO %.1f ms/step, %.1f TFLOP/s.\n",
@@ -223,16 +246,16 @@ static void report_shape(report *r, const shape *sh, const result *res, double p
                   res[W_GRZO].flops / (res[W_GRZO].total_ms * 1e-3) * 1e-12);
     for (w = 0; w < N_WORKLOADS; w++) {
         const result *x = &res[w];
-        csv_printf(r, "%s,%s,%s,%d,%.4f,%.4f,%.4f,%.6g,%.4f,%zu,%lld,%.4f,%zu,%d\n", sh->name, dtype, workload_keys[w], x->ok,
+        csv_printf(r, "%s,%s,%s,%d,%.4f,%.4f,%.4f,%.6g,%.4f,%zu,%lld,%.4f,%zu,%d,%.4f\n", sh->name, dtype, workload_keys[w], x->ok,
                 x->fwd_ms, x->upd_ms, x->total_ms, x->flops, x->ok ? x->flops / (x->total_ms * 1e-3) * 1e-12 : 0.0, x->peak,
                 (long long)((long long)x->peak - (long long)fl->peak),
                 fl->ok && fl->peak ? 100.0 * ((double)x->peak - (double)fl->peak) / (double)fl->peak : 0.0, x->dev_used,
-                x->steps);
+                x->steps, x->queued_ms);
     }
 }
 
 static const char CSV_HEADER[] = "shape,dtype,workload,ok,forward_ms,update_ms,total_ms,model_flops,tflops,peak_bytes,"
-                                 "over_floor_bytes,over_floor_pct,device_used_bytes,steps\n";
+                                 "over_floor_bytes,over_floor_pct,device_used_bytes,steps,queued_ms\n";
 
 static int report_open(report *r, const char *dir) {
     memset(r, 0, sizeof *r);
@@ -299,7 +322,9 @@ typedef struct options {
     int64_t steps, warmup, batch, seq_len, transient_mb;
     grzo_dtype dtype;
     grzo_cuda_math math;
-    int quick, self_test;
+    llm_attention attention;
+    unsigned workloads;           /* bit w: workload w runs */
+    int queued, quick, self_test;
 } options;
 
 typedef struct example {
@@ -393,9 +418,19 @@ static grzo_status forward_copies(bench *b, const int64_t *which, int64_t n, int
 
 #define CU_OK(call) ((call) == cudaSuccess)
 
+/* --queued: a host callback on the stream that sleeps, so the work enqueued behind it waits */
+static void CUDART_CB hold_stream(void *ms) {
+    double v = *(const double *)ms;
+    struct timespec ts;
+    ts.tv_sec = (time_t)(v / 1000.0);
+    ts.tv_nsec = (long)((v - 1000.0 * (double)ts.tv_sec) * 1e6);
+    nanosleep(&ts, NULL);
+}
+
 /* One measured unit (a step, or for the floor one forward). Events on the backend's stream:
-   forward = the time inside the passes, the rest (in-place shifts, update) is "update". */
-static grzo_status timed_unit(bench *b, int w, cudaEvent_t *ev, double *fwd_ms, double *total_ms) {
+   forward = the time inside the passes, the rest (in-place shifts, update) is "update".
+   *hold_ms > 0: the stream is held that long before the unit's first event (--queued). */
+static grzo_status timed_unit(bench *b, int w, cudaEvent_t *ev, double *hold_ms, double *fwd_ms, double *total_ms) {
     cudaStream_t stream;
     float losses[2 * MAX_B], ms;
     int64_t which[2 * MAX_B], c;
@@ -406,6 +441,10 @@ static grzo_status timed_unit(bench *b, int w, cudaEvent_t *ev, double *fwd_ms, 
     grzo_backend_cuda_stream(&b->be, &sp);
     stream = (cudaStream_t)sp;
     *fwd_ms = 0;
+    if (*hold_ms > 0 && !CU_OK(cudaLaunchHostFunc(stream, hold_stream, hold_ms))) {
+        snprintf(b->err, sizeof b->err, "cudaLaunchHostFunc failed");
+        return GRZO_ERR_BACKEND;
+    }
     cudaEventRecord(ev[0], stream);
     if (w == W_FLOOR) {
         for (c = 0; c < 2 * b->B; c++) which[c] = c % b->B;
@@ -495,6 +534,7 @@ static grzo_status run_open(bench *b, int w) {
     sd.max_outputs = 4 * (int64_t)b->B * MAX_CAND_LEN;
     sd.max_seq_len = (int32_t)b->o->seq_len + MAX_CAND_LEN;
     sd.max_segments = 2 * b->B;
+    sd.attention = b->o->attention;
     if ((s = llm_state_create(b->ctx, &b->m, &sd, &b->st)) != GRZO_OK) {
         snprintf(b->err, sizeof b->err, "%s", llm_model_error(&b->m));
         return s;
@@ -507,6 +547,7 @@ static void run_workload(bench *b, int w, result *r) {
     double fwd[MAX_STEPS], tot[MAX_STEPS], upd[MAX_STEPS];
     int64_t which[2 * MAX_B], c, n_units;
     grzo_cuda_memory mem;
+    double hold = 0.0;
     int i, k, n_ev = 2 + 2 * MAX_PASSES;
     memset(r, 0, sizeof *r);
     r->ran = 1;
@@ -518,7 +559,7 @@ static void run_workload(bench *b, int w, result *r) {
     grzo_backend_cuda_reset_peak(&b->be);   /* the peak counts weights, state and everything a step adds */
     for (i = 0; i < b->o->warmup + b->o->steps; i++) {
         double f, t;
-        if (timed_unit(b, w, ev, &f, &t) != GRZO_OK) goto done;
+        if (timed_unit(b, w, ev, &hold, &f, &t) != GRZO_OK) goto done;
         if (i >= b->o->warmup) {
             fwd[i - b->o->warmup] = f;
             tot[i - b->o->warmup] = t;
@@ -533,6 +574,14 @@ static void run_workload(bench *b, int w, result *r) {
     r->fwd_ms = median(fwd, r->steps);
     r->upd_ms = median(upd, r->steps);
     r->total_ms = median(tot, r->steps);
+    if (b->o->queued) {   /* as many steps again, the passes' launches queued behind a hold */
+        hold = 1.5 * r->total_ms + 2.0;
+        for (i = 0; i < r->steps; i++) {
+            double f;
+            if (timed_unit(b, w, ev, &hold, &f, &tot[i]) != GRZO_OK) goto done;
+        }
+        r->queued_ms = median(tot, r->steps);
+    }
     r->peak = mem.bytes_peak;
     r->now = mem.bytes_now;
     r->dev_used = mem.device_total - mem.device_free;
@@ -542,10 +591,28 @@ static void run_workload(bench *b, int w, result *r) {
     r->flops = (w == W_FLOOR || w == W_GRZO) ? copies_flops(b, which, 2 * b->B) : (double)n_units * copies_flops(b, which, b->B);
     r->ok = 1;
 done:
-    if (r->ok) printf("%.1f ms/step, peak %.3f GB\n", r->total_ms, (double)r->peak * 1e-9);
+    if (r->ok && r->queued_ms > 0) printf("%.1f ms/step (%.1f queued ahead), peak %.3f GB\n", r->total_ms, r->queued_ms, (double)r->peak * 1e-9);
+    else if (r->ok) printf("%.1f ms/step, peak %.3f GB\n", r->total_ms, (double)r->peak * 1e-9);
     else printf("FAILED: %s\n", b->err[0] ? b->err : "(no detail)");
     run_close(b);
     for (k = 0; k < n_ev; k++) cudaEventDestroy(ev[k]);
+}
+
+/* --workloads: a comma list of workload_keys into a bit set; 0 when a name is unknown or the
+   list is empty */
+static unsigned parse_workloads(const char *list) {
+    unsigned set = 0;
+    const char *p = list;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        int w, found = 0;
+        for (w = 0; w < N_WORKLOADS; w++)
+            if (strlen(workload_keys[w]) == n && !strncmp(p, workload_keys[w], n)) { set |= 1u << w; found = 1; }
+        if (!found) return 0;
+        p += n;
+        if (*p == ',' && !*++p) return 0;   /* a trailing comma: an empty name */
+    }
+    return set;
 }
 
 /* ---- self-test: what needs no GPU ------------------------------------------------------------------ */
@@ -560,6 +627,11 @@ static int self_test(void) {
     FILE *f;
     int w;
 #define ST(c, ...) do { if (!(c)) { fails++; printf("FAIL: " __VA_ARGS__); printf("\n"); } } while (0)
+    ST(parse_workloads("floor") == 1u && parse_workloads("fzoo,floor") == (1u | 1u << W_FZOO) &&
+       parse_workloads("floor,grzo,mezo_inplace,mezo_ops,fzoo") == (1u << N_WORKLOADS) - 1,
+       "--workloads: known lists");
+    ST(!parse_workloads("") && !parse_workloads("floor,") && !parse_workloads(",floor") && !parse_workloads("flo") &&
+       !parse_workloads("floor,mezo"), "--workloads: unknown or empty names must be refused");
     /* published parameter counts: SmolLM2-135M 134,515,008; Llama-3-8B 8,030,261,248 */
     ST(total_params(&s1.cfg) == 134515008.0, "SmolLM2 params %.0f, expected 134515008", total_params(&s1.cfg));
     ST(total_params(&s2.cfg) == 8030261248.0, "Llama-3-8B params %.0f, expected 8030261248", total_params(&s2.cfg));
@@ -592,8 +664,10 @@ static int self_test(void) {
     ST(report_progress(&r, &s3, res, "bf16", 0) == 0, "report_progress (partial)");
     ST(r.md.s && strstr(r.md.s, "| MeZO (through the ops) | failed |") && strstr(r.md.s, "| FZOO (N = 8) | not run |"),
        "partial tables: a failed and a not-run workload");
+    ST(r.md.s && !strstr(r.md.s, "queued ahead"), "no --queued table without queued times");
     res[W_MEZO].ok = 1;
     res[W_FZOO].ok = 1;
+    res[W_FLOOR].queued_ms = 8.0;   /* --queued measured the floor only */
     ST(report_progress(&r, &s3, res, "bf16", 1) == 0, "report_progress (complete)");
     ST(r.md.s && !strstr(r.md.s, "not run") && strstr(r.md.s, "time per step") &&
            !strstr(strstr(r.md.s, "time per step") + 1, "time per step"),
@@ -602,15 +676,21 @@ static int self_test(void) {
        "markdown lacks the tables or the ratio");
     ST(r.md.s && strstr(r.md.s, "| GRZO | 16.0 | 4.0 | 20.0 | 2.00x |"), "time row of GRZO");
     ST(r.md.s && strstr(r.md.s, "| GRZO | 1.005 | +0.005 | +0.50 % | 1.505 | 0.500 |"), "memory row of GRZO");
+    ST(r.md.s && strstr(r.md.s, "| floor: inference of the 2B copies | 10.00 | 8.00 | 20.0 % |") &&
+           !strstr(r.md.s, "| GRZO | 20.00 |"), "--queued table: the floor's row, and no row for a workload not measured so");
     report_free(&r);
     snprintf(path, sizeof path, "%s/bench_gpu.csv", dir);
     f = fopen(path, "r");
     ST(f != NULL, "no %s", path);
     if (f) {
-        int n = 0;
-        while (fgets(line, sizeof line, f)) n++;
+        int n = 0, queued_col = 0;
+        while (fgets(line, sizeof line, f)) {
+            n++;
+            if (strstr(line, ",floor,") && strstr(line, ",8.0000\n")) queued_col = 1;
+        }
         fclose(f);
         ST(n == 1 + N_WORKLOADS, "CSV has %d lines, expected %d", n, 1 + N_WORKLOADS);
+        ST(queued_col, "the floor's CSV row lacks its queued_ms");
         remove(path);
     }
     snprintf(path, sizeof path, "%s/bench_gpu.md", dir);
@@ -635,11 +715,13 @@ static int parse_options(int argc, char **argv, options *o) {
     o->transient_mb = 64;
     o->dtype = GRZO_DTYPE_BF16;
     o->math = GRZO_CUDA_MATH_FAST;
+    o->workloads = (1u << N_WORKLOADS) - 1;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = 0;
         if (!strcmp(a, "--quick")) { o->quick = 1; continue; }
         if (!strcmp(a, "--self-test")) { o->self_test = 1; continue; }
+        if (!strcmp(a, "--queued")) { o->queued = 1; continue; }
         if (!v) { fprintf(stderr, "bench_gpu: %s needs a value\n", a); return 1; }
         i++;
         if (!strcmp(a, "--out")) o->out = v;
@@ -659,6 +741,16 @@ static int parse_options(int argc, char **argv, options *o) {
             if (!strcmp(v, "fast")) o->math = GRZO_CUDA_MATH_FAST;
             else if (!strcmp(v, "pedantic")) o->math = GRZO_CUDA_MATH_PEDANTIC;
             else { snprintf(err, sizeof err, "--math: expected fast or pedantic, got '%s'", v); rc = -1; }
+        } else if (!strcmp(a, "--attention")) {
+            if (!strcmp(v, "fused")) o->attention = LLM_ATTENTION_FUSED;
+            else if (!strcmp(v, "gemm")) o->attention = LLM_ATTENTION_GEMM;
+            else { snprintf(err, sizeof err, "--attention: expected fused or gemm, got '%s'", v); rc = -1; }
+        } else if (!strcmp(a, "--workloads")) {
+            o->workloads = parse_workloads(v);
+            if (!o->workloads) {
+                snprintf(err, sizeof err, "--workloads: expected a comma list of floor, grzo, mezo_inplace, mezo_ops, fzoo, got '%s'", v);
+                rc = -1;
+            }
         } else { fprintf(stderr, "bench_gpu: unknown option %s\n", a); return 1; }
         if (rc) { fprintf(stderr, "bench_gpu: %s\n", err); return 1; }
     }
@@ -710,10 +802,11 @@ int main(int argc, char **argv) {
     cudaGetDeviceProperties(&prop, 0);
     md_printf(&r, "## grzo %s bench_gpu\n\ncommand:", grzo_version());
     for (i = 0; i < argc; i++) md_printf(&r, " %s", argv[i]);
-    md_printf(&r, "\n\ndevice %s (%d SMs, %.1f GB); math %s; B = %lld examples x 2 candidates, contexts of ~%lld tokens; "
+    md_printf(&r, "\n\ndevice %s (%d SMs, %.1f GB); math %s; attention %s; B = %lld examples x 2 candidates, contexts of ~%lld tokens; "
                   "%lld steps after %lld warm-up (median); transient budget %lld MiB; peak = %.0f TFLOP/s (H100 SXM bf16 dense)\n",
               prop.name, prop.multiProcessorCount, (double)prop.totalGlobalMem * 1e-9,
-              o.math == GRZO_CUDA_MATH_FAST ? "fast (tensor cores)" : "pedantic fp32", (long long)o.batch, (long long)o.seq_len,
+              o.math == GRZO_CUDA_MATH_FAST ? "fast (tensor cores)" : "pedantic fp32",
+              o.attention == LLM_ATTENTION_GEMM ? "cuBLAS GEMMs + softmax" : "fused kernel", (long long)o.batch, (long long)o.seq_len,
               (long long)o.steps, (long long)o.warmup, (long long)o.transient_mb, H100_BF16_PEAK_TFLOPS);
     r.md_done = r.md.len;   /* the header stays through report_progress */
     for (si = 0; si < n_shapes; si++) {
@@ -732,8 +825,10 @@ int main(int argc, char **argv) {
         make_examples(&b);
         printf("\n%s: %.1fM parameters, %s\n", b.sh.name, total_params(&b.sh.cfg) * 1e-6, dtype_name(o.dtype));
         for (w = 0; w < N_WORKLOADS; w++) {
-            run_workload(&b, w, &res[w]);
-            if (!res[w].ok) rc = 1;
+            if (o.workloads & (1u << w)) {
+                run_workload(&b, w, &res[w]);
+                if (!res[w].ok) rc = 1;
+            }
             if (report_progress(&r, &b.sh, res, dtype_name(o.dtype), w == N_WORKLOADS - 1) != 0) rc = 1;
         }
         for (i = 0; i < b.B; i++) { free(b.ex[i].tokens[0]); free(b.ex[i].tokens[1]); }

@@ -10,6 +10,11 @@
 #   2. tests   meson test --suite cuda (kernels against CPU references; they skip without a GPU)
 #   3. bench   bench_gpu: time and device memory of the floor, GRZO, in-place MeZO, MeZO, FZOO
 #              on SmolLM2-135M (the given GGUF's weights, else random) and a Llama-3-8B shape
+#   attention  (opt-in: only when --stages names it) the floor pass of both shapes twice, with
+#              the fused attention kernel and with cuBLAS batched GEMMs + a masked softmax
+#              (bench_gpu --attention), so that the faster can be kept (issue 16 item 1); each
+#              also with its launches queued ahead (bench_gpu --queued): the launch overhead
+#              a CUDA graph could remove at most (item 3)
 #   4. tune    grzo-finetune --device cuda --dtype bf16 on stories260K (and SmolLM2 when given):
 #              GRZO vs MeZO vs FZOO, each until its share of the time budget ends (SIGINT:
 #              grzo-finetune saves and stops); steps/s and losses from its log.jsonl, and for
@@ -19,7 +24,8 @@
 #              the paper's Table 5 pairs), the eight runs sharing SECONDS more (on
 #              $GRZO_VARIANTS_DEVICE, default cuda; cpu where the CUDA backend lacks the variants)
 #   5. report  OUTDIR/report.md and PNG plots (python3 + matplotlib, else gnuplot, else none)
-# --stages LIST (a comma list of tests, bench, tune; default all three) runs only those; the
+# --stages LIST (a comma list of tests, bench, attention, tune; default tests,bench,tune) runs
+# only those, in this order; the
 # build always runs (ninja does nothing when it is up to date) and the report is always written
 # from whatever OUTDIR holds. The stages run share the whole budget, so a run can be split into
 # calls shorter than 10 minutes (a machine that keeps each command under that limit), each
@@ -33,32 +39,39 @@ set -u -o pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${GRZO_GPU_BUILD:-$REPO/build-gpu}
 START=$(date +%s)
-# stage caps in seconds (sum 520)
-CAP_BUILD=150 CAP_TESTS=90 CAP_BENCH=170 CAP_TUNE=90 CAP_REPORT=20
+# stage caps in seconds (sum 520; the opt-in attention stage adds its own)
+CAP_BUILD=150 CAP_TESTS=90 CAP_BENCH=170 CAP_ATTENTION=0 CAP_TUNE=90 CAP_REPORT=20
 # the variant pairs (opt-in): their own seconds, added to the tune stage
 CAP_VARIANTS=${GRZO_GPU_VARIANTS:-0}
 case $CAP_VARIANTS in ''|*[!0-9]*) echo "GRZO_GPU_VARIANTS: expected seconds, got '$CAP_VARIANTS'" >&2; exit 2 ;; esac
 CAP_TUNE=$((CAP_TUNE + CAP_VARIANTS))
-TOTAL=$((CAP_BUILD + CAP_TESTS + CAP_BENCH + CAP_TUNE + CAP_REPORT))
 
-usage() { echo "usage: bash bench/gpu/run.sh [--stages tests,bench,tune] OUTDIR [SMOLLM2.gguf] | --report-only OUTDIR" >&2; exit 2; }
+usage() { echo "usage: bash bench/gpu/run.sh [--stages tests,bench,attention,tune] OUTDIR [SMOLLM2.gguf] | --report-only OUTDIR" >&2; exit 2; }
 elapsed() { echo $(( $(date +%s) - START )); }
 say() { local e; e=$(elapsed); printf '[%02d:%02d] %s\n' $((e / 60)) $((e % 60)) "$*"; }
 die() { say "run.sh: $*" >&2; exit 1; }
 # seconds a stage may take: what is left of the whole budget minus what the later stages need
 # (a stage left out by --stages needs nothing: its cap is 0 by then)
 budget() { local reserve=$1 left; left=$(( START + TOTAL - $(date +%s) - reserve )); [ "$left" -lt 10 ] && left=10; echo "$left"; }
-# --stages: a comma list of tests, bench, tune; the caps of the stages left out become 0
+# --stages: a comma list of tests, bench, attention, tune; the caps of the stages left out
+# become 0, the attention stage's is 120 s when it is named
 select_stages() {
     local s
-    for s in ${1//,/ }; do case $s in tests|bench|tune) ;; *) echo "--stages: unknown stage '$s' (expected tests, bench, tune)" >&2; usage ;; esac; done
+    case ",$1," in *,,*) echo "--stages: an empty stage name in '$1'" >&2; usage ;; esac
+    for s in ${1//,/ }; do
+        case $s in tests|bench|attention|tune) ;; *) echo "--stages: unknown stage '$s' (expected tests, bench, attention, tune)" >&2; usage ;; esac
+    done
     case ",$1," in *,tests,*) ;; *) CAP_TESTS=0 ;; esac
     case ",$1," in *,bench,*) ;; *) CAP_BENCH=0 ;; esac
+    case ",$1," in *,attention,*) CAP_ATTENTION=120 ;; esac
     case ",$1," in *,tune,*) ;; *) CAP_TUNE=0 CAP_VARIANTS=0 ;; esac
     STAGES=$1
 }
 STAGES=tests,bench,tune
 wanted() { case ",$STAGES," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+# progress labels "k/n name": n counts the build, the stages run and the report
+STEP=0
+step() { local n=2 s; for s in tests bench attention tune; do wanted $s && n=$((n + 1)); done; STEP=$((STEP + 1)); say "$STEP/$n $*"; }
 # every 25th line of ninja's progress, and its last, as the build goes
 build_progress() { awk '/^\[[0-9]+\/[0-9]+\]/ { split(substr($1, 2, length($1) - 2), a, "/"); if (a[1] % 25 == 0 || a[1] == a[2]) { print "    " $1; fflush() } }'; }
 
@@ -159,6 +172,23 @@ diagnose_tables() {
     done
 }
 
+# the floor pass's ms per step under each attention form, and with its launches queued ahead,
+# from the two bench_gpu runs' CSVs (column 7 total_ms, 15 queued_ms)
+attention_table() {
+    local f g
+    f="$OUT/attention/fused/bench_gpu.csv" g="$OUT/attention/gemm/bench_gpu.csv"
+    echo "| shape | fused ms | fused, queued ahead | cuBLAS ms | cuBLAS, queued ahead | cuBLAS / fused |"
+    echo "|---|---:|---:|---:|---:|---:|"
+    awk -F, 'function v(x) { return x != "" ? sprintf("%.2f", x) : "not run" }
+             FNR == 1 { file++; next }
+             $3 == "floor" { if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 }
+                             if ($4 == 1) { ms[file, $1] = $7; if ($15 > 0) q[file, $1] = $15 } }
+             END { for (i = 1; i <= n; i++) { s = order[i]; a = ms[1, s]; b = ms[2, s]
+                       printf "| %s | %s | %s | %s | %s | %s |\n", s, v(a), v(q[1, s]), v(b), v(q[2, s]),
+                              (a != "" && b != "" ? sprintf("%.3f", b / a) : "") } }' \
+        <(cat "$f" 2> /dev/null || echo header) <(cat "$g" 2> /dev/null || echo header)
+}
+
 write_report() {
     local plots tmp="$OUT/report.md.tmp" s
     if python3 -c "import matplotlib" 2> /dev/null; then plots=$(plot_python 2> "$OUT/plot.log") || plots=""
@@ -171,7 +201,8 @@ write_report() {
         echo
         echo "| stage | status | seconds |"
         echo "|---|---|---:|"
-        for s in build tests bench tune; do
+        for s in build tests bench attention tune; do
+            [ "$s" = attention ] && [ ! -s "$OUT/stage-attention.txt" ] && continue   # opt-in: listed when it ran
             echo "| $s | $(stage_field "$s" 1) | $(stage_field "$s" 2) |"
         done
         echo
@@ -188,6 +219,15 @@ write_report() {
         echo "## Benchmark (bench_gpu)"
         if [ -s "$OUT/bench/bench_gpu.md" ]; then sed 's/^## /### /' "$OUT/bench/bench_gpu.md"
         else echo; echo "no results; log: $OUT/bench.log"; tail -5 "$OUT/bench.log" 2>/dev/null | sed 's/^/    /'; fi
+        if [ -d "$OUT/attention" ]; then
+            echo
+            echo "## Attention: fused kernel vs cuBLAS GEMMs + masked softmax (the floor pass, ms per step)"
+            echo
+            echo "Queued ahead: the host's launches enqueued while the stream is held (bench_gpu --queued), what a CUDA"
+            echo "graph replay could reach at best; the gap to the plain time is the launch overhead a graph could remove."
+            echo
+            attention_table
+        fi
         echo
         echo "## Fine-tuning comparison (grzo-finetune --device cuda --dtype bf16)"
         echo
@@ -211,6 +251,7 @@ if [ "${1:-}" = "--stages" ]; then
     shift 2
 fi
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then usage; fi
+TOTAL=$((CAP_BUILD + CAP_TESTS + CAP_BENCH + CAP_ATTENTION + CAP_TUNE + CAP_REPORT))
 OUT=$1
 GGUF=${2:-}
 [ -z "$GGUF" ] || [ -f "$GGUF" ] || die "no such model file: $GGUF"
@@ -231,9 +272,9 @@ say "device: $(head -1 "$OUT/device.txt"); output in $OUT; stages: build,$STAGES
 rc=0
 
 # ---- 1. build ------------------------------------------------------------------------------------
-say "1/5 build ($BUILD, -Dcuda=enabled -Dgpu_archs=90)"
+step "build ($BUILD, -Dcuda=enabled -Dgpu_archs=90)"
 t0=$(date +%s)
-b=$(budget $((CAP_TESTS + CAP_BENCH + CAP_TUNE + CAP_REPORT)))
+b=$(budget $((CAP_TESTS + CAP_BENCH + CAP_ATTENTION + CAP_TUNE + CAP_REPORT)))
 built=0
 if { [ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" "$REPO" -Dcuda=enabled -Dgpu_archs=90 -Dbuildtype=release; } > "$OUT/build.log" 2>&1; then
     timeout "$b" ninja -C "$BUILD" 2>&1 | tee -a "$OUT/build.log" | build_progress
@@ -257,9 +298,9 @@ say "    built in $(stage_field build 2) s"
 
 # ---- 2. tests ------------------------------------------------------------------------------------
 if wanted tests; then
-    say "2/5 meson test --suite cuda"
+    step "meson test --suite cuda"
     t0=$(date +%s)
-    b=$(budget $((CAP_BENCH + CAP_TUNE + CAP_REPORT)))
+    b=$(budget $((CAP_BENCH + CAP_ATTENTION + CAP_TUNE + CAP_REPORT)))
     # each test's line as it ends (Python holds its output back in a pipe unless told not to)
     PYTHONUNBUFFERED=1 timeout "$b" meson test -C "$BUILD" --suite cuda --print-errorlogs --num-processes 1 2>&1 \
         | tee "$OUT/tests.log" | grep --line-buffered -E '^ *[0-9]+/[0-9]+ ' | sed -u 's/^ */    /'
@@ -279,9 +320,9 @@ fi
 
 # ---- 3. benchmark ------------------------------------------------------------------------------------
 if wanted bench; then
-    say "3/5 bench_gpu (SmolLM2-135M ${GGUF:+from $GGUF }and the Llama-3-8B shape)"
+    step "bench_gpu (SmolLM2-135M ${GGUF:+from $GGUF }and the Llama-3-8B shape)"
     t0=$(date +%s)
-    b=$(budget $((CAP_TUNE + CAP_REPORT)))
+    b=$(budget $((CAP_ATTENTION + CAP_TUNE + CAP_REPORT)))
     timeout "$b" "$BUILD/bench/bench_gpu" --out "$OUT/bench" --steps 20 --warmup 2 ${GGUF:+--model "$GGUF"} 2>&1 | tee "$OUT/bench.log" \
         | grep --line-buffered -E '^  |parameters|^bench_gpu'
     if [ "${PIPESTATUS[0]}" -eq 0 ]; then
@@ -293,9 +334,28 @@ if wanted bench; then
     fi
 fi
 
+# ---- attention forms (opt-in) -------------------------------------------------------------------------
+if wanted attention; then
+    step "attention: the floor pass with the fused kernel, then with cuBLAS GEMMs + softmax (and launches queued ahead)"
+    t0=$(date +%s)
+    att_ok=1
+    : > "$OUT/attention.log"
+    for form in fused gemm; do
+        # the first form gets half of what is left, the second the rest
+        b=$(budget $((CAP_TUNE + CAP_REPORT))); [ "$form" = fused ] && b=$((b / 2))
+        rm -rf "${OUT:?}/attention/$form"
+        say "    --attention $form (at most $b s)"
+        timeout "$b" "$BUILD/bench/bench_gpu" --out "$OUT/attention/$form" --attention "$form" --workloads floor --queued --steps 20 \
+            --warmup 2 ${GGUF:+--model "$GGUF"} >> "$OUT/attention.log" 2>&1 || { att_ok=0; tail -3 "$OUT/attention.log" | sed 's/^/    /'; }
+    done
+    attention_table | sed 's/^/    /'
+    if [ "$att_ok" = 1 ]; then record attention passed $(( $(date +%s) - t0 ))
+    else record attention "FAILED or out of time (attention.log)" $(( $(date +%s) - t0 )); rc=1; fi
+fi
+
 # ---- 4. fine-tuning ------------------------------------------------------------------------------------
 if wanted tune; then
-    say "4/5 fine-tuning: GRZO vs MeZO vs FZOO on the GPU"
+    step "fine-tuning: GRZO vs MeZO vs FZOO on the GPU"
     t0=$(date +%s)
     mkdir -p "$OUT/tune"
     FT=$BUILD/examples/finetune/grzo-finetune
@@ -370,7 +430,7 @@ if wanted tune; then
 fi
 
 # ---- 5. report ------------------------------------------------------------------------------------
-say "5/5 report"
+step "report"
 write_report
 say "wrote $OUT/report.md (total $(elapsed) s)"
 exit $rc

@@ -22,14 +22,18 @@ bash "$here/run.sh" --stages bench,tune "$work/out" /no/such/model.gguf > "$work
 [ $? -eq 1 ] && grep -q "no such model file" "$work/stages.out" || fail "--stages bench,tune: $(cat "$work/stages.out")"
 bash "$here/run.sh" --stages bench,plots "$work/out" > "$work/stages.out" 2>&1
 [ $? -eq 2 ] && grep -q "unknown stage 'plots'" "$work/stages.out" || fail "--stages with an unknown stage: $(cat "$work/stages.out")"
+bash "$here/run.sh" --stages attention "$work/out" /no/such/model.gguf > "$work/stages.out" 2>&1
+[ $? -eq 1 ] && grep -q "no such model file" "$work/stages.out" || fail "--stages attention: $(cat "$work/stages.out")"
+bash "$here/run.sh" --stages bench,,tune "$work/out" > "$work/stages.out" 2>&1
+[ $? -eq 2 ] && grep -q "empty stage name" "$work/stages.out" || fail "--stages with an empty name: $(cat "$work/stages.out")"
 bash "$here/run.sh" --stages > "$work/stages.out" 2>&1
 [ $? -eq 2 ] && grep -q "usage:" "$work/stages.out" || fail "--stages without a list: $(cat "$work/stages.out")"
 
 # an earlier run's files
 o=$work/rep
 mkdir -p "$o/bench" "$o/tune/tiny-grzo" || exit 1
-printf 'shape,dtype,workload,ok,forward_ms,update_ms,total_ms,model_flops,tflops,peak_bytes,over_floor_bytes,over_floor_pct,device_used_bytes,steps\n' > "$o/bench/bench_gpu.csv"
-printf 'T,bf16,floor,1,10,0,10,1e12,100,1000,0,0,2000,20\nT,bf16,grzo,1,15,1,16,1e12,60,1005,5,0.5,2000,20\n' >> "$o/bench/bench_gpu.csv"
+printf 'shape,dtype,workload,ok,forward_ms,update_ms,total_ms,model_flops,tflops,peak_bytes,over_floor_bytes,over_floor_pct,device_used_bytes,steps,queued_ms\n' > "$o/bench/bench_gpu.csv"
+printf 'T,bf16,floor,1,10,0,10,1e12,100,1000,0,0,2000,20,0\nT,bf16,grzo,1,15,1,16,1e12,60,1005,5,0.5,2000,20,0\n' >> "$o/bench/bench_gpu.csv"
 printf '## grzo bench_gpu\n\n| workload | total ms |\n|---|---:|\n| GRZO | 16.0 |\n' > "$o/bench/bench_gpu.md"
 {
     printf '{"step":0,"diagnose":{"b_eff":3.6312,"b_eff_se":0.31,"b_eff_lo":3.0236,"b_eff_hi":4.2388,"c_w":0.175,"c_w_se":0.021,"probes":32,"seconds":1.5}}\n'
@@ -51,6 +55,17 @@ grep -q '^### grzo bench_gpu' "$r" || fail "the benchmark's markdown (headings o
 grep -q '^| tiny-grzo | stopped by its time budget (30 s) | 3 | 3.0 | 1.00 | 3.5000 | 2.5000 |$' "$r" || fail "fine-tuning row: $(grep tiny-grzo "$r")"
 grep -q '^| tiny-mezo | REFUSED: .*--device' "$r" || fail "the refusal of grzo-finetune is not reported"
 grep -q '^| 0 | 3.63 | \[3.02, 4.24\] |$' "$r" || fail "the logged B_eff of tiny-grzo is not in the report"
+! grep -q '^| attention |\|^## Attention' "$r" || fail "the opt-in attention stage did not run, yet the report lists it"
+# the attention stage's two runs (the fused form finished both shapes, cuBLAS only the first)
+mkdir -p "$o/attention/fused" "$o/attention/gemm" || exit 1
+head -1 "$o/bench/bench_gpu.csv" | tee "$o/attention/fused/bench_gpu.csv" > "$o/attention/gemm/bench_gpu.csv"
+printf 'S,bf16,floor,1,0,0,8.0,1e12,1,1,0,0,1,20,7.5\nS,bf16,grzo,0,0,0,0,0,0,0,0,0,0,0,0\nL,bf16,floor,1,0,0,400.5,1e12,1,1,0,0,1,20,0\n' >> "$o/attention/fused/bench_gpu.csv"
+printf 'S,bf16,floor,1,0,0,6.0,1e12,1,1,0,0,1,20,4.25\nL,bf16,floor,0,0,0,0,0,0,0,0,0,0,0,0\n' >> "$o/attention/gemm/bench_gpu.csv"
+printf 'passed|99\n' > "$o/stage-attention.txt"
+bash "$here/run.sh" --report-only "$o" > "$work/report.out" 2>&1 || fail "--report-only with attention: $(cat "$work/report.out")"
+grep -q '^| attention | passed | 99 |$' "$r" || fail "stage table: attention"
+grep -q '^| S | 8.00 | 7.50 | 6.00 | 4.25 | 0.750 |$' "$r" || fail "attention row S: $(grep '^| S ' "$r")"
+grep -q '^| L | 400.50 | not run | not run | not run |  |$' "$r" || fail "attention row L: $(grep '^| L ' "$r")"
 if python3 -c "import matplotlib" 2> /dev/null || command -v gnuplot > /dev/null; then
     [ -s "$o/tune_loss.png" ] || fail "a plotter is here but no tune_loss.png"
     grep -q '!\[tune_loss.png\]' "$r" || fail "plot not linked"
