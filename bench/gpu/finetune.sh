@@ -1,0 +1,348 @@
+#!/usr/bin/env bash
+# bench/gpu/finetune.sh - fine-tuning GRZO vs MeZO vs FZOO with MeZO's protocol (issue 16 item 9),
+# resumable in calls of a few minutes (a machine that limits each command to 10 minutes).
+#
+#   bash bench/gpu/finetune.sh [options] MODEL DATA_DIR OUTDIR
+#   bash bench/gpu/finetune.sh --report-only OUTDIR
+#
+# MODEL: a GGUF (SmolLM2-135M-Instruct) or a llama2.c .bin with --tokenizer; DATA_DIR holds
+# the tasks' folders (SST-2, RTE, ...: shared/data, or tests/data/tasks for a smoke run).
+# The protocol (MeZO's large_models: 1000 train / 500 dev / 1000 test, B = 16, sigma = 1e-3,
+# constant lr; research/zo-anchors.md), in this order:
+#   1. zero-shot   each task's dev and test accuracy before training (a 0-step run)
+#   2. grid        each (task, estimator, lr) for --grid-steps steps, scored by its dev accuracy
+#                  at the end; the chosen lr has the best dev accuracy (ties: the lower training
+#                  loss over the last 20 steps)
+#   3. final       each (task, estimator) at its chosen lr for --steps steps, seed by seed
+#                  (--seeds), test accuracy at the end; GRZO and MeZO log the forward-only
+#                  B_eff (--diagnose, issue 15) at the start and every --diagnose-every steps
+#   4. report      OUTDIR/finetune.md (zero-shot, grid, results and B_eff tables) and, with
+#                  python3 + matplotlib, OUTDIR/finetune_TASK.png (training loss, a running mean
+#                  over 50 steps, against steps and seconds)
+# Learning-rate grids (--grid-grzo/--grid-mezo/--grid-fzoo to change them):
+#   GRZO   the paper's {1e-7, 3e-7, 5e-7} (at D = 8e9 parameters) and the same scaled by
+#          sqrt(8e9 / D) (the same update norm at this D; SPEC "Step size"; D from --params,
+#          default SmolLM2-135M's 134515008)
+#   MeZO   the paper's {1e-7, 1e-6} and {1e-5, 1e-4} (SmolLM2's best on the CPU was 1e-4)
+#   FZOO   {1e-6, 1e-5, 5e-5} (fzoo.sh's 1e-5 and its README's 5e-5)
+# The budget: runs go in order until --budget seconds are spent; the run in progress then gets
+# SIGINT (grzo-finetune writes its checkpoint and stops) and a later call with the same OUTDIR
+# and options resumes it (--resume) and goes on, so the whole protocol can be spread over
+# several calls. Finished runs (results.json) are kept, with their checkpoints for the final
+# runs only; a run stopped before its first checkpoint starts over. A call with other options than the first's is refused (OUTDIR's
+# protocol.txt). The report is rewritten at the end of every call.
+# Exit status: 0 when everything planned is done, 3 when runs are left for a later call, 1 when
+# a run failed, 2 on usage.
+set -u -o pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+FT=${GRZO_FINETUNE:-$REPO/build-gpu/examples/finetune/grzo-finetune}
+START=$(date +%s)
+
+usage() {
+    cat >&2 << 'EOF'
+usage: bash bench/gpu/finetune.sh [options] MODEL DATA_DIR OUTDIR | --report-only OUTDIR
+  --budget SECONDS (540)  --device cuda|cpu (cuda)  --dtype bf16|f16|f32 (bf16)  --tokenizer PATH
+  --tasks sst2,rte  --estimators grzo,mezo,fzoo  --steps N (2000)  --grid-steps N (200)  --seeds 1,2,3
+  --eval-every N (500)  --diagnose-every N (500)  --diagnose-probes K (32)  --batch B (16)
+  --n-train N (1000) --n-dev N (500) --n-test N (1000)  --params D (134515008)  --threads N (0: all)
+  --grid-grzo LIST  --grid-mezo LIST  --grid-fzoo LIST   (comma lists of learning rates)
+  grzo-finetune: $GRZO_FINETUNE, else build-gpu/examples/finetune/grzo-finetune
+EOF
+    exit 2
+}
+say() { local e=$(( $(date +%s) - START )); printf '[%02d:%02d] %s\n' $((e / 60)) $((e % 60)) "$*"; }
+die() { echo "finetune.sh: $*" >&2; exit 1; }
+is_count() { case $1 in ''|*[!0-9]*) return 1 ;; esac; }
+is_list() { case $1 in ''|,*|*,|*,,*) return 1 ;; esac; }
+is_rate() { [[ $1 =~ ^[0-9]+(\.[0-9]+)?([eE]-?[0-9]+)?$ ]]; }
+task_folder() {   # grzo-finetune's task name -> the data folder
+    case $1 in
+        sst2) echo SST-2 ;; sst5) echo SST-5 ;; rte) echo RTE ;; cb) echo CB ;; boolq) echo BoolQ ;; wic) echo WiC ;;
+        wsc) echo WSC ;; copa) echo COPA ;; multirc) echo MultiRC ;; trec) echo TREC ;; mnli) echo MNLI ;; snli) echo SNLI ;;
+        *) return 1 ;;
+    esac
+}
+
+# the lists that name runs and folders: known tasks and estimators, seeds that are counts
+check_lists() {
+    local n t
+    for n in TASKS ESTIMATORS SEEDS; do is_list "${!n:-}" || { echo "finetune.sh: ${n,,}: an empty name in '${!n:-}'" >&2; return 1; }; done
+    for t in ${TASKS//,/ }; do task_folder "$t" > /dev/null || { echo "finetune.sh: --tasks: unknown task '$t'" >&2; return 1; }; done
+    for t in ${ESTIMATORS//,/ }; do
+        case $t in grzo|mezo|fzoo) ;; *) echo "finetune.sh: --estimators: expected grzo, mezo, fzoo, got '$t'" >&2; return 1 ;; esac
+    done
+    for t in ${SEEDS//,/ }; do is_count "$t" || { echo "finetune.sh: --seeds: '$t' is not a seed" >&2; return 1; }; done
+}
+
+# ---- the report (also alone, from an earlier call's files) ----------------------------------------
+field() { sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p" "$1" | head -1; }          # a number of a one-object JSON file
+acc() { field "$@" | awk '{ printf "%.4f", $1 }'; }                           # an accuracy, 4 decimals
+# B_eff of a run's first and last diagnostics: "3.22 [1.45, 4.00] at step 0 -> 2.10 [1.90, 2.30] at step 1500"
+beff_span() {
+    sed -n 's/^{"step":\([0-9]*\),"diagnose":{"b_eff":\([^,]*\),.*"b_eff_lo":\([^,]*\),"b_eff_hi":\([^,]*\),.*/\1 \2 \3 \4/p' "$1" 2> /dev/null |
+        awk '{ t = sprintf("%.2f [%.2f, %.2f] at step %d", $2, $3, $4, $1); if (NR == 1) f = t; l = t; n = NR }
+             END { if (n == 1) print f; else if (n > 1) print f " → " l }'
+}
+last_loss() { sed -n 's/^{"step":[0-9]*,"loss":\([^,}]*\).*/\1/p' "$1" | tail -20 | awk '{ s += $1; n++ } END { if (n) printf "%.4f", s / n }'; }
+steps_logged() { grep -c '"loss"' "$1" 2> /dev/null || true; }
+
+grid_table() {
+    local d est lr task mark
+    echo "| task | estimator | lr | steps | dev acc | training loss (last 20) | chosen |"
+    echo "|---|---|---:|---:|---:|---:|---|"
+    for d in "$OUT"/runs/grid-*; do
+        [ -d "$d" ] || continue
+        IFS=- read -r _ task est lr <<< "$(basename "$d")"
+        mark=""; [ "$(cat "$OUT/runs/chosen-$task-$est" 2> /dev/null)" = "$lr" ] && mark="**chosen**"
+        if [ -s "$d/results.json" ]; then
+            echo "| $task | $est | $lr | $(field "$d/results.json" steps) | $(acc "$d/results.json" dev_acc) | $(last_loss "$d/log.jsonl") | $mark |"
+        else
+            echo "| $task | $est | $lr | $(steps_logged "$d/log.jsonl") | not finished | | |"
+        fi
+    done
+}
+
+# mean and sample standard deviation of test accuracy over the finished seeds of (task, est)
+final_table() {
+    local task est
+    echo "| task | estimator | lr | seeds done | test acc (mean ± s.d.) | dev acc (mean) | zero-shot test acc | steps/s | B_eff, first → last diagnostic (seed ${SEEDS%%,*}) |"
+    echo "|---|---|---:|---:|---:|---:|---:|---:|---|"
+    for task in ${TASKS//,/ }; do
+        for est in ${ESTIMATORS//,/ }; do
+            local files=() f d beff zs
+            for d in "$OUT"/runs/final-"$task"-"$est"-s*; do [ -s "$d/results.json" ] && files+=("$d/results.json"); done
+            beff=$(beff_span "$OUT/runs/final-$task-$est-s${SEEDS%%,*}/log.jsonl")
+            zs=$(acc "$OUT/runs/zs-$task/results.json" zero_shot_test_acc 2> /dev/null)
+            if [ ${#files[@]} -eq 0 ]; then
+                echo "| $task | $est | $(cat "$OUT/runs/chosen-$task-$est" 2> /dev/null) | 0 | | | $zs | | $beff |"
+                continue
+            fi
+            for f in "${files[@]}"; do echo "$(field "$f" test_acc) $(field "$f" dev_acc) $(field "$f" steps) $(field "$f" seconds)"; done |
+                awk -v t="$task" -v e="$est" -v lr="$(cat "$OUT/runs/chosen-$task-$est")" -v planned="$N_SEEDS" -v zs="$zs" -v beff="$beff" '
+                    { a[NR] = $1; s += $1; dv += $2; st += $3; sec += $4 }
+                    END { m = s / NR; v = 0; for (i = 1; i <= NR; i++) v += (a[i] - m) ^ 2
+                          sd = NR > 1 ? sprintf("%.4f", sqrt(v / (NR - 1))) : "-"
+                          printf "| %s | %s | %s | %d of %d | %.4f ± %s | %.4f | %s | %.2f | %s |\n", t, e, lr, NR, planned, m, sd,
+                                 dv / NR, zs, (sec > 0 ? st / sec : 0), beff }'
+        done
+    done
+}
+
+plots() {
+    python3 - "$OUT" "$TASKS" "$ESTIMATORS" "${SEEDS%%,*}" << 'PY'
+import json, os, sys
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+out, tasks, ests, seed = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), sys.argv[4]
+def running_mean(v, k=50):
+    s, r = 0.0, []
+    for i, x in enumerate(v):
+        s += x - (v[i - k] if i >= k else 0.0)
+        r.append(s / min(i + 1, k))
+    return r
+for task in tasks:
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4))
+    drawn = 0
+    for est in ests:
+        p = os.path.join(out, "runs", f"final-{task}-{est}-s{seed}", "log.jsonl")
+        if not os.path.exists(p): continue
+        pts = [q for q in (json.loads(l) for l in open(p) if l.strip()) if "loss" in q]
+        if not pts: continue
+        m = running_mean([q["loss"] for q in pts])
+        a.plot([q["step"] for q in pts], m, label=est, lw=0.9)
+        b.plot([q.get("elapsed", 0) for q in pts], m, label=est, lw=0.9)
+        drawn += 1
+    if drawn:
+        a.set_xlabel("step"); b.set_xlabel("seconds"); a.set_ylabel("training loss (running mean of 50)")
+        a.set_title(f"{task}, seed {seed}"); a.legend()
+        fig.tight_layout(); fig.savefig(os.path.join(out, f"finetune_{task}.png"), dpi=110); print(f"finetune_{task}.png")
+    plt.close(fig)
+PY
+}
+
+write_report() {
+    local tmp="$OUT/finetune.md.tmp" pngs="" p task
+    if python3 -c "import matplotlib" 2> /dev/null; then pngs=$(plots 2> "$OUT/plot.log") || pngs=""; fi
+    {
+        echo "# Fine-tuning on the GPU: GRZO vs MeZO vs FZOO (bench/gpu/finetune.sh)"
+        echo
+        echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$REPO" rev-parse --short HEAD 2> /dev/null || echo '?')"
+        echo
+        echo "Protocol: \`$(head -1 "$OUT/protocol.txt" 2> /dev/null)\`"
+        echo
+        echo "## Zero-shot"
+        echo
+        echo "| task | dev acc | test acc |"
+        echo "|---|---:|---:|"
+        for task in ${TASKS//,/ }; do
+            p="$OUT/runs/zs-$task/results.json"
+            if [ -s "$p" ]; then echo "| $task | $(acc "$p" zero_shot_dev_acc) | $(acc "$p" zero_shot_test_acc) |"
+            else echo "| $task | not run | |"; fi
+        done
+        echo
+        echo "## Learning-rate grid (dev accuracy after the grid's steps)"
+        echo
+        grid_table
+        echo
+        echo "## Results (each estimator at its chosen lr; test accuracy at the end)"
+        echo
+        final_table
+        for p in $pngs; do echo; echo "![$p]($p)"; done
+        [ -n "$pngs" ] || { echo; echo "(no plots: python3 with matplotlib is not here, or no final run has logged yet)"; }
+        echo
+        echo "Runs left for a later call: $(cat "$OUT/left.txt" 2> /dev/null || echo '?')"
+    } > "$tmp" && mv "$tmp" "$OUT/finetune.md"
+}
+
+# ---- arguments --------------------------------------------------------------------------------------
+BUDGET=540 DEVICE=cuda DTYPE=bf16 TOKENIZER="" TASKS=sst2,rte ESTIMATORS=grzo,mezo,fzoo STEPS=2000 GRID_STEPS=200
+SEEDS=1,2,3 EVAL_EVERY=500 DIAG_EVERY=500 DIAG_PROBES=32 BATCH=16 N_TRAIN=1000 N_DEV=500 N_TEST=1000 PARAMS=134515008
+THREADS=0 GRID_GRZO="" GRID_MEZO=1e-7,1e-6,1e-5,1e-4 GRID_FZOO=1e-6,1e-5,5e-5
+if [ "${1:-}" = "--report-only" ]; then
+    [ $# -eq 2 ] || usage
+    OUT=$2
+    [ -s "$OUT/protocol.txt" ] || die "$OUT holds no protocol.txt (not a finetune.sh folder)"
+    read -r TASKS ESTIMATORS SEEDS <<< "$(sed -n 's/^# settings: //p' "$OUT/protocol.txt")"
+    check_lists || die "$OUT/protocol.txt: its settings line is not one this script writes"
+    N_SEEDS=$(echo "$SEEDS" | tr ',' '\n' | wc -l)
+    write_report && echo "wrote $OUT/finetune.md"
+    exit 0
+fi
+while [ $# -gt 0 ]; do
+    case $1 in
+        --budget|--device|--dtype|--tokenizer|--tasks|--estimators|--steps|--grid-steps|--seeds|--eval-every|--diagnose-every|\
+        --diagnose-probes|--batch|--n-train|--n-dev|--n-test|--params|--threads|--grid-grzo|--grid-mezo|--grid-fzoo)
+            [ $# -ge 2 ] || { echo "finetune.sh: $1 needs a value" >&2; usage; }
+            v=$2
+            case $1 in
+                --budget) BUDGET=$v ;; --device) DEVICE=$v ;; --dtype) DTYPE=$v ;; --tokenizer) TOKENIZER=$v ;;
+                --tasks) TASKS=$v ;; --estimators) ESTIMATORS=$v ;; --steps) STEPS=$v ;; --grid-steps) GRID_STEPS=$v ;;
+                --seeds) SEEDS=$v ;; --eval-every) EVAL_EVERY=$v ;; --diagnose-every) DIAG_EVERY=$v ;;
+                --diagnose-probes) DIAG_PROBES=$v ;; --batch) BATCH=$v ;; --n-train) N_TRAIN=$v ;; --n-dev) N_DEV=$v ;;
+                --n-test) N_TEST=$v ;; --params) PARAMS=$v ;; --threads) THREADS=$v ;; --grid-grzo) GRID_GRZO=$v ;;
+                --grid-mezo) GRID_MEZO=$v ;; --grid-fzoo) GRID_FZOO=$v ;;
+            esac
+            shift 2 ;;
+        -*) echo "finetune.sh: unknown option $1" >&2; usage ;;
+        *) break ;;
+    esac
+done
+[ $# -eq 3 ] || usage
+MODEL=$1 DATA=$2 OUT=$3
+for n in BUDGET STEPS GRID_STEPS EVAL_EVERY DIAG_EVERY DIAG_PROBES BATCH N_TRAIN N_DEV N_TEST PARAMS THREADS; do
+    is_count "${!n}" || { echo "finetune.sh: --$(echo "$n" | tr 'A-Z_' 'a-z-'): expected a count, got '${!n}'" >&2; usage; }
+done
+check_lists || usage
+[ "$PARAMS" -gt 0 ] || { echo "finetune.sh: --params must be positive" >&2; usage; }
+if [ -z "$GRID_GRZO" ]; then   # the paper's grid and the same at this D's update norm
+    GRID_GRZO=$(awk -v d="$PARAMS" 'BEGIN { k = sqrt(8e9 / d); printf "1e-7,3e-7,5e-7,%.2g,%.2g,%.2g", 1e-7 * k, 3e-7 * k, 5e-7 * k }')
+fi
+for n in GRID_GRZO GRID_MEZO GRID_FZOO; do
+    is_list "${!n}" || { echo "finetune.sh: --$(echo "$n" | tr 'A-Z_' 'a-z-'): an empty value in '${!n}'" >&2; usage; }
+    for v in ${!n//,/ }; do is_rate "$v" || { echo "finetune.sh: --$(echo "$n" | tr 'A-Z_' 'a-z-'): '$v' is not a learning rate" >&2; usage; }; done
+done
+[ -f "$MODEL" ] || die "no such model file: $MODEL"
+[ -x "$FT" ] || die "no grzo-finetune at $FT (build with bench/gpu/run.sh, or set GRZO_FINETUNE)"
+for t in ${TASKS//,/ }; do [ -d "$DATA/$(task_folder "$t")" ] || die "no $(task_folder "$t") folder in $DATA"; done
+MODEL=$(cd "$(dirname "$MODEL")" && pwd)/$(basename "$MODEL")
+DATA=$(cd "$DATA" && pwd)
+[ -z "$TOKENIZER" ] || TOKENIZER=$(cd "$(dirname "$TOKENIZER")" && pwd)/$(basename "$TOKENIZER")
+N_SEEDS=$(echo "$SEEDS" | tr ',' '\n' | wc -l)
+mkdir -p "$OUT/runs" || die "cannot create $OUT"
+OUT=$(cd "$OUT" && pwd)
+
+# the protocol of this OUTDIR: a later call must ask for the same (the budget may differ)
+settings="$TASKS $ESTIMATORS $SEEDS"   # what --report-only needs
+protocol="model=$MODEL tokenizer=$TOKENIZER data=$DATA device=$DEVICE dtype=$DTYPE tasks=$TASKS estimators=$ESTIMATORS"
+protocol+=" steps=$STEPS grid_steps=$GRID_STEPS seeds=$SEEDS eval_every=$EVAL_EVERY diagnose_every=$DIAG_EVERY"
+protocol+=" diagnose_probes=$DIAG_PROBES batch=$BATCH n=$N_TRAIN/$N_DEV/$N_TEST grids=grzo:$GRID_GRZO;mezo:$GRID_MEZO;fzoo:$GRID_FZOO"
+if [ -s "$OUT/protocol.txt" ]; then
+    [ "$(head -1 "$OUT/protocol.txt")" = "$protocol" ] || die "$OUT holds another protocol: $(head -1 "$OUT/protocol.txt") (use a new OUTDIR)"
+else
+    printf '%s\n# settings: %s\n' "$protocol" "$settings" > "$OUT/protocol.txt"
+fi
+
+# ---- the runs ---------------------------------------------------------------------------------------
+model_args=(--model "$MODEL"); [ -z "$TOKENIZER" ] || model_args+=(--tokenizer "$TOKENIZER")
+left=0 failed=0
+# run NAME STEPS ARGS...: finished runs are skipped, stopped ones resumed, the rest started;
+# each gets what is left of the budget
+run() {
+    local name=$1 steps=$2 d="$OUT/runs/$1" secs st
+    shift 2
+    [ -s "$d/results.json" ] && return 0
+    secs=$(( START + BUDGET - $(date +%s) ))
+    if [ "$secs" -lt 10 ]; then left=$((left + 1)); return 0; fi   # too little to load a model and write a checkpoint
+    if [ -s "$d/checkpoint.grzo" ] && [ -s "$d/run.json" ]; then
+        say "  $name: resuming at step $(steps_logged "$d/log.jsonl") (at most $secs s)"
+        timeout -s INT -k 30 "$secs" "$FT" --out "$d" --resume --steps "$steps" --threads "$THREADS" >> "$d.out" 2>&1
+    else
+        rm -rf "$d"
+        say "  $name (at most $secs s)"
+        timeout -s INT -k 30 "$secs" "$FT" "${model_args[@]}" --steps "$steps" --device "$DEVICE" --dtype "$DTYPE" --batch "$BATCH" \
+            --sigma 1e-3 --n-train "$N_TRAIN" --n-dev "$N_DEV" --threads "$THREADS" "$@" --out "$d" > "$d.out" 2>&1
+    fi
+    st=$?
+    # the zero-shot and grid runs' weights are not wanted (a SmolLM2 checkpoint is ~270 MB in bf16)
+    [ -s "$d/results.json" ] && [ "${name#final-}" = "$name" ] && rm -f "$d/checkpoint.grzo"
+    if [ -s "$d/results.json" ]; then
+        case $name in
+            grid-*) say "    done: dev acc $(acc "$d/results.json" dev_acc), $(field "$d/results.json" seconds) s" ;;
+            *) say "    done: dev acc $(acc "$d/results.json" dev_acc), test acc $(acc "$d/results.json" test_acc), $(field "$d/results.json" seconds) s" ;;
+        esac
+    elif [ "$st" -eq 124 ] || [ "$st" -eq 130 ]; then
+        left=$((left + 1)); say "    stopped by the budget at step $(steps_logged "$d/log.jsonl") (a later call resumes it)"
+    else
+        failed=$((failed + 1)); say "    FAILED (exit $st): $(tail -1 "$d.out")"
+    fi
+}
+task_args() { echo "--task $1 --data $DATA/$(task_folder "$1")"; }
+grid_of() { case $1 in grzo) echo "$GRID_GRZO" ;; mezo) echo "$GRID_MEZO" ;; fzoo) echo "$GRID_FZOO" ;; esac; }
+# the chosen lr of (task, est) once its grid is complete: best dev accuracy, then lowest late loss
+choose() {
+    local task=$1 est=$2 lr d
+    [ -s "$OUT/runs/chosen-$task-$est" ] && return 0
+    for lr in $(grid_of "$est" | tr ',' ' '); do [ -s "$OUT/runs/grid-$task-$est-$lr/results.json" ] || return 1; done
+    for lr in $(grid_of "$est" | tr ',' ' '); do
+        d="$OUT/runs/grid-$task-$est-$lr"
+        echo "$lr $(field "$d/results.json" dev_acc) $(last_loss "$d/log.jsonl")"
+    done | sort -k2,2gr -k3,3g | head -1 | cut -d' ' -f1 > "$OUT/runs/chosen-$task-$est"
+    say "  chosen for $task, $est: lr $(cat "$OUT/runs/chosen-$task-$est")"
+}
+
+say "finetune.sh: $(basename "$MODEL") on $TASKS, $ESTIMATORS, $DEVICE/$DTYPE; budget $BUDGET s; output in $OUT"
+say "1/3 zero-shot"
+for task in ${TASKS//,/ }; do
+    # shellcheck disable=SC2046
+    run "zs-$task" 0 $(task_args "$task") --n-test "$N_TEST" --eval-every 0
+done
+say "2/3 learning-rate grid ($GRID_STEPS steps each; the test set is not scored here)"
+for task in ${TASKS//,/ }; do
+    for est in ${ESTIMATORS//,/ }; do
+        for lr in $(grid_of "$est" | tr ',' ' '); do
+            # shellcheck disable=SC2046
+            run "grid-$task-$est-$lr" "$GRID_STEPS" $(task_args "$task") --n-test 2 --estimator "$est" --lr "$lr" --eval-every 0 --seed 1
+        done
+        choose "$task" "$est" || true
+    done
+done
+say "3/3 final runs ($STEPS steps, seeds $SEEDS)"
+for seed in ${SEEDS//,/ }; do
+    for task in ${TASKS//,/ }; do
+        for est in ${ESTIMATORS//,/ }; do
+            if [ ! -s "$OUT/runs/chosen-$task-$est" ]; then left=$((left + 1)); continue; fi
+            diag=(); [ "$est" = fzoo ] || diag=(--diagnose --diagnose-every "$DIAG_EVERY" --diagnose-probes "$DIAG_PROBES")
+            # shellcheck disable=SC2046
+            run "final-$task-$est-s$seed" "$STEPS" $(task_args "$task") --n-test "$N_TEST" --estimator "$est" \
+                --lr "$(cat "$OUT/runs/chosen-$task-$est")" --eval-every "$EVAL_EVERY" --seed "$seed" "${diag[@]}"
+        done
+    done
+done
+echo "$left" > "$OUT/left.txt"
+write_report
+say "wrote $OUT/finetune.md; $left runs left for a later call, $failed failed"
+[ "$failed" -eq 0 ] || exit 1
+[ "$left" -eq 0 ] || exit 3
+exit 0

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# bench/gpu/finetune.sh on the CPU (stories260K, the SST-2 and RTE samples): its argument checks,
+# a whole tiny protocol (zero-shot, grid, choice, final runs over two seeds, the report), the
+# refusal of a changed protocol in the same OUTDIR, and a run stopped by the budget that the
+# next call resumes instead of restarting.
+# usage: test_finetune.sh GRZO_FINETUNE DATA_DIR WORK_DIR   (DATA_DIR: tests/data)
+set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+export GRZO_FINETUNE=$1
+data=$2 work=$3
+fail() { echo "FAIL: $*"; exit 1; }
+rm -rf "$work" && mkdir -p "$work" || exit 1
+fs() { bash "$here/finetune.sh" "$@"; }
+tiny=(--device cpu --dtype f32 --tokenizer "$data/tok512.bin" --batch 4 --n-train 8 --n-dev 4 --n-test 4 --threads 1
+      --eval-every 3 --diagnose-every 3 --diagnose-probes 4 --grid-grzo 1e-4,1e-3 --grid-mezo 1e-4,1e-3)
+
+# argument checks: usage errors exit 2, a missing file 1; nothing is created
+fs > "$work/e.out" 2>&1; [ $? -eq 2 ] && grep -q "usage:" "$work/e.out" || fail "no arguments: $(cat "$work/e.out")"
+fs --seeds 1,,2 "$data/stories260K.bin" "$data/tasks" "$work/x" > "$work/e.out" 2>&1
+[ $? -eq 2 ] && grep -q "empty name" "$work/e.out" || fail "--seeds 1,,2: $(cat "$work/e.out")"
+fs --tasks sst2,qqp "$data/stories260K.bin" "$data/tasks" "$work/x" > "$work/e.out" 2>&1
+[ $? -eq 2 ] && grep -q "unknown task 'qqp'" "$work/e.out" || fail "unknown task: $(cat "$work/e.out")"
+fs --steps 12abc "$data/stories260K.bin" "$data/tasks" "$work/x" > "$work/e.out" 2>&1
+[ $? -eq 2 ] && grep -q "expected a count" "$work/e.out" || fail "--steps 12abc: $(cat "$work/e.out")"
+fs --grid-mezo 1e-4,../x "$data/stories260K.bin" "$data/tasks" "$work/x" > "$work/e.out" 2>&1
+[ $? -eq 2 ] && grep -q "'../x' is not a learning rate" "$work/e.out" || fail "a learning rate that is a path: $(cat "$work/e.out")"
+fs "$data/no-such.bin" "$data/tasks" "$work/x" > "$work/e.out" 2>&1
+[ $? -eq 1 ] && grep -q "no such model file" "$work/e.out" || fail "missing model: $(cat "$work/e.out")"
+[ ! -e "$work/x" ] || fail "a refused call created its OUTDIR"
+
+# a whole tiny protocol
+o=$work/full
+fs "${tiny[@]}" --tasks sst2,rte --estimators grzo,mezo --grid-steps 4 --steps 6 --seeds 1,2 \
+    "$data/stories260K.bin" "$data/tasks" "$o" > "$work/full.out" 2>&1 || fail "the tiny protocol: $(tail -5 "$work/full.out")"
+for r in zs-sst2 zs-rte grid-sst2-grzo-1e-4 grid-sst2-grzo-1e-3 grid-rte-mezo-1e-3 final-sst2-grzo-s1 final-rte-mezo-s2; do
+    [ -s "$o/runs/$r/results.json" ] || fail "no results of $r"
+done
+[ ! -e "$o/runs/grid-sst2-grzo-1e-4/checkpoint.grzo" ] && [ -s "$o/runs/final-sst2-grzo-s1/checkpoint.grzo" ] ||
+    fail "the grid's checkpoints must go, the final runs' stay"
+grep -q '"diagnose"' "$o/runs/final-rte-grzo-s1/log.jsonl" || fail "the final GRZO run logged no B_eff"
+r=$o/finetune.md
+[ -s "$r" ] || fail "no finetune.md"
+chosen=$(cat "$o/runs/chosen-sst2-mezo")
+grep -q "^| sst2 | mezo | $chosen | 4 | .* | \*\*chosen\*\* |$" "$r" || fail "the grid row of the chosen MeZO lr: $(grep '| sst2 | mezo |' "$r")"
+grep -Eq "^\| rte \| grzo \| $(cat "$o/runs/chosen-rte-grzo") \| 2 of 2 \| [0-9.]+ ± [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \[" "$r" ||
+    fail "the results row of rte, grzo: $(grep '| rte | grzo |' "$r")"
+grep -q "^Runs left for a later call: 0$" "$r" || fail "runs left"
+bash "$here/finetune.sh" --report-only "$o" > "$work/rep.out" 2>&1 && cmp -s <(grep '^|' "$r") <(grep '^|' "$o/finetune.md") ||
+    fail "--report-only: $(cat "$work/rep.out")"
+# the same OUTDIR with another protocol is refused, and changes nothing
+before=$(ls -R "$o" | md5sum)
+fs "${tiny[@]}" --tasks sst2,rte --estimators grzo,mezo --grid-steps 4 --steps 7 --seeds 1,2 \
+    "$data/stories260K.bin" "$data/tasks" "$o" > "$work/other.out" 2>&1
+[ $? -eq 1 ] && grep -q "another protocol" "$work/other.out" || fail "a changed protocol: $(tail -2 "$work/other.out")"
+[ "$(ls -R "$o" | md5sum)" = "$before" ] || fail "the refused call changed OUTDIR"
+
+# the budget: the final run is stopped (exit 3) and the next call resumes it
+o=$work/budget
+args=("${tiny[@]}" --tasks sst2 --estimators grzo --grid-steps 2 --steps 100000000 --seeds 1 --eval-every 0 --budget 14
+      "$data/stories260K.bin" "$data/tasks" "$o")
+fs "${args[@]}" > "$work/b1.out" 2>&1
+[ $? -eq 3 ] || fail "a call cut by its budget must exit 3: $(tail -3 "$work/b1.out")"
+f=$o/runs/final-sst2-grzo-s1
+[ -s "$f/checkpoint.grzo" ] || fail "the stopped run left no checkpoint"
+n1=$(grep -c '"loss"' "$f/log.jsonl")
+[ "$n1" -gt 0 ] || fail "the stopped run logged no step"
+grep -q "^Runs left for a later call: 1$" "$o/finetune.md" || fail "the report does not count the stopped run"
+fs "${args[@]}" > "$work/b2.out" 2>&1
+[ $? -eq 3 ] || fail "the second call: $(tail -3 "$work/b2.out")"
+grep -q "resuming at step $n1" "$work/b2.out" || fail "the second call did not resume at step $n1: $(grep final "$work/b2.out")"
+n2=$(grep -c '"loss"' "$f/log.jsonl")
+[ "$(grep -c '^{"step":0,"loss"' "$f/log.jsonl")" -eq 1 ] && [ "$n2" -gt "$n1" ] ||
+    fail "the resumed log must go on from step $n1 (now $n2 steps, $(grep -c '^{"step":0,"loss"' "$f/log.jsonl") step-0 lines)"
+echo "ok: finetune.sh (arguments, a tiny protocol, a changed protocol refused, $n1 then $n2 steps across two budgeted calls)"
