@@ -8,8 +8,9 @@
 #      pedantic math): each logged loss within 1e-4 relative of the CPU run's (the library's
 #      parity test holds the parameters to 1e-5; the CLI adds nothing of its own).
 #   3. grzo-finetune --device cuda --dtype bf16 (fast math): every loss finite, and step 0's
-#      (no update yet: only the bf16 rounding of weights and activations) within 2e-2
-#      relative of the CPU's fp32 loss.
+#      (no update yet: only the bf16 rounding of weights and activations, 2^-8 relative each)
+#      within 5e-2 relative of the CPU's fp32 loss: a sanity bound that a wrong kernel breaks;
+#      the 16-bit kernels' own bounds are test_cuda's and test_llm_cuda's.
 # usage: test_cli_cuda.sh GRZO_FINETUNE GRZO_GENERATE DATA_DIR WORK_DIR
 set -u
 ft=$1 gen=$2 data=$3 work=$4
@@ -59,5 +60,5 @@ for est in grzo mezo-inplace; do
     compare "cpu-$est" "gpu-$est" 1e-4 5
 done
 tune gpu-grzo-bf16 --estimator grzo --device cuda --dtype bf16
-compare cpu-grzo gpu-grzo-bf16 2e-2 1
-echo "ok: grzo-finetune --device cuda: fp32 losses within 1e-4 of the CPU's (GRZO, in-place MeZO), bf16 within its rounding"
+compare cpu-grzo gpu-grzo-bf16 5e-2 1
+echo "ok: grzo-finetune --device cuda: fp32 losses within 1e-4 of the CPU's (GRZO, in-place MeZO), bf16's step 0 within 5e-2"
