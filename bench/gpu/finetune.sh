@@ -298,7 +298,8 @@ run() {
         failed=$((failed + 1)); say "    FAILED (exit $st): $(tail -1 "$d.out")"
     fi
 }
-task_args() { echo "--task $1 --data $DATA/$(task_folder "$1")"; }
+# a task's grzo-finetune arguments into the array targs (paths may hold spaces)
+task_args() { targs=(--task "$1" --data "$DATA/$(task_folder "$1")"); }
 grid_of() { case $1 in grzo) echo "$GRID_GRZO" ;; mezo) echo "$GRID_MEZO" ;; fzoo) echo "$GRID_FZOO" ;; esac; }
 # the chosen lr of (task, est) once its grid is complete: best dev accuracy, then lowest late loss
 choose() {
@@ -315,15 +316,15 @@ choose() {
 say "finetune.sh: $(basename "$MODEL") on $TASKS, $ESTIMATORS, $DEVICE/$DTYPE; budget $BUDGET s; output in $OUT"
 say "1/3 zero-shot"
 for task in ${TASKS//,/ }; do
-    # shellcheck disable=SC2046
-    run "zs-$task" 0 $(task_args "$task") --n-test "$N_TEST" --eval-every 0
+    task_args "$task"
+    run "zs-$task" 0 "${targs[@]}" --n-test "$N_TEST" --eval-every 0
 done
 say "2/3 learning-rate grid ($GRID_STEPS steps each; the test set is not scored here)"
 for task in ${TASKS//,/ }; do
     for est in ${ESTIMATORS//,/ }; do
         for lr in $(grid_of "$est" | tr ',' ' '); do
-            # shellcheck disable=SC2046
-            run "grid-$task-$est-$lr" "$GRID_STEPS" $(task_args "$task") --n-test 2 --estimator "$est" --lr "$lr" --eval-every 0 --seed 1
+            task_args "$task"
+            run "grid-$task-$est-$lr" "$GRID_STEPS" "${targs[@]}" --n-test 2 --estimator "$est" --lr "$lr" --eval-every 0 --seed 1
         done
         choose "$task" "$est" || true
     done
@@ -334,8 +335,8 @@ for seed in ${SEEDS//,/ }; do
         for est in ${ESTIMATORS//,/ }; do
             if [ ! -s "$OUT/runs/chosen-$task-$est" ]; then left=$((left + 1)); continue; fi
             diag=(); [ "$est" = fzoo ] || diag=(--diagnose --diagnose-every "$DIAG_EVERY" --diagnose-probes "$DIAG_PROBES")
-            # shellcheck disable=SC2046
-            run "final-$task-$est-s$seed" "$STEPS" $(task_args "$task") --n-test "$N_TEST" --estimator "$est" \
+            task_args "$task"
+            run "final-$task-$est-s$seed" "$STEPS" "${targs[@]}" --n-test "$N_TEST" --estimator "$est" \
                 --lr "$(cat "$OUT/runs/chosen-$task-$est")" --eval-every "$EVAL_EVERY" --seed "$seed" "${diag[@]}"
         done
     done
