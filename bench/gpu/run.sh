@@ -54,7 +54,8 @@ die() { say "run.sh: $*" >&2; exit 1; }
 # (a stage left out by --stages needs nothing: its cap is 0 by then)
 budget() { local reserve=$1 left; left=$(( START + TOTAL - $(date +%s) - reserve )); [ "$left" -lt 10 ] && left=10; echo "$left"; }
 # --stages: a comma list of tests, bench, attention, tune; the caps of the stages left out
-# become 0, the attention stage's is 180 s (each form: 20 steps and 20 queued-ahead steps of both shapes; the 8B floor pass is ~0.5 s) when it is named
+# become 0, the attention stage's is 180 s when it is named (each form: 20 steps and 20
+# queued-ahead steps of both shapes; the 8B floor pass is ~0.5 s)
 select_stages() {
     local s
     case ",$1," in *,,*) echo "--stages: an empty stage name in '$1'" >&2; usage ;; esac
