@@ -191,10 +191,10 @@ attention_table() {
 }
 
 write_report() {
-    local plots tmp="$OUT/report.md.tmp" s
+    local plots tmp="$OUT/report.md.tmp" s why="nothing to plot yet"
     if python3 -c "import matplotlib" 2> /dev/null; then plots=$(plot_python 2> "$OUT/plot.log") || plots=""
     elif command -v gnuplot > /dev/null; then plots=$(plot_gnuplot)
-    else plots=""; fi
+    else plots="" why="neither python3 with matplotlib nor gnuplot here"; fi
     {
         echo "# grzo on the GPU: validation and profile"
         echo
@@ -220,7 +220,7 @@ write_report() {
         echo "## Benchmark (bench_gpu)"
         if [ -s "$OUT/bench/bench_gpu.md" ]; then sed 's/^## /### /' "$OUT/bench/bench_gpu.md"
         else echo; echo "no results; log: $OUT/bench.log"; tail -5 "$OUT/bench.log" 2>/dev/null | sed 's/^/    /'; fi
-        if [ -d "$OUT/attention" ]; then
+        if [ -s "$OUT/stage-attention.txt" ] || [ -d "$OUT/attention" ]; then
             echo
             echo "## Attention: fused kernel vs cuBLAS GEMMs + masked softmax (the floor pass, ms per step)"
             echo
@@ -228,13 +228,18 @@ write_report() {
             echo "graph replay could reach at best; the gap to the plain time is the launch overhead a graph could remove."
             echo
             attention_table
+            for s in fused gemm; do
+                [ -s "$OUT/attention/$s/bench_gpu.csv" ] && continue
+                echo; echo "--attention $s: no results; log: $OUT/attention-$s.log"
+                tail -3 "$OUT/attention-$s.log" 2> /dev/null | sed 's/^/    /'
+            done
         fi
         echo
         echo "## Fine-tuning comparison (grzo-finetune --device cuda --dtype bf16)"
         echo
         if [ -d "$OUT/tune" ]; then tune_table; diagnose_tables; else echo "not run"; fi
         for s in $plots; do echo; echo "![$s]($s)"; done
-        [ -n "$plots" ] || { echo; echo "(no plots: neither python3 with matplotlib nor gnuplot here)"; }
+        [ -n "$plots" ] || { echo; echo "(no plots: $why)"; }
     } > "$tmp" && mv "$tmp" "$OUT/report.md"
 }
 
@@ -340,18 +345,17 @@ if wanted attention; then
     step "attention: the floor pass with the fused kernel, then with cuBLAS GEMMs + softmax (and launches queued ahead)"
     t0=$(date +%s)
     att_ok=1
-    : > "$OUT/attention.log"
     for form in fused gemm; do
         # the first form gets half of what is left, the second the rest
         b=$(budget $((CAP_TUNE + CAP_REPORT))); [ "$form" = fused ] && b=$((b / 2))
         rm -rf "${OUT:?}/attention/$form"
         say "    --attention $form (at most $b s)"
         timeout "$b" "$BUILD/bench/bench_gpu" --out "$OUT/attention/$form" --attention "$form" --workloads floor --queued --steps 20 \
-            --warmup 2 ${GGUF:+--model "$GGUF"} >> "$OUT/attention.log" 2>&1 || { att_ok=0; tail -3 "$OUT/attention.log" | sed 's/^/    /'; }
+            --warmup 2 ${GGUF:+--model "$GGUF"} > "$OUT/attention-$form.log" 2>&1 || { att_ok=0; tail -3 "$OUT/attention-$form.log" | sed 's/^/    /'; }
     done
     attention_table | sed 's/^/    /'
     if [ "$att_ok" = 1 ]; then record attention passed $(( $(date +%s) - t0 ))
-    else record attention "FAILED or out of time (attention.log)" $(( $(date +%s) - t0 )); rc=1; fi
+    else record attention "FAILED or out of time (attention-FORM.log)" $(( $(date +%s) - t0 )); rc=1; fi
 fi
 
 # ---- 4. fine-tuning ------------------------------------------------------------------------------------
