@@ -9,6 +9,7 @@
    Fresh backend allocations are zero-filled on the backend's own stream, so the kernels
    that follow on it see them ready without any wait. */
 #include "ops.h"
+#include "attention_gemm.h"
 #include "backends/grzo_cuda.h"
 
 #include <cublas_v2.h>
@@ -293,39 +294,27 @@ __global__ static void llm__k_attention(float *q, const float *k, const float *v
         every key of a row past the sequence's tokens, get probability 0;
      4. out = P V, a second batched GEMM, into the queries' padded block;
      5. scatter: each real token's row of q gets its head's output, padding rows 0.
-   Scratch (backend memory, grown on demand and then kept): 3 (S H L hd) + S H L^2 floats. */
+   Scratch (backend memory, grown on demand and then kept): 3 (S H L hd) + S H L^2 floats.
+   The layout (steps 1, 3's mask, 5, and both GEMMs' shapes) is attention_gemm.h's, which
+   tests/llm/test_att_gemm_layout.c runs on the host against the CPU attention. */
 
-/* element e of the padded [s][h][i][d] blocks, i < L */
+/* element e of the padded [s][h][i][d] blocks (attention_gemm.h) */
 __global__ static void llm__k_att_gather(const float *q, const float *k, const float *v, const int64_t *seq_row0,
                                          const int32_t *seq_pad, const int32_t *seq_len, int32_t n_heads,
                                          int32_t n_kv_heads, int32_t hd, int32_t L, float scale, int64_t n, float *Qp,
                                          float *Kp, float *Vp) {
-    int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, sh = e / ((int64_t)L * hd);
-    int32_t d = (int32_t)(e % hd), i = (int32_t)((e / hd) % L), h = (int32_t)(sh % n_heads), s = (int32_t)(sh / n_heads);
-    int32_t pad, g = h / (n_heads / n_kv_heads);
-    float qv = 0.0f, kv = 0.0f, vv = 0.0f;
-    if (e >= n) return;
-    pad = seq_pad[s];
-    if (i < seq_len[s] - pad) {
-        int64_t row = seq_row0[s] + pad + i, kvi = row * n_kv_heads * hd + (int64_t)g * hd + d;
-        qv = __fmul_rn(q[row * n_heads * hd + (int64_t)h * hd + d], scale);
-        kv = k[kvi];
-        vv = v[kvi];
-    }
-    Qp[e] = qv;
-    Kp[e] = kv;
-    Vp[e] = vv;
+    int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e < n) llm_att_gather(e, q, k, v, seq_row0, seq_pad, seq_len, n_heads, n_kv_heads, hd, L, scale, Qp, Kp, Vp);
 }
 
-/* one block per score row (s, h, i), L keys: probabilities of keys 0..i (query i of a
-   sequence with more than i real tokens), 0 elsewhere; the sum in double */
+/* one block per score row r: probabilities of keys 0..llm_att_row_last(r), 0 elsewhere; the
+   sum in double */
 __global__ static void llm__k_att_softmax(float *P, const int32_t *seq_pad, const int32_t *seq_len, int32_t n_heads,
                                           int32_t L) {
     __shared__ double shd[LLM_CU_THREADS];
     __shared__ float shf[LLM_CU_THREADS];
     int64_t r = blockIdx.x;
-    int32_t i = (int32_t)(r % L), s = (int32_t)(r / L / n_heads), j;
-    int32_t last = i < seq_len[s] - seq_pad[s] ? i : -1;   /* the last key row i sees; -1: none */
+    int32_t last = llm_att_row_last(r, seq_pad, seq_len, n_heads, L), j;
     float *pr = P + r * L, mx = -INFINITY, inv;
     double sum = 0.0;
     for (j = threadIdx.x; j <= last; j += LLM_CU_THREADS) mx = fmaxf(mx, pr[j]);
@@ -336,16 +325,11 @@ __global__ static void llm__k_att_softmax(float *P, const int32_t *seq_pad, cons
     for (j = threadIdx.x; j < L; j += LLM_CU_THREADS) pr[j] = j <= last ? __fmul_rn(expf(pr[j] - mx), inv) : 0.0f;
 }
 
-/* element (s, h, t, d) of the batch's rows, t < L rows of sequence s (padding included):
-   q's row t of head h gets the output of real token t - pad, padding rows 0 */
+/* element (s, h, t, d) of the batch's rows (attention_gemm.h) */
 __global__ static void llm__k_att_scatter(float *q, const float *Op, const int64_t *seq_row0, const int32_t *seq_pad,
                                           const int32_t *seq_len, int32_t n_heads, int32_t hd, int32_t L, int64_t n) {
-    int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, sh = e / ((int64_t)L * hd);
-    int32_t d = (int32_t)(e % hd), t = (int32_t)((e / hd) % L), h = (int32_t)(sh % n_heads), s = (int32_t)(sh / n_heads);
-    int32_t pad;
-    if (e >= n || t >= seq_len[s]) return;
-    pad = seq_pad[s];
-    q[(seq_row0[s] + t) * n_heads * hd + (int64_t)h * hd + d] = t < pad ? 0.0f : Op[(sh * L + (t - pad)) * hd + d];
+    int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e < n) llm_att_scatter(e, q, Op, seq_row0, seq_pad, seq_len, n_heads, hd, L);
 }
 
 /* ---- the table ------------------------------------------------------------------------------ */
@@ -543,10 +527,18 @@ static grzo_status cu_attention_scratch(llm_ops_state *os, size_t bytes) {
     return GRZO_OK;
 }
 
+/* one strided batched fp32 GEMM of attention_gemm.h's shapes on the attention's handle */
+static grzo_status cu_batched_gemm(llm_ops_state *os, const char *what, llm_att_gemm g, const float *A, const float *B, float *C) {
+    const float one = 1.0f, zero = 0.0f;
+    LLM_BLAS_TRY(os, what, cublasSgemmStridedBatched(os->blas, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                                     g.m, g.n, g.k, &one, A, g.lda, g.stride_a, B, g.ldb, g.stride_b, &zero, C, g.ldc,
+                                                     g.stride_c, g.batch));
+    return GRZO_OK;
+}
+
 /* steps 1-5 of the GEMM attention (above), the batch's keys and values (past < 0) */
 static grzo_status cu_attention_gemm(llm_ops_state *os, float *q, const float *k, const float *v) {
     const llm_ops_desc *d = &os->d;
-    const float one = 1.0f, zero = 0.0f;
     int32_t L = os->max_len, hd = d->head_dim, batch = os->n_seqs * d->n_heads;
     int64_t blk = (int64_t)L * hd, n = (int64_t)batch * blk, sc = (int64_t)L * L;
     float *Qp, *Kp, *Vp, *P;
@@ -559,17 +551,12 @@ static grzo_status cu_attention_gemm(llm_ops_state *os, float *q, const float *k
     llm__k_att_gather<<<llm__cu_blocks(n), LLM_CU_THREADS, 0, os->stream>>>(q, k, v, os->seq_row0, os->seq_pad, os->seq_len, d->n_heads,
                                                                 d->n_kv_heads, hd, L, 1.0f / sqrtf((float)hd), n, Qp, Kp, Vp);
     LLM_CU_LAUNCHED(os, "attention (gemm) gather kernel");
-    /* row-major P (L x L) = Q K^T is column-major P^T = K Q^T */
-    LLM_BLAS_TRY(os, "attention scores (cublasSgemmStridedBatched)",
-                 cublasSgemmStridedBatched(os->blas, CUBLAS_OP_T, CUBLAS_OP_N, L, L, hd, &one, Kp, hd, blk, Qp, hd, blk,
-                                           &zero, P, L, sc, batch));
+    if ((s = cu_batched_gemm(os, "attention scores (cublasSgemmStridedBatched)", llm_att_scores_gemm(L, hd, batch), Kp, Qp, P)) != GRZO_OK) return s;
     llm__k_att_softmax<<<(unsigned)((int64_t)batch * L), LLM_CU_THREADS, 0, os->stream>>>(P, os->seq_pad, os->seq_len,
                                                                                            d->n_heads, L);
     LLM_CU_LAUNCHED(os, "attention (gemm) softmax kernel");
-    /* row-major out (L x hd) = P V is column-major out^T = V^T P^T; into Qp, read no more */
-    LLM_BLAS_TRY(os, "attention values (cublasSgemmStridedBatched)",
-                 cublasSgemmStridedBatched(os->blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, L, L, &one, Vp, hd, blk, P, L, sc, &zero,
-                                           Qp, hd, blk, batch));
+    /* the output goes into Qp, read no more */
+    if ((s = cu_batched_gemm(os, "attention values (cublasSgemmStridedBatched)", llm_att_values_gemm(L, hd, batch), Vp, P, Qp)) != GRZO_OK) return s;
     llm__k_att_scatter<<<llm__cu_blocks(n), LLM_CU_THREADS, 0, os->stream>>>(q, Qp, os->seq_row0, os->seq_pad, os->seq_len, d->n_heads, hd,
                                                                  L, n);
     LLM_CU_LAUNCHED(os, "attention (gemm) scatter kernel");
