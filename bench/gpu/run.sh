@@ -25,9 +25,8 @@
 #              $GRZO_VARIANTS_DEVICE, default cuda; cpu where the CUDA backend lacks the variants)
 #   5. report  OUTDIR/report.md and PNG plots (python3 + matplotlib, else gnuplot, else none)
 # --stages LIST (a comma list of tests, bench, attention, tune; default tests,bench,tune) runs
-# only those, in this order; the
-# build always runs (ninja does nothing when it is up to date) and the report is always written
-# from whatever OUTDIR holds. The stages run share the whole budget, so a run can be split into
+# only those, always in the order above; the build always runs (ninja does nothing when it is
+# up to date) and the report is always written from whatever OUTDIR holds. The stages run share the whole budget, so a run can be split into
 # calls shorter than 10 minutes (a machine that keeps each command under that limit), each
 # building in the same call: the OUTDIRs of the calls, unpacked into one folder, make one
 # report with --report-only (every stage writes its own files).
