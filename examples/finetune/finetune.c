@@ -460,8 +460,11 @@ static void log_diagnose(FILE *f, int64_t step, const grzo_align_report *a, int3
 /* Before training, and before every --diagnose-every-th step: B_eff of the batch the next step
    draws, from --diagnose-probes shared-perturbation passes (grzo_align), printed and logged.
    Parameters, step counter and data order are untouched (grzo.h section 3b), so the run
-   trains exactly as it would without --diagnose. */
-static int diagnose(run *r, FILE *log, char *err, size_t errlen) {
+   trains exactly as it would without --diagnose. During training (periodic) a B_eff that
+   is undefined (GRZO_ERR_NONFINITE: every loss difference 0, e.g. a model whose losses have
+   saturated at 0, or a loss not finite) is logged as such and the training goes on: a
+   diagnostic must not end a run that can still train. Before training it is an error. */
+static int diagnose(run *r, FILE *log, int periodic, char *err, size_t errlen) {
     grzo_align_report a;
     int64_t B = r->o.num[OPT_BATCH], step = grzo_get_step(r->ctx);
     int32_t K = (int32_t)r->o.num[OPT_DIAGNOSE_PROBES];
@@ -469,6 +472,16 @@ static int diagnose(run *r, FILE *log, char *err, size_t errlen) {
     grzo_status s;
     pick_batch(r, step);
     s = grzo_align(r->ctx, B, K, train_forward, r, NULL, &a);
+    if (s == GRZO_ERR_NONFINITE && periodic) {
+        if (log) {   /* no "b_eff" number: the tables that read the diagnostics pass it by */
+            fprintf(log, "{\"step\":%lld,\"diagnose\":{\"b_eff\":null,\"undefined\":\"every loss difference 0, or a loss not "
+                         "finite\",\"probes\":%d,\"seconds\":%.3f}}\n", (long long)step, (int)K, now() - t0);
+            fflush(log);
+        }
+        printf("diagnose at step %lld: B_eff undefined (%s); the training goes on\n", (long long)step, grzo_last_error(r->ctx));
+        fflush(stdout);
+        return 0;
+    }
     if (s != GRZO_OK) {
         snprintf(err, errlen, "--diagnose: %s: %s", grzo_status_str(s),
                  llm_model_error(&r->model)[0] ? llm_model_error(&r->model) : grzo_last_error(r->ctx));
@@ -534,7 +547,7 @@ int main(int argc, char **argv) {
         snprintf(err, sizeof err, "cannot open the log %s: %s", r.path_log, strerror(errno));
         return fail(&r, 1, err);
     }
-    if (r.o.diagnose && diagnose(&r, logf, err, sizeof err)) { if (logf) fclose(logf); return fail(&r, 1, err); }
+    if (r.o.diagnose && diagnose(&r, logf, 0, err, sizeof err)) { if (logf) fclose(logf); return fail(&r, 1, err); }
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
@@ -547,7 +560,7 @@ int main(int argc, char **argv) {
         if ((stop = stop_requested(&r)) != 0) break;
         if (r.o.diagnose && diagnose_every > 0 && step > first_step && step % diagnose_every == 0) {
             double t0 = now();
-            if (diagnose(&r, logf, err, sizeof err)) { if (logf) fclose(logf); return fail(&r, 1, err); }
+            if (diagnose(&r, logf, 1, err, sizeof err)) { if (logf) fclose(logf); return fail(&r, 1, err); }
             r.diagnose_seconds += now() - t0;
         }
         pick_batch(&r, step);

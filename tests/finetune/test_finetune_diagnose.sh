@@ -9,7 +9,11 @@
 #      unchanged training lines, and a --resume across them trims and continues the log
 #      (the before-training diagnostic of the resumed run at its checkpoint's step);
 #   4. bad uses fail with one line and exit 2: --batch 1, --diagnose-probes 1, probes or every
-#      without --diagnose.
+#      without --diagnose;
+#   5. a periodic diagnostic whose B_eff is undefined does not end the run: stories260K at
+#      lr 1e-3 drives its training loss to exactly 0 at step 116 (seed 1), so the diagnostic
+#      of step 117 sees no loss difference; it is logged as undefined ("b_eff":null) and the
+#      run trains on to its last step (it used to stop there with exit 1 and no checkpoint).
 # usage: test_finetune_diagnose.sh GRZO_FINETUNE DATA_DIR WORK_DIR
 set -u
 bin=$1 data=$2 work=$3
@@ -58,4 +62,13 @@ bad "one probe" --diagnose --diagnose-probes 1
 bad "probes without --diagnose" --diagnose-probes 8
 bad "every without --diagnose" --diagnose-every 2
 bad "negative every" --diagnose --diagnose-every -1
-echo "ok: diagnosed B_eff $b_eff; diagnose lines at 0 2 4; training log, checkpoint and run.json equal the plain run's, resumed too; misuse refused"
+
+sat=(--model "$data/stories260K.bin" --tokenizer "$data/tok512.bin" --task sst2 --data "$data/tasks/SST-2" --n-train 8
+     --n-dev 4 --n-test 2 --batch 4 --threads 1 --lr 1e-3 --seed 1 --steps 125 --eval-every 0 --diagnose --diagnose-every 3
+     --diagnose-probes 4)
+"$bin" "${sat[@]}" --out "$work/sat" > "$work/sat.out" 2>&1 || fail "a saturated run stopped at an undefined diagnostic: $(tail -1 "$work/sat.out")"
+grep -q '^{"step":[0-9]*,"diagnose":{"b_eff":null,"undefined":' "$work/sat/log.jsonl" ||
+    fail "no undefined diagnostic logged (did the loss not saturate? $(grep '"loss"' "$work/sat/log.jsonl" | tail -2))"
+grep -q 'B_eff undefined (.*); the training goes on' "$work/sat.out" || fail "the undefined diagnostic was not printed"
+[ "$(grep -c '"loss"' "$work/sat/log.jsonl")" -eq 125 ] && [ -s "$work/sat/results.json" ] || fail "the saturated run did not train to its end"
+echo "ok: diagnosed B_eff $b_eff; diagnose lines at 0 2 4; training log, checkpoint and run.json equal the plain run's, resumed too; misuse refused; an undefined periodic B_eff is logged and the run goes on"
