@@ -75,6 +75,15 @@ check_lists() {
     for t in ${SEEDS//,/ }; do is_count "$t" || { echo "finetune.sh: --seeds: '$t' is not a seed" >&2; return 1; }; done
 }
 
+# the learning-rate grids, which name runs and folders too
+check_grids() {
+    local n v
+    for n in GRID_GRZO GRID_MEZO GRID_FZOO; do
+        is_list "${!n:-}" || { echo "finetune.sh: --$(echo "$n" | tr 'A-Z_' 'a-z-'): an empty value in '${!n:-}'" >&2; return 1; }
+        for v in ${!n//,/ }; do is_rate "$v" || { echo "finetune.sh: --$(echo "$n" | tr 'A-Z_' 'a-z-'): '$v' is not a learning rate" >&2; return 1; }; done
+    done
+}
+
 # ---- the report (also alone, from an earlier call's files) ----------------------------------------
 field() { sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p" "$1" | head -1; }          # a number of a one-object JSON file
 acc() { field "$@" | awk '{ printf "%.4f", $1 }'; }                           # an accuracy, 4 decimals
@@ -85,7 +94,8 @@ beff_span() {
              END { if (n == 1) print f; else if (n > 1) print f " → " l }'
 }
 last_loss() { sed -n 's/^{"step":[0-9]*,"loss":\([^,}]*\).*/\1/p' "$1" | tail -20 | awk '{ s += $1; n++ } END { if (n) printf "%.4f", s / n }'; }
-steps_logged() { grep -c '"loss"' "$1" 2> /dev/null || true; }
+steps_logged() { if [ -f "$1" ]; then grep -c '"loss"' "$1"; else echo 0; fi; }
+grid_of() { case $1 in grzo) echo "$GRID_GRZO" ;; mezo) echo "$GRID_MEZO" ;; fzoo) echo "$GRID_FZOO" ;; esac; }
 
 grid_table() {
     local d est lr task mark
@@ -162,6 +172,43 @@ for task in tasks:
 PY
 }
 
+# The plan in one line: its runs, those done, and the training seconds left at the speeds the
+# finished runs measured (seconds per step per estimator; zero-shot runs and evaluations are
+# not counted; a run whose seconds round to 0 measures nothing). Needs TASKS, ESTIMATORS, SEEDS,
+# the step counts and the grids.
+plan_line() {
+    local task est lr seed d total=0 done=0 left_steps
+    declare -A sps=() todo=()
+    for d in "$OUT"/runs/grid-* "$OUT"/runs/final-*; do   # seconds per step by estimator, from finished runs
+        [ -s "$d/results.json" ] || continue
+        est=$(basename "$d" | cut -d- -f3)
+        sps[$est]=$(awk -v a="${sps[$est]:-}" -v s="$(field "$d/results.json" seconds)" -v n="$(field "$d/results.json" steps)" \
+                     'BEGIN { if (n > 0 && s > 0) { v = s / n; print (a == "" || v < a) ? v : a } else print a }')
+    done
+    for task in ${TASKS//,/ }; do
+        total=$((total + 1)); [ -s "$OUT/runs/zs-$task/results.json" ] && done=$((done + 1))
+        for est in ${ESTIMATORS//,/ }; do
+            for lr in $(grid_of "$est" | tr ',' ' '); do
+                total=$((total + 1))
+                if [ -s "$OUT/runs/grid-$task-$est-$lr/results.json" ]; then done=$((done + 1))
+                else todo[$est]=$(( ${todo[$est]:-0} + GRID_STEPS - $(steps_logged "$OUT/runs/grid-$task-$est-$lr/log.jsonl") )); fi
+            done
+            for seed in ${SEEDS//,/ }; do
+                total=$((total + 1))
+                if [ -s "$OUT/runs/final-$task-$est-s$seed/results.json" ]; then done=$((done + 1))
+                else todo[$est]=$(( ${todo[$est]:-0} + STEPS - $(steps_logged "$OUT/runs/final-$task-$est-s$seed/log.jsonl") )); fi
+            done
+        done
+    done
+    left_steps=""
+    for est in ${ESTIMATORS//,/ }; do
+        [ "${todo[$est]:-0}" -gt 0 ] || continue
+        if [ -n "${sps[$est]:-}" ]; then left_steps+=" $est: ${todo[$est]} steps, ~$(awk -v n="${todo[$est]}" -v v="${sps[$est]}" 'BEGIN { printf "%.0f", n * v }') s;"
+        else left_steps+=" $est: ${todo[$est]} steps, speed not measured yet;"; fi
+    done
+    echo "plan: $total runs, $done done;${left_steps:- nothing left}"
+}
+
 write_report() {
     local tmp="$OUT/finetune.md.tmp" pngs="" p task
     if python3 -c "import matplotlib" 2> /dev/null; then pngs=$(plots 2> "$OUT/plot.log") || pngs=""; fi
@@ -193,6 +240,8 @@ write_report() {
         [ -n "$pngs" ] || { echo; echo "(no plots: python3 with matplotlib is not here, or no final run has logged yet)"; }
         echo
         echo "Runs left for a later call: $(cat "$OUT/left.txt" 2> /dev/null || echo '?')"
+        echo
+        echo "$(plan_line) (training steps only, at the fastest speed a finished run of the estimator measured)"
     } > "$tmp" && mv "$tmp" "$OUT/finetune.md"
 }
 
@@ -204,8 +253,9 @@ if [ "${1:-}" = "--report-only" ]; then
     [ $# -eq 2 ] || usage
     OUT=$2
     [ -s "$OUT/protocol.txt" ] || die "$OUT holds no protocol.txt (not a finetune.sh folder)"
-    read -r TASKS ESTIMATORS SEEDS <<< "$(sed -n 's/^# settings: //p' "$OUT/protocol.txt")"
-    check_lists || die "$OUT/protocol.txt: its settings line is not one this script writes"
+    read -r TASKS ESTIMATORS SEEDS STEPS GRID_STEPS GRID_GRZO GRID_MEZO GRID_FZOO <<< "$(sed -n 's/^# settings: //p' "$OUT/protocol.txt")"
+    check_lists && check_grids && is_count "${STEPS:-}" && is_count "${GRID_STEPS:-}" ||
+        die "$OUT/protocol.txt: its settings line is not one this script writes"
     N_SEEDS=$(echo "$SEEDS" | tr ',' '\n' | wc -l)
     write_report && echo "wrote $OUT/finetune.md"
     exit 0
@@ -239,10 +289,7 @@ check_lists || usage
 if [ -z "$GRID_GRZO" ]; then   # the paper's grid and the same at this D's update norm
     GRID_GRZO=$(awk -v d="$PARAMS" 'BEGIN { k = sqrt(8e9 / d); printf "1e-7,3e-7,5e-7,%.2g,%.2g,%.2g", 1e-7 * k, 3e-7 * k, 5e-7 * k }')
 fi
-for n in GRID_GRZO GRID_MEZO GRID_FZOO; do
-    is_list "${!n}" || { echo "finetune.sh: --$(echo "$n" | tr 'A-Z_' 'a-z-'): an empty value in '${!n}'" >&2; usage; }
-    for v in ${!n//,/ }; do is_rate "$v" || { echo "finetune.sh: --$(echo "$n" | tr 'A-Z_' 'a-z-'): '$v' is not a learning rate" >&2; usage; }; done
-done
+check_grids || usage
 [ -f "$MODEL" ] || die "no such model file: $MODEL"
 [ -x "$FT" ] || die "no grzo-finetune at $FT (build with bench/gpu/run.sh, or set GRZO_FINETUNE)"
 for t in ${TASKS//,/ }; do [ -d "$DATA/$(task_folder "$t")" ] || die "no $(task_folder "$t") folder in $DATA"; done
@@ -254,7 +301,7 @@ mkdir -p "$OUT/runs" || die "cannot create $OUT"
 OUT=$(cd "$OUT" && pwd)
 
 # the protocol of this OUTDIR: a later call must ask for the same (the budget may differ)
-settings="$TASKS $ESTIMATORS $SEEDS"   # what --report-only needs
+settings="$TASKS $ESTIMATORS $SEEDS $STEPS $GRID_STEPS $GRID_GRZO $GRID_MEZO $GRID_FZOO"   # what --report-only needs
 protocol="model=$MODEL tokenizer=$TOKENIZER data=$DATA device=$DEVICE dtype=$DTYPE tasks=$TASKS estimators=$ESTIMATORS"
 protocol+=" steps=$STEPS grid_steps=$GRID_STEPS seeds=$SEEDS eval_every=$EVAL_EVERY diagnose_every=$DIAG_EVERY"
 protocol+=" diagnose_probes=$DIAG_PROBES batch=$BATCH n=$N_TRAIN/$N_DEV/$N_TEST grids=grzo:$GRID_GRZO;mezo:$GRID_MEZO;fzoo:$GRID_FZOO"
@@ -300,7 +347,6 @@ run() {
 }
 # a task's grzo-finetune arguments into the array targs (paths may hold spaces)
 task_args() { targs=(--task "$1" --data "$DATA/$(task_folder "$1")"); }
-grid_of() { case $1 in grzo) echo "$GRID_GRZO" ;; mezo) echo "$GRID_MEZO" ;; fzoo) echo "$GRID_FZOO" ;; esac; }
 # the chosen lr of (task, est) once its grid is complete: best dev accuracy, then lowest late loss
 choose() {
     local task=$1 est=$2 lr d
@@ -314,6 +360,7 @@ choose() {
 }
 
 say "finetune.sh: $(basename "$MODEL") on $TASKS, $ESTIMATORS, $DEVICE/$DTYPE; budget $BUDGET s; output in $OUT"
+say "$(plan_line)"
 say "1/3 zero-shot"
 for task in ${TASKS//,/ }; do
     task_args "$task"

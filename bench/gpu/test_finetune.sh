@@ -45,6 +45,7 @@ grep -q "^| sst2 | mezo | $chosen | 4 | .* | \*\*chosen\*\* |$" "$r" || fail "th
 grep -Eq "^\| rte \| grzo \| $(cat "$o/runs/chosen-rte-grzo") \| 2 of 2 \| [0-9.]+ ± [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \[" "$r" ||
     fail "the results row of rte, grzo: $(grep '| rte | grzo |' "$r")"
 grep -q "^Runs left for a later call: 0$" "$r" || fail "runs left"
+grep -q "^plan: 18 runs, 18 done; nothing left" "$r" || fail "the plan line: $(grep '^plan:' "$r")"
 bash "$here/finetune.sh" --report-only "$o" > "$work/rep.out" 2>&1 && cmp -s <(grep '^|' "$r") <(grep '^|' "$o/finetune.md") ||
     fail "--report-only: $(cat "$work/rep.out")"
 # the same OUTDIR with another protocol is refused, and changes nothing
@@ -56,7 +57,7 @@ fs "${tiny[@]}" --tasks sst2,rte --estimators grzo,mezo --grid-steps 4 --steps 7
 
 # the budget: the final run is stopped (exit 3) and the next call resumes it
 o=$work/budget
-args=("${tiny[@]}" --tasks sst2 --estimators grzo --grid-steps 2 --steps 100000000 --seeds 1 --eval-every 0 --budget 14
+args=("${tiny[@]}" --tasks sst2 --estimators grzo --grid-steps 30 --steps 100000000 --seeds 1 --eval-every 0 --budget 14
       "$data/stories260K.bin" "$data/tasks" "$o")
 fs "${args[@]}" > "$work/b1.out" 2>&1
 [ $? -eq 3 ] || fail "a call cut by its budget must exit 3: $(tail -3 "$work/b1.out")"
@@ -65,6 +66,8 @@ f=$o/runs/final-sst2-grzo-s1
 n1=$(grep -c '"loss"' "$f/log.jsonl")
 [ "$n1" -gt 0 ] || fail "the stopped run logged no step"
 grep -q "^Runs left for a later call: 1$" "$o/finetune.md" || fail "the report does not count the stopped run"
+grep -Eq "^plan: 4 runs, 3 done; grzo: [0-9]+ steps, ~[0-9]+ s;" "$o/finetune.md" ||
+    fail "the plan line (runs, and the time left at the grid's measured speed): $(grep '^plan:' "$o/finetune.md")"
 fs "${args[@]}" > "$work/b2.out" 2>&1
 [ $? -eq 3 ] || fail "the second call: $(tail -3 "$work/b2.out")"
 grep -q "resuming at step $n1" "$work/b2.out" || fail "the second call did not resume at step $n1: $(grep final "$work/b2.out")"
