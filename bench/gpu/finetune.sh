@@ -324,7 +324,8 @@ run() {
     if [ "$secs" -lt 10 ]; then left=$((left + 1)); return 0; fi   # too little to load a model and write a checkpoint
     if [ -s "$d/checkpoint.grzo" ] && [ -s "$d/run.json" ]; then
         say "  $name: resuming at step $(steps_logged "$d/log.jsonl") (at most $secs s)"
-        timeout -s INT -k 30 "$secs" "$FT" --out "$d" --resume --steps "$steps" --threads "$THREADS" >> "$d.out" 2>&1
+        # the diagnostics are not part of a run's identity (run.json): a resume asks for them again
+        timeout -s INT -k 30 "$secs" "$FT" --out "$d" --resume --steps "$steps" --threads "$THREADS" "${diag[@]}" >> "$d.out" 2>&1
     else
         rm -rf "$d"
         say "  $name (at most $secs s)"
@@ -361,6 +362,7 @@ choose() {
 
 say "finetune.sh: $(basename "$MODEL") on $TASKS, $ESTIMATORS, $DEVICE/$DTYPE; budget $BUDGET s; output in $OUT"
 say "$(plan_line)"
+diag=()   # the --diagnose options of the run in hand (final GRZO and MeZO runs only)
 say "1/3 zero-shot"
 for task in ${TASKS//,/ }; do
     task_args "$task"

@@ -2,7 +2,7 @@
 # bench/gpu/finetune.sh on the CPU (stories260K, the SST-2 and RTE samples): its argument checks,
 # a whole tiny protocol (zero-shot, grid, choice, final runs over two seeds, the report), the
 # refusal of a changed protocol in the same OUTDIR, and a run stopped by the budget that the
-# next call resumes instead of restarting.
+# next call resumes instead of restarting, its B_eff diagnostics going on.
 # usage: test_finetune.sh GRZO_FINETUNE DATA_DIR WORK_DIR   (DATA_DIR: tests/data)
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -57,7 +57,8 @@ fs "${tiny[@]}" --tasks sst2,rte --estimators grzo,mezo --grid-steps 4 --steps 7
 
 # the budget: the final run is stopped (exit 3) and the next call resumes it
 o=$work/budget
-args=("${tiny[@]}" --tasks sst2 --estimators grzo --grid-steps 30 --steps 100000000 --seeds 1 --eval-every 0 --budget 14
+# (one grid value; a budget that leaves the final run some seconds on a loaded 2-core machine)
+args=("${tiny[@]}" --grid-grzo 1e-4 --tasks sst2 --estimators grzo --grid-steps 30 --steps 100000000 --seeds 1 --eval-every 0 --budget 25
       "$data/stories260K.bin" "$data/tasks" "$o")
 fs "${args[@]}" > "$work/b1.out" 2>&1
 [ $? -eq 3 ] || fail "a call cut by its budget must exit 3: $(tail -3 "$work/b1.out")"
@@ -66,7 +67,7 @@ f=$o/runs/final-sst2-grzo-s1
 n1=$(grep -c '"loss"' "$f/log.jsonl")
 [ "$n1" -gt 0 ] || fail "the stopped run logged no step"
 grep -q "^Runs left for a later call: 1$" "$o/finetune.md" || fail "the report does not count the stopped run"
-grep -Eq "^plan: 4 runs, 3 done; grzo: [0-9]+ steps, ~[0-9]+ s;" "$o/finetune.md" ||
+grep -Eq "^plan: 3 runs, 2 done; grzo: [0-9]+ steps, ~[0-9]+ s;" "$o/finetune.md" ||
     fail "the plan line (runs, and the time left at the grid's measured speed): $(grep '^plan:' "$o/finetune.md")"
 fs "${args[@]}" > "$work/b2.out" 2>&1
 [ $? -eq 3 ] || fail "the second call: $(tail -3 "$work/b2.out")"
@@ -74,4 +75,6 @@ grep -q "resuming at step $n1" "$work/b2.out" || fail "the second call did not r
 n2=$(grep -c '"loss"' "$f/log.jsonl")
 [ "$(grep -c '^{"step":0,"loss"' "$f/log.jsonl")" -eq 1 ] && [ "$n2" -gt "$n1" ] ||
     fail "the resumed log must go on from step $n1 (now $n2 steps, $(grep -c '^{"step":0,"loss"' "$f/log.jsonl") step-0 lines)"
+[ "$(sed -n 's/^{"step":\([0-9]*\),"diagnose".*/\1/p' "$f/log.jsonl" | tail -1)" -ge "$n1" ] ||
+    fail "the resumed run logged no B_eff: a resume must ask for the diagnostics again (they are not in run.json)"
 echo "ok: finetune.sh (arguments, a tiny protocol, a changed protocol refused, $n1 then $n2 steps across two budgeted calls)"

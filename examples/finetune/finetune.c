@@ -463,7 +463,7 @@ static void log_diagnose(FILE *f, int64_t step, const grzo_align_report *a, int3
    trains exactly as it would without --diagnose. During training (periodic) a B_eff that
    is undefined (GRZO_ERR_NONFINITE: every loss difference 0, e.g. a model whose losses have
    saturated at 0, or a loss not finite) is logged as such and the training goes on: a
-   diagnostic must not end a run that can still train. Before training it is an error. */
+   diagnostic must not end a run that can still train. Before training (step 0) it is an error. */
 static int diagnose(run *r, FILE *log, int periodic, char *err, size_t errlen) {
     grzo_align_report a;
     int64_t B = r->o.num[OPT_BATCH], step = grzo_get_step(r->ctx);
@@ -547,7 +547,8 @@ int main(int argc, char **argv) {
         snprintf(err, sizeof err, "cannot open the log %s: %s", r.path_log, strerror(errno));
         return fail(&r, 1, err);
     }
-    if (r.o.diagnose && diagnose(&r, logf, 0, err, sizeof err)) { if (logf) fclose(logf); return fail(&r, 1, err); }
+    /* a resumed run's first diagnostic is already one during training */
+    if (r.o.diagnose && diagnose(&r, logf, grzo_get_step(r.ctx) > 0, err, sizeof err)) { if (logf) fclose(logf); return fail(&r, 1, err); }
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
