@@ -530,9 +530,9 @@ static grzo_status cu_attention_scratch(llm_ops_state *os, size_t bytes) {
 /* one strided batched fp32 GEMM of attention_gemm.h's shapes on the attention's handle */
 static grzo_status cu_batched_gemm(llm_ops_state *os, const char *what, llm_att_gemm g, const float *A, const float *B, float *C) {
     const float one = 1.0f, zero = 0.0f;
-    LLM_BLAS_TRY(os, what, cublasSgemmStridedBatched(os->blas, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                                     g.m, g.n, g.k, &one, A, g.lda, g.stride_a, B, g.ldb, g.stride_b, &zero, C, g.ldc,
-                                                     g.stride_c, g.batch));
+    cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LLM_BLAS_TRY(os, what, cublasSgemmStridedBatched(os->blas, ta, tb, g.m, g.n, g.k, &one, A, g.lda, g.stride_a, B, g.ldb,
+                                                     g.stride_b, &zero, C, g.ldc, g.stride_c, g.batch));
     return GRZO_OK;
 }
 
@@ -551,12 +551,14 @@ static grzo_status cu_attention_gemm(llm_ops_state *os, float *q, const float *k
     llm__k_att_gather<<<llm__cu_blocks(n), LLM_CU_THREADS, 0, os->stream>>>(q, k, v, os->seq_row0, os->seq_pad, os->seq_len, d->n_heads,
                                                                 d->n_kv_heads, hd, L, 1.0f / sqrtf((float)hd), n, Qp, Kp, Vp);
     LLM_CU_LAUNCHED(os, "attention (gemm) gather kernel");
-    if ((s = cu_batched_gemm(os, "attention scores (cublasSgemmStridedBatched)", llm_att_scores_gemm(L, hd, batch), Kp, Qp, P)) != GRZO_OK) return s;
+    s = cu_batched_gemm(os, "attention scores (cublasSgemmStridedBatched)", llm_att_scores_gemm(L, hd, batch), Kp, Qp, P);
+    if (s != GRZO_OK) return s;
     llm__k_att_softmax<<<(unsigned)((int64_t)batch * L), LLM_CU_THREADS, 0, os->stream>>>(P, os->seq_pad, os->seq_len,
                                                                                            d->n_heads, L);
     LLM_CU_LAUNCHED(os, "attention (gemm) softmax kernel");
     /* the output goes into Qp, read no more */
-    if ((s = cu_batched_gemm(os, "attention values (cublasSgemmStridedBatched)", llm_att_values_gemm(L, hd, batch), Vp, P, Qp)) != GRZO_OK) return s;
+    s = cu_batched_gemm(os, "attention values (cublasSgemmStridedBatched)", llm_att_values_gemm(L, hd, batch), Vp, P, Qp);
+    if (s != GRZO_OK) return s;
     llm__k_att_scatter<<<llm__cu_blocks(n), LLM_CU_THREADS, 0, os->stream>>>(q, Qp, os->seq_row0, os->seq_pad, os->seq_len, d->n_heads, hd,
                                                                  L, n);
     LLM_CU_LAUNCHED(os, "attention (gemm) scatter kernel");
