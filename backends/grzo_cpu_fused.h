@@ -665,14 +665,25 @@ grzo__form_ukr_body(const int cols, int64_t kc, const float *w, const uint32_t *
     const __m512 f0 = _mm512_loadu_ps(f), f1 = _mm512_loadu_ps(f + 16);
     const __m512 n0 = _mm512_sub_ps(_mm512_setzero_ps(), f0), n1 = _mm512_sub_ps(_mm512_setzero_ps(), f1);
     const __mmask16 ha = grzo__rows_mask(h, 0), hb = grzo__rows_mask(h, 1);
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
     int64_t k;
     GRZO__FORM_COLUMNS(GRZO__FORM_PREFETCH)
     GRZO__FORM_COLUMNS(GRZO__FORM_ACC)
+    if (kc > 0) {
+        const uint32_t m = ub[0] ^ sw[0];
+        a0 = grzo__formed16(w, f0, n0, (__mmask16)(m & 0xFFFFu));
+        a1 = grzo__formed16(w + 16, f1, n1, (__mmask16)(m >> 16));
+    }
+    /* k + 1's weight is formed before k's FMAs: its mask (two loads, a xor, two moves to mask
+       registers) then has a whole k to arrive (the last k forms itself again, unused) */
     for (k = 0; k < kc; k++) {
-        uint32_t m = ub[k] ^ sw[k];
-        __m512 a0 = grzo__formed16(w + 32 * k, f0, n0, (__mmask16)(m & 0xFFFFu));
-        __m512 a1 = grzo__formed16(w + 32 * k + 16, f1, n1, (__mmask16)(m >> 16));
+        const int64_t kn = k + 1 < kc ? k + 1 : k;
+        const uint32_t m = ub[kn] ^ sw[kn];
+        const __m512 b0 = grzo__formed16(w + 32 * kn, f0, n0, (__mmask16)(m & 0xFFFFu));
+        const __m512 b1 = grzo__formed16(w + 32 * kn + 16, f1, n1, (__mmask16)(m >> 16));
         GRZO__FORM_COLUMNS(GRZO__FORM_FMA)
+        a0 = b0;
+        a1 = b1;
     }
     GRZO__FORM_COLUMNS(GRZO__FORM_PUT)
 }
@@ -742,14 +753,24 @@ __attribute__((target("avx512f"), always_inline)) static inline void grzo__form_
         _mm_prefetch(cj, _MM_HINT_T0), _mm_prefetch(cj + 64, _MM_HINT_T0);
         _mm_prefetch(cj + 128, _MM_HINT_T0), _mm_prefetch(cj + 192, _MM_HINT_T0);
     }
+    __m512 a0 = zero, a1 = zero, a2 = zero, a3 = zero;
     GRZO__FORM4_ACC(0) GRZO__FORM4_ACC(1) GRZO__FORM4_ACC(2) GRZO__FORM4_ACC(3)
-    for (k = 0; k < kc; k++) {
-        uint32_t m = ub[k] ^ sw[k], m2 = ub2[k] ^ sw[k];
-        __m512 a0 = grzo__formed16(w + 32 * k, f0, n0, (__mmask16)(m & 0xFFFFu));
-        __m512 a1 = grzo__formed16(w + 32 * k + 16, f1, n1, (__mmask16)(m >> 16));
-        __m512 a2 = grzo__formed16(w2 + 32 * k, f2, n2, (__mmask16)(m2 & 0xFFFFu));
-        __m512 a3 = grzo__formed16(w2 + 32 * k + 16, f3, n3, (__mmask16)(m2 >> 16));
+    if (kc > 0) {
+        const uint32_t m = ub[0] ^ sw[0], m2 = ub2[0] ^ sw[0];
+        a0 = grzo__formed16(w, f0, n0, (__mmask16)(m & 0xFFFFu));
+        a1 = grzo__formed16(w + 16, f1, n1, (__mmask16)(m >> 16));
+        a2 = grzo__formed16(w2, f2, n2, (__mmask16)(m2 & 0xFFFFu));
+        a3 = grzo__formed16(w2 + 16, f3, n3, (__mmask16)(m2 >> 16));
+    }
+    for (k = 0; k < kc; k++) {   /* k + 1's weights formed before k's FMAs (grzo__form_ukr_body) */
+        const int64_t kn = k + 1 < kc ? k + 1 : k;
+        const uint32_t m = ub[kn] ^ sw[kn], m2 = ub2[kn] ^ sw[kn];
+        const __m512 b0 = grzo__formed16(w + 32 * kn, f0, n0, (__mmask16)(m & 0xFFFFu));
+        const __m512 b1 = grzo__formed16(w + 32 * kn + 16, f1, n1, (__mmask16)(m >> 16));
+        const __m512 b2 = grzo__formed16(w2 + 32 * kn, f2, n2, (__mmask16)(m2 & 0xFFFFu));
+        const __m512 b3 = grzo__formed16(w2 + 32 * kn + 16, f3, n3, (__mmask16)(m2 >> 16));
         GRZO__FORM4_FMA(0) GRZO__FORM4_FMA(1) GRZO__FORM4_FMA(2) GRZO__FORM4_FMA(3)
+        a0 = b0, a1 = b1, a2 = b2, a3 = b3;
     }
     GRZO__FORM4_PUT(0) GRZO__FORM4_PUT(1) GRZO__FORM4_PUT(2) GRZO__FORM4_PUT(3)
 }
