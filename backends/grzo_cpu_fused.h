@@ -12,8 +12,8 @@
        BLIS's KC for one copy, up to 1.5 KC split evenly for many: grzo__copies_kc)
        pack every copy's rows of X into NR-wide (or MR-wide) slivers, once; a copy's last
          rows (fewer than half a sliver) go to the tail set instead (copies of the forming
-         kernel, below: only a lone last row goes there, only a partial last sliver is
-         packed, the whole ones are read in place)
+         kernels, below: only a lone last row goes there; a copy of 12 rows or more is
+         packed into 24-wide slivers, a shorter one read in place)
        for each block of weight rows (about MC/4 rows; one thread each)
          pack W of the block into slivers, and U, regenerated from the counter RNG: a
            Rademacher U (the default) as one sign bit per element, a Gaussian one as floats
@@ -22,9 +22,11 @@
                         and "-" copies together, from one load), then run the
                         micro-kernel on it and each of the copy's X slivers while it is
                         in L1; or, where U and s are signs on an AVX-512 CPU with skx's
-                        packing, run grzo's forming kernel (grzo__form_ukr_32x12), which
-                        forms W + f_c (.) U in registers as it multiplies (same bits), each
-                        X sliver against every weight sliver of the block
+                        packing, run grzo's forming kernels (grzo__form_ukr_16x24 for
+                        copies of 12 rows or more, each weight sliver as two halves;
+                        grzo__form_ukr_32x12 for shorter ones), which form W + f_c (.) U in
+                        registers as they multiply (same bits), each X sliver against every
+                        weight sliver of the block
          the tail set: X_t W^T and (X_t (.) s) U^T on the same panels (U as floats), added
            into Y
 
@@ -51,6 +53,8 @@
 #endif
 
 #define GRZO__PACK_MAX_WIDTH 64 /* the widest sliver it takes (skx: MR 32) */
+#define GRZO__WIDE_X 24          /* rows of a packed X sliver of the 16-row forming kernels */
+#define GRZO__WIDE_MIN 12        /* the fewest rows of a copy that takes them */
 
 struct grzo__ukr {
     sgemm_ukr_ft kernel;      /* BLIS's native sgemm micro-kernel */
@@ -114,6 +118,7 @@ typedef struct grzo__fused_copy {
     const float *r, *s;       /* sign vectors (d_out, d_in), NULL for shared Z */
     float scale;              /* sign * sigma */
     int in_kernel;            /* formed inside the forming kernel (grzo__form_ukr_32x12) */
+    int wide;                 /* in_kernel, through the 16-row kernels: its rows packed (grzo__wide) */
     int64_t sw_off;           /* its s sign words in a K block's (in_kernel) */
 } grzo__fused_copy;
 
@@ -788,7 +793,99 @@ typedef void (*grzo__form_ukr64_fn)(GRZO__FORM64_ARGS);
 static const grzo__form_ukr64_fn grzo__form_ukr_64xn[5] = {NULL, grzo__form_ukr_64x1, grzo__form_ukr_64x2,
                                                            grzo__form_ukr_64x3, grzo__form_ukr_64x4};
 #undef GRZO__FORM64_ARGS
+
+/* Half a weight sliver (16 rows) against `cols` (12-24) packed rows of X, for copies of 12
+   rows or more. The 32 x 12 kernel forms two vectors of weights for 24 FMAs; this one forms
+   one for up to 24, so a copy's weight is formed half as often. Its X values are broadcast by
+   the FMAs themselves from the packed sliver (x[24 k + j]: the rows read in place would need a
+   register each). The forming took 10 % of the 32 x 12 kernel's time on a Zen 4, whose moves
+   into mask registers are slow (1024 x 1024, 72 rows: 103.7 GFLOP/s, 114 unformed), and 3.5 %
+   of this one's (110.2). Element (i, k) is w[32 k + i] + f_i, or - f_i where bit 16 half + i
+   of ub[k] ^ sw[k] is set, as in grzo__form_ukr_32x12: the same bits. */
+#define GRZO__WIDE_PREFETCH(j)                                          \
+    if (j < cols) {                                                     \
+        _mm_prefetch((const char *)(c + j * ldc), _MM_HINT_T0);         \
+        _mm_prefetch((const char *)(c + j * ldc + 15), _MM_HINT_T0);    \
+    }
+#define GRZO__WIDE_ACC(j) __m512 c##j = _mm512_setzero_ps();
+#define GRZO__WIDE_FMA(j) \
+    if (j < cols) c##j = _mm512_fmadd_ps(a, _mm512_set1_ps(xk[j]), c##j);
+#define GRZO__WIDE_PUT(j)                                                                      \
+    if (j < cols) {                                                                            \
+        if (accumulate) c##j = _mm512_add_ps(_mm512_maskz_loadu_ps(hm, c + j * ldc), c##j);    \
+        _mm512_mask_storeu_ps(c + j * ldc, hm, c##j);                                          \
+    }
+#define GRZO__WIDE_COLUMNS(M)                                                                   \
+    M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(8) M(9) M(10) M(11) M(12) M(13) M(14) M(15) M(16) \
+    M(17) M(18) M(19) M(20) M(21) M(22) M(23)
+#define GRZO__WIDE_ARGS                                                                                                \
+    int64_t kc, const float *w, const uint32_t *ub, int half, const uint32_t *sw, const float *f, const float *xp,    \
+        int64_t h, int accumulate, float *c, int64_t ldc
+__attribute__((target("avx512f"), always_inline)) static inline void grzo__form_ukr_wide_body(const int cols,
+                                                                                            GRZO__WIDE_ARGS) {
+    const int shift = 16 * half;
+    const __m512 fv = _mm512_loadu_ps(f + shift), nv = _mm512_sub_ps(_mm512_setzero_ps(), fv);
+    const __mmask16 hm = grzo__rows_mask(h, 0);
+    __m512 a = _mm512_setzero_ps();
+    int64_t k;
+    w += shift;
+    GRZO__WIDE_COLUMNS(GRZO__WIDE_PREFETCH)
+    GRZO__WIDE_COLUMNS(GRZO__WIDE_ACC)
+    if (kc > 0) a = grzo__formed16(w, fv, nv, (__mmask16)((ub[0] ^ sw[0]) >> shift));
+    for (k = 0; k < kc; k++) {   /* k + 1's weights formed before k's FMAs (grzo__form_ukr_body) */
+        const int64_t kn = k + 1 < kc ? k + 1 : k;
+        const __m512 b = grzo__formed16(w + 32 * kn, fv, nv, (__mmask16)((ub[kn] ^ sw[kn]) >> shift));
+        const float *xk = xp + GRZO__WIDE_X * k;
+        GRZO__WIDE_COLUMNS(GRZO__WIDE_FMA)
+        a = b;
+    }
+    GRZO__WIDE_COLUMNS(GRZO__WIDE_PUT)
+}
+#undef GRZO__WIDE_PREFETCH
+#undef GRZO__WIDE_ACC
+#undef GRZO__WIDE_FMA
+#undef GRZO__WIDE_PUT
+#undef GRZO__WIDE_COLUMNS
+#define GRZO__FORM_UKR_N(N)                                                                          \
+    __attribute__((target("avx512f"))) static void grzo__form_ukr_16x##N(GRZO__WIDE_ARGS) {          \
+        grzo__form_ukr_wide_body(N, kc, w, ub, half, sw, f, xp, h, accumulate, c, ldc);            \
+    }
+GRZO__FORM_UKR_N(12) GRZO__FORM_UKR_N(13) GRZO__FORM_UKR_N(14) GRZO__FORM_UKR_N(15) GRZO__FORM_UKR_N(16)
+GRZO__FORM_UKR_N(17) GRZO__FORM_UKR_N(18) GRZO__FORM_UKR_N(19) GRZO__FORM_UKR_N(20) GRZO__FORM_UKR_N(21)
+GRZO__FORM_UKR_N(22) GRZO__FORM_UKR_N(23) GRZO__FORM_UKR_N(24)
+#undef GRZO__FORM_UKR_N
+typedef void (*grzo__form_ukr_wide_fn)(GRZO__WIDE_ARGS);
+static const grzo__form_ukr_wide_fn grzo__form_ukr_16xn[GRZO__WIDE_X + 1] = {
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    grzo__form_ukr_16x12, grzo__form_ukr_16x13, grzo__form_ukr_16x14, grzo__form_ukr_16x15, grzo__form_ukr_16x16,
+    grzo__form_ukr_16x17, grzo__form_ukr_16x18, grzo__form_ukr_16x19, grzo__form_ukr_16x20, grzo__form_ukr_16x21,
+    grzo__form_ukr_16x22, grzo__form_ukr_16x23, grzo__form_ukr_16x24};
+#undef GRZO__WIDE_ARGS
 #endif
+
+/* A copy of at least GRZO__WIDE_MIN rows formed inside the kernel goes through the 16-row
+   kernels: its rows packed into slivers of GRZO__WIDE_X floats a k, as many as
+   grzo__wide_slivers, of near-equal widths (12-24 rows each) */
+static int grzo__wide(int64_t n_rows) { return n_rows >= GRZO__WIDE_MIN; }
+static int64_t grzo__wide_slivers(int64_t n_rows) { return (n_rows + GRZO__WIDE_X - 1) / GRZO__WIDE_X; }
+
+/* The width of sliver t of n_rows rows split into `slivers` of sizes that differ by at most one
+   (the first ones the wider), and its first row in *first */
+static int64_t grzo__even_split(int64_t n_rows, int64_t slivers, int64_t t, int64_t *first) {
+    int64_t base = n_rows / slivers, extra = n_rows % slivers;
+    *first = t * base + (t < extra ? t : extra);
+    return base + (t < extra ? 1 : 0);
+}
+
+/* A copy's rows (row i at x + i ldx, columns [0, kc)) into its wide slivers at out, each
+   GRZO__WIDE_X x kc floats, k-major (zero past a sliver's rows); stage: as grzo__pack_sliver's */
+static void grzo__pack_wide(const float *x, int64_t ldx, int64_t n_rows, int64_t kc, float *stage, float *out) {
+    int64_t t, first, slivers = grzo__wide_slivers(n_rows);
+    for (t = 0; t < slivers; t++) {
+        int64_t n = grzo__even_split(n_rows, slivers, t, &first);
+        grzo__pack_sliver(x + first * ldx, ldx, NULL, n, kc, GRZO__WIDE_X, stage, out + t * GRZO__WIDE_X * kc);
+    }
+}
 
 /* How many of a copy's n_rows rows go to the tail set (its last ones). A copy formed inside
    the forming kernel splits its rows into slivers of near-equal widths, nothing padded, so only
@@ -831,12 +928,28 @@ static void grzo__s_sign_words(const float *s, int64_t kc, uint32_t *sw) {
    one: 64 rows as 11, 11, 11, 11, 10, 10 rather than 5 x 12 and 4. Every sliver forms the
    weight once, so the forming work is the same either way, but a short last sliver ran below
    the kernel's rate (`bench_linear --op grzo --width 1024 --batch 16`, GRZO / plain: 1.023 at
-   64 rows, 1.008 at 60, 1.007 at 72). A copy of 2-4 rows meets two weight slivers at once. */
+   64 rows, 1.008 at 60, 1.007 at 72). A copy of 2-4 rows meets two weight slivers at once.
+   With xpk (the copy's rows packed by grzo__pack_wide, for grzo__wide copies) each wide X
+   sliver meets every weight sliver's two halves through the 16-row kernels instead. */
 static void grzo__form_ukr_block(const grzo__ukr *u, const float *wpk, const uint32_t *ub, const uint32_t *sw,
-                                 const float *f, int64_t j0, int64_t j1, const float *x, int64_t ldx, int64_t n_rows,
-                                 int64_t kc, int accumulate, float *y, int64_t ldy) {
+                                 const float *f, int64_t j0, int64_t j1, const float *x, int64_t ldx, const float *xpk,
+                                 int64_t n_rows, int64_t kc, int accumulate, float *y, int64_t ldy) {
 #ifdef GRZO__FORM_UKR
     int64_t p = 0, q, stride = grzo__bits_stride(kc), slivers = (n_rows + u->xp - 1) / u->xp, t;
+    if (xpk) {
+        slivers = grzo__wide_slivers(n_rows);
+        for (t = 0; t < slivers; t++) {
+            int64_t n = grzo__even_split(n_rows, slivers, t, &p), half;
+            for (q = j0; q < j1; q += u->wp)
+                for (half = 0; half < 2 && 16 * half < j1 - q; half++) {
+                    int64_t h = j1 - q - 16 * half < 16 ? j1 - q - 16 * half : 16;
+                    grzo__form_ukr_16xn[n](kc, wpk + (q - j0) * kc, ub + (q - j0) / u->wp * stride, (int)half, sw,
+                                           f + (q - j0), xpk + t * GRZO__WIDE_X * kc, h, accumulate,
+                                           y + p * ldy + q + 16 * half, ldy);
+                }
+        }
+        return;
+    }
     for (t = 0; t < slivers; t++) {
         int64_t n = (n_rows - p + (slivers - t) - 1) / (slivers - t);   /* the rows left, shared evenly */
         const float *xs = x + p * ldx;
@@ -856,7 +969,7 @@ static void grzo__form_ukr_block(const grzo__ukr *u, const float *wpk, const uin
         p += n;
     }
 #else
-    (void)u, (void)wpk, (void)ub, (void)sw, (void)f, (void)j0, (void)j1, (void)x, (void)ldx, (void)n_rows;
+    (void)u, (void)wpk, (void)ub, (void)sw, (void)f, (void)j0, (void)j1, (void)x, (void)ldx, (void)xpk, (void)n_rows;
     (void)kc, (void)accumulate, (void)y, (void)ldy;
 #endif
 }
@@ -952,6 +1065,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     memcpy(cp, copies, (size_t)n_copies * sizeof *cp);
     for (c = 0; c < n_copies; c++) {
         cp[c].in_kernel = n_copies > 1 && bits && u->form_in_kernel && grzo__s_is_signs(cp[c].s, d_in);
+        cp[c].wide = 0;   /* set once the tails are split off */
         cp[c].sw_off = n_sw;
         if (cp[c].in_kernel) n_sw += kc_max;
     }
@@ -960,9 +1074,13 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     if (!mate) { grzo__cpu_release(&sc); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed"); }
     grzo__fused_pair_mirrors(cp, n_copies, mate);
     for (c = 0; c < n_copies; c++) {
+        cp[c].wide = cp[c].in_kernel && grzo__wide(cp[c].n_main);
         cp[c].x_off = x_elems;
-        /* packed X slivers; an in-kernel copy's rows are read in place */
-        x_elems += (cp[c].in_kernel ? 0 : (cp[c].n_main + u->xp - 1) / u->xp * u->xp) * kc_max;
+        /* packed X slivers; the rows of an in-kernel copy too short for the wide kernels are
+           read in place */
+        x_elems += (cp[c].wide        ? grzo__wide_slivers(cp[c].n_main) * GRZO__WIDE_X
+                    : cp[c].in_kernel ? 0
+                                      : (cp[c].n_main + u->xp - 1) / u->xp * u->xp) * kc_max;
     }
     tail_slivers = (n_tail + u->xp - 1) / u->xp;
     tail_elems = tail_slivers * u->xp * kc_max;
@@ -1005,9 +1123,11 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
         float beta = k0 == 0 ? 0.0f : 1.0f;
         GRZO__OMP_FOR_DYNAMIC
         for (c = 0; c < n_copies; c++) {
-            if (!cp[c].in_kernel)
-                grzo__pack_rows(a->x, d_in, cp[c].row0, cp[c].n_main, k0, kc, u->xp,   /* activations: cached */
-                                d_in % 1024 == 0 ? tbuf + (size_t)grzo__cpu_thread() * t_elems : NULL, xpack + cp[c].x_off);
+            float *stage = d_in % 1024 == 0 ? tbuf + (size_t)grzo__cpu_thread() * t_elems : NULL;   /* activations: cached */
+            if (cp[c].wide)
+                grzo__pack_wide(a->x + cp[c].row0 * d_in + k0, d_in, cp[c].n_main, kc, stage, xpack + cp[c].x_off);
+            else if (!cp[c].in_kernel)
+                grzo__pack_rows(a->x, d_in, cp[c].row0, cp[c].n_main, k0, kc, u->xp, stage, xpack + cp[c].x_off);
             if (n_tail > 0) grzo__fused_stage_tails(a->x, d_in, &cp[c], k0, kc, trows, trows + n_tail * kc);
             if (cp[c].in_kernel && mate[c] != -2)   /* a mirror reads its mate's (the same s) */
                 grzo__s_sign_words(cp[c].s ? cp[c].s + k0 : NULL, kc, sws + cp[c].sw_off);
@@ -1059,12 +1179,14 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
                     for (i = 0; i < (s1 - s0) * u->wp; i++)   /* f = 0 past the weight's rows, as below */
                         fblk[i] = j0 + i >= j1 ? 0.0f : cq->r ? cq->scale * cq->r[j0 + i] : cq->scale;
                     if (cq->n_main > 0)
-                        grzo__form_ukr_block(u, wpk, ub, sw, fblk, j0, j1, a->x + cq->row0 * d_in + k0, d_in, cq->n_main,
-                                             kc, k0 > 0, a->y + cq->row0 * d_out, d_out);
+                        grzo__form_ukr_block(u, wpk, ub, sw, fblk, j0, j1, a->x + cq->row0 * d_in + k0, d_in,
+                                             cq->wide ? xpack + cq->x_off : NULL, cq->n_main, kc, k0 > 0,
+                                             a->y + cq->row0 * d_out, d_out);
                     if (mq && mq->n_main > 0) {
                         for (i = 0; i < (s1 - s0) * u->wp; i++) fblk[i] = -fblk[i];
-                        grzo__form_ukr_block(u, wpk, ub, sw, fblk, j0, j1, a->x + mq->row0 * d_in + k0, d_in, mq->n_main,
-                                             kc, k0 > 0, a->y + mq->row0 * d_out, d_out);
+                        grzo__form_ukr_block(u, wpk, ub, sw, fblk, j0, j1, a->x + mq->row0 * d_in + k0, d_in,
+                                             mq->wide ? xpack + mq->x_off : NULL, mq->n_main, kc, k0 > 0,
+                                             a->y + mq->row0 * d_out, d_out);
                     }
                     continue;
                 }

@@ -294,22 +294,23 @@ static void reset_c(float *c, const float *c0, size_t n, int acc)
 static void check_form_ukr(void)
 {
 #ifdef GRZO_USE_BLIS
-    static const int64_t kcs[] = { 1, 7, 576 }, hs[] = { 1, 16, 17, 32 }, splits[] = { 13, 14, 23, 29, 41, 64 };
+    static const int64_t kcs[] = { 1, 7, 576 }, hs[] = { 1, 16, 17, 32 }, splits[] = { 12, 13, 14, 23, 24, 25, 29, 41, 48, 49, 64 };
     enum { KC = 576, LDC = 37, XLD = KC + 5, LDC2 = 71, MAXN = 64 };
     grzo__ukr u;
     float *w = aligned_floats(32 * KC), *x = aligned_floats(12 * KC), *formed = aligned_floats(32 * KC);
     float *neg = aligned_floats(32 * KC), *xr = aligned_floats(MAXN * XLD), *w2 = aligned_floats(64 * KC);
     float *c0 = aligned_floats(MAXN * LDC), *c_ref = aligned_floats(MAXN * LDC), *c_got = aligned_floats(MAXN * LDC);
+    float *xw = aligned_floats(grzo__wide_slivers(MAXN) * GRZO__WIDE_X * KC);   /* X packed for the 16-row kernels */
     float f[32], fneg[32], sg[KC];
     uint32_t ub[KC], sw[KC], ub2[2 * KC];
     int64_t ki, ni, hi, i, k, n_cases = 0;
     int acc, form, mirror;
-    REQUIRE(w && x && formed && neg && xr && w2 && c0 && c_ref && c_got);
+    REQUIRE(w && x && formed && neg && xr && w2 && c0 && c_ref && c_got && xw);
     REQUIRE(grzo__ukr_init(&u));
     if (!u.form_in_kernel) {
         printf("test_fused: the forming kernel does not run here (BLIS %s, %s): nothing to compare\n", u.arch,
                grzo__simd_name(grzo__cpu_simd_level()));
-        free(w); free(x); free(formed); free(neg); free(xr); free(w2); free(c0); free(c_ref); free(c_got);
+        free(w); free(x); free(formed); free(neg); free(xr); free(w2); free(c0); free(c_ref); free(c_got); free(xw);
         return;
     }
     tu_fill_unif(w, 32 * KC, 41, -1.0f, 1.0f);
@@ -337,35 +338,50 @@ static void check_form_ukr(void)
                             grzo__form_sliver_bits(w, ub, f, s, kc, 32, formed, neg);
                             ref_formed_times_rows(&u, mirror ? neg : formed, h, xr, XLD, n, kc, acc, x, c_ref, LDC);
                             grzo__s_sign_words(s, kc, sw);
-                            grzo__form_ukr_block(&u, w, ub, sw, mirror ? fneg : f, 0, h, xr, XLD, n, kc, acc, c_got,
-                                                 LDC);
+                            grzo__form_ukr_block(&u, w, ub, sw, mirror ? fneg : f, 0, h, xr, XLD, NULL, n, kc, acc,
+                                                 c_got, LDC);
                             CHECKF(memcmp(c_ref, c_got, 12 * LDC * sizeof(float)) == 0,
                                    "forming kernel: kc %lld n %lld h %lld accumulate %d s %d mirror %d differs from "
                                    "forming then BLIS's kernel", (long long)kc, (long long)n, (long long)h, acc, form,
                                    mirror);
                             n_cases++;
+                            if (!grzo__wide(n)) continue;
+                            reset_c(c_got, c0, 12 * LDC, acc);
+                            grzo__pack_wide(xr, XLD, n, kc, NULL, xw);
+                            grzo__form_ukr_block(&u, w, ub, sw, mirror ? fneg : f, 0, h, xr, XLD, xw, n, kc, acc,
+                                                 c_got, LDC);
+                            CHECKF(memcmp(c_ref, c_got, 12 * LDC * sizeof(float)) == 0,
+                                   "16-row forming kernel: kc %lld n %lld h %lld accumulate %d s %d mirror %d differs",
+                                   (long long)kc, (long long)n, (long long)h, acc, form, mirror);
+                            n_cases++;
                         }
     /* a copy of more rows than a sliver: slivers of unequal widths (64 rows: 11, 11, 11, 11,
-       10, 10), each column as if in a 12-row sliver */
+       10, 10 in place; 22, 21, 21 packed for the 16-row kernels), each column as if in a
+       12-row sliver; weight slivers of 1, 16, 17 and 32 rows (the second half empty, full,
+       one row, full) */
     for (ki = 0; ki < 3; ki++)
         for (ni = 0; ni < (int64_t)(sizeof splits / sizeof splits[0]); ni++)
-            for (hi = 0; hi < 4; hi += 3)
-                for (acc = 0; acc < 2; acc++) {
-                    int64_t kc = kcs[ki], n = splits[ni], h = hs[hi];
-                    tu_fill_unif(xr, MAXN * XLD, 70 + (uint64_t)n, -1.0f, 1.0f);
-                    tu_fill_unif(f, 32, 46 + (uint64_t)hi, -0.1f, 0.1f);
-                    for (i = h; i < 32; i++) f[i] = 0.0f;
-                    reset_c(c_ref, c0, MAXN * LDC, acc);
-                    memcpy(c_got, c_ref, MAXN * LDC * sizeof(float));
-                    grzo__form_sliver_bits(w, ub, f, sg, kc, 32, formed, NULL);
-                    ref_formed_times_rows(&u, formed, h, xr, XLD, n, kc, acc, x, c_ref, LDC);
-                    grzo__s_sign_words(sg, kc, sw);
-                    grzo__form_ukr_block(&u, w, ub, sw, f, 0, h, xr, XLD, n, kc, acc, c_got, LDC);
-                    CHECKF(memcmp(c_ref, c_got, MAXN * LDC * sizeof(float)) == 0,
-                           "forming kernel, %lld rows in slivers: kc %lld h %lld accumulate %d differs", (long long)n,
-                           (long long)kc, (long long)h, acc);
-                    n_cases++;
-                }
+            for (hi = 0; hi < 4; hi++)
+                for (acc = 0; acc < 2; acc++)
+                    for (form = 0; form < 2; form++) {   /* in place, then packed */
+                        int64_t kc = kcs[ki], n = splits[ni], h = hs[hi];
+                        tu_fill_unif(xr, MAXN * XLD, 70 + (uint64_t)n, -1.0f, 1.0f);
+                        tu_fill_unif(f, 32, 46 + (uint64_t)hi, -0.1f, 0.1f);
+                        for (i = h; i < 32; i++) f[i] = 0.0f;
+                        reset_c(c_ref, c0, MAXN * LDC, acc);
+                        memcpy(c_got, c_ref, MAXN * LDC * sizeof(float));
+                        grzo__form_sliver_bits(w, ub, f, sg, kc, 32, formed, NULL);
+                        ref_formed_times_rows(&u, formed, h, xr, XLD, n, kc, acc, x, c_ref, LDC);
+                        grzo__s_sign_words(sg, kc, sw);
+                        if (form) grzo__pack_wide(xr, XLD, n, kc, NULL, xw);
+                        grzo__form_ukr_block(&u, w, ub, sw, f, 0, h, xr, XLD, form ? xw : NULL, n, kc, acc, c_got,
+                                             LDC);
+                        CHECKF(memcmp(c_ref, c_got, MAXN * LDC * sizeof(float)) == 0,
+                               "forming kernel, %lld rows in slivers%s: kc %lld h %lld accumulate %d differs",
+                               (long long)n, form ? " packed for the 16-row kernels" : "", (long long)kc, (long long)h,
+                               acc);
+                        n_cases++;
+                    }
     /* two weight slivers against a copy of 1-4 rows (the 64-row kernels): each sliver as
        forming it then BLIS's kernel, the second h2 rows high */
     for (ki = 0; ki < 3; ki++)
@@ -391,7 +407,7 @@ static void check_form_ukr(void)
                                               LDC2);
                     }
                     grzo__s_sign_words(sg, kc, sw);
-                    grzo__form_ukr_block(&u, w2, ub2, sw, f64, 0, 32 + h2, xr, XLD, n, kc, acc, c_got, LDC2);
+                    grzo__form_ukr_block(&u, w2, ub2, sw, f64, 0, 32 + h2, xr, XLD, NULL, n, kc, acc, c_got, LDC2);
                     CHECKF(memcmp(c_ref, c_got, 4 * LDC2 * sizeof(float)) == 0, "forming kernel, two slivers: kc %lld "
                            "n %lld h2 %lld accumulate %d differs", (long long)kc, (long long)n, (long long)h2, acc);
                     n_cases++;
@@ -404,7 +420,7 @@ static void check_form_ukr(void)
     CHECK(!grzo__s_is_signs(sg, 4));
     printf("test_fused: the forming kernel equals forming then BLIS's kernel, bit for bit, in %lld cases\n",
            (long long)n_cases);
-    free(w); free(x); free(formed); free(neg); free(xr); free(w2); free(c0); free(c_ref); free(c_got);
+    free(w); free(x); free(formed); free(neg); free(xr); free(w2); free(c0); free(c_ref); free(c_got); free(xw);
 #endif
 }
 
