@@ -117,7 +117,7 @@ typedef struct grzo__fused_copy {
     int64_t tail0;            /* its first row in the tail set (rows n_main.. of the copy) */
     const float *r, *s;       /* sign vectors (d_out, d_in), NULL for shared Z */
     float scale;              /* sign * sigma */
-    int in_kernel;            /* formed inside the forming kernel (grzo__form_ukr_32x12) */
+    int in_kernel;            /* formed inside a forming kernel (grzo__form_ukr_32x12 or _16x24) */
     int wide;                 /* in_kernel, through the 16-row kernels: its rows packed (grzo__wide) */
     int64_t sw_off;           /* its s sign words in a K block's (in_kernel) */
 } grzo__fused_copy;

@@ -118,9 +118,7 @@ static arch_t grzo__blis_arch(void) {
     bli_init();
     return bli_arch_query_id();
 }
-#endif
 
-#ifdef GRZO_USE_BLIS
 /* 1 when BLIS picked by itself a configuration of less than the CPU's SIMD level (2 or 3). BLIS
    0.9.0 knows neither AMD's Zen 4 nor Zen 5: on Zen 4 (AVX-512) it runs zen3's AVX2 kernels,
    whose layout grzo's forming kernel does not serve, so GRZO passes store each formed sliver
@@ -197,11 +195,11 @@ static void grzo__cpu_describe_kernels(grzo__cpu *cpu) {
         snprintf(cpu->kernels + k, sizeof cpu->kernels - k, " (off: per-example GEMMs)");
     if (grzo__blis_older_than_cpu(level) && w < sizeof cpu->warning) {
         const arch_t arch = grzo__blis_arch();
+        const char *simd = arch == BLIS_ARCH_GENERIC ? "portable C" : grzo__simd_name(grzo__blis_arch_level((long)arch));
         snprintf(cpu->warning + w, sizeof cpu->warning - w,
                  "BLIS chose its %s (%s) kernels on a CPU with %s: %s; set BLIS_ARCH_TYPE=%d (grzo's programs do it "
                  "themselves).",
-                 bli_arch_string(arch), arch == BLIS_ARCH_GENERIC ? "portable C" : grzo__simd_name(grzo__blis_arch_level((long)arch)),
-                 grzo__simd_name(level),
+                 bli_arch_string(arch), simd, grzo__simd_name(level),
                  !cpu->ukr ? "the fused perturbed GEMM is off"
                            : "GRZO passes store every formed weight sliver (grzo's forming kernel needs skx's AVX-512 "
                              "layout): SmolLM2's GRZO step 16 % longer on a Zen 4",
