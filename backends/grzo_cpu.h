@@ -81,7 +81,10 @@ GRZO_API grzo_status grzo_backend_cpu_create(const grzo_cpu_desc *desc, grzo_bac
 GRZO_API grzo_status grzo_backend_cpu_kernels(const grzo_backend *be, const char **line, const char **warning);
 /* Environment setting i (0, 1, ...) that makes OpenBLAS/BLIS use this CPU's kernels: returns 1
    and fills *name and value (e.g. OPENBLAS_CORETYPE=SkylakeX), 0 when there is no i-th. The
-   libraries read them when they initialize, so a program sets them and re-executes itself. */
+   libraries read them when they initialize, so a program sets them and re-executes itself.
+   BLIS_ARCH_TYPE is named only where BLIS chose its configuration itself (the variable unset
+   or -1) below the CPU's SIMD level, e.g. zen3's AVX2 kernels on an AVX-512 Zen 4; a value
+   already set is the user's choice and is kept. */
 GRZO_API int grzo_cpu_kernel_env(int i, const char **name, char *value, size_t value_size);
 
 #ifdef __cplusplus

@@ -491,6 +491,28 @@ static void check_kernel_detection(void)
     for (i = 0; grzo_cpu_kernel_env(i, &name, value, sizeof value); i++)
         CHECKF(0, "%s=%s still suggested after the re-exec", name, value);
 #endif
+#ifdef GRZO_USE_BLIS
+    {   /* BLIS's own choice is judged (zen3's AVX2 on an AVX-512 CPU is too old), a named one kept */
+        const char *set = getenv("BLIS_ARCH_TYPE");
+        char *saved = set ? strdup(set) : NULL;
+        REQUIRE(!set || saved);
+#if defined(__x86_64__)
+        CHECK(grzo__blis_arch_level(BLIS_ARCH_ZEN3) == 2 && grzo__blis_arch_level(BLIS_ARCH_HASWELL) == 2);
+        CHECK(grzo__blis_arch_level(BLIS_ARCH_SKX) == 3 && grzo__blis_arch_level(BLIS_ARCH_GENERIC) == 0);
+#endif
+        unsetenv("BLIS_ARCH_TYPE");
+        CHECK(grzo__blis_detects());
+        setenv("BLIS_ARCH_TYPE", "-1", 1);
+        CHECK(grzo__blis_detects());
+        setenv("BLIS_ARCH_TYPE", "0", 1);
+        CHECK(!grzo__blis_detects() && !grzo__blis_older_than_cpu(3));
+        setenv("BLIS_ARCH_TYPE", "-1x", 1);
+        CHECK(!grzo__blis_detects());
+        if (saved) setenv("BLIS_ARCH_TYPE", saved, 1);
+        else unsetenv("BLIS_ARCH_TYPE");
+        free(saved);
+    }
+#endif
 }
 
 /* BLIS_ARCH_TYPE names a configuration BLIS lacks (tests/meson.build sets it): no abort, the
