@@ -799,8 +799,8 @@ static const grzo__form_ukr64_fn grzo__form_ukr_64xn[5] = {NULL, grzo__form_ukr_
    one for up to 24, so a copy's weight is formed half as often. Its X values are broadcast by
    the FMAs themselves from the packed sliver (x[24 k + j]: the rows read in place would need a
    register each). The forming took 10 % of the 32 x 12 kernel's time on a Zen 4, whose moves
-   into mask registers are slow (1024 x 1024, 72 rows: 103.7 GFLOP/s, 114 unformed), and 3.5 %
-   of this one's (110.2). Element (i, k) is w[32 k + i] + f_i, or - f_i where bit 16 half + i
+   into mask registers are slow (a probe, K block 512, 96 weight rows, copies of 72 rows: 103.7
+   GFLOP/s, 114 unformed), and 3.5 % of this one's (110.2). Element (i, k) is w[32 k + i] + f_i, or - f_i where bit 16 half + i
    of ub[k] ^ sw[k] is set, as in grzo__form_ukr_32x12: the same bits. */
 #define GRZO__WIDE_PREFETCH(j)                                          \
     if (j < cols) {                                                     \
