@@ -935,7 +935,7 @@ static void grzo__form_ukr_block(const grzo__ukr *u, const float *wpk, const uin
                                  const float *f, int64_t j0, int64_t j1, const float *x, int64_t ldx, const float *xpk,
                                  int64_t n_rows, int64_t kc, int accumulate, float *y, int64_t ldy) {
 #ifdef GRZO__FORM_UKR
-    int64_t p = 0, q, stride = grzo__bits_stride(kc), slivers = (n_rows + u->xp - 1) / u->xp, t;
+    int64_t p, q, stride = grzo__bits_stride(kc), slivers = (n_rows + u->xp - 1) / u->xp, t;
     if (xpk) {
         slivers = grzo__wide_slivers(n_rows);
         for (t = 0; t < slivers; t++) {
@@ -951,7 +951,7 @@ static void grzo__form_ukr_block(const grzo__ukr *u, const float *wpk, const uin
         return;
     }
     for (t = 0; t < slivers; t++) {
-        int64_t n = (n_rows - p + (slivers - t) - 1) / (slivers - t);   /* the rows left, shared evenly */
+        int64_t n = grzo__even_split(n_rows, slivers, t, &p);
         const float *xs = x + p * ldx;
         for (q = j0; q < j1; q += u->wp) {
             int64_t h = j1 - q < u->wp ? j1 - q : u->wp, s = (q - j0) / u->wp;
@@ -966,7 +966,6 @@ static void grzo__form_ukr_block(const grzo__ukr *u, const float *wpk, const uin
             }
             grzo__form_ukr_32xn[n](kc, w, uq, sw, fq, xs, ldx, h, accumulate, c, ldy);
         }
-        p += n;
     }
 #else
     (void)u, (void)wpk, (void)ub, (void)sw, (void)f, (void)j0, (void)j1, (void)x, (void)ldx, (void)xpk, (void)n_rows;

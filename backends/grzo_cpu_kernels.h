@@ -83,32 +83,34 @@ static int grzo__blis_arch_level(long id) {
 #endif
 }
 
-/* 1 when BLIS may be called: BLIS_ARCH_TYPE unset (or -1, BLIS's own detection), or the id of
-   a configuration above that this CPU runs. BLIS reads the variable at its first call and
-   aborts the process (bli_abort) for an id it does not hold, and a configuration the CPU
-   lacks the instructions for dies of SIGILL: the library calls neither. */
-static int grzo__blis_usable(void) {
+/* BLIS_ARCH_TYPE: 0 when unset, 1 with its number in *id, -1 when it is not a number */
+static int grzo__blis_env_id(long *id) {
     const char *v = getenv("BLIS_ARCH_TYPE");
     char *end;
-    long id;
-    int level;
-    if (!v) return 1;
-    id = strtol(v, &end, 10);
-    if (end == v || *end) return 0;
-    if (id == -1) return 1;
-    level = grzo__blis_arch_level(id);
-    return level >= 0 && level <= grzo__cpu_simd_level();
+    if (!v) return 0;
+    *id = strtol(v, &end, 10);
+    return end != v && !*end ? 1 : -1;
 }
 
 /* 1 when BLIS picks its configuration itself (BLIS_ARCH_TYPE unset or -1): a configuration
    named in the environment is the user's (or grzo's programs' after their re-exec) choice */
 static int grzo__blis_detects(void) {
-    const char *v = getenv("BLIS_ARCH_TYPE");
-    char *end;
-    long id;
-    if (!v) return 1;
-    id = strtol(v, &end, 10);
-    return end != v && !*end && id == -1;
+    long id = -1;
+    int set = grzo__blis_env_id(&id);
+    return set == 0 || (set == 1 && id == -1);
+}
+
+/* 1 when BLIS may be called: BLIS_ARCH_TYPE unset (or -1, BLIS's own detection), or the id of
+   a configuration above that this CPU runs. BLIS reads the variable at its first call and
+   aborts the process (bli_abort) for an id it does not hold, and a configuration the CPU
+   lacks the instructions for dies of SIGILL: the library calls neither. */
+static int grzo__blis_usable(void) {
+    long id = -1;
+    int level;
+    if (grzo__blis_detects()) return 1;
+    if (grzo__blis_env_id(&id) < 0) return 0;
+    level = grzo__blis_arch_level(id);
+    return level >= 0 && level <= grzo__cpu_simd_level();
 }
 
 /* The configuration BLIS runs (call only when grzo__blis_usable()). BLIS initialised first:
