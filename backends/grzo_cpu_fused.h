@@ -300,13 +300,19 @@ GRZO__WIDE_VECTORS static void grzo__pack_sliver(const float *GRZO__RESTRICT src
     }
 }
 
+/* Sliver q of grzo__pack_rows's output alone (out: the first sliver's place) */
+static void grzo__pack_rows_sliver(const float *M, int64_t ld, int64_t r0, int64_t n, int64_t q, int64_t k0,
+                                   int64_t kc, int64_t width, float *stage, float *out) {
+    int64_t i = q * width;
+    grzo__pack_sliver(M + (r0 + i) * ld + k0, ld, NULL, n - i < width ? n - i : width, kc, width, stage, out + i * kc);
+}
+
 /* Packs rows [r0, r0 + n) and columns [k0, k0 + kc) of a row-major matrix into slivers of
    `width` rows: sliver q holds, for each k, rows r0 + q width .. + width - 1 (zero padded). */
 static void grzo__pack_rows(const float *M, int64_t ld, int64_t r0, int64_t n, int64_t k0, int64_t kc,
                             int64_t width, float *stage, float *out) {
     int64_t q;
-    for (q = 0; q < n; q += width)
-        grzo__pack_sliver(M + (r0 + q) * ld + k0, ld, NULL, n - q < width ? n - q : width, kc, width, stage, out + q * kc);
+    for (q = 0; q * width < n; q++) grzo__pack_rows_sliver(M, ld, r0, n, q, k0, kc, width, stage, out);
 }
 
 /* Rows [j0, j0 + h) of U, columns [k0, k0 + kc) of a d_in-wide block, row-major into urows
@@ -877,14 +883,13 @@ static int64_t grzo__even_split(int64_t n_rows, int64_t slivers, int64_t t, int6
     return base + (t < extra ? 1 : 0);
 }
 
-/* A copy's rows (row i at x + i ldx, columns [0, kc)) into its wide slivers at out, each
-   GRZO__WIDE_X x kc floats, k-major (zero past a sliver's rows); stage: as grzo__pack_sliver's */
-static void grzo__pack_wide(const float *x, int64_t ldx, int64_t n_rows, int64_t kc, float *stage, float *out) {
-    int64_t t, first, slivers = grzo__wide_slivers(n_rows);
-    for (t = 0; t < slivers; t++) {
-        int64_t n = grzo__even_split(n_rows, slivers, t, &first);
-        grzo__pack_sliver(x + first * ldx, ldx, NULL, n, kc, GRZO__WIDE_X, stage, out + t * GRZO__WIDE_X * kc);
-    }
+/* Wide sliver t of a copy's rows (row i at x + i ldx, columns [0, kc)) into out, the first of
+   its wide slivers, each GRZO__WIDE_X x kc floats, k-major (zero past a sliver's rows); stage:
+   as grzo__pack_sliver's */
+static void grzo__pack_wide_sliver(const float *x, int64_t ldx, int64_t n_rows, int64_t t, int64_t kc, float *stage,
+                                   float *out) {
+    int64_t first, n = grzo__even_split(n_rows, grzo__wide_slivers(n_rows), t, &first);
+    grzo__pack_sliver(x + first * ldx, ldx, NULL, n, kc, GRZO__WIDE_X, stage, out + t * GRZO__WIDE_X * kc);
 }
 
 /* How many of a copy's n_rows rows go to the tail set (its last ones). A copy formed inside
@@ -1038,6 +1043,12 @@ static void *grzo__carve(char *base, size_t *off, size_t bytes) {
    and 7 % at 2 (bench_linear --lengths of bench_llm's prompts). A single-copy op (MeZO/FZOO)
    keeps BLIS's KC: its one formed block meets every row while it is in L2, and the longer
    block slowed its 576x576 pass at 2 threads by 13 %. */
+/* How many X slivers a copy packs per K block: its wide slivers, none for a copy read in
+   place, else BLIS's slivers of its main rows */
+static int64_t grzo__x_slivers(const grzo__ukr *u, const grzo__fused_copy *c) {
+    return c->wide ? grzo__wide_slivers(c->n_main) : c->in_kernel ? 0 : (c->n_main + u->xp - 1) / u->xp;
+}
+
 static int64_t grzo__copies_kc(int64_t kc, int64_t d_in) {
     int64_t most = kc * 3 / 2, n = (d_in + most - 1) / most, even = (d_in + n - 1) / n;
     even = (even + 7) / 8 * 8;
@@ -1051,7 +1062,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     const grzo__ukr *u = cpu->ukr;
     const grzo_perturb *pt = a->perturb;
     const float *W = (const float *)a->w.data;
-    int64_t d_out = a->w.rows, d_in = a->w.cols, x_elems = 0, n_sw = 0, c, k0;
+    int64_t d_out = a->w.rows, d_in = a->w.cols, x_elems = 0, n_sw = 0, c, k0, job, max_jobs = 1;
     int64_t kc_max = n_copies > 1 ? grzo__copies_kc(u->kc, d_in) : u->kc < d_in ? u->kc : d_in;
     int64_t n_slivers = (d_out + u->wp - 1) / u->wp, per_block, n_blocks, blk, n_tail, tail_slivers, tail_elems, *mate;
     int nt = cpu->n_threads, bits = pt->base.dist != GRZO_NOISE_GAUSSIAN && u->wp <= GRZO__BIT_SLIVER_MAX;
@@ -1077,9 +1088,8 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
         cp[c].x_off = x_elems;
         /* packed X slivers; the rows of an in-kernel copy too short for the wide kernels are
            read in place */
-        x_elems += (cp[c].wide        ? grzo__wide_slivers(cp[c].n_main) * GRZO__WIDE_X
-                    : cp[c].in_kernel ? 0
-                                      : (cp[c].n_main + u->xp - 1) / u->xp * u->xp) * kc_max;
+        x_elems += grzo__x_slivers(u, &cp[c]) * (cp[c].wide ? GRZO__WIDE_X : u->xp) * kc_max;
+        if (grzo__x_slivers(u, &cp[c]) > max_jobs) max_jobs = grzo__x_slivers(u, &cp[c]);
     }
     tail_slivers = (n_tail + u->xp - 1) / u->xp;
     tail_elems = tail_slivers * u->xp * kc_max;
@@ -1120,16 +1130,22 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     for (k0 = 0; k0 < d_in; k0 += kc_max) {
         int64_t kc = d_in - k0 < kc_max ? d_in - k0 : kc_max;
         float beta = k0 == 0 ? 0.0f : 1.0f;
+        /* job t of copy c: its X sliver t; job 0 also stages its tail rows and s signs. Split by
+           sliver, not by copy, so that a single copy's rows (a MeZO pass) are packed by all
+           the threads, not one while the others wait (SmolLM2's MeZO step at 2 threads) */
         GRZO__OMP_FOR_DYNAMIC
-        for (c = 0; c < n_copies; c++) {
+        for (job = 0; job < n_copies * max_jobs; job++) {
+            int64_t i = job / max_jobs, t = job % max_jobs, n_x = grzo__x_slivers(u, &cp[i]);
+            const grzo__fused_copy *ci = &cp[i];
             float *stage = d_in % 1024 == 0 ? tbuf + (size_t)grzo__cpu_thread() * t_elems : NULL;   /* activations: cached */
-            if (cp[c].wide)
-                grzo__pack_wide(a->x + cp[c].row0 * d_in + k0, d_in, cp[c].n_main, kc, stage, xpack + cp[c].x_off);
-            else if (!cp[c].in_kernel)
-                grzo__pack_rows(a->x, d_in, cp[c].row0, cp[c].n_main, k0, kc, u->xp, stage, xpack + cp[c].x_off);
-            if (n_tail > 0) grzo__fused_stage_tails(a->x, d_in, &cp[c], k0, kc, trows, trows + n_tail * kc);
-            if (cp[c].in_kernel && mate[c] != -2)   /* a mirror reads its mate's (the same s) */
-                grzo__s_sign_words(cp[c].s ? cp[c].s + k0 : NULL, kc, sws + cp[c].sw_off);
+            if (t < n_x && ci->wide)
+                grzo__pack_wide_sliver(a->x + ci->row0 * d_in + k0, d_in, ci->n_main, t, kc, stage, xpack + ci->x_off);
+            else if (t < n_x)
+                grzo__pack_rows_sliver(a->x, d_in, ci->row0, ci->n_main, t, k0, kc, u->xp, stage, xpack + ci->x_off);
+            if (t != 0) continue;
+            if (n_tail > 0) grzo__fused_stage_tails(a->x, d_in, ci, k0, kc, trows, trows + n_tail * kc);
+            if (ci->in_kernel && mate[i] != -2)   /* a mirror reads its mate's (the same s) */
+                grzo__s_sign_words(ci->s ? ci->s + k0 : NULL, kc, sws + ci->sw_off);
         }
         GRZO__OMP_FOR   /* the tail set's X slivers, plain and times s */
         for (c = 0; c < 2 * tail_slivers; c++) {

@@ -284,6 +284,13 @@ static void ref_formed_times_rows(const grzo__ukr *u, const float *formed, int64
 }
 
 /* C's initial state: c0's values to accumulate into, or NaNs the kernel must not read */
+/* A copy's rows into all its wide slivers, as the fused path's packing jobs do one by one */
+static void pack_wide(const float *x, int64_t ldx, int64_t n_rows, int64_t kc, float *out)
+{
+    int64_t t;
+    for (t = 0; t < grzo__wide_slivers(n_rows); t++) grzo__pack_wide_sliver(x, ldx, n_rows, t, kc, NULL, out);
+}
+
 static void reset_c(float *c, const float *c0, size_t n, int acc)
 {
     size_t i;
@@ -347,7 +354,7 @@ static void check_form_ukr(void)
                             n_cases++;
                             if (!grzo__wide(n)) continue;
                             reset_c(c_got, c0, 12 * LDC, acc);
-                            grzo__pack_wide(xr, XLD, n, kc, NULL, xw);
+                            pack_wide(xr, XLD, n, kc, xw);
                             grzo__form_ukr_block(&u, w, ub, sw, mirror ? fneg : f, 0, h, xr, XLD, xw, n, kc, acc,
                                                  c_got, LDC);
                             CHECKF(memcmp(c_ref, c_got, 12 * LDC * sizeof(float)) == 0,
@@ -373,7 +380,7 @@ static void check_form_ukr(void)
                         grzo__form_sliver_bits(w, ub, f, sg, kc, 32, formed, NULL);
                         ref_formed_times_rows(&u, formed, h, xr, XLD, n, kc, acc, x, c_ref, LDC);
                         grzo__s_sign_words(sg, kc, sw);
-                        if (form) grzo__pack_wide(xr, XLD, n, kc, NULL, xw);
+                        if (form) pack_wide(xr, XLD, n, kc, xw);
                         grzo__form_ukr_block(&u, w, ub, sw, f, 0, h, xr, XLD, form ? xw : NULL, n, kc, acc, c_got,
                                              LDC);
                         CHECKF(memcmp(c_ref, c_got, MAXN * LDC * sizeof(float)) == 0,
