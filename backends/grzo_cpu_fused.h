@@ -1029,6 +1029,12 @@ static void grzo__fused_add_tails(const grzo__fused_copy *cp, int64_t n_copies, 
         }
 }
 
+/* How many X slivers a copy packs per K block: its wide slivers, none for a copy read in
+   place, else BLIS's slivers of its main rows */
+static int64_t grzo__x_slivers(const grzo__ukr *u, const grzo__fused_copy *c) {
+    return c->wide ? grzo__wide_slivers(c->n_main) : c->in_kernel ? 0 : (c->n_main + u->xp - 1) / u->xp;
+}
+
 /* The next `bytes` of a kept area at *off, which moves on to the next 64-byte boundary. */
 static void *grzo__carve(char *base, size_t *off, size_t bytes) {
     void *p = base + *off;
@@ -1043,12 +1049,6 @@ static void *grzo__carve(char *base, size_t *off, size_t bytes) {
    and 7 % at 2 (bench_linear --lengths of bench_llm's prompts). A single-copy op (MeZO/FZOO)
    keeps BLIS's KC: its one formed block meets every row while it is in L2, and the longer
    block slowed its 576x576 pass at 2 threads by 13 %. */
-/* How many X slivers a copy packs per K block: its wide slivers, none for a copy read in
-   place, else BLIS's slivers of its main rows */
-static int64_t grzo__x_slivers(const grzo__ukr *u, const grzo__fused_copy *c) {
-    return c->wide ? grzo__wide_slivers(c->n_main) : c->in_kernel ? 0 : (c->n_main + u->xp - 1) / u->xp;
-}
-
 static int64_t grzo__copies_kc(int64_t kc, int64_t d_in) {
     int64_t most = kc * 3 / 2, n = (d_in + most - 1) / most, even = (d_in + n - 1) / n;
     even = (even + 7) / 8 * 8;
@@ -1062,7 +1062,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     const grzo__ukr *u = cpu->ukr;
     const grzo_perturb *pt = a->perturb;
     const float *W = (const float *)a->w.data;
-    int64_t d_out = a->w.rows, d_in = a->w.cols, x_elems = 0, n_sw = 0, c, k0, job, max_jobs = 1;
+    int64_t d_out = a->w.rows, d_in = a->w.cols, x_elems = 0, n_sw = 0, c, k0, job, n_x, max_jobs = 1;
     int64_t kc_max = n_copies > 1 ? grzo__copies_kc(u->kc, d_in) : u->kc < d_in ? u->kc : d_in;
     int64_t n_slivers = (d_out + u->wp - 1) / u->wp, per_block, n_blocks, blk, n_tail, tail_slivers, tail_elems, *mate;
     int nt = cpu->n_threads, bits = pt->base.dist != GRZO_NOISE_GAUSSIAN && u->wp <= GRZO__BIT_SLIVER_MAX;
@@ -1088,8 +1088,9 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
         cp[c].x_off = x_elems;
         /* packed X slivers; the rows of an in-kernel copy too short for the wide kernels are
            read in place */
-        x_elems += grzo__x_slivers(u, &cp[c]) * (cp[c].wide ? GRZO__WIDE_X : u->xp) * kc_max;
-        if (grzo__x_slivers(u, &cp[c]) > max_jobs) max_jobs = grzo__x_slivers(u, &cp[c]);
+        n_x = grzo__x_slivers(u, &cp[c]);
+        x_elems += n_x * (cp[c].wide ? GRZO__WIDE_X : u->xp) * kc_max;
+        if (n_x > max_jobs) max_jobs = n_x;   /* a job per X sliver (at least one per copy) */
     }
     tail_slivers = (n_tail + u->xp - 1) / u->xp;
     tail_elems = tail_slivers * u->xp * kc_max;
@@ -1135,12 +1136,12 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
            the threads, not one while the others wait (SmolLM2's MeZO step at 2 threads) */
         GRZO__OMP_FOR_DYNAMIC
         for (job = 0; job < n_copies * max_jobs; job++) {
-            int64_t i = job / max_jobs, t = job % max_jobs, n_x = grzo__x_slivers(u, &cp[i]);
+            int64_t i = job / max_jobs, t = job % max_jobs, own = grzo__x_slivers(u, &cp[i]);
             const grzo__fused_copy *ci = &cp[i];
             float *stage = d_in % 1024 == 0 ? tbuf + (size_t)grzo__cpu_thread() * t_elems : NULL;   /* activations: cached */
-            if (t < n_x && ci->wide)
+            if (t < own && ci->wide)
                 grzo__pack_wide_sliver(a->x + ci->row0 * d_in + k0, d_in, ci->n_main, t, kc, stage, xpack + ci->x_off);
-            else if (t < n_x)
+            else if (t < own)
                 grzo__pack_rows_sliver(a->x, d_in, ci->row0, ci->n_main, t, k0, kc, u->xp, stage, xpack + ci->x_off);
             if (t != 0) continue;
             if (n_tail > 0) grzo__fused_stage_tails(a->x, d_in, ci, k0, kc, trows, trows + n_tail * kc);
