@@ -949,7 +949,7 @@ static void check_update_row(int64_t B, int64_t cols, int bits, float decay, uin
         grzo__sign_tables_avx512(c, (int)groups, tab512);
         CHECKF(memcmp(tab512, tab, tab_bytes) == 0, "sign tables AVX-512: B %lld differ from the reference", (long long)B);
         memcpy(q, p0, row_bytes);
-        grzo__apply_row_tables_avx512(q, u_or_null, bits_or_null, tab512, (int)groups, sb, cols, cols, decay);
+        grzo__apply_row_tables_avx512(q, u_or_null, bits_or_null, tab512, (int)groups, sb, cols, cols, decay, NULL);
         CHECKF(memcmp(q, p, row_bytes) == 0, "update row AVX-512: B %lld, %lld columns, U bits %d differs from the "
                "reference", (long long)B, (long long)cols, bits);
         ran[2]++;
