@@ -1304,7 +1304,7 @@ grzo__apply_tables_avx512_body(float *p, const float *u, const uint32_t *ub, con
     int64_t k, whole = cols / 16 * 16;
     int g;
     for (g = 0; g < groups && g < 8; g++) t[g] = _mm512_loadu_ps(tab + 16 * g);
-    for (k = 0; k < whole; k += 16) {   /* the row ahead (or NULL) a line a vector: grzo__prefetch_row */
+    for (k = 0; k < whole; k += 16) {   /* a line of the row ahead per vector (grzo__prefetch_row's requests) */
         if (ahead) _mm_prefetch((const char *)(ahead + k), _MM_HINT_T0);
         grzo__apply_tables16_avx512(p, u, ub, tab, t, groups, sb, ldsb, k, 0xFFFFu, 1, dec);
     }
@@ -1464,7 +1464,10 @@ static grzo_status grzo__cpu_update_flipout(grzo__cpu *cpu, const grzo_update_ar
             const uint32_t *rb;
             const float *rf;
             const float *ahead = grzo__cpu_update_ahead(a, P, rows, cols, j);
-            if (!grzo__cpu_row_touched(a, j)) continue;
+            if (!grzo__cpu_row_touched(a, j)) {   /* an embedding row no example used */
+                if (ahead) grzo__prefetch_row(ahead, cols);
+                continue;
+            }
             grzo__build_sign_tables(simd, c + i * g4, groups, tab);
             grzo__cpu_update_u_row(ub, u, i, cols, &rb, &rf);
             grzo__apply_row_tables(simd, P + j * cols, rf, rb, tab, groups, sb, cols, cols, a->decay, ahead);

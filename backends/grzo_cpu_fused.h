@@ -1131,7 +1131,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     for (k0 = 0; k0 < d_in; k0 += kc_max) {
         int64_t kc = d_in - k0 < kc_max ? d_in - k0 : kc_max;
         float beta = k0 == 0 ? 0.0f : 1.0f;
-        /* job t of copy c: its X sliver t; job 0 also stages its tail rows and s signs. Split by
+        /* job t of copy i: its X sliver t; job 0 also stages its tail rows and s signs. Split by
            sliver, not by copy, so that a single copy's rows (a MeZO pass) are packed by all
            the threads, not one while the others wait (SmolLM2's MeZO step at 2 threads) */
         GRZO__OMP_FOR_DYNAMIC
