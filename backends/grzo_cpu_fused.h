@@ -934,7 +934,7 @@ static void grzo__s_sign_words(const float *s, int64_t kc, uint32_t *sw) {
    weight once, so the forming work is the same either way, but a short last sliver ran below
    the kernel's rate (`bench_linear --op grzo --width 1024 --batch 16`, GRZO / plain: 1.023 at
    64 rows, 1.008 at 60, 1.007 at 72). A copy of 2-4 rows meets two weight slivers at once.
-   With xpk (the copy's rows packed by grzo__pack_wide, for grzo__wide copies) each wide X
+   With xpk (the copy's rows packed by grzo__pack_wide_sliver, for grzo__wide copies) each wide X
    sliver meets every weight sliver's two halves through the 16-row kernels instead. */
 static void grzo__form_ukr_block(const grzo__ukr *u, const float *wpk, const uint32_t *ub, const uint32_t *sw,
                                  const float *f, int64_t j0, int64_t j1, const float *x, int64_t ldx, const float *xpk,
