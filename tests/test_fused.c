@@ -283,7 +283,6 @@ static void ref_formed_times_rows(const grzo__ukr *u, const float *formed, int64
     }
 }
 
-/* C's initial state: c0's values to accumulate into, or NaNs the kernel must not read */
 /* A copy's rows into all its wide slivers, as the fused path's packing jobs do one by one */
 static void pack_wide(const float *x, int64_t ldx, int64_t n_rows, int64_t kc, float *out)
 {
@@ -291,6 +290,7 @@ static void pack_wide(const float *x, int64_t ldx, int64_t n_rows, int64_t kc, f
     for (t = 0; t < grzo__wide_slivers(n_rows); t++) grzo__pack_wide_sliver(x, ldx, n_rows, t, kc, NULL, out);
 }
 
+/* C's initial state: c0's values to accumulate into, or NaNs the kernel must not read */
 static void reset_c(float *c, const float *c0, size_t n, int acc)
 {
     size_t i;
