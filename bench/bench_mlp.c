@@ -227,6 +227,7 @@ typedef struct mlp {
     const float *out;         /* x or act: where the last forward left its output */
     int64_t capacity;
     double forward_seconds;   /* time inside the forward callback during the last step */
+    double linear_seconds;    /* of which inside grzo_linear (reset with it) */
 } mlp;
 
 static grzo_status mlp_create(mlp *m, const bench_config *cfg, grzo_backend *be,
@@ -311,7 +312,9 @@ static grzo_status mlp_forward(mlp *m, int64_t n_copies)
     rows.offsets = NULL;   /* even split: copy c owns rows [c*T, (c+1)*T) */
     count = (size_t)rows.n_rows * (size_t)m->cfg->width;
     for (l = 0; l < m->cfg->layers; l++) {
+        double t0 = now_seconds();
         TRY(m->ctx, grzo_linear(m->ctx, m->w[l], in, m->lin, &rows));
+        m->linear_seconds += now_seconds() - t0;
         TRY(m->ctx, grzo_vector(m->ctx, m->b[l], GRZO_VECTOR_ADD, m->lin, out, &rows));
         if (l + 1 < m->cfg->layers)
             for (i = 0; i < count; i++)
@@ -357,7 +360,7 @@ static grzo_status forward_callback(grzo_ctx *ctx, const grzo_pass_info *pass, f
 static grzo_status mlp_train_step(mlp *m)
 {
     grzo_step_report rep;
-    m->forward_seconds = 0.0;
+    m->forward_seconds = m->linear_seconds = 0.0;
     TRY(m->ctx, grzo_step(m->ctx, m->cfg->batch, forward_callback, m, &rep));
     return GRZO_OK;
 }
@@ -552,7 +555,8 @@ static int bench_steps(const bench_config *cfg)
     const int64_t rows_per_step[N_STEP_KINDS] = { 2 * bt, 2 * bt, (cfg->fzoo_probes + 1) * bt, 2 * bt };
     grzo_backend be[BENCH_MAX_TC];
     mlp m[BENCH_MAX_TC][3];
-    double *t[BENCH_MAX_TC][N_STEP_KINDS], *fwd[BENCH_MAX_TC][N_STEP_KINDS], *ratio = NULL;
+    double *t[BENCH_MAX_TC][N_STEP_KINDS], *fwd[BENCH_MAX_TC][N_STEP_KINDS], *lin[BENCH_MAX_TC][N_STEP_KINDS];
+    double *ratio = NULL;
     float losses[2 * 4096];
     int32_t tcs[BENCH_MAX_TC];
     int n_tc = bench_thread_counts(cfg->threads, tcs), n_cases = n_tc * N_STEP_KINDS, have_be = 0, k, r, c, rc = 1;
@@ -561,6 +565,7 @@ static int bench_steps(const bench_config *cfg)
     memset(m, 0, sizeof m);
     memset(t, 0, sizeof t);
     memset(fwd, 0, sizeof fwd);
+    memset(lin, 0, sizeof lin);
     for (c = 0; c < n_tc; c++, have_be++) {
         if (make_backend(tcs[c], GRZO_CPU_LINEAR_AUTO, &be[c]) != GRZO_OK)
             goto done;
@@ -574,7 +579,9 @@ static int bench_steps(const bench_config *cfg)
     for (c = 0; c < n_cases; c++) {
         t[c / N_STEP_KINDS][c % N_STEP_KINDS] = calloc((size_t)cfg->rounds, sizeof(double));
         fwd[c / N_STEP_KINDS][c % N_STEP_KINDS] = calloc((size_t)cfg->rounds, sizeof(double));
-        if (t[c / N_STEP_KINDS][c % N_STEP_KINDS] == NULL || fwd[c / N_STEP_KINDS][c % N_STEP_KINDS] == NULL)
+        lin[c / N_STEP_KINDS][c % N_STEP_KINDS] = calloc((size_t)cfg->rounds, sizeof(double));
+        if (t[c / N_STEP_KINDS][c % N_STEP_KINDS] == NULL || fwd[c / N_STEP_KINDS][c % N_STEP_KINDS] == NULL ||
+            lin[c / N_STEP_KINDS][c % N_STEP_KINDS] == NULL)
             goto done;
     }
     for (r = -1; r < cfg->rounds; r++) {   /* round -1 warms up */
@@ -584,6 +591,7 @@ static int bench_steps(const bench_config *cfg)
             bench_use_threads(tcs[tc]);
             t0 = now_seconds();
             if (kind == STEP_FORWARD) {
+                m[tc][STEP_GRZO].linear_seconds = 0.0;
                 if (mlp_plain_forward_2b(&m[tc][STEP_GRZO], losses) != GRZO_OK)
                     goto done;
                 sec = now_seconds() - t0;
@@ -597,6 +605,7 @@ static int bench_steps(const bench_config *cfg)
             if (r >= 0) {
                 t[tc][kind][r] = sec;
                 fwd[tc][kind][r] = f;
+                lin[tc][kind][r] = m[tc][kind == STEP_FORWARD ? STEP_GRZO : kind].linear_seconds;
             }
         }
     }
@@ -607,24 +616,27 @@ static int bench_steps(const bench_config *cfg)
                (long long)cfg->rows_per_example, (int)cfg->fzoo_probes, (int)tcs[c], tcs[c] > 1 ? "s" : "");
         printf("%d rounds, interleaved with the other thread count. A step = all its forward passes with the "
                "losses, plus the update. 'forward' = time inside the forward callback (perturbed linears, biases, "
-               "ReLU, losses); 'rest' = step - forward (signs, normalization, update). "
-               "Ratios are per-round, to the MeZO step.\n\n", cfg->rounds);
-        printf("| operation | rows forwarded | median ms | forward ms | rest ms | ratio to MeZO median | p10 | p90 |\n");
-        printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+               "ReLU, losses), 'linears' the part of it inside grzo_linear; 'rest' = step - forward (signs, "
+               "normalization, update). Ratios are per-round, to the MeZO step.\n\n", cfg->rounds);
+        printf("| operation | rows forwarded | median ms | forward ms | linears ms | rest ms | ratio to MeZO median | p10 | p90 |\n");
+        printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for (k = 0; k < N_STEP_KINDS; k++) {
             double fwd_median = bench_quantile(fwd[c][k], cfg->rounds, 0.5);
             int i;
             for (i = 0; i < cfg->rounds; i++)   /* fwd now holds the rest: step - forward */
                 fwd[c][k][i] = t[c][k][i] - fwd[c][k][i];
             bench_ratios(t[c][k], t[c][STEP_MEZO], cfg->rounds, ratio);
-            printf("| %s | %lld | %.1f | %.1f | %.1f | %.3f | %.3f | %.3f |\n", names[k],
+            printf("| %s | %lld | %.1f | %.1f | %.1f | %.1f | %.3f | %.3f | %.3f |\n", names[k],
                    (long long)rows_per_step[k], 1e3 * bench_quantile(t[c][k], cfg->rounds, 0.5),
-                   1e3 * fwd_median, 1e3 * bench_quantile(fwd[c][k], cfg->rounds, 0.5),
+                   1e3 * fwd_median, 1e3 * bench_quantile(lin[c][k], cfg->rounds, 0.5),
+                   1e3 * bench_quantile(fwd[c][k], cfg->rounds, 0.5),
                    bench_quantile(ratio, cfg->rounds, 0.5), bench_quantile(ratio, cfg->rounds, 0.1),
                    bench_quantile(ratio, cfg->rounds, 0.9));
         }
         printf("\n");
         bench_print_ratio("GRZO step / MeZO step", t[c][STEP_GRZO], t[c][STEP_MEZO], cfg->rounds, ratio, " (target <= 1.0)");
+        bench_print_ratio("GRZO step's linears / MeZO step's linears", lin[c][STEP_GRZO], lin[c][STEP_MEZO], cfg->rounds,
+                          ratio, "");
         bench_print_ratio("GRZO step / plain forward of the same 2B copies", t[c][STEP_GRZO], t[c][STEP_FORWARD],
                          cfg->rounds, ratio, " (target <= 1.15)");
         bench_print_ratio("MeZO step / plain forward of the same 2B copies", t[c][STEP_MEZO], t[c][STEP_FORWARD],
@@ -650,6 +662,7 @@ done:
     for (c = 0; c < n_cases; c++) {
         free(t[c / N_STEP_KINDS][c % N_STEP_KINDS]);
         free(fwd[c / N_STEP_KINDS][c % N_STEP_KINDS]);
+        free(lin[c / N_STEP_KINDS][c % N_STEP_KINDS]);
     }
     free(ratio);
     return rc;
