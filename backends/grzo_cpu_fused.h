@@ -628,6 +628,35 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 grzo__for
     return _mm512_add_ps(_mm512_loadu_ps(w), _mm512_mask_blend_ps(m, f, nf));
 }
 
+/* The same 16 formed weights for the 16-row kernels, with no mask register: U's word for k
+   xor s_k's sign word (grzo__form_word, in every lane) shifted so that lane i's bit lands on
+   its sign (grzo__form_shifts), f's sign xored with it in one ternary-logic op, and w added:
+   integer and FP-add ops in place of a blend under a mask moved in from a general register,
+   which took 3.5 % of a Zen 4's GRZO linear where a formed vector feeds 24 FMAs
+   (`bench_linear --op grzo --width 1024 --rows 64 --batch 8`, 1 thread, best of 20, 3
+   alternations: 21.0-21.2 ms -> 20.5-20.7, a MeZO pass of the same rows 20.4-20.5; 12 rows a
+   copy, `--batch 16`: 8.53-8.77 -> 7.89-7.97). The words' xor done once per copy and block
+   instead, before the kernels, gained nothing. The 32-row kernels keep the blend: their
+   formed vectors feed 1-12 FMAs, where the extra ops cost more than the mask move (4 rows a
+   copy: 3.36 -> 3.64 ms; 8 rows: 5.97-6.05 -> 6.31-6.41). */
+__attribute__((target("avx512f"), always_inline)) static inline __m512i grzo__form_word(const uint32_t *ub,
+                                                                                      const uint32_t *sw, int64_t k) {
+    return _mm512_xor_si512(_mm512_set1_epi32((int)ub[k]), _mm512_set1_epi32((int)sw[k]));
+}
+/* the left shifts that bring bit first + i of a word to lane i's sign bit */
+__attribute__((target("avx512f"), always_inline)) static inline __m512i grzo__form_shifts(int first) {
+    return _mm512_sub_epi32(_mm512_set1_epi32(31 - first),
+                            _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
+}
+__attribute__((target("avx512f"), always_inline)) static inline __m512 grzo__formed16_word(const float *w, __m512i f,
+                                                                                          __m512i word, __m512i shifts) {
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    /* 0x78: f ^ (bits & sign). The shift is written masked (every lane) because GCC 12's
+       unmasked form reads an undefined vector, which its C++ front end warns of. */
+    const __m512i bits = _mm512_maskz_sllv_epi32((__mmask16)0xFFFFu, word, shifts);
+    return _mm512_add_ps(_mm512_loadu_ps(w), _mm512_castsi512_ps(_mm512_ternarylogic_epi32(f, bits, sign, 0x78)));
+}
+
 /* The lanes of 16-row half `half` of a 32-row sliver that hold its first h rows */
 static inline __mmask16 grzo__rows_mask(int64_t h, int half) {
     h -= 16 * half;
@@ -806,8 +835,9 @@ static const grzo__form_ukr64_fn grzo__form_ukr_64xn[5] = {NULL, grzo__form_ukr_
    the FMAs themselves from the packed sliver (x[24 k + j]: the rows read in place would need a
    register each). The forming took 10 % of the 32 x 12 kernel's time on a Zen 4, whose moves
    into mask registers are slow (a probe, K block 512, 96 weight rows, copies of 72 rows: 103.7
-   GFLOP/s, 114 unformed), and 3.5 % of this one's (110.2). Element (i, k) is w[32 k + i] + f_i, or - f_i where bit 16 half + i
-   of ub[k] ^ sw[k] is set, as in grzo__form_ukr_32x12: the same bits. */
+   GFLOP/s, 114 unformed), and 3.5 % of this one's (110.2), which therefore forms without a
+   mask register (grzo__formed16_word). Element (i, k) is w[32 k + i] + f_i, or - f_i where bit
+   16 half + i of ub[k] ^ sw[k] is set, as in grzo__form_ukr_32x12: the same bits. */
 #define GRZO__WIDE_PREFETCH(j)                                          \
     if (j < cols) {                                                     \
         _mm_prefetch((const char *)(c + j * ldc), _MM_HINT_T0);         \
@@ -830,17 +860,17 @@ static const grzo__form_ukr64_fn grzo__form_ukr_64xn[5] = {NULL, grzo__form_ukr_
 __attribute__((target("avx512f"), always_inline)) static inline void grzo__form_ukr_wide_body(const int cols,
                                                                                             GRZO__WIDE_ARGS) {
     const int shift = 16 * half;
-    const __m512 fv = _mm512_loadu_ps(f + shift), nv = _mm512_sub_ps(_mm512_setzero_ps(), fv);
+    const __m512i fv = _mm512_castps_si512(_mm512_loadu_ps(f + shift)), sv = grzo__form_shifts(shift);
     const __mmask16 hm = grzo__rows_mask(h, 0);
     __m512 a = _mm512_setzero_ps();
     int64_t k;
     w += shift;
     GRZO__WIDE_COLUMNS(GRZO__WIDE_PREFETCH)
     GRZO__WIDE_COLUMNS(GRZO__WIDE_ACC)
-    if (kc > 0) a = grzo__formed16(w, fv, nv, (__mmask16)((ub[0] ^ sw[0]) >> shift));
+    if (kc > 0) a = grzo__formed16_word(w, fv, grzo__form_word(ub, sw, 0), sv);
     for (k = 0; k < kc; k++) {   /* k + 1's weights formed before k's FMAs (grzo__form_ukr_body) */
         const int64_t kn = k + 1 < kc ? k + 1 : k;
-        const __m512 b = grzo__formed16(w + 32 * kn, fv, nv, (__mmask16)((ub[kn] ^ sw[kn]) >> shift));
+        const __m512 b = grzo__formed16_word(w + 32 * kn, fv, grzo__form_word(ub, sw, kn), sv);
         const float *xk = xp + GRZO__WIDE_X * k;
         GRZO__WIDE_COLUMNS(GRZO__WIDE_FMA)
         a = b;
