@@ -69,6 +69,13 @@
      offsets starting at 0 and ending at n_rows. grzo_linear's x and y must not share
      memory (INVALID_ARG). Layout inside a GRZO pass: copies
      0..B-1 are the "+" copies of examples 0..B-1, copies B..2B-1 the "-" copies.
+     A pass in pieces: .first_segment and .n_segments (0: through the last) say that the
+     call's rows are those of segments [first_segment, first_segment + n_segments) only,
+     and .offsets/.n_rows then describe just those segments. A forward may so run its pass
+     a group of copies at a time, through every layer, to keep a group's activations in
+     cache or to bound their memory: each row gets the same perturbation as in one call
+     (results equal within fp32 reassociation, the K blocks depending on the call's rows).
+     Outside a pass both fields are ignored, so the same chunked forward serves evaluation.
 
    3. ESTIMATORS (desc.estimator)      passes x copies   update
      GRZO (default)   1 x 2B   Z_i = U(.)(r_i s_i^T), a_i = delta_i/(std(delta)+eps)
@@ -722,9 +729,11 @@ typedef struct grzo_step_report {
 } grzo_step_report;
 
 /* the rows of one operation (see STEP BY STEP) */
-typedef struct grzo_rows {
+typedef struct grzo_rows {          /* zero-initialize: zero fields mean the defaults */
     int64_t n_rows;
-    const int64_t *offsets;           /* NULL: even split; else n_segments + 1 entries */
+    const int64_t *offsets;           /* NULL: even split; else (the call's segments) + 1 entries */
+    int64_t first_segment;            /* the call's rows start at this segment of the pass (0) */
+    int64_t n_segments;               /* 0: every segment from first_segment to the pass's last */
 } grzo_rows;
 
 typedef grzo_status (*grzo_forward_fn)(grzo_ctx *ctx, const grzo_pass_info *pass,
@@ -2715,7 +2724,7 @@ typedef struct grzo__op {
 /* Validate an operation's block and rows, and describe its perturbation. */
 static grzo_status grzo__prepare_op(grzo_ctx *ctx, const char *who, grzo_block b, const grzo_rows *rows,
                                     grzo__op *op) {
-    int64_t segs, c;
+    int64_t all, first, segs, c;
     memset(op, 0, sizeof *op);
     op->blk = grzo__get_block(ctx, b);
     if (!op->blk) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "%s: invalid block handle %u", who, (unsigned)b.id);
@@ -2725,9 +2734,15 @@ static grzo_status grzo__prepare_op(grzo_ctx *ctx, const char *who, grzo_block b
     op->variant = grzo__block_variant(ctx, b.id - 1, ctx->state == GRZO__IN_PASS, &op->var);
     if (ctx->state != GRZO__IN_PASS) return GRZO_OK;                /* plain evaluation */
     op->per_segment = ctx->desc.per_example_ops == 1;
+    all = grzo__local_segments(ctx);
+    first = rows->first_segment;
+    if (first < 0 || rows->n_segments < 0 || (all > 0 && first >= all) || (all == 0 && first != 0) ||
+        rows->n_segments > all - first)
+        return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "%s: segments from %lld (%lld of them; 0 = to the last) are not within the pass's %lld",
+                          who, (long long)first, (long long)rows->n_segments, (long long)all);
+    segs = rows->n_segments ? rows->n_segments : all - first;
     /* in-place MeZO: the parameters themselves are perturbed; the rows matter only per segment */
     if (grzo__inplace(ctx) && !op->per_segment) return GRZO_OK;
-    segs = grzo__local_segments(ctx);
     if (segs == 0) {   /* a rank without examples this step (section 4b) */
         if (rows->n_rows != 0) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "%s: %lld rows, but this rank has no segments this step", who, (long long)rows->n_rows);
         op->per_segment = 0;
@@ -2755,8 +2770,8 @@ static grzo_status grzo__prepare_op(grzo_ctx *ctx, const char *who, grzo_block b
     op->pt.flipout = grzo__flipout(ctx);
     op->pt.n_examples = ctx->B;
     op->pt.n_segments = segs;
-    op->pt.sign = ctx->seg_sign;
-    op->pt.example = ctx->seg_example;
+    op->pt.sign = ctx->seg_sign + first;
+    op->pt.example = ctx->seg_example + first;
     op->perturbed = 1;
     return GRZO_OK;
 }

@@ -213,7 +213,7 @@ int main(int argc, char **argv)
     grzo_block_desc bd;
     grzo_block *blk;
     grzo_noise n;
-    grzo_rows rows;
+    grzo_rows rows = {0};   /* zero: the defaults (whole pass) */
     float *w, *x, *y;
     size_t w_elems;
     double best = 1e30, total = 0.0;

@@ -65,6 +65,7 @@ typedef struct bench_config {
     int32_t fzoo_probes;      /* N */
     int32_t rounds;
     int32_t threads;          /* 0 = OpenMP default */
+    int64_t group_copies;     /* copies the model's forward runs through its layers at a time */
     int quick;
     const char *mem_child;    /* non-NULL: run as a memory-measuring child in this mode */
 } bench_config;
@@ -72,11 +73,13 @@ typedef struct bench_config {
 static void print_usage(FILE *f, const char *prog)
 {
     fprintf(f,
-            "usage: %s [--rounds N] [--threads T] [--quick]\n"
+            "usage: %s [--rounds N] [--threads T] [--group-copies G] [--quick]\n"
             "Times GRZO vs MeZO vs FZOO on a 4-layer MLP (width 1024, B = 16, T = 64) with the\n"
             "CPU backend and prints markdown tables.\n"
             "  --rounds N   interleaved timing rounds (default %d, %d with --quick)\n"
             "  --threads T  CPU backend threads, 0 = OpenMP default (default 0)\n"
+            "  --group-copies G  the model's forward runs G example copies at a time through\n"
+            "               all its layers (default B, a MeZO pass; 0 = a whole pass at once)\n"
             "  --quick      tiny sizes, a smoke test of a few seconds\n"
             "  --help       this text\n",
             prog, DEFAULT_ROUNDS, QUICK_ROUNDS);
@@ -85,7 +88,7 @@ static void print_usage(FILE *f, const char *prog)
 /* returns 0 to run, 1 after --help, 2 on a bad argument (message printed) */
 static int parse_options(int argc, char **argv, bench_config *cfg)
 {
-    int64_t rounds = -1, v;
+    int64_t rounds = -1, group = -1, v;
     int i;
     char err[256];
     memset(cfg, 0, sizeof *cfg);
@@ -98,7 +101,7 @@ static int parse_options(int argc, char **argv, bench_config *cfg)
         } else if (strcmp(a, "--quick") == 0) {
             cfg->quick = 1;
         } else if (strcmp(a, "--rounds") == 0 || strcmp(a, "--threads") == 0 ||
-                   strcmp(a, "--mem-child") == 0) {
+                   strcmp(a, "--group-copies") == 0 || strcmp(a, "--mem-child") == 0) {
             if (val == NULL) {
                 fprintf(stderr, "%s: option %s needs a value (try --help)\n", argv[0], a);
                 return 2;
@@ -108,6 +111,11 @@ static int parse_options(int argc, char **argv, bench_config *cfg)
                 cfg->mem_child = val;
             } else if (strcmp(a, "--rounds") == 0) {
                 if (cli_parse_int(a, val, 1, 100000, &rounds, err, sizeof err) != 0) {
+                    fprintf(stderr, "%s: %s\n", argv[0], err);
+                    return 2;
+                }
+            } else if (strcmp(a, "--group-copies") == 0) {
+                if (cli_parse_int(a, val, 0, 4096, &group, err, sizeof err) != 0) {
                     fprintf(stderr, "%s: %s\n", argv[0], err);
                     return 2;
                 }
@@ -137,6 +145,8 @@ static int parse_options(int argc, char **argv, bench_config *cfg)
         cfg->fzoo_probes = 8;
     }
     cfg->rounds = (int32_t)(rounds > 0 ? rounds : (cfg->quick ? QUICK_ROUNDS : DEFAULT_ROUNDS));
+    /* 0: every pass at once (FZOO's (N+1) B copies are the most a forward runs) */
+    cfg->group_copies = group < 0 ? cfg->batch : group == 0 ? 4096 : group;
     return 0;
 }
 
@@ -223,12 +233,18 @@ typedef struct mlp {
     float *w_data[MAX_LAYERS], *b_data[MAX_LAYERS];
     float *examples;          /* B*T x width: example e is rows [e*T, (e+1)*T) */
     float *target;            /* B*T x width, same layout */
-    float *x, *lin, *act;     /* capacity rows x width each */
-    const float *out;         /* x or act: where the last forward left its output */
+    float *x, *lin, *act;     /* capacity rows x width each: one group of copies */
     int64_t capacity;
     double forward_seconds;   /* time inside the forward callback during the last step */
     double linear_seconds;    /* of which inside grzo_linear (reset with it) */
 } mlp;
+
+/* The rows of the model's buffers: a group of copies, or all the copies a forward of this
+   model runs (max_copies) if fewer */
+static int64_t group_rows(const bench_config *cfg, int64_t max_copies)
+{
+    return (cfg->group_copies < max_copies ? cfg->group_copies : max_copies) * cfg->rows_per_example;
+}
 
 static grzo_status mlp_create(mlp *m, const bench_config *cfg, grzo_backend *be,
                               grzo_estimator est, int64_t capacity)
@@ -290,48 +306,26 @@ static void mlp_destroy(mlp *m)
     memset(m, 0, sizeof *m);
 }
 
-/* copies example example_of[c] into the rows of copy c (T rows each) */
-static void mlp_gather(mlp *m, const int64_t *example_of, int64_t n_copies)
+/* Copies example example_of[c] into the rows of copy c - c0 of x (T rows each), c in
+   [c0, c0 + n). */
+static void mlp_gather(mlp *m, const int64_t *example_of, int64_t c0, int64_t n)
 {
     size_t rows = (size_t)m->cfg->rows_per_example, w = (size_t)m->cfg->width;
     int64_t c;
-    for (c = 0; c < n_copies; c++)
-        memcpy(m->x + (size_t)c * rows * w, m->examples + (size_t)example_of[c] * rows * w,
+    for (c = c0; c < c0 + n; c++)
+        memcpy(m->x + (size_t)(c - c0) * rows * w, m->examples + (size_t)example_of[c] * rows * w,
                rows * w * sizeof(float));
 }
 
-/* forward of n_copies * T rows in m->x; sets m->out to the output. The hidden states
-   ping-pong between x and act, so x is overwritten. */
-static grzo_status mlp_forward(mlp *m, int64_t n_copies)
-{
-    grzo_rows rows;
-    size_t i, count;
-    float *in = m->x, *out = m->act;
-    int64_t l;
-    rows.n_rows = n_copies * m->cfg->rows_per_example;
-    rows.offsets = NULL;   /* even split: copy c owns rows [c*T, (c+1)*T) */
-    count = (size_t)rows.n_rows * (size_t)m->cfg->width;
-    for (l = 0; l < m->cfg->layers; l++) {
-        double t0 = now_seconds();
-        TRY(m->ctx, grzo_linear(m->ctx, m->w[l], in, m->lin, &rows));
-        m->linear_seconds += now_seconds() - t0;
-        TRY(m->ctx, grzo_vector(m->ctx, m->b[l], GRZO_VECTOR_ADD, m->lin, out, &rows));
-        if (l + 1 < m->cfg->layers)
-            for (i = 0; i < count; i++)
-                out[i] = out[i] > 0.0f ? out[i] : 0.0f;
-        { float *t = in; in = out; out = t; }
-    }
-    m->out = in;
-    return GRZO_OK;
-}
-
-/* mean squared error of each copy's T rows against its example's target */
-static void mlp_losses(const mlp *m, const int64_t *example_of, int64_t n_copies, float *losses)
+/* mean squared error of each copy's T rows (copy c at row (c - c0) T of out) against its
+   example's target, into losses[c] */
+static void mlp_losses(const mlp *m, const float *out, const int64_t *example_of, int64_t c0, int64_t n,
+                       float *losses)
 {
     size_t rows = (size_t)m->cfg->rows_per_example, w = (size_t)m->cfg->width, i;
     int64_t c;
-    for (c = 0; c < n_copies; c++) {
-        const float *y = m->out + (size_t)c * rows * w;
+    for (c = c0; c < c0 + n; c++) {
+        const float *y = out + (size_t)(c - c0) * rows * w;
         const float *t = m->target + (size_t)example_of[c] * rows * w;
         double s = 0.0;
         for (i = 0; i < rows * w; i++) {
@@ -342,6 +336,45 @@ static void mlp_losses(const mlp *m, const int64_t *example_of, int64_t n_copies
     }
 }
 
+/* Copies [c0, c0 + n) of the pass through every layer and their losses: gathered into x,
+   their hidden states ping-ponging between x and act (lin holds each linear's output). */
+static grzo_status mlp_forward_group(mlp *m, const int64_t *example_of, int64_t c0, int64_t n, float *losses)
+{
+    grzo_rows rows = {0};   /* zero: the defaults (whole pass) */
+    size_t i, count;
+    float *in = m->x, *out = m->act;
+    int64_t l;
+    rows.n_rows = n * m->cfg->rows_per_example;   /* even split: a copy owns T rows */
+    rows.first_segment = c0;
+    rows.n_segments = n;
+    count = (size_t)rows.n_rows * (size_t)m->cfg->width;
+    mlp_gather(m, example_of, c0, n);
+    for (l = 0; l < m->cfg->layers; l++) {
+        double t0 = now_seconds();
+        TRY(m->ctx, grzo_linear(m->ctx, m->w[l], in, m->lin, &rows));
+        m->linear_seconds += now_seconds() - t0;
+        TRY(m->ctx, grzo_vector(m->ctx, m->b[l], GRZO_VECTOR_ADD, m->lin, out, &rows));
+        if (l + 1 < m->cfg->layers)
+            for (i = 0; i < count; i++)
+                out[i] = out[i] > 0.0f ? out[i] : 0.0f;
+        { float *t = in; in = out; out = t; }
+    }
+    mlp_losses(m, in, example_of, c0, n, losses);
+    return GRZO_OK;
+}
+
+/* The forward of n_copies example copies (copy c reads example example_of[c]) with one loss
+   each. The model runs at most group_copies copies at a time through all its layers (a
+   MeZO pass's B by default), so that a group's activations stay in cache and its buffers
+   hold one group, whatever the pass's size. */
+static grzo_status mlp_forward(mlp *m, const int64_t *example_of, int64_t n_copies, float *losses)
+{
+    int64_t c0, g = m->capacity / m->cfg->rows_per_example;
+    for (c0 = 0; c0 < n_copies; c0 += g)
+        TRY(m->ctx, mlp_forward_group(m, example_of, c0, n_copies - c0 < g ? n_copies - c0 : g, losses));
+    return GRZO_OK;
+}
+
 static grzo_status forward_callback(grzo_ctx *ctx, const grzo_pass_info *pass, float *losses,
                                     void *user_data)
 {
@@ -349,10 +382,7 @@ static grzo_status forward_callback(grzo_ctx *ctx, const grzo_pass_info *pass, f
     double t0 = now_seconds();
     grzo_status st;
     (void)ctx;
-    mlp_gather(m, pass->example, pass->n_segments);
-    st = mlp_forward(m, pass->n_segments);
-    if (st == GRZO_OK)
-        mlp_losses(m, pass->example, pass->n_segments, losses);
+    st = mlp_forward(m, pass->example, pass->n_segments, losses);
     m->forward_seconds += now_seconds() - t0;
     return st;
 }
@@ -372,14 +402,12 @@ static grzo_status mlp_plain_forward_2b(mlp *m, float *losses)
     int64_t c, n = 2 * m->cfg->batch, example_of[2 * 4096];
     for (c = 0; c < n; c++)
         example_of[c] = c % m->cfg->batch;
-    mlp_gather(m, example_of, n);
-    TRY(m->ctx, mlp_forward(m, n));
-    mlp_losses(m, example_of, n, losses);
-    return GRZO_OK;
+    return mlp_forward(m, example_of, n, losses);
 }
 
 /* ---- (a) one fused GRZO linear vs a plain linear --------------------------------------- */
 enum { VAR_PLAIN = 0, VAR_AUTO, VAR_PER_EXAMPLE, VAR_TWO_GEMM, VAR_FUSED, N_LINEAR_VARIANTS };
+
 static const char *const linear_variant_names[N_LINEAR_VARIANTS] = {
     "plain linear (outside a step)", "GRZO linear, AUTO", "GRZO linear, PER_EXAMPLE",
     "GRZO linear, TWO_GEMM", "GRZO linear, FUSED"
@@ -434,7 +462,7 @@ static void linear_case_destroy(linear_case *lc)
 static grzo_status time_linear(linear_case *lc, const bench_config *cfg, int perturbed,
                                double *seconds)
 {
-    grzo_rows rows;
+    grzo_rows rows = {0};   /* zero: the defaults (whole pass) */
     double t0;
     rows.n_rows = 2 * cfg->batch * cfg->rows_per_example;
     rows.offsets = NULL;
@@ -570,7 +598,7 @@ static int bench_steps(const bench_config *cfg)
         if (make_backend(tcs[c], GRZO_CPU_LINEAR_AUTO, &be[c]) != GRZO_OK)
             goto done;
         for (k = 0; k < 3; k++)
-            if (mlp_create(&m[c][k], cfg, &be[c], est[k], 2 * bt) != GRZO_OK)
+            if (mlp_create(&m[c][k], cfg, &be[c], est[k], group_rows(cfg, 2 * cfg->batch)) != GRZO_OK)
                 goto done;
     }
     ratio = calloc((size_t)cfg->rounds, sizeof(double));
@@ -676,19 +704,18 @@ done:
 static int mem_child_main(const bench_config *cfg)
 {
     const char *mode = cfg->mem_child;
-    int64_t bt = cfg->batch * cfg->rows_per_example;
     grzo_estimator est;
     grzo_backend be;
     mlp m;
     float losses[2 * 4096];
     long setup_kb;
     int i, is_step = 1, rc = 1;
-    int64_t capacity = 2 * bt;
+    int64_t capacity = group_rows(cfg, 2 * cfg->batch);
 
     if (strcmp(mode, "forward") == 0) { est = GRZO_ESTIMATOR_GRZO; is_step = 0; }
     else if (strcmp(mode, "grzo") == 0) est = GRZO_ESTIMATOR_GRZO;
-    else if (strcmp(mode, "mezo") == 0) { est = GRZO_ESTIMATOR_MEZO; capacity = bt; }
-    else if (strcmp(mode, "fzoo") == 0) { est = GRZO_ESTIMATOR_FZOO; capacity = bt; }
+    else if (strcmp(mode, "mezo") == 0) { est = GRZO_ESTIMATOR_MEZO; capacity = group_rows(cfg, cfg->batch); }
+    else if (strcmp(mode, "fzoo") == 0) { est = GRZO_ESTIMATOR_FZOO; capacity = group_rows(cfg, cfg->batch); }
     else {
         fprintf(stderr, "bench_mlp: unknown --mem-child mode '%s'\n", mode);
         return 2;
@@ -715,18 +742,21 @@ done:
 /* runs this program again as "--mem-child MODE" and reads its two numbers */
 static int run_mem_child(const bench_config *cfg, const char *mode, long *setup_kb, long *peak_kb)
 {
-    char threads[32], line[128];
-    char *args[8];
+    char threads[32], group[32], line[128];
+    char *args[10];
     int fds[2], status = 0, n = 0;
     pid_t pid;
     FILE *f;
 
     snprintf(threads, sizeof threads, "%d", (int)cfg->threads);
+    snprintf(group, sizeof group, "%lld", (long long)cfg->group_copies);
     args[n++] = "bench_mlp";
     args[n++] = "--mem-child";
     args[n++] = (char *)mode;
     args[n++] = "--threads";
     args[n++] = threads;
+    args[n++] = "--group-copies";
+    args[n++] = group;
     if (cfg->quick)
         args[n++] = "--quick";
     args[n] = NULL;

@@ -723,7 +723,7 @@ static void student_destroy(student *s)
 static grzo_status student_forward(student *s, int64_t n)
 {
     const float *in = s->x;
-    grzo_rows rows;
+    grzo_rows rows = {0};   /* zero: the defaults (whole pass) */
     int l;
     rows.n_rows = n;
     rows.offsets = NULL;

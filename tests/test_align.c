@@ -103,7 +103,7 @@ static double lin_grad(const lin *m, int64_t i, int64_t d) { return d < AD ? m->
 static grzo_status lin_forward(grzo_ctx *ctx, const grzo_pass_info *pi, float *losses, void *ud)
 {
     lin *m = (lin *)ud;
-    grzo_rows rows;
+    grzo_rows rows = {0};   /* zero: the defaults (whole pass) */
     int64_t c, d;
     grzo_status s;
     for (c = 0; c < pi->n_segments; c++)

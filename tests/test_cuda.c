@@ -127,7 +127,7 @@ static grzo_status tiny_forward(grzo_ctx *ctx, const grzo_pass_info *pi, float *
     grzo_block e = {1}, w = {2}, g = {3};
     int32_t ids[2 * TB * TT];
     int64_t n = pi->n_segments * TT, c, t, j;
-    grzo_rows rows = {n, NULL};
+    grzo_rows rows = {.n_rows = n};
     grzo_status s;
     for (c = 0; c < pi->n_segments; c++)
         for (t = 0; t < TT; t++) ids[c * TT + t] = (int32_t)((pi->example[c] * 7 + t * 3) % TV);

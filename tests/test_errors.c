@@ -235,7 +235,7 @@ static void test_touched_after_abort(void)
         grzo_pass_info pi;
         float E[30], E0[30], y[64], losses[4];
         int32_t ids[8];
-        grzo_rows rows;
+        grzo_rows rows = {0};   /* zero: the defaults (whole pass) */
         int64_t r, changed_other = 0;
         REQUIRE_OK(grzo_backend_ref_create(&be));
         d = tu_desc(&be, GRZO_ESTIMATOR_GRZO, 51, 0.1f, 0.1f);
@@ -397,7 +397,7 @@ static void test_invalid_args(void)
     float x[64], y[64], losses[8];
     int32_t ids[8];
     int64_t off[9];
-    grzo_rows rows;
+    grzo_rows rows = {0};   /* zero: the defaults (whole pass) */
     char longname[80];
 
     env_init(&v, GRZO_ESTIMATOR_GRZO, 21);
@@ -520,6 +520,32 @@ static void test_invalid_args(void)
     off[1] = 1; off[2] = 2; off[6] = 5;              /* does not end at n_rows */
     CHECK_ST(grzo_linear(v.ctx, v.blk[0], x, y, &rows), GRZO_ERR_INVALID_ARG);
     off[6] = 6;
+    /* a pass in pieces: segments outside the pass's 6, offsets not over the piece's own */
+    rows.offsets = NULL;
+    rows.n_rows = 2; rows.first_segment = -1;
+    CHECK_ST(grzo_linear(v.ctx, v.blk[0], x, y, &rows), GRZO_ERR_INVALID_ARG);
+    rows.first_segment = 6;
+    CHECK_ST(grzo_linear(v.ctx, v.blk[0], x, y, &rows), GRZO_ERR_INVALID_ARG);
+    CHECK(strstr(grzo_last_error(v.ctx), "segments") != NULL);
+    rows.first_segment = 4; rows.n_segments = 3;    /* 4 + 3 > 6 */
+    CHECK_ST(grzo_linear(v.ctx, v.blk[0], x, y, &rows), GRZO_ERR_INVALID_ARG);
+    rows.n_segments = -1;
+    CHECK_ST(grzo_vector(v.ctx, v.blk[1], GRZO_VECTOR_ADD, x, y, &rows), GRZO_ERR_INVALID_ARG);
+    rows.first_segment = 3; rows.n_segments = 0;    /* segments 3..5: 2 rows do not split evenly over them */
+    CHECK_ST(grzo_linear(v.ctx, v.blk[0], x, y, &rows), GRZO_ERR_INVALID_ARG);
+    rows.offsets = off;                              /* the pass's 7 offsets for a piece of 3 segments */
+    rows.n_rows = 6;
+    CHECK_ST(grzo_linear(v.ctx, v.blk[0], x, y, &rows), GRZO_ERR_INVALID_ARG);
+    {   /* segments 2 and 3 alone (a row each) get the rows of one call over all 6 */
+        float whole[64];
+        rows.first_segment = 0; rows.n_segments = 0; rows.n_rows = 6; rows.offsets = NULL;
+        CHECK_OK(grzo_linear(v.ctx, v.blk[0], x, whole, &rows));
+        rows.first_segment = 2; rows.n_segments = 2; rows.n_rows = 2;
+        CHECK_OK(grzo_linear(v.ctx, v.blk[0], x + 2 * PC[0], y, &rows));
+        CHECK(memcmp(y, whole + 2 * PR[0], (size_t)(2 * PR[0]) * sizeof(float)) == 0);
+    }
+    rows.first_segment = 0; rows.n_segments = 0;
+    rows.n_rows = 6; rows.offsets = off;
     CHECK_ST(grzo_linear(v.ctx, v.blk[1], x, y, &rows), GRZO_ERR_INVALID_ARG);        /* vector as matrix */
     CHECK_ST(grzo_vector(v.ctx, v.blk[0], GRZO_VECTOR_MUL, x, y, &rows), GRZO_ERR_INVALID_ARG); /* matrix as vector */
     CHECK_ST(grzo_vector(v.ctx, v.blk[1], (grzo_vector_op)7, x, y, &rows), GRZO_ERR_INVALID_ARG);
@@ -642,7 +668,7 @@ static void test_state(void)
         grzo_block_desc bd;
         grzo_block b;
         float losses[16], x[64], y[64];
-        grzo_rows rows;
+        grzo_rows rows = {0};   /* zero: the defaults (whole pass) */
         char path[256];
         int32_t p;
         int64_t c;

@@ -598,9 +598,30 @@ static void model_free(model *m)
 /* rows of segment c in pass p of step s: uneven, sometimes 0 */
 static int64_t seg_rows(int64_t s, int32_t p, int64_t c) { return (c * 7 + 3 * p + s) % 4; }
 
-/* one step through the context API; checks every op output against the reference.
-   Returns the losses of each pass (n_passes x n_segments) in L. */
-static void ctx_step(model *m, int kind, grzo_estimator est, int dist, int64_t B, int check,
+/* The test's forward ops over segments [c0, c1) of the pass alone (grzo_rows.first_segment;
+   n_segments 0 when to_end), rows off[c0]..off[c1] of ids and of the activations H[0..4]. */
+static void ctx_ops_piece(model *m, const int32_t *ids, float *const *H, const int64_t *off, int64_t c0, int64_t c1,
+                          int to_end)
+{
+    int64_t rel[64], c, r0 = off[c0];
+    grzo_rows rows = {0};
+    for (c = c0; c <= c1; c++) rel[c - c0] = off[c] - r0;
+    rows.n_rows = off[c1] - r0;
+    rows.offsets = rel;
+    rows.first_segment = c0;
+    rows.n_segments = to_end ? 0 : c1 - c0;
+    CHECK_OK(grzo_embedding(m->ctx, m->blk[2], ids + r0, H[0] + r0 * 5, &rows));
+    CHECK_OK(grzo_linear(m->ctx, m->blk[0], H[0] + r0 * 5, H[1] + r0 * 6, &rows));
+    CHECK_OK(grzo_vector(m->ctx, m->blk[1], GRZO_VECTOR_ADD, H[1] + r0 * 6, H[2] + r0 * 6, &rows));
+    CHECK_OK(grzo_vector(m->ctx, m->blk[1], GRZO_VECTOR_MUL, H[2] + r0 * 6, H[3] + r0 * 6, &rows));
+    CHECK_OK(grzo_linear(m->ctx, m->blk[3], H[3] + r0 * 6, H[4] + r0 * 4, &rows));
+}
+
+/* one step through the context API; checks every op output against the reference. With
+   pieces, each pass runs as up to three pieces of its segments (the first alone, then up to
+   half, then the rest), as a forward that bounds its activations would. Returns the losses of
+   each pass (n_passes x n_segments) in L. */
+static void ctx_step(model *m, int kind, grzo_estimator est, int dist, int64_t B, int check, int pieces,
                      float *L, grzo_step_info *si_out, uint8_t *emb_rows_used)
 {
     grzo_step_info si;
@@ -615,7 +636,7 @@ static void ctx_step(model *m, int kind, grzo_estimator est, int dist, int64_t B
         int32_t *ids;
         float *H0, *H1, *H2, *H3, *H4;
         double *yr, *mag;
-        grzo_rows rows;
+        grzo_rows rows = {0};   /* zero: the defaults (whole pass) */
         grzo_perturb pt;
         float *losses;
         REQUIRE_OK(grzo_pass_begin(m->ctx, &pi));
@@ -643,11 +664,19 @@ static void ctx_step(model *m, int kind, grzo_estimator est, int dist, int64_t B
         }
         rows.n_rows = n_rows;
         rows.offsets = off;
-        CHECK_OK(grzo_embedding(m->ctx, m->blk[2], ids, H0, &rows));
-        CHECK_OK(grzo_linear(m->ctx, m->blk[0], H0, H1, &rows));
-        CHECK_OK(grzo_vector(m->ctx, m->blk[1], GRZO_VECTOR_ADD, H1, H2, &rows));
-        CHECK_OK(grzo_vector(m->ctx, m->blk[1], GRZO_VECTOR_MUL, H2, H3, &rows));
-        CHECK_OK(grzo_linear(m->ctx, m->blk[3], H3, H4, &rows));
+        if (pieces) {
+            float *const H[5] = { H0, H1, H2, H3, H4 };
+            int64_t n = pi.n_segments, half = n / 2 > 2 ? n / 2 : 2;
+            ctx_ops_piece(m, ids, H, off, 0, 1, n == 1);
+            if (n > 1) ctx_ops_piece(m, ids, H, off, 1, half < n ? half : n, half >= n);
+            if (half < n) ctx_ops_piece(m, ids, H, off, half, n, 1);
+        } else {
+            CHECK_OK(grzo_embedding(m->ctx, m->blk[2], ids, H0, &rows));
+            CHECK_OK(grzo_linear(m->ctx, m->blk[0], H0, H1, &rows));
+            CHECK_OK(grzo_vector(m->ctx, m->blk[1], GRZO_VECTOR_ADD, H1, H2, &rows));
+            CHECK_OK(grzo_vector(m->ctx, m->blk[1], GRZO_VECTOR_MUL, H2, H3, &rows));
+            CHECK_OK(grzo_linear(m->ctx, m->blk[3], H3, H4, &rows));
+        }
         if (check) {
             /* the perturbation the context must have used for block b */
             int b;
@@ -812,7 +841,7 @@ static void test_ctx(int kind)
                 REQUIRE(before[b] != NULL);
                 memcpy(before[b], m.data[b], nb);
             }
-            ctx_step(&m, kind, est, dist, B, 1, L, &si, used);
+            ctx_step(&m, kind, est, dist, B, 1, s == 1, L, &si, used);   /* the second step in pieces */
             CHECK(si.step == s);
             CHECK_OK(grzo_step_end(m.ctx, &rep));
             CHECK(rep.step == s);
@@ -892,13 +921,15 @@ static void test_plain_outside_step(int kind)
     int64_t n_rows = 5, i;
     float *x, *y;
     double yr[64], mag[64];
-    grzo_rows rows;
+    grzo_rows rows = {0};   /* zero: the defaults (whole pass) */
     model_init(&m, kind, GRZO_ESTIMATOR_GRZO, GRZO_NOISE_RADEMACHER);
     x = (float *)tu_alloc(&m.be, (size_t)(n_rows * 5) * sizeof(float));
     y = (float *)tu_alloc(&m.be, (size_t)(n_rows * 6) * sizeof(float));
     tu_fill_unif(x, (size_t)(n_rows * 5), 99, -1, 1);
     rows.n_rows = n_rows;
     rows.offsets = NULL;
+    rows.first_segment = 7;   /* no pass, no segments: ignored */
+    rows.n_segments = 9;
     CHECK_OK(grzo_linear(m.ctx, m.blk[0], x, y, &rows));
     ref_linear(m.data[0], 6, 5, x, n_rows, NULL, yr, mag);
     CHECK(close_all("plain linear via ctx", y, yr, mag, n_rows * 6, RTOL));

@@ -123,7 +123,7 @@ static grzo_status forward(grzo_ctx *ctx, const grzo_pass_info *pi, float *losse
 {
     net *n = (net *)user;
     int64_t off[130], c, r, j, t;
-    grzo_rows rows;
+    grzo_rows rows = {0};   /* zero: the defaults (whole pass) */
     grzo_status st;
     REQUIRE(pi->n_segments < 129);
     off[0] = 0;

@@ -655,7 +655,7 @@ static grzo_status opnet_forward(grzo_ctx *ctx, const grzo_pass_info *pi, float 
 {
     opnet *n = (opnet *)user;
     int64_t c, t, j, N = pi->n_segments * TOK;
-    grzo_rows rows;
+    grzo_rows rows = {0};   /* zero: the defaults (whole pass) */
     grzo_status s;
     for (c = 0; c < pi->n_segments; c++)
         for (t = 0; t < TOK; t++) n->ids[c * TOK + t] = (int32_t)((pi->example[c] * 5 + t * 2 + grzo_get_step(ctx)) % VOC);
@@ -723,7 +723,7 @@ static void test_cpu_vs_ref(void)
             CHECKF(dp <= 1e-4, "%s est %d: parameters differ by %.3g between cpu and ref", VNAME[v], (int)ests[ei], dp);
             /* plain (evaluation) linear: quantized weights on both */
             {
-                grzo_rows one;
+                grzo_rows one = {0};   /* zero: the defaults (whole pass) */
                 one.n_rows = 1;
                 one.offsets = NULL;
                 tu_fill_unif(x, DM, 999, -1, 1);
@@ -761,7 +761,7 @@ static void test_chunks(void)
         float *W[2], *x[2], *y[2];
         grzo_block blk[2];
         grzo_cpu_desc cd;
-        grzo_rows rows;
+        grzo_rows rows = {0};   /* zero: the defaults (whole pass) */
         double diff = 0.0, mag = 0.0;
         int k, i;
         memset(&cd, 0, sizeof cd);

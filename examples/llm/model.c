@@ -809,7 +809,7 @@ static grzo_status llm__head(grzo_ctx *ctx, llm_model *m, llm_state *st, const g
 /* The forward of a checked batch; logits: backend memory (n_out x vocab). */
 static grzo_status llm__forward_rows(grzo_ctx *ctx, llm_model *m, llm_state *st, const llm_batch *batch, int64_t n_rows,
                                      int64_t n_out, float *logits) {
-    grzo_rows tok_rows, out_rows;
+    grzo_rows tok_rows = {0}, out_rows = {0};   /* zero: the defaults (whole pass) */
     int32_t l;
     LLM_RET(llm__layout(m, st, batch, n_rows, n_out));
     tok_rows.n_rows = n_rows;

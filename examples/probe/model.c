@@ -341,7 +341,7 @@ static grzo_status ensure_rows(probe_model *m, int64_t rows) {
    inside a pass (one row per segment), plain outside a step. One loss per row. */
 static grzo_status forward_rows(probe_model *m, int64_t n, float *loss) {
     mlp_shape s = m->shape;
-    grzo_rows rows;
+    grzo_rows rows = {0};   /* zero: the defaults (whole pass) */
     int64_t i;
     rows.n_rows = n;
     rows.offsets = NULL;   /* even split: one row per segment inside a pass */
