@@ -26,7 +26,7 @@
         -I/usr/include/x86_64-linux-gnu/openblas-openmp bench/bench_mlp.c examples/common/cli_args.c \
         -L/usr/lib/x86_64-linux-gnu/openblas-openmp \
         -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -lm -o bench_mlp
-   Run:  ./bench_mlp [--rounds N] [--threads T] [--quick] */
+   Run:  ./bench_mlp [--rounds N] [--threads T] [--group-copies G] [--quick] */
 #define _POSIX_C_SOURCE 200809L
 
 #define GRZO_IMPLEMENTATION
@@ -806,9 +806,10 @@ static int bench_memory(const bench_config *cfg)
             return 1;
     printf("\n### (c) peak resident memory (VmHWM), each in a fresh process\n\n");
     printf("Every process builds the same model (weights %.1f MiB, B examples and targets); the "
-           "activation buffers hold 2BT rows for forward and GRZO, BT rows for MeZO and FZOO. "
-           "'after setup' = VmRSS once the model is built, before the first operation.\n\n",
-           (double)(cfg->layers * cfg->width * cfg->width * 4) / (1024.0 * 1024.0));
+           "activation buffers hold one group of copies (%lld rows for forward and GRZO, %lld for MeZO "
+           "and FZOO). 'after setup' = VmRSS once the model is built, before the first operation.\n\n",
+           (double)(cfg->layers * cfg->width * cfg->width * 4) / (1024.0 * 1024.0),
+           (long long)group_rows(cfg, 2 * cfg->batch), (long long)group_rows(cfg, cfg->batch));
     printf("| process | after setup MiB | peak MiB | peak - forward-only peak | overhead |\n");
     printf("|---|---:|---:|---:|---:|\n");
     for (i = 0; i < 4; i++)
@@ -857,9 +858,13 @@ static void print_context(int argc, char **argv, const bench_config *cfg)
         }
     }
     printf("model: %lld layers of %lldx%lld + bias + ReLU, B = %lld examples of T = %lld rows, "
-           "sigma 1e-3, Rademacher noise\n",
+           "sigma 1e-3, Rademacher noise; its forward runs ",
            (long long)cfg->layers, (long long)cfg->width, (long long)cfg->width,
            (long long)cfg->batch, (long long)cfg->rows_per_example);
+    if (cfg->group_copies >= 2 * cfg->batch)
+        printf("a whole pass at once (--group-copies 0)\n");
+    else
+        printf("%lld copies at a time through all its layers (--group-copies)\n", (long long)cfg->group_copies);
 }
 
 int main(int argc, char **argv)
