@@ -70,12 +70,14 @@
      memory (INVALID_ARG). Layout inside a GRZO pass: copies
      0..B-1 are the "+" copies of examples 0..B-1, copies B..2B-1 the "-" copies.
      A pass in pieces: .first_segment and .n_segments (0: through the last) say that the
-     call's rows are those of segments [first_segment, first_segment + n_segments) only,
-     and .offsets/.n_rows then describe just those segments. A forward may so run its pass
-     a group of copies at a time, through every layer, to keep a group's activations in
-     cache or to bound their memory: each row gets the same perturbation as in one call
-     (results equal within fp32 reassociation, the K blocks depending on the call's rows).
-     Outside a pass both fields are ignored, so the same chunked forward serves evaluation.
+     call's rows are those of segments [first_segment, first_segment + n_segments) only
+     (of this rank's, with desc.comm), and .offsets/.n_rows then describe just those
+     segments. A forward may so run its pass a group of copies at a time through every
+     layer, to keep a group's activations in cache or to bound their memory: each row gets
+     the perturbation it gets in one call over the pass (equal results within fp32
+     reassociation, a backend's blocking depending on the call's rows). Segments outside
+     the pass are INVALID_ARG. Outside a pass both fields are ignored, so the same forward
+     in pieces serves evaluation.
 
    3. ESTIMATORS (desc.estimator)      passes x copies   update
      GRZO (default)   1 x 2B   Z_i = U(.)(r_i s_i^T), a_i = delta_i/(std(delta)+eps)
