@@ -635,7 +635,7 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 grzo__for
    which took 3.5 % of a Zen 4's GRZO linear where a formed vector feeds 24 FMAs
    (`bench_linear --op grzo --width 1024 --rows 64 --batch 8`, 1 thread, best of 20, 3
    alternations: 21.0-21.2 ms -> 20.5-20.7, a MeZO pass of the same rows 20.4-20.5; 12 rows a
-   copy, `--batch 16`: 8.53-8.77 -> 7.89-7.97). The words' xor done once per copy and block
+   copy, `--batch 16`: 8.53-8.77 -> 7.89-8.21). The words' xor done once per copy and block
    instead, before the kernels, gained nothing. The 32-row kernels keep the blend: their
    formed vectors feed 1-12 FMAs, where the extra ops cost more than the mask move (4 rows a
    copy: 3.36 -> 3.64 ms; 8 rows: 5.97-6.05 -> 6.31-6.41). */

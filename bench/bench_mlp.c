@@ -340,7 +340,7 @@ static void mlp_losses(const mlp *m, const float *out, const int64_t *example_of
    their hidden states ping-ponging between x and act (lin holds each linear's output). */
 static grzo_status mlp_forward_group(mlp *m, const int64_t *example_of, int64_t c0, int64_t n, float *losses)
 {
-    grzo_rows rows = {0};   /* zero: the defaults (whole pass) */
+    grzo_rows rows = {0};
     size_t i, count;
     float *in = m->x, *out = m->act;
     int64_t l;
