@@ -19,6 +19,16 @@
    are all tiny loops). */
 #define LLM_PAR_MIN_WORK 32768
 #define LLM_QUERY_BLOCK 8         /* attention queries that share one pass over the keys */
+#define LLM_VALUE_PIECE 64        /* output elements of a head summed over the keys at once */
+/* LLM_WIDE_CLONES: a function built for AVX-512, AVX2 and the baseline, the widest the CPU
+   runs picked at load time (GCC's target_clones, an ifunc: x86-64 glibc). For loops whose
+   elements are independent, so that the vector width changes no result's bits (ISO C mode
+   contracts no a * b + c into an FMA). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__)
+#define LLM_WIDE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define LLM_WIDE_CLONES
+#endif
 /* LLM_SIMD: an inner loop without loop-carried dependences, vectorized even at -O2 (whose
    cheap cost model refuses loops that need alias checks). */
 #ifdef _OPENMP
@@ -156,8 +166,8 @@ typedef struct llm__head_task {
 /* Scores of a block of nb queries against the keys [0, n_keys): S[b][j] = q_b . k_j / sqrt(hd).
    Each key row kt[d] is read once for the whole block and the loop over keys is long and
    contiguous (keys past a query's own position are computed and then ignored). */
-static void llm__block_scores(const llm__head_task *t, int32_t i0, int32_t nb, int32_t n_keys, int32_t stride,
-                              float *S, float *qs) {
+LLM_WIDE_CLONES static void llm__block_scores(const llm__head_task *t, int32_t i0, int32_t nb, int32_t n_keys, int32_t stride,
+                                              float *S, float *qs) {
     float scale = 1.0f / sqrtf((float)t->hd);
     int32_t b, j, d, hd = t->hd, kt_cols = t->past + t->n_queries;
     for (b = 0; b < nb; b++) {
@@ -176,9 +186,9 @@ static void llm__block_scores(const llm__head_task *t, int32_t i0, int32_t nb, i
 }
 
 /* softmax(scores[0..n)) V written over the query row qi */
-static void llm__softmax_values(const llm__head_task *t, float *scores, int32_t n, float *qi) {
+LLM_WIDE_CLONES static void llm__softmax_values(const llm__head_task *t, float *scores, int32_t n, float *qi) {
     float mx = -INFINITY, sum = 0.0f, inv;
-    int32_t j, d, hd = t->hd;
+    int32_t j, d, d0, hd = t->hd;
     for (j = 0; j < n; j++)
         if (scores[j] > mx) mx = scores[j];
     for (j = 0; j < n; j++) {
@@ -186,12 +196,24 @@ static void llm__softmax_values(const llm__head_task *t, float *scores, int32_t 
         sum += scores[j];
     }
     inv = 1.0f / sum;
-    for (d = 0; d < hd; d++) qi[d] = 0.0f;
-    for (j = 0; j < n; j++) {
-        const float *vj = t->v + (t->k_base + j) * t->kv_stride + (int64_t)t->g * hd;
-        float p = scores[j] * inv;
-        LLM_SIMD
-        for (d = 0; d < hd; d++) qi[d] += p * vj[d];
+    for (j = 0; j < n; j++) scores[j] *= inv;
+    /* the output in pieces of LLM_VALUE_PIECE elements summed in a local array, which stays
+       in registers across the keys (qi itself was stored and reloaded for every key: it may
+       alias the values); each element's sum runs over the keys in order, as before */
+    for (d0 = 0; d0 < hd; d0 += LLM_VALUE_PIECE) {
+        float acc[LLM_VALUE_PIECE] = {0};
+        int32_t w = hd - d0 < LLM_VALUE_PIECE ? hd - d0 : LLM_VALUE_PIECE;
+        for (j = 0; j < n; j++) {
+            const float *vj = t->v + (t->k_base + j) * t->kv_stride + (int64_t)t->g * hd + d0;
+            float p = scores[j];
+            if (w == LLM_VALUE_PIECE) {
+                LLM_SIMD
+                for (d = 0; d < LLM_VALUE_PIECE; d++) acc[d] += p * vj[d];
+            } else {
+                for (d = 0; d < w; d++) acc[d] += p * vj[d];
+            }
+        }
+        for (d = 0; d < w; d++) qi[d0 + d] = acc[d];
     }
 }
 

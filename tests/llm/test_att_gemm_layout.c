@@ -4,7 +4,8 @@
    column-major strided batched GEMM in cuBLAS's place (its documented semantics, written
    here) and a plain softmax, must give the CPU op table's attention.
    Batches: grouped-query (4 query heads over 2 kv heads), plain multi-head, an odd head
-   size and a lone head; sequences of length 1 packed beside long ones, left padding, a
+   size, a lone head, and head sizes of 64, 80 and 130 (whole and partial pieces of the CPU
+   values loop); sequences of length 1 packed beside long ones, left padding, a
    sequence with a single real token.
    Tolerance: max |emulated - cpu| <= 1e-5 on values in [-0.5, 0.5] (the two sum <= 12 fp32
    products and softmax terms in different orders), padding rows exactly 0 in both.
@@ -198,6 +199,10 @@ int main(void) {
     check("multi-head (3 / 3, hd 5)", 3, 3, 5, len2, pad2, 3);
     check("one head, one sequence (hd 2)", 1, 1, 2, len3, pad3, 1);
     check("grouped query (6 / 2, hd 4)", 6, 2, 4, len2, pad2, 3);
+    /* head sizes of the CPU values loop's whole 64-element pieces, and a partial piece after them */
+    check("grouped query (4 / 2, hd 64)", 4, 2, 64, len1, pad1, 4);
+    check("multi-head (2 / 2, hd 80)", 2, 2, 80, len2, pad2, 3);
+    check("grouped query (2 / 1, hd 130)", 2, 1, 130, len1, pad1, 4);
     printf("test_att_gemm_layout: %s\n", failures ? "FAIL" : "PASS");
     return failures ? 1 : 0;
 }
