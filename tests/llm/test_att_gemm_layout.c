@@ -10,7 +10,8 @@
    Tolerance: max |emulated - cpu| <= 1e-5 on values in [-0.5, 0.5] (the two sum <= 12 fp32
    products and softmax terms in different orders), padding rows exactly 0 in both.
    The check can fail: the scores GEMM with its keys operand not transposed must differ from
-   the CPU by more than 1e-3. Exit 0 pass, 1 fail. */
+   the CPU by more than 1e-3 (in the batches whose head size is at most their longest
+   sequence, where that sabotage stays inside its buffer). Exit 0 pass, 1 fail. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,10 +182,14 @@ static void check(const char *name, int32_t n_heads, int32_t n_kv_heads, int32_t
         printf("%-34s max |gemm form - cpu| = %.2e\n", name, md);
         CHECK(md <= 1e-5, "%s: the GEMM form differs from the CPU attention by %.3e (bound 1e-5)", name, md);
         CHECK(padding_ok, "%s: padding rows must be exactly 0", name);
-        memcpy(qe, q, (size_t)nq * sizeof(float));
-        gemm_attention(&b, qe, k, v, 1);
-        md = compare(&b, qe, qc, &padding_ok);
-        CHECK(md > 1e-3, "%s: the sabotaged scores GEMM (keys not transposed) went unnoticed (%.3e)", name, md);
+        /* the sabotage reads the keys operand as its transpose, inside the buffer only while
+           the head size is at most the longest sequence */
+        if (hd <= b.L) {
+            memcpy(qe, q, (size_t)nq * sizeof(float));
+            gemm_attention(&b, qe, k, v, 1);
+            md = compare(&b, qe, qc, &padding_ok);
+            CHECK(md > 1e-3, "%s: the sabotaged scores GEMM (keys not transposed) went unnoticed (%.3e)", name, md);
+        }
     } else {
         failures++;
     }
