@@ -145,7 +145,7 @@ static int parse_options(int argc, char **argv, bench_config *cfg)
         cfg->fzoo_probes = 8;
     }
     cfg->rounds = (int32_t)(rounds > 0 ? rounds : (cfg->quick ? QUICK_ROUNDS : DEFAULT_ROUNDS));
-    /* 0: every pass at once (FZOO's (N+1) B copies are the most a forward runs) */
+    /* 0: a whole pass at once (4096: more copies than any pass holds, 2B at most) */
     cfg->group_copies = group < 0 ? cfg->batch : group == 0 ? 4096 : group;
     return 0;
 }
