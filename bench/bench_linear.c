@@ -5,7 +5,7 @@
 
      bench_linear [--op plain|grzo|mezo|update|update-mezo] [--algo auto|per-example|two-gemm|fused]
                   [--calls N] [--width D] [--d-out N] [--rows T] [--batch B]
-                  [--lengths T1,T2,...] [--threads N] [--weights N]
+                  [--lengths T1,T2,...] [--threads N] [--weights N] [--copies N]
 
    --op grzo: one GRZO pass's linear over 2B copies of T rows (flipout, every copy its own
    weight); mezo: one MeZO pass's linear over B copies of T rows (shared Z: one weight);
@@ -17,7 +17,10 @@
    time per call and the plain FLOPs rate. --threads N (default 1) sets the backend's
    threads and OpenMP's, which OpenBLAS's OpenMP build uses. --weights N (default 1) makes N
    weights of that shape and calls them in turn: with N weights larger than the last-level
-   cache together, each call reads its weight from memory, as a model's pass does. */
+   cache together, each call reads its weight from memory, as a model's pass does. --copies N
+   (grzo only, 1 to 2B; without it, the whole pass) makes the call one piece of the pass: its
+   first N copies (grzo_rows.n_segments), as a forward that runs its pass a group of copies at a
+   time does (bench_mlp's default: B copies, the "+" ones, with no mirror among them). */
 #define _POSIX_C_SOURCE 200809L
 #define GRZO_IMPLEMENTATION
 #include "grzo.h"
@@ -37,7 +40,7 @@
 
 typedef struct linear_opts {
     const char *op;
-    int64_t algo, calls, width, d_out, rows, batch, threads, weights;
+    int64_t algo, calls, width, d_out, rows, batch, threads, weights, copies;
     int64_t lengths[MAX_LENGTHS];   /* rows of each example; n_lengths 0: rows each */
     int64_t n_lengths;
 } linear_opts;
@@ -104,15 +107,18 @@ static int parse(int argc, char **argv, linear_opts *o)
     o->threads = 1;
     o->d_out = 0;
     o->weights = 1;
+    o->copies = 0;
     o->n_lengths = 0;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t *slot = !strcmp(a, "--calls") ? &o->calls : !strcmp(a, "--width") ? &o->width
                       : !strcmp(a, "--d-out") ? &o->d_out : !strcmp(a, "--rows") ? &o->rows : !strcmp(a, "--batch") ? &o->batch
-                      : !strcmp(a, "--threads") ? &o->threads : !strcmp(a, "--weights") ? &o->weights : NULL;
+                      : !strcmp(a, "--threads") ? &o->threads : !strcmp(a, "--weights") ? &o->weights
+                      : !strcmp(a, "--copies") ? &o->copies : NULL;
         if (!strcmp(a, "--help")) {
             printf("usage: %s [--op plain|grzo|mezo|update|update-mezo] [--algo auto|per-example|two-gemm|fused] "
-                   "[--calls N] [--width D] [--d-out N] [--rows T] [--batch B] [--lengths T1,T2,...] [--threads N] [--weights N]\n",
+                   "[--calls N] [--width D] [--d-out N] [--rows T] [--batch B] [--lengths T1,T2,...] [--threads N] [--weights N] "
+                   "[--copies N]\n",
                    argv[0]);
             exit(0);
         }
@@ -155,6 +161,11 @@ static int parse(int argc, char **argv, linear_opts *o)
             o->lengths[o->n_lengths] = o->rows;
     if (o->n_lengths != o->batch) {
         fprintf(stderr, "bench_linear: --batch: at most %d examples\n", MAX_LENGTHS);
+        return 0;
+    }
+    if (o->copies != 0 && (strcmp(o->op, "grzo") || o->copies > 2 * o->batch)) {
+        fprintf(stderr, "bench_linear: --copies: a piece of a GRZO pass (--op grzo), at most 2B = %lld copies\n",
+                (long long)(2 * o->batch));
         return 0;
     }
     return 1;
@@ -279,6 +290,10 @@ int main(int argc, char **argv)
             /* segment s reads example pi.example[s]: its rows */
             for (offsets[0] = 0, i = 0; i < pi.n_segments; i++) offsets[i + 1] = offsets[i] + o.lengths[pi.example[i]];
             rows.offsets = offsets;
+            if (o.copies > 0) {   /* the pass's first o.copies segments only */
+                rows.n_segments = o.copies;
+                rows.n_rows = offsets[o.copies];
+            }
         }
         if (update) {
             t = time_update(&be, w + (size_t)(c % o.weights) * w_elems, d_out, width, o.batch, !strcmp(o.op, "update"), (uint64_t)c);
@@ -292,6 +307,7 @@ int main(int argc, char **argv)
         if (t < best) best = t;
         total += t;
     }
+    n_rows = rows.n_rows;   /* a piece's (--copies) */
     if (update)
         printf("bench_linear: %s, %lldx%lld weight, B = %lld: best %.3f ms, mean %.3f ms per call, %.3f ns per "
                "element\n", o.op, (long long)d_out, (long long)width, (long long)o.batch, 1e3 * best,
