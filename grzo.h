@@ -616,7 +616,8 @@ typedef struct grzo_backend_i {
     const char *name;                 /* "ref", "cpu", "cuda" */
     void (*destroy)(void *self);
     grzo_status (*query)(void *self, grzo_backend_caps *out);
-    grzo_status (*mem_alloc)(void *self, size_t bytes, void **out);   /* zero-filled */
+    grzo_status (*mem_alloc)(void *self, size_t bytes, void **out);   /* zero-filled (the CPU
+                                                                          backend's: 64-byte aligned) */
     void (*mem_free)(void *self, void *ptr);
     grzo_status (*upload)(void *self, void *dst, const void *src, size_t bytes);
     grzo_status (*download)(void *self, void *dst, const void *src, size_t bytes);

@@ -223,6 +223,29 @@ static void make_perturb(grzo_perturb *pt, int64_t nseg, int64_t B, const int64_
     pt->example = example;
 }
 
+/* The CPU backend's memory: zero-filled, 64-byte aligned whatever malloc's alignment, every
+   byte writable (ASan checks the ends), freed by grzo_backend_free; an impossible size is
+   OUT_OF_MEMORY with *out NULL. */
+static void test_backend_memory(int kind, grzo_backend *be)
+{
+    static const size_t sizes[7] = { 0, 1, 3, 64, 4099, (size_t)1 << 20, ((size_t)1 << 20) + 5 };
+    void *p[7], *big = (void *)1;
+    int i;
+    size_t k, nonzero = 0;
+    if (kind == 0) return;   /* the reference backend promises zero-filled only */
+    for (i = 0; i < 7; i++) {
+        CHECK_OK(grzo_backend_alloc(be, sizes[i], &p[i]));
+        CHECKF(p[i] != NULL && (uintptr_t)p[i] % 64 == 0, "%s: alloc of %zu bytes at %p, not 64-byte aligned",
+               cfg_name(kind), sizes[i], p[i]);
+        for (k = 0; p[i] && k < sizes[i]; k++) nonzero += ((unsigned char *)p[i])[k] != 0;
+        if (p[i]) memset(p[i], 0xA5, sizes[i]);
+    }
+    CHECKF(nonzero == 0, "%s: %zu bytes of fresh memory not zero", cfg_name(kind), nonzero);
+    for (i = 0; i < 7; i++) grzo_backend_free(be, p[i]);
+    CHECK(grzo_backend_alloc(be, (size_t)-1, &big) == GRZO_ERR_OUT_OF_MEMORY && big == NULL);
+    grzo_backend_free(be, NULL);
+}
+
 static void test_backend_linear(int kind, grzo_backend *be)
 {
     static const lin_case cases[3] = { { 37, 53, 7, 3, seg_small, 0 }, { 96, 200, 8, 4, seg_big, 0 },
@@ -1039,6 +1062,7 @@ int main(int argc, char **argv)
         CHECK_OK(grzo_backend_query(&be, &caps));
         CHECK(caps.dtypes & (1u << GRZO_DTYPE_F32));
         tu_require_host_memory(&be, "test_ops");
+        test_backend_memory(kind, &be);
         test_backend_linear(kind, &be);
         test_backend_vector(kind, &be);
         test_backend_embedding(kind, &be);
