@@ -268,7 +268,8 @@
      GRZO_ERR_NONFINITE, abandons the step and leaves every parameter bitwise unchanged
      (and the step counter too); in-place MeZO restores them within rounding (section 3).
      grzo never aborts or exits and has no mutable globals.
-     Memory: parameters and activations live in backend memory (grzo_backend_alloc); per
+     Memory: parameters and activations live in backend memory (grzo_backend_alloc: the
+     CPU backend's is 64-byte aligned, which its kernels run fastest on); per
      step grzo allocates only the losses and coefficients (O(B) floats; the sparse variant
      keeps one float per block and reads each block once at its first step), and a backend
      allocates per operation the sign vectors (B (d_out + d_in) floats) and a transient
