@@ -183,13 +183,10 @@ static grzo_status grzo__cpu_query(void *self, grzo_backend_caps *out) {
     out->variants = GRZO_VARIANT_SPARSE | GRZO_VARIANT_LOWRANK | GRZO_VARIANT_QUANT;
     return GRZO_OK;
 }
-/* Backend memory: zero-filled and 64-byte aligned (a cache line), so that the kernels' vector
-   loads and stores of parameters and activations never split a line. calloc's area is kept
-   in the pointer-sized slot just below the aligned start (malloc's 16-byte alignment leaves
-   16 to 64 bytes there), and calloc keeps a large area's untouched pages unmapped. bench_mlp's
-   steps on a Zen 4 with every buffer at 16 bytes past a line (where glibc's mmap puts a
-   large area) against 64-byte aligned: each estimator's step 2-3 % slower, 1 and 2 threads
-   (README, Performance). */
+/* Backend memory: zero-filled and 64-byte aligned (a cache line: see the header), so that the
+   kernels' vector loads and stores never split a line. calloc's area is kept in the
+   pointer-sized slot just below the aligned start (malloc's 16-byte alignment leaves 16 to 64
+   bytes there); calloc keeps a large area's untouched pages unmapped. */
 #define GRZO__CPU_ALIGN 64
 static grzo_status grzo__cpu_alloc(void *self, size_t bytes, void **out) {
     char *raw, *p;
