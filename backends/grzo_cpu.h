@@ -35,8 +35,9 @@
                   output head's one row) take TWO_GEMM's form on the same packed panels.
                   Also serves the shared-Z passes (MeZO, FZOO): W + sigma U is formed
                   while packing.
-   AUTO chooses FUSED where BLIS has a kernel for the CPU; otherwise PER_EXAMPLE when the
-   copies average at least 8 rows, else TWO_GEMM.
+   AUTO chooses FUSED where BLIS has a kernel for the CPU and the weight has at least two of
+   the kernel's slivers of rows per thread (a narrower one runs faster without it);
+   otherwise PER_EXAMPLE when the copies average at least 8 rows, else TWO_GEMM.
    The update reads each weight row once: GRZO's rank-B product U (.) (R^T diag(a) S) comes
    from per-row tables of signed coefficient sums indexed by S's sign bits (no GEMM; scalar,
    AVX2 and AVX-512 versions with the same bits), MeZO's is one coefficient times U; a
@@ -593,11 +594,21 @@ static grzo_status grzo__cpu_linear_fused_op(grzo__cpu *cpu, const grzo_linear_a
     return st;
 }
 
-/* FUSED where the kernel is there, for FUSED and AUTO: its tail rows take TWO_GEMM's form
-   on short copies (SmolLM2's tied head, 32 one-row copies: the same time as TWO_GEMM, and a
-   GRZO step's peak memory +0.2 % over inference instead of +0.8 %) */
-static int grzo__cpu_takes_fused(const grzo__cpu *cpu) {
-    return cpu->ukr && (cpu->algo == GRZO_CPU_LINEAR_FUSED || cpu->algo == GRZO_CPU_LINEAR_AUTO);
+/* FUSED where the kernel is there: always for FUSED; for AUTO when the weight has at least
+   two slivers (the kernel's weight rows: 32 on skx; a last one may be partial) per thread. Its tail rows take TWO_GEMM's
+   form on short copies (SmolLM2's tied head, 32 one-row copies: the same time as TWO_GEMM,
+   and a GRZO step's peak memory +0.2 % over inference instead of +0.8 %). A narrower weight
+   (a classifier's head, a small projection) pads its one sliver to the kernel's rows, packs
+   every row of X for a few outputs, and leaves threads without a block: `bench_linear --algo
+   fused|per-example --width 576 --rows 36 --batch 16 --d-out N`, 1 thread, GRZO: N = 4 0.361
+   against 0.061 ms, 24 0.547 against 0.334; MeZO: N = 4 0.263 against 0.076; 2 threads, N =
+   48: GRZO 0.533 against 0.466, MeZO 0.298 against 0.240; one slower case, N = 32 at 1 thread
+   (1024 wide, 64 rows: 2.25 ms against the fused 1.95). */
+static int grzo__cpu_takes_fused(const grzo__cpu *cpu, const grzo_linear_args *a) {
+    if (!cpu->ukr) return 0;
+    if (cpu->algo == GRZO_CPU_LINEAR_FUSED) return 1;
+    return cpu->algo == GRZO_CPU_LINEAR_AUTO &&
+           (a->w.rows + cpu->ukr->wp - 1) / cpu->ukr->wp >= 2 * (int64_t)cpu->n_threads;
 }
 #endif
 
@@ -1022,7 +1033,7 @@ static grzo_status grzo__cpu_linear(void *self, const grzo_linear_args *a) {
         return GRZO_OK;
     }
 #ifdef GRZO_USE_BLIS
-    if (grzo__cpu_takes_fused(cpu)) return grzo__cpu_linear_fused_op(cpu, a);
+    if (grzo__cpu_takes_fused(cpu, a)) return grzo__cpu_linear_fused_op(cpu, a);
 #endif
     if (!a->perturb->flipout) return grzo__cpu_linear_shared(cpu, a);
     return grzo__cpu_prefers_per_example(cpu, a) ? grzo__cpu_linear_per_example(cpu, a) : grzo__cpu_linear_two_gemm(cpu, a);

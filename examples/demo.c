@@ -58,12 +58,12 @@
    all three bring the loss from 0.80 to a few hundredths; MeZO drops fastest over the
    first ~100 steps (its step grows with the loss gap, GRZO's is normalized), GRZO is ahead
    from then on and ends at 0.0133 +- 0.0043 against MeZO's 0.0187 +- 0.0072 and FZOO's
-   0.0189 +- 0.0065, below MeZO on 4 of the 5 seeds (seed 5: 0.0130 against 0.0125).
+   0.0186 +- 0.0063, below MeZO on 4 of the 5 seeds (seed 5: 0.0130 against 0.0125).
    FZOO's end depends on the linears' rounding: a build without BLIS (no fused linears, the
    K-sums added in OpenBLAS's order) gives it 0.0240 +- 0.0138, seed 2 ending at 0.047
-   instead of 0.024, where GRZO's and MeZO's figures do not change. At this size a GRZO
-   step takes about 1.3 times MeZO's wall time for the same rows (Zen 4: 0.12 ms against
-   0.09; its per-example perturbations of one-row copies; README "Performance (CPU)"). */
+   instead of 0.022, where GRZO's and MeZO's figures do not change. At this size a GRZO
+   step takes about 1.3 times MeZO's wall time for the same rows (Zen 4: 0.11 ms against
+   0.08; its per-example perturbations of one-row copies; README "Performance (CPU)"). */
 #define _POSIX_C_SOURCE 200809L
 
 #define GRZO_IMPLEMENTATION

@@ -140,6 +140,78 @@ static void check_case(int layout, int flipout, uint32_t dist)
     free(W); free(X); free(wp); free(pp); free(y1); free(y2); free(ype);
 }
 
+/* AUTO takes the fused path only for a weight of at least two slivers per thread (narrower
+   ones run faster through OpenBLAS on the formed weight: grzo__cpu_takes_fused). Its result
+   must be FUSED's bits at that width and PER_EXAMPLE's one sliver narrower, at 1 and 2
+   threads, for flipout and shared Z; the two paths' bits differ at both widths (the K-sums
+   add in different orders), so a wrong choice fails. */
+static void check_auto_choice(void)
+{
+    static const int8_t sign[4] = { 1, 1, -1, -1 };
+    static const int64_t example[4] = { 0, 1, 0, 1 };
+    static const int64_t off[5] = { 0, 13, 22, 35, 44 }, whole[2] = { 0, 44 };   /* 4 copies; one */
+    int64_t n_rows = 44, wp, d_out;
+    int nt, flip, wide;
+    grzo_backend be;
+    grzo_cpu_desc cd;
+    memset(&cd, 0, sizeof cd);
+    cd.n_threads = 1;
+    REQUIRE(grzo_backend_cpu_create(&cd, &be) == GRZO_OK);
+    wp = ((grzo__cpu *)be.self)->ukr->wp;
+    grzo_backend_destroy(&be);
+    for (nt = 1; nt <= 2; nt++)
+        for (flip = 0; flip < 2; flip++)
+            for (wide = 0; wide < 2; wide++) {
+                float *W, *X, *ya, *yf, *ype;
+                grzo_perturb pt;
+                grzo_linear_args a;
+                size_t ny;
+                d_out = (2 * nt - (wide ? 0 : 1)) * wp;
+                ny = (size_t)(n_rows * d_out);
+                W = (float *)malloc(sizeof(float) * (size_t)(d_out * D_IN));
+                X = (float *)malloc(sizeof(float) * (size_t)(n_rows * D_IN));
+                ya = (float *)malloc(sizeof(float) * ny);
+                yf = (float *)malloc(sizeof(float) * ny);
+                ype = (float *)malloc(sizeof(float) * ny);
+                REQUIRE(W && X && ya && yf && ype);
+                tu_fill_unif(W, (size_t)(d_out * D_IN), 21, -0.05f, 0.05f);
+                tu_fill_unif(X, (size_t)(n_rows * D_IN), 22, -1.0f, 1.0f);
+                memset(&pt, 0, sizeof pt);
+                pt.base.seed = 0x99;
+                pt.base.step = 1;
+                pt.base.block = 2;
+                pt.base.dist = GRZO_NOISE_RADEMACHER;
+                pt.sigma = 0.02f;
+                pt.flipout = flip;
+                pt.n_examples = 2;
+                pt.n_segments = flip ? 4 : 1;
+                pt.offsets = flip ? off : whole;
+                pt.sign = sign;
+                pt.example = example;
+                memset(&a, 0, sizeof a);
+                a.w.data = W;
+                a.w.kind = GRZO_BLOCK_MATRIX;
+                a.w.dtype = GRZO_DTYPE_F32;
+                a.w.rows = d_out;
+                a.w.cols = D_IN;
+                a.x = X;
+                a.n_rows = n_rows;
+                a.perturb = &pt;
+                run_linear(GRZO_CPU_LINEAR_AUTO, nt, &a, ya);
+                run_linear(GRZO_CPU_LINEAR_FUSED, nt, &a, yf);
+                run_linear(GRZO_CPU_LINEAR_PER_EXAMPLE, nt, &a, ype);
+                CHECKF(memcmp(yf, ype, sizeof(float) * ny) != 0,
+                       "auto choice, %d threads, flipout %d, %lld outputs: FUSED and PER_EXAMPLE gave the same bits",
+                       nt, flip, (long long)d_out);
+                CHECKF(memcmp(ya, wide ? yf : ype, sizeof(float) * ny) == 0,
+                       "auto choice, %d threads, flipout %d, %lld outputs (slivers of %lld): AUTO did not run %s",
+                       nt, flip, (long long)d_out, (long long)wp, wide ? "FUSED" : "PER_EXAMPLE");
+                free(W); free(X); free(ya); free(yf); free(ype);
+            }
+    printf("test_fused: AUTO runs FUSED from %lld outputs at 1 thread, %lld at 2\n", (long long)(wp + 1),
+           (long long)(3 * wp + 1));
+}
+
 /* The transposing packer, bit for bit against the scalar expression: 8 x 8 register tiles,
    the rows and columns left over, the zero rows, formed rows (w + (f_i s_k) u), strides of
    400 and 1024 floats, each with and without the rows copied next to each other first. */
@@ -604,6 +676,7 @@ int main(int argc, char **argv)
     check_former();
     check_form_ukr();
     check_u_bits();
+    check_auto_choice();
     {
         int layout, flip, gauss;
         for (layout = 0; layout < 2; layout++)
