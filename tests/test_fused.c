@@ -70,6 +70,22 @@ static float formed(const float *W, const grzo_perturb *pt, int64_t c, int64_t j
     return W[j * D_IN + k] + scale * u;
 }
 
+/* a perturbed linear's arguments: W (d_out x D_IN) times the n_rows rows of X */
+static grzo_linear_args linear_args(float *W, int64_t d_out, const float *X, int64_t n_rows, const grzo_perturb *pt)
+{
+    grzo_linear_args a;
+    memset(&a, 0, sizeof a);
+    a.w.data = W;
+    a.w.kind = GRZO_BLOCK_MATRIX;
+    a.w.dtype = GRZO_DTYPE_F32;
+    a.w.rows = d_out;
+    a.w.cols = D_IN;
+    a.x = X;
+    a.n_rows = n_rows;
+    a.perturb = pt;
+    return a;
+}
+
 static void check_case(int layout, int flipout, uint32_t dist)
 {
     int64_t off[N_SEG + 1], n_rows = 0, c, n, j, k;
@@ -102,15 +118,7 @@ static void check_case(int layout, int flipout, uint32_t dist)
     pt.offsets = off;
     pt.sign = layout == 1 && flipout ? seg_sign[0] + 2 : seg_sign[layout];   /* flipout: {1, -1} */
     pt.example = seg_example[layout];
-    memset(&a, 0, sizeof a);
-    a.w.data = W;
-    a.w.kind = GRZO_BLOCK_MATRIX;
-    a.w.dtype = GRZO_DTYPE_F32;
-    a.w.rows = D_OUT;
-    a.w.cols = D_IN;
-    a.x = X;
-    a.n_rows = n_rows;
-    a.perturb = &pt;
+    a = linear_args(W, D_OUT, X, n_rows, &pt);
     run_linear(GRZO_CPU_LINEAR_FUSED, 1, &a, y1);
     run_linear(GRZO_CPU_LINEAR_FUSED, 2, &a, y2);
     run_linear(GRZO_CPU_LINEAR_PER_EXAMPLE, 1, &a, ype);
@@ -188,15 +196,7 @@ static void check_auto_choice(void)
                 pt.offsets = flip ? off : whole;
                 pt.sign = sign;
                 pt.example = example;
-                memset(&a, 0, sizeof a);
-                a.w.data = W;
-                a.w.kind = GRZO_BLOCK_MATRIX;
-                a.w.dtype = GRZO_DTYPE_F32;
-                a.w.rows = d_out;
-                a.w.cols = D_IN;
-                a.x = X;
-                a.n_rows = n_rows;
-                a.perturb = &pt;
+                a = linear_args(W, d_out, X, n_rows, &pt);
                 run_linear(GRZO_CPU_LINEAR_AUTO, nt, &a, ya);
                 run_linear(GRZO_CPU_LINEAR_FUSED, nt, &a, yf);
                 run_linear(GRZO_CPU_LINEAR_PER_EXAMPLE, nt, &a, ype);
