@@ -595,15 +595,16 @@ static grzo_status grzo__cpu_linear_fused_op(grzo__cpu *cpu, const grzo_linear_a
 }
 
 /* FUSED where the kernel is there: always for FUSED; for AUTO when the weight has at least
-   two slivers (the kernel's weight rows: 32 on skx; a last one may be partial) per thread. Its tail rows take TWO_GEMM's
-   form on short copies (SmolLM2's tied head, 32 one-row copies: the same time as TWO_GEMM,
-   and a GRZO step's peak memory +0.2 % over inference instead of +0.8 %). A narrower weight
-   (a classifier's head, a small projection) pads its one sliver to the kernel's rows, packs
-   every row of X for a few outputs, and leaves threads without a block: `bench_linear --algo
-   fused|per-example --width 576 --rows 36 --batch 16 --d-out N`, 1 thread, GRZO: N = 4 0.361
-   against 0.061 ms, 24 0.547 against 0.334; MeZO: N = 4 0.263 against 0.076; 2 threads, N =
-   48: GRZO 0.533 against 0.466, MeZO 0.298 against 0.240; one slower case, N = 32 at 1 thread
-   (1024 wide, 64 rows: 2.25 ms against the fused 1.95). */
+   two slivers (the kernel's weight rows: 32 on skx; a last one may be partial) per thread.
+   Its tail rows take TWO_GEMM's form on short copies (SmolLM2's tied head, 32 one-row
+   copies: the same time as TWO_GEMM, and a GRZO step's peak memory +0.2 % over inference
+   instead of +0.8 %). A narrower weight (a classifier's head, a small projection) pads its
+   slivers to the kernel's rows, packs every row of X for a few outputs, and leaves threads
+   without a block: `bench_linear --algo fused|per-example --width 576 --rows 36 --batch 16
+   --d-out N`, 1 thread, GRZO: N = 4 0.361 against 0.061 ms, 24 0.547 against 0.334; MeZO:
+   N = 4 0.263 against 0.076; 2 threads, N = 48: GRZO 0.533 against 0.466, MeZO 0.298
+   against 0.240; one slower case, N = 32 at 1 thread (1024 wide, 64 rows: 2.25 ms against
+   the fused 1.95). README "Narrow weights". */
 static int grzo__cpu_takes_fused(const grzo__cpu *cpu, const grzo_linear_args *a) {
     if (!cpu->ukr) return 0;
     if (cpu->algo == GRZO_CPU_LINEAR_FUSED) return 1;
