@@ -778,7 +778,7 @@ static int drop_answer_read(rd *r, const json_value *a, const char *where, drop_
         if (!out->date) return rd_fail(r, "out of memory");
     }
     snprintf(w, sizeof w, "%s.", where);
-    if ((spans = json_get(a, "spans"))) {
+    if (json_get(a, "spans")) {
         if (!(spans = jarray(r, a, w, "spans"))) return -1;
         if (spans->n > INT_MAX) return rd_fail(r, "too many spans");
         if (!(out->spans = new_spans(r, spans->n))) return -1;

@@ -87,11 +87,7 @@ static int export_hf(const char *model, const char *checkpoint, const char *out_
     rc = apply_checkpoint(checkpoint, &cfg, &w, err, errlen);
     if (!rc && format == LLM_EXPORT_GGUF) {
         rc = llm_gguf_write_model(&cfg, &w, tok, name, type, out_path, err, errlen);
-        if (rc) { /* name the folder: the refusals are about its tokenizer */
-            char msg[384];
-            snprintf(msg, sizeof msg, "%s", err);
-            llm__errf(err, errlen, "%s: %s", model, msg);
-        }
+        if (rc) llm__err_prefix(err, errlen, model);   /* name the folder: the refusals are about its tokenizer */
     } else if (!rc) {
         rc = llm_safetensors_write_ex(&cfg, &w, st_of[type], -1, -1, model, out_path, err, errlen);
     }
@@ -125,11 +121,7 @@ int llm_export(const char *model, const char *checkpoint, const char *out_path, 
                          "it to GGUF first)", model);
     }
     rc = llm_load_memory(image, size, &cfg, &w, is_gguf ? &tok : NULL, err, errlen);
-    if (rc) {
-        char msg[384];
-        snprintf(msg, sizeof msg, "%s", err);
-        llm__errf(err, errlen, "%s: %s", model, msg);
-    }
+    if (rc) llm__err_prefix(err, errlen, model);
     rc = rc || apply_checkpoint(checkpoint, &cfg, &w, err, errlen) ||
          write_format(image, size, &cfg, &w, tok, format, type, out_path, err, errlen);
     llm_tokenizer_free(tok);

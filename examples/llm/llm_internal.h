@@ -238,6 +238,17 @@ static inline int llm__errf(char *err, size_t errlen, const char *fmt, ...)
     return 1;
 }
 
+/* Puts "prefix: " before the message a failed call left in err (if there is an err to
+   hold one: callers may pass NULL, 0); returns 1 like llm__errf. */
+static inline int llm__err_prefix(char *err, size_t errlen, const char *prefix)
+{
+    char msg[512];
+    if (!err || !errlen) return 1;
+    snprintf(msg, sizeof msg, "%s", err);
+    snprintf(err, errlen, "%s: %s", prefix, msg);
+    return 1;
+}
+
 /* Read a whole file into memory (malloc'd; caller frees): the one place the loaders read
    files. Refuses anything but a regular file ("<path>: is a directory") and files over
    max_bytes; open and read errors carry strerror ("<path>: cannot open: Permission denied"). */

@@ -587,10 +587,11 @@ static int load_llama2c(const uint8_t *d, size_t n, llm_config *cfg, llm_weights
     llm_config c;
     weight_sizes s;
     uint64_t freq = 0;
-    const uint8_t *src = d + 28;
+    const uint8_t *src;
     int32_t l;
 
     if (llama2c_config(d, n, &c, &s, &freq, err, errlen) || weights_alloc(&c, w, err, errlen)) return 1;
+    src = d + 28; /* only now: d may be NULL (n == 0) or shorter than the header */
     /* file order: each kind of weight for all layers in turn */
     copy_f32_le(w->tok_emb, src, s.emb), src += 4 * s.emb;
 #define LLAMA2C_PER_LAYER(field, count)                                                                  \
@@ -1502,12 +1503,8 @@ int llm_load(const char *path, llm_config *cfg, llm_weights *w, llm_tokenizer **
         rc = llm_load_memory(d, n, cfg, w, tok, err, errlen);
         free(d);
     }
-    if (rc && err && errlen && strncmp(err, path, strlen(path)) != 0) {
-        /* say which file: prefix the message with the path (unless it already starts with it) */
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", err);
-        snprintf(err, errlen, "%s: %s", path, msg);
-    }
+    /* say which file: prefix the message with the path (unless it already starts with it) */
+    if (rc && err && errlen && strncmp(err, path, strlen(path)) != 0) llm__err_prefix(err, errlen, path);
     return rc;
 }
 

@@ -282,11 +282,7 @@ static int hf_config(const json_value *root, llm_config *c, char *err, size_t er
     if (!(theta > 0.0 && theta <= FLT_MAX)) return llm__errf(err, errlen, "config.json: bad rope_theta %g", theta);
     c->norm_eps = (float)eps;
     c->rope_theta = (float)theta;
-    if (llm__config_check(c, err, errlen)) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "%s", err);
-        return llm__errf(err, errlen, "config.json: %s", msg);
-    }
+    if (llm__config_check(c, err, errlen)) return llm__err_prefix(err, errlen, "config.json");
     return 0;
 }
 
@@ -330,7 +326,6 @@ static int st_entry(hf_set *s, const hf_shard *sh, const char *name, const json_
     const json_value *dt = json_get(e, "dtype"), *shape = json_get(e, "shape"), *off = json_get(e, "data_offsets");
     hf_tensor t;
     size_t esize = 0, i;
-    uint64_t bytes;
     memset(&t, 0, sizeof t);
     t.name = name;
     t.data = data;
@@ -360,7 +355,7 @@ static int st_entry(hf_set *s, const hf_shard *sh, const char *name, const json_
         return llm__errf(s->err, s->errlen, "%s: tensor '%.64s': data_offsets [%llu, %llu] are outside the %llu bytes of data",
                          sh->file, name, (unsigned long long)t.begin, (unsigned long long)t.end,
                          (unsigned long long)data_size);
-    if (t.n_elements > UINT64_MAX / esize || (bytes = t.n_elements * esize) != t.end - t.begin)
+    if (t.n_elements > UINT64_MAX / esize || t.n_elements * esize != t.end - t.begin)
         return llm__errf(s->err, s->errlen, "%s: tensor '%.64s': %llu bytes of data for a shape that needs %s%llu", sh->file, name,
                          (unsigned long long)(t.end - t.begin), t.n_elements > UINT64_MAX / esize ? "more than " : "",
                          (unsigned long long)(t.n_elements > UINT64_MAX / esize ? UINT64_MAX : t.n_elements * esize));
@@ -374,13 +369,16 @@ static int by_begin(const void *a, const void *b)
     return x->end < y->end ? -1 : x->end > y->end;
 }
 
-/* The entries of one shard tile its data: no overlap, no gap, nothing after the last. */
-static int st_check_tiling(hf_set *s, const hf_shard *sh, hf_tensor *t, size_t n, uint64_t data_size)
+/* The entries s->t[first..n_t) of one shard tile its data: no overlap, no gap, nothing
+   after the last. A header may list no tensors, and s->t stays NULL until one does: qsort
+   must not be given it. */
+static int st_check_tiling(hf_set *s, const hf_shard *sh, size_t first, uint64_t data_size)
 {
+    hf_tensor *t = s->t;
     uint64_t at = 0;
     size_t i;
-    qsort(t, n, sizeof *t, by_begin);
-    for (i = 0; i < n; i++) {
+    if (s->n_t - first > 1) qsort(t + first, s->n_t - first, sizeof *t, by_begin);
+    for (i = first; i < s->n_t; i++) {
         if (t[i].begin != at)
             return llm__errf(s->err, s->errlen, "%s: tensor '%.64s' starts at data offset %llu, expected %llu (%s)", sh->file,
                              t[i].name, (unsigned long long)t[i].begin, (unsigned long long)at,
@@ -434,7 +432,7 @@ static int st_read_shard(hf_set *s, int32_t k)
         }
         if (st_entry(s, sh, name, e, data, data_size, k)) return 1;
     }
-    return st_check_tiling(s, sh, s->t + first, s->n_t - first, data_size);
+    return st_check_tiling(s, sh, first, data_size);
 }
 
 static int by_name(const void *a, const void *b)
@@ -446,7 +444,7 @@ static int by_name(const void *a, const void *b)
 static int st_index_names(hf_set *s)
 {
     size_t i;
-    qsort(s->t, s->n_t, sizeof *s->t, by_name);
+    if (s->n_t > 1) qsort(s->t, s->n_t, sizeof *s->t, by_name);   /* s->t is NULL when no header lists a tensor */
     for (i = 1; i < s->n_t; i++)
         if (!strcmp(s->t[i - 1].name, s->t[i].name))
             return llm__errf(s->err, s->errlen, "tensor '%.64s' is in both %s and %s", s->t[i].name,

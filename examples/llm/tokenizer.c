@@ -869,6 +869,8 @@ static int spm_encode(const llm_tokenizer *t, scratch *s, const char *text, size
     int32_t count = 0;
     const char *p;
     if (len == 0) return 0; /* llama2.c: no dummy prefix for empty text */
+    /* before the copy, not only in scratch_reserve: n must not have wrapped around */
+    if (len > (size_t)INT32_MAX - 2) return llm__errf(err, errlen, "text too long to tokenize");
     if (grow((void **)&s->text, &s->text_cap, n, 1)) return llm__errf(err, errlen, "out of memory");
     if (prefix) s->text[0] = ' ';
     memcpy(s->text + (prefix ? 1 : 0), text, len);
@@ -1245,7 +1247,6 @@ int llm_tokenize(const llm_tokenizer *t, const char *text, int add_bos, int32_t 
         }
         if (pos > start) {
             if (encode_fragment(t, &s, text + start, pos - start, after_special, start == 0, &o, err, errlen)) goto done;
-            after_special = 0;
         }
         out_push(&o, sp);
         after_special = 1;

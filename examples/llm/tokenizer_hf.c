@@ -631,11 +631,7 @@ int llm_tokenizer_load_hf(const char *dir, llm_tokenizer **out, char *err, size_
         return 1;
     }
     rc = llm_tokenizer_load_hf_memory((const char *)tok, tok_n, cfg ? (const char *)cfg : NULL, cfg_n, out, err, errlen);
-    if (rc && err && errlen) { /* name the folder: the messages say which of its files */
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", err);
-        snprintf(err, errlen, "%s: %s", dir, msg);
-    }
+    if (rc) llm__err_prefix(err, errlen, dir);   /* name the folder: the messages say which of its files */
     free(tok);
     free(cfg);
     return rc;

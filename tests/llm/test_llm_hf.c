@@ -162,6 +162,26 @@ static void expect_refused(const char *what, const char *dir, const char *want, 
     TU_CHECK(rc == 0 || (w.arena == NULL && tok == NULL), "%s: a failed load left memory behind", what);
     if (rc == 0) llm_weights_free(&w);
     llm_tokenizer_free(tok);
+    tok = NULL;
+    /* the same refusal for a caller that takes no message (NULL, 0), and one whose buffer has
+       no room (errlen 0): its byte is not a string, so a loader that read it as one (to put
+       a prefix before the message) would overrun it (the sanitized build) */
+    {
+        char *room = (char *)malloc(1);
+        TU_CHECK(room != NULL, "out of memory");
+        if (!room) return;
+        room[0] = 'x';
+        rc = llm_load(dir, &c, &w, with_tok ? &tok : NULL, NULL, 0);
+        TU_CHECK(rc != 0, "%s: loaded without a message buffer", what);
+        if (rc == 0) llm_weights_free(&w);
+        llm_tokenizer_free(tok);
+        tok = NULL;
+        rc = llm_load(dir, &c, &w, with_tok ? &tok : NULL, room, 0);
+        TU_CHECK(rc != 0 && room[0] == 'x', "%s: errlen 0: rc %d, buffer byte '%c'", what, rc, room[0]);
+        if (rc == 0) llm_weights_free(&w);
+        llm_tokenizer_free(tok);
+        free(room);
+    }
     printf("refused  %-40s %s\n", what, err);
 }
 
@@ -513,6 +533,12 @@ int main(void) {
         put_file(dir, "config.json", f.config, strlen(f.config));
         write_st(dir, "model.safetensors", f.e, f.n, "{\"__metadata__\": {\"format\": 1}}", 0, 0);
         expect_refused("metadata not strings", dir, "__metadata__ value 'format' is not a string", 0);
+        /* a valid header that lists no tensor: the loader once gave qsort the still-NULL
+           tensor list (undefined behaviour, reported by -fsanitize=undefined) */
+        new_dir(dir, sizeof dir);
+        put_file(dir, "config.json", f.config, strlen(f.config));
+        write_st(dir, "model.safetensors", f.e, 0, "{\"__metadata__\": {\"format\": \"pt\"}}", 0, 0);
+        expect_refused("header without tensors", dir, "tensor 'model.embed_tokens.weight' is missing", 0);
     }
     base_folder(&f, NULL);
     find_entry(&f, "model.layers.0.self_attn.q_proj.weight")->dtype = "I8";
