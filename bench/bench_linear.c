@@ -109,7 +109,7 @@ static int parse(int argc, char **argv, linear_opts *o)
     o->weights = 1;
     o->copies = 0;
     o->n_lengths = 0;
-    for (i = 1; i < argc; i++) {
+    for (i = 1; i < argc; i += 2) {   /* every option but --help takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t *slot = !strcmp(a, "--calls") ? &o->calls : !strcmp(a, "--width") ? &o->width
                       : !strcmp(a, "--d-out") ? &o->d_out : !strcmp(a, "--rows") ? &o->rows : !strcmp(a, "--batch") ? &o->batch
@@ -147,7 +147,6 @@ static int parse(int argc, char **argv, linear_opts *o)
             fprintf(stderr, "bench_linear: unknown option '%s' (--help)\n", a);
             return 0;
         }
-        i++;
     }
     if (o->d_out == 0) o->d_out = o->width;
     if (o->n_lengths > 0 && o->batch != 0 && o->batch != o->n_lengths) {

@@ -259,7 +259,7 @@ static int write_corpus(const char *dir)
         unsigned flags = 1u | (unsigned)(e << 1) | (1u << 4);
         const char *path = scratch_path(".seed");
         uint8_t *buf;
-        long n;
+        long n = 0;
         FILE *f;
         char name[64];
         int k;
