@@ -2421,9 +2421,10 @@ static grzo_status grzo__coefficients(grzo_ctx *ctx, float lr, grzo_step_report 
     int64_t n_coeff;
     rep->degenerate = 0;
     if (grzo__is_grzo_family(d->estimator)) {
-        double *delta = (double *)grzo__alloc(ctx, (size_t)B * 2 * sizeof(double)), *a = delta + B;
+        double *delta = (double *)grzo__alloc(ctx, (size_t)B * 2 * sizeof(double)), *a;
         double loss = 0.0, scale = (double)lr / (2.0 * (double)d->sigma * (double)B);
         if (!delta) return GRZO_ERR_OUT_OF_MEMORY;
+        a = delta + B;   /* after the check: NULL + B is undefined */
         for (i = 0; i < B; i++) {
             delta[i] = (double)ctx->losses[i] - (double)ctx->losses[B + i];
             loss += (double)ctx->losses[i] + (double)ctx->losses[B + i];

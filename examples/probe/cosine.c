@@ -60,12 +60,15 @@ static grzo_status cosine_unit(int u, void *user) {
     int b = u / j->chunks, chunk = u % j->chunks, B = COS_B[b], k;
     int idx[COS_MAX_B], scratch[COS_POOL];
     double *G = (double *)malloc((size_t)(COS_MAX_B + 3) * (size_t)j->D * sizeof(double));
-    double *g_bar = G + COS_MAX_B * j->D, *g_grzo = g_bar + j->D, *g_mezo = g_grzo + j->D;
+    double *g_bar, *g_grzo, *g_mezo;
     probe_model mg, mm;
     grzo_status s;
     memset(&mg, 0, sizeof mg);   /* both are destroyed below, created or not */
     memset(&mm, 0, sizeof mm);
     if (!G) return GRZO_ERR_OUT_OF_MEMORY;
+    g_bar = G + COS_MAX_B * j->D;   /* after the check: NULL + n is undefined */
+    g_grzo = g_bar + j->D;
+    g_mezo = g_grzo + j->D;
     s = make_model(j, &mg, GRZO_ESTIMATOR_GRZO, u);
     if (s == GRZO_OK) s = make_model(j, &mm, GRZO_ESTIMATOR_MEZO, u);
     for (k = 0; s == GRZO_OK && k < COS_CHUNK; k++) {
