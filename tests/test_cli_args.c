@@ -63,6 +63,15 @@ static void reals(void) {
     f = 3;
     CHECK(cli_parse_float("--lr", "1e39", (cli_range){0, 1e300, 1, 0}, &f, err, sizeof err) == -1 && f == 3, "float overflow");
     CHECK(cli_parse_float("--lr", "1e-50", pos, &f, err, sizeof err) == -1 && f == 3, "float underflow to 0 in (0, ..]");
+    CHECK(cli_parse_float("--p", "0.99999999999", (cli_range){0, 1, 0, 1}, &f, err, sizeof err) == -1 && f == 3,
+          "rounds onto the open upper end");
+    CHECK(strstr(err, "that a float can hold") != NULL, "message: %s", err);
+    CHECK(cli_parse_float("--p", "-1e-50", (cli_range){-1, 0, 0, 1}, &f, err, sizeof err) == -1 && f == 3,
+          "rounds onto the open upper end 0");
+    CHECK(cli_parse_float("--p", "0.1", (cli_range){0, 0.1, 0, 0}, &f, err, sizeof err) == 0 && f == 0.1f,
+          "a closed end typed exactly");
+    CHECK(cli_parse_float("--p", "0.9999999", (cli_range){0, 1, 0, 1}, &f, err, sizeof err) == 0 && f < 1.0f,
+          "just under an open end");
 }
 
 int main(void) {

@@ -77,6 +77,10 @@ static int cli__is_decimal_real(const char *s) {
     return *s == '\0';
 }
 
+static int cli__in_range(double v, cli_range r) {
+    return !(v < r.lo || (r.lo_open && v == r.lo) || v > r.hi || (r.hi_open && v == r.hi));
+}
+
 static int cli__range_text(cli_range r, char *buf, size_t n) {
     return snprintf(buf, n, "a number in %c%g, %g%c", r.lo_open ? '(' : '[', r.lo, r.hi, r.hi_open ? ')' : ']');
 }
@@ -90,8 +94,7 @@ int cli_parse_double(const char *opt, const char *text, cli_range r, double *out
     v = strtod(text, &end);
     /* ERANGE on underflow is fine when the result is 0 or subnormal; overflow is not */
     if (*end || !isfinite(v) || (errno == ERANGE && fabs(v) > 1.0)) return cli__refuse(err, err_size, opt, text, "%s", range);
-    if (v < r.lo || (r.lo_open && v == r.lo) || v > r.hi || (r.hi_open && v == r.hi))
-        return cli__refuse(err, err_size, opt, text, "%s", range);
+    if (!cli__in_range(v, r)) return cli__refuse(err, err_size, opt, text, "%s", range);
     if (out) *out = v;
     return 0;
 }
@@ -100,10 +103,17 @@ int cli_parse_float(const char *opt, const char *text, cli_range r, float *out, 
     double v;
     float f;
     char range[96];
+    cli_range as_float;
     if (cli_parse_double(opt, text, r, &v, err, err_size) != 0) return -1;
     cli__range_text(r, range, sizeof range);
     f = (float)v;
-    if (!isfinite(f) || (f == 0.0f && v != 0.0 && ((r.lo_open && r.lo == 0.0) || (r.hi_open && r.hi == 0.0))))
+    /* Rounding to float can land on an open end (0.99999999999 in [0, 1) becomes 1.0f, 1e-50
+       in (0, 1] becomes 0) or past it; the ends are rounded too, so a closed end typed
+       exactly ("0.1" in [0, 0.1]) stays inside. */
+    as_float = r;
+    as_float.lo = fabs(r.lo) > FLT_MAX ? r.lo : (float)r.lo;
+    as_float.hi = fabs(r.hi) > FLT_MAX ? r.hi : (float)r.hi;
+    if (!isfinite(f) || !cli__in_range(f, as_float))
         return cli__refuse(err, err_size, opt, text, "%s that a float can hold", range);
     if (out) *out = f;
     return 0;
