@@ -56,6 +56,9 @@ struct llm_ops_state {
 /* ---- errors ------------------------------------------------------------------------------ */
 static grzo_status llm__cu_fail(llm_ops_state *os, const char *what, cudaError_t e) {
     snprintf(os->err, sizeof os->err, "%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
+    /* handled here: the next launch check (ours or the backend's) must not report it as its
+       own; a sticky error stays whatever we do, and every later call returns it */
+    (void)cudaGetLastError();
     return e == cudaErrorMemoryAllocation ? GRZO_ERR_OUT_OF_MEMORY : GRZO_ERR_BACKEND;
 }
 #define LLM_CU_TRY(os, what, call)                                      \
@@ -354,6 +357,7 @@ static void cu_destroy(llm_ops_state *os) {
         if (pinned[i]) cudaFreeHost(pinned[i]);
     if (os->staged) cudaEventDestroy(os->staged);
     free(os);
+    (void)cudaGetLastError();   /* the cleanup's own errors cannot be reported: none stays latched */
 }
 
 /* count elements of elem bytes: a device table (backend memory) and its pinned staging */

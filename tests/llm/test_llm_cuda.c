@@ -364,7 +364,7 @@ static void test_ops(void) {
     }
     {   /* the attention kernel's shared-memory opt-in belongs to the kernel: a state with head_dim
            160 (50 KiB) created after one with 256 (80 KiB) must not lower it under the first */
-        static const op_case big = {"head_dim 256 after a head_dim 160 state", 2, 1, 256, 8, 2, {40, 3}, {0, 1}, -1};
+        static const op_case big = {"head_dim 256, before a head_dim 160 state", 2, 1, 256, 8, 2, {40, 3}, {0, 1}, -1};
         static const op_case mid = {"head_dim 160", 2, 2, 160, 8, 1, {5}, {0}, -1};
         op_fixture fb, fm;
         op_open(&fb, &big);
