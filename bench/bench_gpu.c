@@ -248,7 +248,7 @@ static void report_shape(report *r, const shape *sh, const result *res, double p
         const result *x = &res[w];
         csv_printf(r, "%s,%s,%s,%d,%.4f,%.4f,%.4f,%.6g,%.4f,%zu,%lld,%.4f,%zu,%d,%.4f\n", sh->name, dtype, workload_keys[w], x->ok,
                 x->fwd_ms, x->upd_ms, x->total_ms, x->flops, x->ok ? x->flops / (x->total_ms * 1e-3) * 1e-12 : 0.0, x->peak,
-                (long long)((long long)x->peak - (long long)fl->peak),
+                fl->ok ? (long long)x->peak - (long long)fl->peak : 0LL,
                 fl->ok && fl->peak ? 100.0 * ((double)x->peak - (double)fl->peak) / (double)fl->peak : 0.0, x->dev_used,
                 x->steps, x->queued_ms);
     }
@@ -799,7 +799,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (report_open(&r, o.out) != 0) { llm_weights_free(&mw); return 1; }
-    cudaGetDeviceProperties(&prop, 0);
+    memset(&prop, 0, sizeof prop);
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) snprintf(prop.name, sizeof prop.name, "(unknown: cudaGetDeviceProperties failed)");
     md_printf(&r, "## grzo %s bench_gpu\n\ncommand:", grzo_version());
     for (i = 0; i < argc; i++) md_printf(&r, " %s", argv[i]);
     md_printf(&r, "\n\ndevice %s (%d SMs, %.1f GB); math %s; attention %s; B = %lld examples x 2 candidates, contexts of ~%lld tokens; "

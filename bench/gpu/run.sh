@@ -344,6 +344,7 @@ if wanted attention; then
     step "attention: the floor pass with the fused kernel, then with cuBLAS GEMMs + softmax (and launches queued ahead)"
     t0=$(date +%s)
     att_ok=1
+    mkdir -p "$OUT/attention" || die "cannot create $OUT/attention"   # bench_gpu --out makes one folder level only
     for form in fused gemm; do
         # the first form gets half of what is left, the second the rest
         b=$(budget $((CAP_TUNE + CAP_REPORT))); [ "$form" = fused ] && b=$((b / 2))
@@ -374,6 +375,7 @@ if wanted tune; then
     [ -z "$GGUF" ] || models+=("smollm2|--model $GGUF")
     n_runs=$(( ${#models[@]} * 3 ))
     per_run=$(( ($(budget $((CAP_REPORT + CAP_VARIANTS))) - 5) / n_runs ))
+    [ "$per_run" -ge 5 ] || per_run=5   # timeout 0 would mean no limit at all
     tune_ok=1
     for entry in "${models[@]}"; do
         name=${entry%%|*}
@@ -410,6 +412,7 @@ if wanted tune; then
         vdev=${GRZO_VARIANTS_DEVICE:-cuda}
         vtype=bf16; [ "$vdev" = cpu ] && vtype=f32
         per_run=$(( ($(budget "$CAP_REPORT") - 5) / 8 ))
+        [ "$per_run" -ge 5 ] || per_run=5   # timeout 0 would mean no limit at all
         for variant in "sparse|--sparse-density 0.2" "lowrank|--lowrank-rank 2 --lowrank-every 100" "int8|--quant int8" "int4|--quant int4"; do
             read -r -a vargs <<< "${variant#*|}"
             for est in mezo grzo; do

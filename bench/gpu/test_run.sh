@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# The CPU-side logic of bench/gpu/run.sh: usage errors, a missing model file, and the report
+# The CPU-side logic of bench/gpu/run.sh: usage errors, a missing model file, the report
 # written from an earlier run's files (--report-only) with its stage, test, benchmark and
-# fine-tuning sections. The GPU stages themselves run only on a GPU machine.
-# usage: test_run.sh WORK_DIR
+# fine-tuning sections, and (given grzo-finetune) a whole run of every stage against
+# stand-ins for the GPU programs, so that the folders, paths and flags the stages hand each
+# other are checked before a GPU machine's scarce minutes are. The GPU programs themselves run
+# only on a GPU machine.
+# usage: test_run.sh WORK_DIR [GRZO_FINETUNE]
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=$1
+real_ft=${2:-}
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$work" && mkdir -p "$work" || exit 1
 
@@ -73,4 +77,77 @@ else
     grep -q 'no plots' "$r" || fail "no plotter, and the report does not say so"
 fi
 [ ! -e "$o/report.md.tmp" ] || fail "temporary report left behind"
-echo "ok: run.sh CPU-side logic"
+
+# ---- every stage, end to end, against stand-ins ---------------------------------------------------
+# On PATH: nvcc and nvidia-smi that say a GPU is here, and a meson whose 'test' reports one
+# passing cuda test. In the build folder: a ninja file with nothing to do, a test_cuda, a
+# bench_gpu that refuses an option bench_gpu.c does not parse and, as the real one does,
+# creates only the last folder of --out; and a grzo-finetune that runs the real CPU one with
+# --device cpu --dtype f32 and 3 steps, so that the tune stage's flags meet the real parser.
+if [ -z "$real_ft" ]; then
+    echo "ok: run.sh CPU-side logic (the stand-in run of every stage needs grzo-finetune: not built here)"
+    exit 0
+fi
+[ -x "$real_ft" ] || fail "no grzo-finetune at $real_ft"
+sb=$work/standin-bin B=$work/standin-build
+mkdir -p "$sb" "$B/tests" "$B/bench" "$B/examples/finetune" || exit 1
+printf '#!/bin/sh\nexit 0\n' > "$sb/nvcc"
+printf '#!/bin/sh\necho "Stand-in GPU, 81559 MiB, 0.0"\n' > "$sb/nvidia-smi"
+cat > "$sb/meson" << 'EOF2'
+#!/bin/sh
+[ "$1" = test ] || { echo "stand-in meson: only 'meson test' (got $*)" >&2; exit 1; }
+printf ' 1/1 grzo:cuda / test_cuda        OK              0.50s\n\nOk:                 1\nFail:               0\nSkipped:            0\n'
+EOF2
+: > "$B/build.ninja"
+printf '#!/bin/sh\nexit 0\n' > "$B/tests/test_cuda"
+cat > "$B/bench/bench_gpu" << EOF2
+#!/usr/bin/env bash
+src="$here/../bench_gpu.c"
+EOF2
+cat >> "$B/bench/bench_gpu" << 'EOF2'
+out=
+while [ $# -gt 0 ]; do
+    grep -q "(a, \"$1\")" "$src" || { echo "bench_gpu: unknown option '$1'" >&2; exit 2; }
+    case $1 in --queued) shift; continue ;; --out) out=$2 ;; esac
+    [ $# -ge 2 ] || { echo "bench_gpu: $1 needs a value" >&2; exit 2; }
+    shift 2
+done
+mkdir "$out" 2> /dev/null || [ -d "$out" ] || { echo "bench_gpu: cannot create $out" >&2; exit 1; }
+echo 'shape,dtype,workload,ok,forward_ms,update_ms,total_ms,model_flops,tflops,peak_bytes,over_floor_bytes,over_floor_pct,device_used_bytes,steps,queued_ms' > "$out/bench_gpu.csv"
+echo 'S,bf16,floor,1,0,0,8.0,1e12,1,1,0,0,1,20,7.5' >> "$out/bench_gpu.csv"
+printf '## grzo bench_gpu\n\n| workload | total ms |\n|---|---:|\n| floor | 8.0 |\n' > "$out/bench_gpu.md"
+echo "  S floor 8.0 ms"
+EOF2
+cat > "$B/examples/finetune/grzo-finetune" << EOF2
+#!/usr/bin/env bash
+real="$real_ft"
+EOF2
+cat >> "$B/examples/finetune/grzo-finetune" << 'EOF2'
+args=()
+while [ $# -gt 0 ]; do
+    case $1 in
+        --device) args+=(--device cpu); shift 2 ;;
+        --dtype) args+=(--dtype f32); shift 2 ;;
+        --steps) args+=(--steps 3); shift 2 ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
+exec "$real" "${args[@]}"
+EOF2
+chmod +x "$sb"/* "$B/tests/test_cuda" "$B/bench/bench_gpu" "$B/examples/finetune/grzo-finetune" || exit 1
+o=$work/standin-out
+PATH=$sb:$PATH GRZO_GPU_BUILD=$B GRZO_SST2_DIR="$here/../../tests/data/tasks/SST-2" OMP_NUM_THREADS=1 \
+    bash "$here/run.sh" --stages tests,bench,attention,tune "$o" > "$work/standin.out" 2>&1
+st=$?
+r=$o/report.md
+[ $st -eq 0 ] || fail "stand-in run: exit $st: $(tail -15 "$work/standin.out")"
+for s in build tests bench attention tune; do
+    grep -q "^| $s | passed | [0-9]* |$" "$r" || fail "stand-in run: stage $s did not pass: $(grep "^| $s " "$r")"
+done
+grep -q '^| S | 8.00 | 7.50 | 8.00 | 7.50 | 1.000 |$' "$r" || fail "stand-in run: attention table: $(grep '^| S ' "$r")"
+for est in grzo mezo fzoo; do
+    [ "$(cat "$o/tune/stories260K-$est.status")" = done ] || fail "stand-in run: $est: $(cat "$o/tune/stories260K-$est.status")"
+    [ "$(grep -c '"loss"' "$o/tune/stories260K-$est/log.jsonl")" -eq 3 ] || fail "stand-in run: $est did not log 3 steps"
+done
+grep -q '"diagnose"' "$o/tune/stories260K-grzo/log.jsonl" || fail "stand-in run: GRZO's run logged no B_eff"
+echo "ok: run.sh CPU-side logic, and every stage against stand-ins"
