@@ -470,7 +470,7 @@ typedef struct grzo_logger {
    for Gaussian (Box-Muller on two 32-bit uniforms, computed in double with explicitly
    fused operations so that every IEEE-754 platform, CPU or GPU, gets the same bits).
    Streams used by grzo: 0 = base U, 1 = r signs, 2 = s signs, 3 = stochastic rounding of
-   16-bit updates, 4..6 = the same for in-place MeZO's three shifts, 7 = low-rank V (keyed by
+   16-bit updates (FZOO's probe k: groups k n .. k n + n - 1, n the block's elements), 4..6 = the same for in-place MeZO's three shifts, 7 = low-rank V (keyed by
    the step of its last refresh), 16 + j = FZOO probe j, 0x1100 + s = low-rank U of base
    stream s, 0x2200 + s = stochastic-rounding bits of the quantized perturbation of base
    stream s (section 3c; s = 0 or an FZOO probe's stream, so the ranges never meet).
@@ -577,7 +577,11 @@ typedef struct grzo_embedding_args {  /* y[n x d] = E[ids[n]] (+ perturbation) *
    as they are; the core clears them). decay applies to the rows updated. A backend that
    stores 16-bit blocks rounds the result stochastically with bits from counter-RNG
    stream round_stream of (seed, step, block) (0 = GRZO_STREAM_ROUND), so that distinct
-   updates of one step (in-place MeZO's shifts) draw independent rounding bits. */
+   updates of one step (in-place MeZO's shifts) draw independent rounding bits. Updates
+   that share a stream in one step (FZOO's N probe updates) are told apart by round_draw:
+   element i of draw k takes the stream's group k * rows * cols + i (the k-th run of
+   rows * cols groups, as if the draws followed one another; the 48-bit group wraps, so
+   draws could meet only for k * rows * cols >= 2^48, past any memory). */
 typedef struct grzo_update_args {
     grzo_param p;
     grzo_noise base;
@@ -588,6 +592,7 @@ typedef struct grzo_update_args {
     uint8_t *touched;                 /* embeddings only; NULL = every row */
     uint32_t round_stream;            /* stochastic-rounding stream; 0 = GRZO_STREAM_ROUND */
     const grzo_variant *variant;      /* NULL: dense; else Z_e is the variant's (section 3c) */
+    uint32_t round_draw;              /* k-th update of this step on round_stream; 0 = the first */
 } grzo_update_args;
 
 /* out = theta + sign * sigma * Z_example (the whole block, materialized: ask/tell only) */
@@ -2516,6 +2521,7 @@ static grzo_status grzo__update_block(grzo_ctx *ctx, uint32_t index, float lr) {
         u.base = grzo__base_noise(ctx, index, ctx->desc.estimator == GRZO_ESTIMATOR_FZOO ? k + 1 : 0);
         u.coeff = ctx->coeff + (ctx->desc.estimator == GRZO_ESTIMATOR_FZOO ? k : 0);
         u.decay = (k == 0 && b->p.kind != GRZO_BLOCK_VECTOR && !b->no_decay) ? lr * ctx->desc.weight_decay : 0.0f;
+        u.round_draw = (uint32_t)k;   /* FZOO's probes round independently of one another */
         s = be->iface->update(be->self, &u);
         if (s != GRZO_OK) return s;
     }

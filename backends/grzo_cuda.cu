@@ -277,7 +277,7 @@ __global__ static void grzo__k_embedding(const void *E, int dtype, const int32_t
 /* theta -= U (.) (sum_e coeff_e r_e s_e^T) + decay theta, one thread per element */
 __global__ static void grzo__k_update(void *P, int dtype, int64_t rows, int64_t cols, grzo_noise u, int flipout, int vec,
                                       int64_t B, const float *coeff, const float *R, const float *S, float decay,
-                                      const uint8_t *touched, uint32_t round_stream) {
+                                      const uint8_t *touched, uint32_t round_stream, uint64_t round_first) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, j, k, e;
     float g = 0.0f, p;
     if (i >= rows * cols) return;
@@ -293,7 +293,7 @@ __global__ static void grzo__k_update(void *P, int dtype, int64_t rows, int64_t 
     {
         uint32_t w[4];
         grzo_noise sr = grzo__cu_with_stream(u, round_stream);
-        grzo__noise_group(&sr, (uint64_t)i, w);
+        grzo__noise_group(&sr, round_first + (uint64_t)i, w);
         grzo__cu_store_sr(P, dtype, i, p, w[0]);
     }
 }
@@ -432,7 +432,7 @@ __global__ static void grzo__k_embedding_variant(grzo_param p, const int32_t *id
 /* theta -= B (.) (sum_e coeff_e r_e s_e^T) + decay theta, B from theta before the write */
 __global__ static void grzo__k_update_variant(grzo_param p, grzo_noise u, grzo_variant v, int flipout, int64_t B,
                                               const float *coeff, const float *R, const float *S, float decay,
-                                              const uint8_t *touched, uint32_t round_stream) {
+                                              const uint8_t *touched, uint32_t round_stream, uint64_t round_first) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, j, k, e;
     int vec = p.kind == GRZO_BLOCK_VECTOR;
     float g = 0.0f, th;
@@ -449,7 +449,7 @@ __global__ static void grzo__k_update_variant(grzo_param p, grzo_noise u, grzo_v
     {
         uint32_t w[4];
         grzo_noise sr = grzo__cu_with_stream(u, round_stream);
-        grzo__noise_group(&sr, (uint64_t)i, w);
+        grzo__noise_group(&sr, round_first + (uint64_t)i, w);
         grzo__cu_store_sr(p.data, (int)p.dtype, i, th, w[0]);
     }
 }
@@ -904,11 +904,17 @@ static grzo_status grzo__cu_embedding_variant(grzo__cuda *cu, const grzo_embeddi
     return GRZO_OK;
 }
 
+/* The first rounding group of an update: the round_draw-th run of rows * cols groups of its
+   stream (grzo_update_args); unsigned arithmetic wraps, and the RNG keeps 48 bits of it. */
+static uint64_t grzo__cu_round_first(const grzo_update_args *a) {
+    return (uint64_t)a->round_draw * (uint64_t)a->p.rows * (uint64_t)a->p.cols;
+}
+
 /* the update under a variant; coeff is the device copy, R and S filled by the caller (flipout) */
 static grzo_status grzo__cu_update_variant(grzo__cuda *cu, const grzo_update_args *a, const float *coeff, const float *R, const float *S) {
     grzo__k_update_variant<<<grzo__cu_blocks(a->p.rows * a->p.cols), GRZO__CU_THREADS, 0, cu->stream>>>(
         a->p, a->base, *a->variant, a->flipout != 0, a->n_examples, coeff, R, S, a->decay, a->touched,
-        a->round_stream ? a->round_stream : GRZO_STREAM_ROUND);
+        a->round_stream ? a->round_stream : GRZO_STREAM_ROUND, grzo__cu_round_first(a));
     GRZO__CU_LAUNCHED(cu, "update_variant kernel");
     return GRZO_OK;
 }
@@ -1075,7 +1081,7 @@ static grzo_status grzo__cu_update(void *self, const grzo_update_args *a) {
     if (a->variant) return grzo__cu_update_variant(cu, a, (const float *)coeff, R, S);
     grzo__k_update<<<grzo__cu_blocks(rows * cols), GRZO__CU_THREADS, 0, cu->stream>>>(
         a->p.data, (int)a->p.dtype, rows, cols, a->base, flip, vec, B, (const float *)coeff, R, S, a->decay, a->touched,
-        a->round_stream ? a->round_stream : GRZO_STREAM_ROUND);
+        a->round_stream ? a->round_stream : GRZO_STREAM_ROUND, grzo__cu_round_first(a));
     GRZO__CU_LAUNCHED(cu, "update kernel");
     return GRZO_OK;
 }
@@ -1192,8 +1198,14 @@ grzo_status grzo_backend_cuda_create(const grzo_cuda_desc *desc, grzo_backend *o
     if (!out) return GRZO_ERR_INVALID_ARG;
     out->iface = NULL;
     out->self = NULL;
-    if (desc) d = *desc; else memset(&d, 0, sizeof d);
-    if (d.math != GRZO_CUDA_MATH_PEDANTIC && d.math != GRZO_CUDA_MATH_FAST) return GRZO_ERR_INVALID_ARG;
+    if (desc) memcpy(&d, desc, sizeof d); else memset(&d, 0, sizeof d);
+    {   /* the mode read as an integer: this file is C++, where loading an enum whose value lies
+           outside its enumerators' range (a C caller's 7) is undefined, and may skip the check */
+        int32_t math;
+        static_assert(sizeof d.math == sizeof math, "grzo_cuda_math is 32 bits");
+        memcpy(&math, &d.math, sizeof math);
+        if (math != GRZO_CUDA_MATH_PEDANTIC && math != GRZO_CUDA_MATH_FAST) return GRZO_ERR_INVALID_ARG;
+    }
     if (d.device < 0 || d.device >= grzo_cuda_device_count()) return GRZO_ERR_BACKEND;
     if (d.transient_bytes == 0) d.transient_bytes = (size_t)256 << 20;
     cu = (grzo__cuda *)calloc(1, sizeof *cu);

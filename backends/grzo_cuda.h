@@ -12,7 +12,8 @@
    Storage types: F32, BF16 and F16 parameter blocks (activations are fp32; products
    accumulate in fp32). Updates to BF16/F16 blocks round stochastically, with the random
    bits drawn from the counter RNG (grzo_update_args.round_stream: GRZO_STREAM_ROUND = 3,
-   in-place MeZO's three shifts 4..6, so that their roundings are independent), so an update below half an ulp still moves
+   in-place MeZO's three shifts 4..6, FZOO's N probe updates told apart by round_draw, so
+   that their roundings are independent), so an update below half an ulp still moves
    the weight with the right probability instead of being lost (see the zo-anchors note on
    MeZO's fp16 updates), and the result is reproducible.
    Random numbers come from the same source as the CPU's (grzo.h's RNG primitives compiled

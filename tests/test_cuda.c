@@ -1,5 +1,9 @@
 /* CUDA backend against the CPU backend (llm.c's rule: every kernel checked against a plain
-   CPU reference). Skips (exit 77) when no GPU or no driver is present.
+   CPU reference). Skips (exit 77) when no GPU or no driver is present. Also built as
+   test_cuda_emulated (tests/cuda_emu): the same checks with the backend's kernels run as
+   loops on the CPU, against stand-ins for the CUDA runtime and cuBLAS, wherever the backend
+   compiles; there the fast-math numerics (tensor cores, TF32) pass with exact fp32 products,
+   so only a GPU run checks their bounds.
    Tolerances, and why:
    - RNG: bitwise. The device runs the same source (grzo.h's RNG primitives) and every
      floating-point step of the Gaussian is an explicit fma or an exact operation.
@@ -10,7 +14,8 @@
    - bf16 weights: outputs within 1e-2 relative of the fp32 CPU result on bf16-rounded
      weights (the GPU widens bf16 exactly; the rest is fp32 ordering), and a bf16 update with
      stochastic rounding has the right mean: over many weights, E[update] matches the fp32
-     update within 5 standard errors.
+     update within 5 standard errors; its rounding bits are the stream's groups k n + i for
+     the k-th draw of a step (round_draw), bit for bit.
    - fast math, perturbation alone (W = 0, so y = sign sigma P): against an fp64 CPU
      reference, |P_j - (Z x)_j| <= (u + K 2^-24) sum_k |Z_jk x_k| (grzo_cuda.h's worst-case bound,
      unit roundoff u = 2^-8 bf16, 2^-11 f16, doubled for Gaussian U) and rms error / rms(Z x)
@@ -274,6 +279,47 @@ static void test_bf16(void) {
     CHECK(fabs(mean_change - expect) <= 5.0 * sqrt((double)M * 0.25) * (1.0 / 256.0),
           "bf16 stochastic rounding biased: sum of changes %.4g, expected %.4g", mean_change, expect);
     grzo_backend_free(&gpu, dP);
+    free(P16);
+}
+
+/* The rounding bits of a bf16 update, bit for bit: element i of draw k rounds with word 0 of
+   group k * n + i of the rounding stream (grzo_update_args.round_draw), so that FZOO's N
+   probe updates of one step round independently; with every draw on group i (the old
+   behaviour) the draws' roundings would be one and the same, which the check tells apart. */
+static void test_round_draw(void) {
+    enum { M = 1 << 14 };
+    uint16_t *P16 = (uint16_t *)malloc(2 * M);
+    float coeff = 1.0f / 1024.0f;
+    uint32_t k;
+    for (k = 0; k < 3; k++) {
+        grzo_update_args u;
+        grzo_noise sr;
+        void *dP;
+        int64_t i, wrong = 0, as_draw0 = 0;
+        for (i = 0; i < M; i++) P16[i] = to_bf16(0.5f);
+        dP = dev_from(P16, 2 * M);
+        memset(&u, 0, sizeof u);
+        u.p.kind = GRZO_BLOCK_MATRIX; u.p.dtype = GRZO_DTYPE_BF16; u.p.rows = 128; u.p.cols = M / 128; u.p.data = dP;
+        u.base.seed = 11; u.base.step = 4; u.base.block = 2; u.base.dist = GRZO_NOISE_RADEMACHER;
+        u.n_examples = 1; u.coeff = &coeff; u.round_draw = k;
+        CHECK(gpu.iface->update(gpu.self, &u) == GRZO_OK, "bf16 update, draw %u", k);
+        to_host(P16, dP, 2 * M);
+        sr = u.base;
+        sr.stream = GRZO_STREAM_ROUND;
+        for (i = 0; i < M; i++) {
+            float v = 0.5f - grzo_noise_at(&u.base, (uint64_t)i) * coeff;
+            uint32_t w[4], w0[4], b;
+            memcpy(&b, &v, 4);
+            grzo__noise_group(&sr, (uint64_t)k * M + (uint64_t)i, w);
+            grzo__noise_group(&sr, (uint64_t)i, w0);
+            wrong += P16[i] != (uint16_t)((b + (w[0] & 0xFFFFu)) >> 16);
+            as_draw0 += P16[i] == (uint16_t)((b + (w0[0] & 0xFFFFu)) >> 16);
+        }
+        CHECK(wrong == 0, "draw %u: %lld of %d bf16 roundings are not the stream's groups k n + i", k, (long long)wrong, M);
+        /* about 1/4 of the roundings go up, independently of draw 0's: ~3/8 of them differ */
+        CHECK(k == 0 || as_draw0 < M - M / 8, "draw %u rounds as draw 0 does in %lld of %d elements", k, (long long)as_draw0, M);
+        grzo_backend_free(&gpu, dP);
+    }
     free(P16);
 }
 
@@ -569,6 +615,7 @@ int main(void) {
     test_steps_parity(GRZO_ESTIMATOR_MEZO_INPLACE);
     test_variants_parity();
     test_bf16();
+    test_round_draw();
     test_inplace_drift_bf16();
     test_deferred_errors();
     test_update_async();

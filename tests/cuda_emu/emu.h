@@ -1,0 +1,105 @@
+/* emu.h - the CUDA backend run on the CPU, for tests where no GPU is (tests/cuda_emu).
+
+   launches.py rewrites every kernel launch of backends/grzo_cuda.cu into emu_launch(), which
+   runs the kernel once per (block, thread), one after another; emu_runtime.cpp stands in for
+   the CUDA runtime and cuBLAS calls the backend makes (device memory tracked, cuBLAS's
+   column-major GEMM with its argument checks). The real CUDA headers give the types and the
+   host versions of the fp16/bf16 conversions; everything else is the backend's own code, so
+   tests/test_cuda.c checks its indexing, its cuBLAS layouts, its RNG streams and its host
+   logic without a GPU. What it cannot check: concurrency, TF32/tensor-core rounding, FMA
+   contraction (the host compiler does not contract by default), real launch limits beyond
+   the ones checked here. Kernels with shared memory or barriers are refused by launches.py. */
+#ifndef GRZO_CUDA_EMU_H
+#define GRZO_CUDA_EMU_H
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GRZO_RNG_DEVICE
+#include "backends/grzo_cuda.h"
+
+static inline unsigned int emu_float_as_uint(float f) {
+    unsigned int u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+#define __float_as_uint emu_float_as_uint
+
+/* the built-in variables of the thread being run */
+extern uint3 emu_blockIdx, emu_threadIdx;
+extern dim3 emu_blockDim, emu_gridDim;
+#define blockIdx emu_blockIdx
+#define threadIdx emu_threadIdx
+#define blockDim emu_blockDim
+#define gridDim emu_gridDim
+
+/* emu_runtime.cpp */
+int emu_is_device(const void *p, size_t bytes);   /* [p, p + bytes) inside one cudaMalloc'd region */
+void emu_report(const char *fmt, ...);            /* a misuse: printed, and the test fails at exit */
+void emu_set_launch_error(cudaError_t e);
+
+struct emu_cfg_t {
+    dim3 g, b;
+};
+static inline emu_cfg_t emu_cfg(dim3 g, dim3 b, size_t smem = 0, cudaStream_t s = 0) {
+    emu_cfg_t c;
+    (void)smem;
+    (void)s;
+    c.g = g;
+    c.b = b;
+    return c;
+}
+
+/* A kernel's pointer arguments must be device memory (or NULL). */
+template <typename T> static inline void emu_check_arg(const T &, const char *) {}
+template <typename T> static inline void emu_check_arg(T *const &p, const char *k) {
+    if (p && !emu_is_device(p, 1)) emu_report("kernel %s: pointer argument %p is not device memory", k, (const void *)p);
+}
+static inline void emu_check_arg(const grzo_param &p, const char *k) {
+    if (p.data && !emu_is_device(p.data, 1)) emu_report("kernel %s: grzo_param.data %p is not device memory", k, p.data);
+}
+/* the segment tables (launches.py puts this after the type's definition) */
+#define EMU_CHECK_SEGS(T)                                                                              \
+    static inline void emu_check_arg(const T &s, const char *k) {                                      \
+        if (s.n > 0 && (!emu_is_device(s.offsets, (size_t)(s.n + 1) * 8) ||                           \
+                        !emu_is_device(s.example, (size_t)s.n * 8) || !emu_is_device(s.sign, (size_t)s.n))) \
+            emu_report("kernel %s: segment tables are not device memory", k);                          \
+    }
+
+template <typename T> struct emu_id {
+    typedef T type;
+};
+template <typename... P>
+static void emu_launch_impl(const char *name, emu_cfg_t c, void (*k)(P...), typename emu_id<P>::type... args) {
+    int checked[] = {0, (emu_check_arg(args, name), 0)...};
+    (void)checked;
+    if (c.g.x < 1 || c.g.x > 2147483647u || c.g.y < 1 || c.g.y > 65535 || c.g.z < 1 || c.g.z > 65535 || c.b.x < 1 ||
+        c.b.x * c.b.y * c.b.z > 1024) {
+        emu_report("kernel %s: bad launch configuration grid (%u,%u,%u) block (%u,%u,%u)", name, c.g.x, c.g.y, c.g.z, c.b.x,
+                   c.b.y, c.b.z);
+        emu_set_launch_error(cudaErrorInvalidConfiguration);
+        return;
+    }
+    emu_gridDim = c.g;
+    emu_blockDim = c.b;
+    for (unsigned bz = 0; bz < c.g.z; bz++)
+        for (unsigned by = 0; by < c.g.y; by++)
+            for (unsigned bx = 0; bx < c.g.x; bx++)
+                for (unsigned tz = 0; tz < c.b.z; tz++)
+                    for (unsigned ty = 0; ty < c.b.y; ty++)
+                        for (unsigned tx = 0; tx < c.b.x; tx++) {
+                            emu_blockIdx.x = bx, emu_blockIdx.y = by, emu_blockIdx.z = bz;
+                            emu_threadIdx.x = tx, emu_threadIdx.y = ty, emu_threadIdx.z = tz;
+                            k(args...);
+                        }
+}
+#define emu_launch(cfg, k, ...) emu_launch_impl(#k, cfg, k, __VA_ARGS__)
+
+#endif
