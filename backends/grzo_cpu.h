@@ -1027,6 +1027,7 @@ static grzo_status grzo__cpu_linear(void *self, const grzo_linear_args *a) {
     grzo__cpu *cpu = (grzo__cpu *)self;
     if (a->w.rows > INT_MAX || a->w.cols > INT_MAX || a->n_rows > INT_MAX)
         return grzo__cpu_fail(cpu, GRZO_ERR_UNSUPPORTED, "linear: dimensions above INT_MAX");
+    if (a->n_rows == 0) return GRZO_OK;   /* the core never asks; the chunking below divides by it */
     if (a->variant) return grzo__cpu_linear_variant(cpu, a);
     if (!a->perturb || a->perturb->sigma == 0.0f || a->perturb->n_segments == 0) {
         grzo__cpu_gemm_nt(cpu->n_threads, a->n_rows, a->w.rows, a->w.cols, a->x, a->w.cols, (const float *)a->w.data,

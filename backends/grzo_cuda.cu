@@ -189,6 +189,22 @@ __device__ static grzo_noise grzo__cu_with_stream(grzo_noise n, uint32_t stream)
     return n;
 }
 
+/* An updated parameter stored: fp32 as it is; 16-bit rounded stochastically with word 0 of
+   group `group` of the rounding stream, drawn only then (a second Philox call per element
+   would be half of an fp32 update's arithmetic, for bits it does not use). */
+__device__ static void grzo__cu_store_update(void *p, int dtype, int64_t i, float v, grzo_noise u, uint32_t round_stream,
+                                             uint64_t group) {
+    uint32_t w[4];
+    grzo_noise sr;
+    if (dtype == GRZO_DTYPE_F32) {
+        ((float *)p)[i] = v;
+        return;
+    }
+    sr = grzo__cu_with_stream(u, round_stream);
+    grzo__noise_group(&sr, group, w);
+    grzo__cu_store_sr(p, dtype, i, v, w[0]);
+}
+
 /* ---- kernels ------------------------------------------------------------------------------- */
 __global__ static void grzo__k_noise(grzo_noise n, uint64_t first, int64_t count, float *out) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -290,12 +306,7 @@ __global__ static void grzo__k_update(void *P, int dtype, int64_t rows, int64_t 
         for (e = 0; e < B; e++) g += coeff[e];
     p = grzo__cu_load(P, dtype, i);
     p = p - grzo__noise_value(&u, (uint64_t)i) * g - decay * p;
-    {
-        uint32_t w[4];
-        grzo_noise sr = grzo__cu_with_stream(u, round_stream);
-        grzo__noise_group(&sr, round_first + (uint64_t)i, w);
-        grzo__cu_store_sr(P, dtype, i, p, w[0]);
-    }
+    grzo__cu_store_update(P, dtype, i, p, u, round_stream, round_first + (uint64_t)i);
 }
 
 /* ---- fast mode: 16-bit operands for the tensor cores ---------------------------------------- */
@@ -446,12 +457,7 @@ __global__ static void grzo__k_update_variant(grzo_param p, grzo_noise u, grzo_v
         for (e = 0; e < B; e++) g += coeff[e];
     th = grzo__cu_load(p.data, (int)p.dtype, i);
     th = th - grzo__variant_base(&p, &u, &v, j, k, th) * g - decay * th;
-    {
-        uint32_t w[4];
-        grzo_noise sr = grzo__cu_with_stream(u, round_stream);
-        grzo__noise_group(&sr, round_first + (uint64_t)i, w);
-        grzo__cu_store_sr(p.data, (int)p.dtype, i, th, w[0]);
-    }
+    grzo__cu_store_update(p.data, (int)p.dtype, i, th, u, round_stream, round_first + (uint64_t)i);
 }
 
 __global__ static void grzo__k_perturbed_copy_variant(grzo_param p, grzo_noise u, grzo_variant v, const float *amax, int flipout,

@@ -1040,6 +1040,34 @@ static void test_update_rows(void)
            ran[0], ran[1], ran[2], simd < 3 ? " (this CPU runs no AVX-512: those skipped)" : "");
 }
 
+/* A linear over no rows returns at once on every path, the variants' included (the core
+   never asks one; a direct caller may: the low-rank path used to divide by the row count). */
+static void test_linear_no_rows(int kind, grzo_backend *be)
+{
+    static const int64_t rows_per_seg[2] = {0, 0};
+    float W[6] = {1, 2, 3, 4, 5, 6}, x[3] = {0}, y[2] = {7, 7};
+    int64_t off[3], example[2];
+    int8_t sign[2];
+    grzo_variant variants[4];
+    grzo_perturb pt;
+    int v;
+    memset(variants, 0, sizeof variants);
+    variants[1].lowrank_rank = 2;
+    variants[2].sparse = 1;
+    variants[2].sparse_threshold = 10.0f;
+    variants[3].quant_bits = 8;
+    make_perturb(&pt, 2, 1, rows_per_seg, off, sign, example,
+                 tu_noise(7, 1, 0, GRZO_STREAM_BASE, GRZO_NOISE_RADEMACHER), 0.25f, 1);
+    for (v = 0; v < 4; v++) {
+        grzo_linear_args a;
+        memset(&a, 0, sizeof a);
+        a.w.data = W; a.w.kind = GRZO_BLOCK_MATRIX; a.w.dtype = GRZO_DTYPE_F32; a.w.rows = 2; a.w.cols = 3;
+        a.x = x; a.y = y; a.n_rows = 0; a.perturb = &pt; a.variant = v ? &variants[v] : NULL;
+        CHECKF(be->iface->linear(be->self, &a) == GRZO_OK && y[0] == 7 && y[1] == 7, "%s: linear of 0 rows, variant %d",
+               cfg_name(kind), v);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int kind, i, e, b;
@@ -1064,6 +1092,7 @@ int main(int argc, char **argv)
         tu_require_host_memory(&be, "test_ops");
         test_backend_memory(kind, &be);
         test_backend_linear(kind, &be);
+        test_linear_no_rows(kind, &be);
         test_backend_vector(kind, &be);
         test_backend_embedding(kind, &be);
         test_backend_update(kind, &be);
