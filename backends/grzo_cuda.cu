@@ -131,6 +131,7 @@ static void grzo__cu_release(grzo__cuda *cu, void *p) {
         if (cu->allocs[i].ptr == p) {
             cu->bytes_now -= cu->allocs[i].bytes;
             cu->allocs[i] = cu->allocs[--cu->n_allocs];
+            grzo__cu_drop(cu, cudaSetDevice(cu->device));   /* the caller may have made another current */
             grzo__cu_drop(cu, cudaFree(p));
             return;
         }
@@ -685,16 +686,24 @@ static void grzo__cu_free(void *self, void *p) { grzo__cu_release((grzo__cuda *)
 /* Synchronous, as the contract says (the source may be reused at once). */
 static grzo_status grzo__cu_upload(void *self, void *dst, const void *src, size_t n) {
     grzo__cuda *cu = (grzo__cuda *)self;
+    grzo_status s = grzo__cu_check(cu);
+    if (s != GRZO_OK) return s;
     GRZO__CU_TRY(cu, "upload", cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, cu->stream));
     GRZO__CU_TRY(cu, "upload", cudaStreamSynchronize(cu->stream));
     return GRZO_OK;
 }
 static grzo_status grzo__cu_download(void *self, void *dst, const void *src, size_t n) {
     grzo__cuda *cu = (grzo__cuda *)self;
+    grzo_status s = grzo__cu_check(cu);
+    if (s != GRZO_OK) return s;
     GRZO__CU_TRY(cu, "download", cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, cu->stream));
     return grzo__cu_wait(cu, "download");
 }
-static grzo_status grzo__cu_synchronize(void *self) { return grzo__cu_wait((grzo__cuda *)self, "synchronize"); }
+static grzo_status grzo__cu_synchronize(void *self) {
+    grzo__cuda *cu = (grzo__cuda *)self;
+    grzo_status s = grzo__cu_check(cu);
+    return s != GRZO_OK ? s : grzo__cu_wait(cu, "synchronize");
+}
 static const char *grzo__cu_last_error(void *self) { return ((grzo__cuda *)self)->err; }
 
 /* cuBLAS takes int sizes and leading dimensions: a linear past them is refused, not truncated. */

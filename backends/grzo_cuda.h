@@ -104,7 +104,9 @@ typedef enum grzo_cuda_math {
 } grzo_cuda_math;
 
 typedef struct grzo_cuda_desc {
-    int32_t device;              /* CUDA device index (default 0) */
+    int32_t device;              /* CUDA device index (default 0); every call of the backend
+                                    makes it the calling thread's current device and leaves it
+                                    so (a thread that drives several devices sets its own again) */
     size_t transient_bytes;      /* 0: 256 MiB; bound on per-call scratch */
     void *stream;                /* a cudaStream_t to run on; NULL: the backend makes one */
     grzo_cuda_math math;         /* default PEDANTIC; other values: GRZO_ERR_INVALID_ARG */
