@@ -470,8 +470,9 @@ typedef struct grzo_logger {
    for Gaussian (Box-Muller on two 32-bit uniforms, computed in double with explicitly
    fused operations so that every IEEE-754 platform, CPU or GPU, gets the same bits).
    Streams used by grzo: 0 = base U, 1 = r signs, 2 = s signs, 3 = stochastic rounding of
-   16-bit updates (FZOO's probe k: groups k n .. k n + n - 1, n the block's elements), 4..6 = the same for in-place MeZO's three shifts, 7 = low-rank V (keyed by
-   the step of its last refresh), 16 + j = FZOO probe j, 0x1100 + s = low-rank U of base
+   16-bit updates (FZOO's probe k: groups k n .. k n + n - 1, n the block's elements),
+   4..6 = the same for in-place MeZO's three shifts, 7 = low-rank V (keyed by the step of
+   its last refresh), 16 + j = FZOO probe j, 0x1100 + s = low-rank U of base
    stream s, 0x2200 + s = stochastic-rounding bits of the quantized perturbation of base
    stream s (section 3c; s = 0 or an FZOO probe's stream, so the ranges never meet).
    Block id 0xFFFFFFFF is never a grzo block: use it for your own streams (data order). */

@@ -8,7 +8,13 @@
    tests/test_cuda.c checks its indexing, its cuBLAS layouts, its RNG streams and its host
    logic without a GPU. What it cannot check: concurrency, TF32/tensor-core rounding, FMA
    contraction (the host compiler does not contract by default), real launch limits beyond
-   the ones checked here. Kernels with shared memory or barriers are refused by launches.py. */
+   the ones checked here. Kernels with shared memory or barriers are refused by launches.py,
+   unless it rewrites the source with --cooperative (EMU_COOPERATIVE, examples/llm/ops_cuda.cu):
+   then each thread of a block
+   runs as a coroutine (emu_runtime.cpp, emu_coop_run), __syncthreads() waits for the block and
+   a warp shuffle for its warp, shared memory is block-wide storage filled with 0xFF bytes at
+   each block (launches.py's docstring); a barrier not reached by every thread of the block (or
+   a full-mask shuffle by every lane of the warp) at the same line is reported, not hung. */
 #ifndef GRZO_CUDA_EMU_H
 #define GRZO_CUDA_EMU_H
 
@@ -47,15 +53,81 @@ void emu_set_launch_error(cudaError_t e);
 
 struct emu_cfg_t {
     dim3 g, b;
+    size_t smem;
+    cudaStream_t s;
 };
 static inline emu_cfg_t emu_cfg(dim3 g, dim3 b, size_t smem = 0, cudaStream_t s = 0) {
     emu_cfg_t c;
-    (void)smem;
-    (void)s;
     c.g = g;
     c.b = b;
+    c.smem = smem;
+    c.s = s;
     return c;
 }
+
+/* launch checks of emu_runtime.cpp: the stream (0 or a live one), the dynamic shared memory
+   against the kernel's limit (48 KiB, or its cudaFuncSetAttribute opt-in); 0 refuses */
+int emu_check_launch(const char *name, const void *kernel, size_t smem, cudaStream_t s);
+
+#ifdef EMU_COOPERATIVE
+/* emu_runtime.cpp: the blocks one after another, each block's threads as coroutines that call
+   body(arg); the built-in variables are set before each thread resumes */
+void emu_coop_run(const char *name, const void *kernel, dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *arg);
+void *emu_dynamic_shared(size_t align);           /* this launch's dynamic shared memory */
+void emu_shared_fresh(void *p, size_t bytes);     /* a __shared__ array: 0xFF at the block's first use */
+void emu_syncthreads_at(int line);
+unsigned long long emu_shfl_bits(int line, unsigned mask, unsigned long long bits, int src_lane);
+int emu_lane(void);                               /* the running thread's lane in its warp */
+#define __syncthreads() emu_syncthreads_at(__LINE__)
+template <typename T> static inline T emu_shfl(int line, unsigned mask, T v, int src) {
+    static_assert(sizeof(T) <= 8, "warp shuffle of more than 8 bytes");
+    unsigned long long b = 0;
+    memcpy(&b, &v, sizeof v);
+    b = emu_shfl_bits(line, mask, b, src);
+    T r;
+    memcpy(&r, &b, sizeof r);
+    return r;
+}
+/* the source lanes as the CUDA programming guide defines them for a width (a power of 2 <= 32) */
+template <typename T> static inline T emu_shfl_sync(int line, unsigned mask, T v, int src, int width = 32) {
+    int lane = emu_lane();
+    return emu_shfl(line, mask, v, (lane & ~(width - 1)) + (src & (width - 1)));
+}
+template <typename T> static inline T emu_shfl_xor_sync(int line, unsigned mask, T v, int lane_mask, int width = 32) {
+    int lane = emu_lane(), src = lane ^ lane_mask;
+    return emu_shfl(line, mask, v, src >= (lane & ~(width - 1)) + width ? lane : src);
+}
+template <typename T> static inline T emu_shfl_down_sync(int line, unsigned mask, T v, unsigned delta, int width = 32) {
+    int lane = emu_lane();
+    return emu_shfl(line, mask, v, (lane & (width - 1)) + (int)delta >= width ? lane : lane + (int)delta);
+}
+template <typename T> static inline T emu_shfl_up_sync(int line, unsigned mask, T v, unsigned delta, int width = 32) {
+    int lane = emu_lane();
+    return emu_shfl(line, mask, v, (lane & (width - 1)) - (int)delta < 0 ? lane : lane - (int)delta);
+}
+#define __shfl_sync(...) emu_shfl_sync(__LINE__, __VA_ARGS__)
+#define __shfl_xor_sync(...) emu_shfl_xor_sync(__LINE__, __VA_ARGS__)
+#define __shfl_down_sync(...) emu_shfl_down_sync(__LINE__, __VA_ARGS__)
+#define __shfl_up_sync(...) emu_shfl_up_sync(__LINE__, __VA_ARGS__)
+
+/* the device intrinsics ops_cuda.cu uses: IEEE single operations rounded to nearest (the host
+   compiler contracts nothing into an fma here: no FMA instructions at the default -march) */
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+static inline long long min(long long a, long long b) { return a < b ? a : b; }
+static inline long long max(long long a, long long b) { return a > b ? a : b; }
+/* the runtime's C++ forms that take the kernel itself (cuda_runtime.h has them for nvcc only) */
+template <typename... P> static inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, void (*k)(P...)) {
+    return cudaFuncGetAttributes(a, (const void *)k);
+}
+template <typename... P> static inline cudaError_t cudaFuncSetAttribute(void (*k)(P...), cudaFuncAttribute at, int v) {
+    return cudaFuncSetAttribute((const void *)k, at, v);
+}
+#endif
 
 /* A kernel's pointer arguments must be device memory (or NULL). */
 template <typename T> static inline void emu_check_arg(const T &, const char *) {}
@@ -87,6 +159,11 @@ static void emu_launch_impl(const char *name, emu_cfg_t c, void (*k)(P...), type
         emu_set_launch_error(cudaErrorInvalidConfiguration);
         return;
     }
+    if (!emu_check_launch(name, (const void *)k, c.smem, c.s)) return;
+#ifdef EMU_COOPERATIVE
+    auto call = [&]() { k(args...); };
+    emu_coop_run(name, (const void *)k, c.g, c.b, c.smem, [](void *p) { (*(decltype(call) *)p)(); }, &call);
+#else
     emu_gridDim = c.g;
     emu_blockDim = c.b;
     for (unsigned bz = 0; bz < c.g.z; bz++)
@@ -99,6 +176,7 @@ static void emu_launch_impl(const char *name, emu_cfg_t c, void (*k)(P...), type
                             emu_threadIdx.x = tx, emu_threadIdx.y = ty, emu_threadIdx.z = tz;
                             k(args...);
                         }
+#endif
 }
 #define emu_launch(cfg, k, ...) emu_launch_impl(#k, cfg, k, __VA_ARGS__)
 

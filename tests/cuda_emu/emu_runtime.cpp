@@ -5,12 +5,24 @@
    floats), so a read of never-written device memory shows. cuBLAS's GEMMs are computed in
    column-major order with cuBLAS's own argument checks. EMU_DEV_LIMIT=BYTES caps the device
    memory (out-of-memory paths); EMU_NO_DEVICE=1 reports no device. A program that made a
-   misuse exits 1, whatever its own result. */
+   misuse exits 1, whatever its own result.
+
+   Cooperative launches (emu.h, EMU_COOPERATIVE): each thread of a block is a coroutine on its
+   own stack (allocated once, reused; a guard page below each): a hand-written context switch
+   on x86-64, ucontext elsewhere, with AddressSanitizer's fiber annotations. The scheduler
+   resumes every runnable thread in thread order until it waits (at __syncthreads, at a warp
+   shuffle's exchange) or ends; then it releases each warp whose 32 lanes all wait at the same
+   shuffle, else the block when all its threads wait at the same __syncthreads; anything else
+   (a barrier that some threads skip or exit before, a shuffle that a lane does not reach,
+   lanes at different shuffles) is reported and the launch abandoned. */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <map>
+#include <set>
+#include <vector>
+#include <sys/mman.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,6 +34,8 @@ uint3 emu_blockIdx, emu_threadIdx;
 dim3 emu_blockDim, emu_gridDim;
 
 static std::map<uintptr_t, size_t> g_dev, g_pinned;
+static std::set<const void *> g_streams, g_events;
+static int stream_ok(cudaStream_t s) { return s == 0 || g_streams.count((const void *)s); }
 static size_t g_dev_bytes;
 static cudaError_t g_last = cudaSuccess;
 static const size_t g_total = (size_t)80 << 30;
@@ -69,13 +83,45 @@ cudaError_t cudaGetLastError(void) { cudaError_t e = g_last; g_last = cudaSucces
 cudaError_t cudaPeekAtLastError(void) { return g_last; }
 cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : (g_last = cudaErrorInvalidDevice); }
 cudaError_t cudaGetDeviceCount(int *n) { *n = getenv("EMU_NO_DEVICE") ? 0 : 1; return cudaSuccess; }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int f) { (void)f; *s = (cudaStream_t)malloc(16); return cudaSuccess; }
-cudaError_t cudaStreamDestroy(cudaStream_t s) { free((void *)s); return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int f) { (void)f; *e = (cudaEvent_t)malloc(16); return cudaSuccess; }
-cudaError_t cudaEventDestroy(cudaEvent_t e) { free((void *)e); return cudaSuccess; }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)e; (void)s; return cudaSuccess; }
-cudaError_t cudaEventSynchronize(cudaEvent_t e) { (void)e; return cudaSuccess; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int f) {
+    (void)f;
+    *s = (cudaStream_t)malloc(16);
+    g_streams.insert((const void *)*s);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    if (!g_streams.erase((const void *)s)) { emu_report("cudaStreamDestroy of %p: not a live stream", (void *)s); return g_last = cudaErrorInvalidResourceHandle; }
+    free((void *)s);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    if (!stream_ok(s)) { emu_report("cudaStreamSynchronize of %p: not a live stream", (void *)s); return g_last = cudaErrorInvalidResourceHandle; }
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int f) {
+    (void)f;
+    *e = (cudaEvent_t)malloc(16);
+    g_events.insert((const void *)*e);
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    if (!g_events.erase((const void *)e)) { emu_report("cudaEventDestroy of %p: not a live event", (void *)e); return g_last = cudaErrorInvalidResourceHandle; }
+    free((void *)e);
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    if (!g_events.count((const void *)e) || !stream_ok(s)) {
+        emu_report("cudaEventRecord: event %p or stream %p not live", (void *)e, (void *)s);
+        return g_last = cudaErrorInvalidResourceHandle;
+    }
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    if (!g_events.count((const void *)e)) { emu_report("cudaEventSynchronize of %p: not a live event", (void *)e); return g_last = cudaErrorInvalidResourceHandle; }
+    return cudaSuccess;
+}
 cudaError_t cudaMalloc(void **p, size_t n) {
     static size_t limit = getenv("EMU_DEV_LIMIT") ? strtoull(getenv("EMU_DEV_LIMIT"), 0, 10) : 0;
     if (n == 0) { *p = NULL; return cudaSuccess; }
@@ -110,8 +156,13 @@ cudaError_t cudaFreeHost(void *p) {
     return cudaSuccess;
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t s) {
-    (void)s;
+    if (!stream_ok(s)) emu_report("copy on stream %p: not a live stream", (void *)s);
     if (n == 0) return cudaSuccess;
+    if (k == cudaMemcpyDeviceToDevice) {
+        if (!emu_is_device(dst, n)) emu_report("D2D copy of %zu bytes: dst %p is not device memory (or overruns it)", n, dst);
+        if (!emu_is_device(src, n)) emu_report("D2D copy of %zu bytes: src %p is not device memory (or overruns it)", n, src);
+    } else if (k != cudaMemcpyHostToDevice && k != cudaMemcpyDeviceToHost)
+        emu_report("copy of kind %d: not emulated", (int)k);
     if (k == cudaMemcpyHostToDevice) {
         if (!emu_is_device(dst, n)) emu_report("H2D copy of %zu bytes: dst %p is not device memory (or overruns it)", n, dst);
         if (emu_is_device(src, 1)) emu_report("H2D copy: src %p is device memory", src);
@@ -122,8 +173,9 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
     memmove(dst, src, n);
     return cudaSuccess;
 }
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k) { return cudaMemcpyAsync(dst, src, n, k, 0); }
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
-    (void)s;
+    if (!stream_ok(s)) emu_report("memset on stream %p: not a live stream", (void *)s);
     if (n && !emu_is_device(p, n)) emu_report("memset of %zu bytes at %p: not device memory", n, p);
     memset(p, v, n);
     return cudaSuccess;
@@ -199,4 +251,341 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
     if (ct != CUDA_R_32F || ctype != CUBLAS_COMPUTE_32F || at != bt) { emu_report("GemmEx: unexpected types"); return CUBLAS_STATUS_NOT_SUPPORTED; }
     return gemm("cublasGemmEx", ta, tb, m, n, k, *(const float *)alpha, A, at, lda, B, bt, ldb, *(const float *)beta, (float *)C, ldc);
 }
+}
+
+extern "C" cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                                    int k, const float *alpha, const float *A, int lda, long long sa,
+                                                    const float *B, int ldb, long long sb, const float *beta, float *C, int ldc,
+                                                    long long sc, int batch) {
+    (void)h;
+    if (batch < 0) { emu_report("cublasSgemmStridedBatched: batch count %d", batch); return CUBLAS_STATUS_INVALID_VALUE; }
+    /* the batches' outputs must not overlap: cuBLAS computes them concurrently */
+    if (batch > 1 && m > 0 && n > 0 && (sc < 0 || (unsigned long long)sc < (unsigned long long)(n - 1) * (unsigned)ldc + (unsigned)m))
+        emu_report("cublasSgemmStridedBatched: stride_c %lld < the extent of one C (m=%d n=%d ldc=%d): outputs overlap", sc, m, n, ldc);
+    for (int b = 0; b < batch; b++) {
+        cublasStatus_t st = gemm("cublasSgemmStridedBatched", ta, tb, m, n, k, *alpha, A + b * sa, CUDA_R_32F, lda, B + b * sb,
+                                 CUDA_R_32F, ldb, *beta, C + b * sc, ldc);
+        if (st != CUBLAS_STATUS_SUCCESS) return st;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* ---- kernels' attributes and launch checks ---- */
+static const int g_smem_default = 48 * 1024, g_smem_optin = 227 * 1024;   /* H100's per-block limits */
+static std::map<const void *, int> g_max_dyn_smem;   /* cudaFuncAttributeMaxDynamicSharedMemorySize opt-ins */
+static std::map<const void *, size_t> g_static_smem; /* __shared__ bytes a kernel was seen to use */
+
+extern "C" cudaError_t cudaFuncSetAttribute(const void *f, cudaFuncAttribute a, int v) {
+    if (a != cudaFuncAttributeMaxDynamicSharedMemorySize) { emu_report("cudaFuncSetAttribute: attribute %d not emulated", (int)a); return g_last = cudaErrorInvalidValue; }
+    size_t st = g_static_smem.count(f) ? g_static_smem[f] : 0;
+    if (v < 0 || (size_t)v + st > (size_t)g_smem_optin) {
+        emu_report("cudaFuncSetAttribute: %d bytes of dynamic shared memory (+ %zu static) above the device's %d", v, st, g_smem_optin);
+        return g_last = cudaErrorInvalidValue;
+    }
+    g_max_dyn_smem[f] = v;
+    return cudaSuccess;
+}
+extern "C" cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *fa, const void *f) {
+    memset(fa, 0, sizeof *fa);
+    fa->maxThreadsPerBlock = 1024;
+    fa->sharedSizeBytes = g_static_smem.count(f) ? g_static_smem[f] : 0;
+    fa->maxDynamicSharedSizeBytes = g_max_dyn_smem.count(f) ? g_max_dyn_smem[f] : g_smem_default - (int)fa->sharedSizeBytes;
+    return cudaSuccess;
+}
+
+int emu_check_launch(const char *name, const void *kernel, size_t smem, cudaStream_t s) {
+    if (!stream_ok(s)) {
+        emu_report("kernel %s: launched on %p, not a live stream", name, (void *)s);
+        g_last = cudaErrorInvalidResourceHandle;
+        return 0;
+    }
+    size_t limit = g_max_dyn_smem.count(kernel) ? (size_t)g_max_dyn_smem[kernel] : (size_t)g_smem_default;
+    size_t st = g_static_smem.count(kernel) ? g_static_smem[kernel] : 0;
+    if (smem > limit || smem + st > (g_max_dyn_smem.count(kernel) ? (size_t)g_smem_optin : (size_t)g_smem_default)) {
+        emu_report("kernel %s: %zu bytes of dynamic shared memory (+ %zu static) above its limit %zu (48 KiB unless "
+                   "cudaFuncSetAttribute opts in)", name, smem, st, limit);
+        g_last = cudaErrorInvalidValue;
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- cooperative launches: threads as coroutines ---- */
+#if defined(__SANITIZE_ADDRESS__)
+#define EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMU_ASAN 1
+#endif
+#endif
+#ifdef EMU_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+#if defined(__x86_64__)
+/* emu_ctx_switch(&save_sp, new_sp): pushes the callee-saved registers, saves the stack
+   pointer, loads the other one and pops its registers (SysV x86-64 ABI) */
+extern "C" void emu_ctx_switch(void **save_sp, void *new_sp);
+asm(".text\n"
+    ".globl emu_ctx_switch\n"
+    ".type emu_ctx_switch,@function\n"
+    "emu_ctx_switch:\n"
+    "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+    "  subq $8, %rsp\n  stmxcsr (%rsp)\n  fnstcw 4(%rsp)\n"
+    "  movq %rsp, (%rdi)\n"
+    "  movq %rsi, %rsp\n"
+    "  ldmxcsr (%rsp)\n  fldcw 4(%rsp)\n  addq $8, %rsp\n"
+    "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+    "  ret\n"
+    ".size emu_ctx_switch, .-emu_ctx_switch\n");
+#else
+#include <ucontext.h>
+#endif
+
+enum { F_RUN, F_BAR, F_WARP, F_DONE };
+struct emu_fiber {
+    char *stack;                  /* usable [stack, stack + g_stack_bytes) */
+    int state, site;
+#if defined(__x86_64__)
+    void *sp;
+#else
+    ucontext_t uc;
+#endif
+    void *fake;                   /* ASan's fake stack while switched out */
+};
+static const size_t g_stack_bytes = (size_t)256 << 10;
+static std::vector<emu_fiber> g_fib;
+static int g_cur = -1, g_coop_active;
+static void (*g_body)(void *);
+static void *g_body_arg;
+static uint3 *g_tidx;                      /* each thread's threadIdx */
+static unsigned long long (*g_slot)[32];  /* each warp's shuffle exchange */
+static const void *g_kernel;
+static const char *g_kname;
+static char *g_dyn;                        /* this launch's dynamic shared memory */
+static size_t g_dyn_bytes;
+static std::vector<void *> g_fresh;        /* __shared__ arrays filled in this block */
+static size_t g_static_seen;
+#if defined(__x86_64__)
+static void *g_sched_sp;
+#else
+static ucontext_t g_sched_uc;
+#endif
+static const void *g_sched_bottom;
+static size_t g_sched_size;
+static void *g_sched_fake;
+
+/* the running fiber gives the CPU back to the scheduler (final: it has ended) */
+static void to_scheduler(int final) {
+    emu_fiber *f = &g_fib[g_cur];
+#ifdef EMU_ASAN
+    __sanitizer_start_switch_fiber(final ? NULL : &f->fake, g_sched_bottom, g_sched_size);
+#else
+    (void)final;
+#endif
+#if defined(__x86_64__)
+    emu_ctx_switch(&f->sp, g_sched_sp);
+#else
+    swapcontext(&f->uc, &g_sched_uc);
+#endif
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(f->fake, NULL, NULL);
+#endif
+}
+
+extern "C" void emu_fiber_main(void) {
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(NULL, &g_sched_bottom, &g_sched_size);
+#endif
+    g_body(g_body_arg);
+    g_fib[g_cur].state = F_DONE;
+    to_scheduler(1);
+    abort();   /* never resumed */
+}
+
+static void fiber_start(emu_fiber *f) {
+#ifdef EMU_ASAN
+    ASAN_UNPOISON_MEMORY_REGION(f->stack, g_stack_bytes);   /* an earlier thread's frames left their marks */
+#endif
+#if defined(__x86_64__)
+    /* the return address at a 16-byte boundary: emu_fiber_main starts as if called */
+    uintptr_t top = ((uintptr_t)f->stack + g_stack_bytes) & ~(uintptr_t)15;
+    void **ra = (void **)(top - 16);
+    *ra = (void *)emu_fiber_main;
+    void **frame = ra - 7;        /* mxcsr/fpu word, r15, r14, r13, r12, rbx, rbp */
+    memset(frame, 0, 7 * sizeof(void *));
+    unsigned int mx;
+    unsigned short cw;
+    asm volatile("stmxcsr %0" : "=m"(mx));
+    asm volatile("fnstcw %0" : "=m"(cw));
+    memcpy(frame, &mx, 4);
+    memcpy((char *)frame + 4, &cw, 2);
+    f->sp = frame;
+#else
+    getcontext(&f->uc);
+    f->uc.uc_stack.ss_sp = f->stack;
+    f->uc.uc_stack.ss_size = g_stack_bytes;
+    f->uc.uc_link = NULL;
+    makecontext(&f->uc, (void (*)(void))emu_fiber_main, 0);
+#endif
+    f->state = F_RUN;
+    f->site = 0;
+    f->fake = NULL;
+}
+
+static void fiber_resume(int i) {
+    emu_fiber *f = &g_fib[i];
+    g_cur = i;
+    emu_threadIdx = g_tidx[i];
+#ifdef EMU_ASAN
+    __sanitizer_start_switch_fiber(&g_sched_fake, f->stack, g_stack_bytes);
+#endif
+#if defined(__x86_64__)
+    emu_ctx_switch(&g_sched_sp, f->sp);
+#else
+    swapcontext(&g_sched_uc, &f->uc);
+#endif
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(g_sched_fake, NULL, NULL);
+#endif
+    g_cur = -1;
+}
+
+static void fibers_reserve(int n) {
+    long page = sysconf(_SC_PAGESIZE);
+    while ((int)g_fib.size() < n) {
+        emu_fiber f;
+        memset(&f, 0, sizeof f);
+        char *m = (char *)mmap(NULL, g_stack_bytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) { fprintf(stderr, "emu: cannot map a thread stack\n"); _exit(1); }
+        mprotect(m, page, PROT_NONE);   /* a stack overflow faults */
+        f.stack = m + page;
+        g_fib.push_back(f);
+    }
+}
+
+void *emu_dynamic_shared(size_t align) {
+    if (g_cur < 0) { emu_report("dynamic shared memory outside a cooperative launch"); return NULL; }
+    if ((uintptr_t)g_dyn % align) emu_report("kernel %s: dynamic shared memory misaligned", g_kname);
+    return g_dyn;
+}
+void emu_shared_fresh(void *p, size_t bytes) {
+    if (g_cur < 0) { emu_report("__shared__ array outside a cooperative launch"); return; }
+    for (void *q : g_fresh)
+        if (q == p) return;
+    g_fresh.push_back(p);
+    memset(p, 0xFF, bytes);   /* shared memory starts undefined: NaN floats show a read before the write */
+    g_static_seen += bytes;
+}
+int emu_lane(void) { return g_cur % 32; }
+
+static void fiber_wait(int state, int site) {
+    if (g_cur < 0 || !g_coop_active) { emu_report("barrier or shuffle outside a cooperative launch"); return; }
+    g_fib[g_cur].state = state;
+    g_fib[g_cur].site = site;
+    to_scheduler(0);
+}
+void emu_syncthreads_at(int line) { fiber_wait(F_BAR, line); }
+unsigned long long emu_shfl_bits(int line, unsigned mask, unsigned long long bits, int src) {
+    if (g_cur < 0) { emu_report("warp shuffle outside a cooperative launch"); return bits; }
+    if (mask != 0xFFFFFFFFu) { emu_report("kernel %s line %d: shuffle mask %#x: only the full mask is emulated", g_kname, line, mask); return bits; }
+    int w = g_cur / 32, lane = g_cur % 32;
+    g_slot[w][lane] = bits;
+    fiber_wait(F_WARP, 2 * line);          /* every lane has written */
+    unsigned long long r = g_slot[w][src];
+    fiber_wait(F_WARP, 2 * line + 1);      /* every lane has read: the slots may be reused */
+    return r;
+}
+
+static void describe(char *out, size_t len, int i) {
+    const emu_fiber *f = &g_fib[i];
+    if (f->state == F_DONE) snprintf(out, len, "exited");
+    else if (f->state == F_BAR) snprintf(out, len, "at __syncthreads (line %d)", f->site);
+    else snprintf(out, len, "at a shuffle (line %d)", f->site / 2);
+}
+
+/* one block; 0 when it was abandoned after a report */
+static int run_block(int n, uint3 b) {
+    int i, w, n_warps = (n + 31) / 32;
+    for (i = 0; i < n; i++) fiber_start(&g_fib[i]);
+    g_fresh.clear();
+    if (g_dyn_bytes) memset(g_dyn, 0xFF, g_dyn_bytes);
+    for (;;) {
+        for (i = 0; i < n; i++)
+            if (g_fib[i].state == F_RUN) fiber_resume(i);
+        int released = 0;
+        for (w = 0; w < n_warps; w++) {
+            int lo = 32 * w, hi = lo + 32 < n ? lo + 32 : n, waiting = 0;
+            for (i = lo; i < hi; i++) waiting += g_fib[i].state == F_WARP && g_fib[i].site == g_fib[lo].site;
+            if (waiting == 32) {
+                for (i = lo; i < hi; i++) g_fib[i].state = F_RUN;
+                released = 1;
+            }
+        }
+        if (released) continue;
+        int n_bar = 0, n_done = 0, same = 1, site = -1;
+        for (i = 0; i < n; i++) {
+            n_bar += g_fib[i].state == F_BAR;
+            n_done += g_fib[i].state == F_DONE;
+            if (g_fib[i].state == F_BAR) {
+                if (site >= 0 && g_fib[i].site != site) same = 0;
+                site = g_fib[i].site;
+            }
+        }
+        if (n_done == n) return 1;
+        if (n_bar + n_done == n && n_done == 0 && same) {
+            for (i = 0; i < n; i++) g_fib[i].state = F_RUN;
+            continue;
+        }
+        /* stuck, or a barrier some threads skip: say who waits where */
+        for (i = 0; i < n; i++)
+            if (g_fib[i].state != g_fib[0].state || g_fib[i].site != g_fib[0].site) break;
+        int j = i < n ? i : 0;
+        char wa[64], wb[64];
+        describe(wa, sizeof wa, 0);
+        describe(wb, sizeof wb, j);
+        emu_report("kernel %s block (%u,%u,%u): threads do not meet: thread 0 %s, thread %d %s; %d of %d at __syncthreads, "
+                   "%d exited (a barrier or full-mask shuffle not reached by all)", g_kname, b.x, b.y, b.z, wa, j, wb, n_bar, n, n_done);
+        return 0;
+    }
+}
+
+void emu_coop_run(const char *name, const void *kernel, dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *arg) {
+    struct { dim3 g, b; size_t smem; } c = {grid, block, smem};
+    int n = (int)(c.b.x * c.b.y * c.b.z), i = 0;
+    if (g_coop_active) { emu_report("kernel %s launched from a kernel", name); return; }
+    fibers_reserve(n);
+    std::vector<uint3> tidx((size_t)n);
+    for (unsigned tz = 0; tz < c.b.z; tz++)
+        for (unsigned ty = 0; ty < c.b.y; ty++)
+            for (unsigned tx = 0; tx < c.b.x; tx++, i++) tidx[(size_t)i].x = tx, tidx[(size_t)i].y = ty, tidx[(size_t)i].z = tz;
+    std::vector<unsigned long long> slots((size_t)((n + 31) / 32) * 32);
+    g_tidx = tidx.data();
+    g_slot = (unsigned long long(*)[32])slots.data();
+    g_body = body;
+    g_body_arg = arg;
+    g_kernel = kernel;
+    g_kname = name;
+    g_dyn_bytes = c.smem;
+    g_dyn = c.smem ? (char *)malloc(c.smem) : NULL;   /* exactly the launch's bytes: ASan sees an overrun */
+    g_coop_active = 1;
+    emu_gridDim = c.g;
+    emu_blockDim = c.b;
+    int ok = 1;
+    for (unsigned bz = 0; ok && bz < c.g.z; bz++)
+        for (unsigned by = 0; ok && by < c.g.y; by++)
+            for (unsigned bx = 0; ok && bx < c.g.x; bx++) {
+                emu_blockIdx.x = bx, emu_blockIdx.y = by, emu_blockIdx.z = bz;
+                g_static_seen = 0;
+                ok = run_block(n, emu_blockIdx);
+                if (g_static_seen > g_static_smem[kernel]) g_static_smem[kernel] = g_static_seen;
+            }
+    g_coop_active = 0;
+    size_t st = g_static_smem[kernel];
+    size_t cap = g_max_dyn_smem.count(kernel) ? (size_t)g_smem_optin : (size_t)g_smem_default;
+    if (st + c.smem > cap) emu_report("kernel %s: %zu bytes of static + %zu of dynamic shared memory above %zu", name, st, c.smem, cap);
+    free(g_dyn);
+    g_dyn = NULL;
+    g_dyn_bytes = 0;
 }
