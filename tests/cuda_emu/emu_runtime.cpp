@@ -224,14 +224,20 @@ static cublasStatus_t gemm(const char *name, cublasOperation_t ta, cublasOperati
         size_t ec = ((size_t)(n - 1) * ldc + m) * 4;
         if (!emu_is_device(C, ec)) emu_report("%s: C %p (%zu bytes) not within one device allocation", name, (void *)C, ec);
     }
+    /* op(A)'s rows and op(B)'s columns unpacked to floats first, so that each inner product
+       runs over contiguous memory (the same products in the same order) */
+    std::vector<float> a((size_t)m * k), b((size_t)n * k);
+    for (int i = 0; i < m; i++)
+        for (int l = 0; l < k; l++)
+            a[(size_t)i * k + l] = ta == CUBLAS_OP_N ? ld_elem(A, at, i + (size_t)l * lda) : ld_elem(A, at, l + (size_t)i * lda);
+    for (int j = 0; j < n; j++)
+        for (int l = 0; l < k; l++)
+            b[(size_t)j * k + l] = tb == CUBLAS_OP_N ? ld_elem(B, bt, l + (size_t)j * ldb) : ld_elem(B, bt, j + (size_t)l * ldb);
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
+            const float *ai = a.data() + (size_t)i * k, *bj = b.data() + (size_t)j * k;
             float acc = 0;
-            for (int l = 0; l < k; l++) {
-                float a = ta == CUBLAS_OP_N ? ld_elem(A, at, i + (size_t)l * lda) : ld_elem(A, at, l + (size_t)i * lda);
-                float b = tb == CUBLAS_OP_N ? ld_elem(B, bt, l + (size_t)j * ldb) : ld_elem(B, bt, j + (size_t)l * ldb);
-                acc += a * b;
-            }
+            for (int l = 0; l < k; l++) acc += ai[l] * bj[l];
             float *c = &C[i + (size_t)j * ldc];
             *c = beta == 0.0f ? alpha * acc : alpha * acc + beta * *c;
         }
@@ -353,6 +359,7 @@ struct emu_fiber {
     ucontext_t uc;
 #endif
     void *fake;                   /* ASan's fake stack while switched out */
+    int abandoned;                /* left mid-kernel: its whole stack may hold ASan's marks */
 };
 static const size_t g_stack_bytes = (size_t)256 << 10;
 static std::vector<emu_fiber> g_fib;
@@ -406,7 +413,12 @@ extern "C" void emu_fiber_main(void) {
 
 static void fiber_start(emu_fiber *f) {
 #ifdef EMU_ASAN
-    ASAN_UNPOISON_MEMORY_REGION(f->stack, g_stack_bytes);   /* an earlier thread's frames left their marks */
+    /* an earlier thread's frames left their marks: a thread that ended returned through all
+       but the few frames at the top of the stack (clearing the marks of the rest), one that
+       was abandoned may have left them anywhere */
+    size_t dirty = f->abandoned ? g_stack_bytes : (size_t)16 << 10;
+    ASAN_UNPOISON_MEMORY_REGION(f->stack + g_stack_bytes - dirty, dirty);
+    f->abandoned = 0;
 #endif
 #if defined(__x86_64__)
     /* the return address at a 16-byte boundary: emu_fiber_main starts as if called */
@@ -545,6 +557,7 @@ static int run_block(int n, uint3 b) {
         char wa[64], wb[64];
         describe(wa, sizeof wa, 0);
         describe(wb, sizeof wb, j);
+        for (i = 0; i < n; i++) g_fib[i].abandoned = 1;
         emu_report("kernel %s block (%u,%u,%u): threads do not meet: thread 0 %s, thread %d %s; %d of %d at __syncthreads, "
                    "%d exited (a barrier or full-mask shuffle not reached by all)", g_kname, b.x, b.y, b.z, wa, j, wb, n_bar, n, n_done);
         return 0;
