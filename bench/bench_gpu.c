@@ -246,10 +246,11 @@ static void report_shape(report *r, const shape *sh, const result *res, double p
                   res[W_GRZO].flops / (res[W_GRZO].total_ms * 1e-3) * 1e-12);
     for (w = 0; w < N_WORKLOADS; w++) {
         const result *x = &res[w];
+        int both = x->ok && fl->ok;   /* a workload or floor not run (or failed) has nothing over the floor */
         csv_printf(r, "%s,%s,%s,%d,%.4f,%.4f,%.4f,%.6g,%.4f,%zu,%lld,%.4f,%zu,%d,%.4f\n", sh->name, dtype, workload_keys[w], x->ok,
                 x->fwd_ms, x->upd_ms, x->total_ms, x->flops, x->ok ? x->flops / (x->total_ms * 1e-3) * 1e-12 : 0.0, x->peak,
-                fl->ok ? (long long)x->peak - (long long)fl->peak : 0LL,
-                fl->ok && fl->peak ? 100.0 * ((double)x->peak - (double)fl->peak) / (double)fl->peak : 0.0, x->dev_used,
+                both ? (long long)x->peak - (long long)fl->peak : 0LL,
+                both && fl->peak ? 100.0 * ((double)x->peak - (double)fl->peak) / (double)fl->peak : 0.0, x->dev_used,
                 x->steps, x->queued_ms);
     }
 }

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 uint3 emu_blockIdx, emu_threadIdx;
@@ -111,11 +112,45 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
     free((void *)e);
     return cudaSuccess;
 }
+/* an event's time: the host's clock when it was recorded (all work before it is done by then) */
+static std::map<const void *, double> g_event_ms;
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     if (!g_events.count((const void *)e) || !stream_ok(s)) {
         emu_report("cudaEventRecord: event %p or stream %p not live", (void *)e, (void *)s);
         return g_last = cudaErrorInvalidResourceHandle;
     }
+    g_event_ms[(const void *)e] = now_ms();
+    return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+    if (!g_event_ms.count((const void *)a) || !g_event_ms.count((const void *)b) || !g_events.count((const void *)a) ||
+        !g_events.count((const void *)b)) {
+        emu_report("cudaEventElapsedTime: an event %p or %p not live or never recorded", (void *)a, (void *)b);
+        return g_last = cudaErrorInvalidResourceHandle;
+    }
+    *ms = (float)(g_event_ms[(const void *)b] - g_event_ms[(const void *)a]);
+    return cudaSuccess;
+}
+/* the host function runs at once: the stream's earlier work is done (every call is synchronous) */
+cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *user) {
+    if (!stream_ok(s)) { emu_report("cudaLaunchHostFunc on %p: not a live stream", (void *)s); return g_last = cudaErrorInvalidResourceHandle; }
+    fn(user);
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
+    if (d != 0) return g_last = cudaErrorInvalidDevice;
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "emulated device (tests/cuda_emu)");
+    p->totalGlobalMem = g_total;
+    p->multiProcessorCount = 132;
+    p->major = 9;
+    p->maxThreadsPerBlock = 1024;
+    p->sharedMemPerBlock = (size_t)48 << 10;
     return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
