@@ -10,6 +10,8 @@ set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=$1
 real_ft=${2:-}
+# bench_gpu's CSV header (bench_gpu.c's CSV_HEADER)
+csv_header=shape,dtype,workload,ok,forward_ms,update_ms,total_ms,model_flops,tflops,peak_bytes,over_floor_bytes,over_floor_pct,device_used_bytes,steps,queued_ms
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$work" && mkdir -p "$work" || exit 1
 
@@ -36,7 +38,7 @@ bash "$here/run.sh" --stages > "$work/stages.out" 2>&1
 # an earlier run's files
 o=$work/rep
 mkdir -p "$o/bench" "$o/tune/tiny-grzo" || exit 1
-printf 'shape,dtype,workload,ok,forward_ms,update_ms,total_ms,model_flops,tflops,peak_bytes,over_floor_bytes,over_floor_pct,device_used_bytes,steps,queued_ms\n' > "$o/bench/bench_gpu.csv"
+echo "$csv_header" > "$o/bench/bench_gpu.csv"
 printf 'T,bf16,floor,1,10,0,10,1e12,100,1000,0,0,2000,20,0\nT,bf16,grzo,1,15,1,16,1e12,60,1005,5,0.5,2000,20,0\n' >> "$o/bench/bench_gpu.csv"
 printf '## grzo bench_gpu\n\n| workload | total ms |\n|---|---:|\n| GRZO | 16.0 |\n' > "$o/bench/bench_gpu.md"
 {
@@ -103,6 +105,7 @@ printf '#!/bin/sh\nexit 0\n' > "$B/tests/test_cuda"
 cat > "$B/bench/bench_gpu" << EOF2
 #!/usr/bin/env bash
 src="$here/../bench_gpu.c"
+csv_header=$csv_header
 EOF2
 cat >> "$B/bench/bench_gpu" << 'EOF2'
 out=
@@ -113,7 +116,7 @@ while [ $# -gt 0 ]; do
     shift 2
 done
 mkdir "$out" 2> /dev/null || [ -d "$out" ] || { echo "bench_gpu: cannot create $out" >&2; exit 1; }
-echo 'shape,dtype,workload,ok,forward_ms,update_ms,total_ms,model_flops,tflops,peak_bytes,over_floor_bytes,over_floor_pct,device_used_bytes,steps,queued_ms' > "$out/bench_gpu.csv"
+echo "$csv_header" > "$out/bench_gpu.csv"
 echo 'S,bf16,floor,1,0,0,8.0,1e12,1,1,0,0,1,20,7.5' >> "$out/bench_gpu.csv"
 printf '## grzo bench_gpu\n\n| workload | total ms |\n|---|---:|\n| floor | 8.0 |\n' > "$out/bench_gpu.md"
 echo "  S floor 8.0 ms"
