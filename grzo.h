@@ -596,7 +596,9 @@ typedef struct grzo_update_args {
     uint32_t round_draw;              /* k-th update of this step on round_stream; 0 = the first */
 } grzo_update_args;
 
-/* out = theta + sign * sigma * Z_example (the whole block, materialized: ask/tell only) */
+/* out = theta + sign * sigma * Z_example (the whole block, materialized: ask/tell only), in
+   the block's storage type: a backend that stores 16-bit blocks rounds to nearest, ties to
+   even */
 typedef struct grzo_copy_args {
     grzo_param p;
     grzo_noise base;

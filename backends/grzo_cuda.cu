@@ -316,6 +316,13 @@ __device__ static uint16_t grzo__cu_to16(float v, int dtype) {   /* round to nea
     return __half_as_ushort(__float2half_rn(v));
 }
 
+/* A perturbed copy's element stored: fp32 as it is, 16-bit rounded to nearest even (as the
+   fast mode's operands and the host's conversions round) */
+__device__ static void grzo__cu_store_rn(void *p, int dtype, int64_t i, float v) {
+    if (dtype == GRZO_DTYPE_F32) ((float *)p)[i] = v;
+    else ((uint16_t *)p)[i] = grzo__cu_to16(v, dtype);
+}
+
 __global__ static void grzo__k_to16(const float *x, int64_t n, int dtype, uint16_t *out) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = grzo__cu_to16(x[i], dtype);
@@ -349,7 +356,7 @@ __global__ static void grzo__k_perturbed_copy(const void *P, int dtype, int64_t 
         z *= grzo__noise_value(&r, (uint64_t)(example * rows + j));
         if (!vec) z *= grzo__noise_value(&s, (uint64_t)(example * cols + k));
     }
-    grzo__cu_store_sr(out, dtype, i, grzo__cu_load(P, dtype, i) + scale * z, 0x80008000u);  /* round to nearest-ish */
+    grzo__cu_store_rn(out, dtype, i, grzo__cu_load(P, dtype, i) + scale * z);
 }
 
 /* ---- variant kernels (grzo.h section 3c): the element functions are grzo.h's, host and
@@ -475,7 +482,7 @@ __global__ static void grzo__k_perturbed_copy_variant(grzo_param p, grzo_noise u
         z *= grzo__noise_value(&r, (uint64_t)(example * p.rows + j));
         if (p.kind != GRZO_BLOCK_VECTOR) z *= grzo__noise_value(&s, (uint64_t)(example * p.cols + k));
     }
-    grzo__cu_store_sr(out, (int)p.dtype, i, (amax ? grzo__fake_quant(th, amax[j], v.quant_bits) : th) + scale * z, 0x80008000u);
+    grzo__cu_store_rn(out, (int)p.dtype, i, (amax ? grzo__fake_quant(th, amax[j], v.quant_bits) : th) + scale * z);
 }
 
 /* ---- host helpers -------------------------------------------------------------------------- */

@@ -89,6 +89,40 @@ static void test_rng_bitwise(uint32_t dist) {
     free(zero); free(host); free(back);
 }
 
+/* A 16-bit perturbed copy rounds to nearest, ties to even: a zero block plus scale * (+-1)
+   for scales exactly halfway between two 16-bit values (to the even one: 1, then 1 + 2 ulp)
+   and just past halfway (up: 1 + 1 ulp). The copy had added half an ulp's bits and cut,
+   rounding every tie away from zero. */
+static void test_copy_rounding(grzo_dtype dt) {
+    enum { ROWS = 8, COLS = 33, N = ROWS * COLS };
+    const double ulp = ldexp(1.0, dt == GRZO_DTYPE_BF16 ? -7 : -10);
+    const float scales[3] = {(float)(1.0 + ulp / 2), (float)(1.0 + 1.5 * ulp), (float)(1.0 + ulp / 2 + ulp / 16)};
+    const uint16_t one = dt == GRZO_DTYPE_BF16 ? 0x3F80u : 0x3C00u, expect[3] = {one, (uint16_t)(one + 2), (uint16_t)(one + 1)};
+    uint16_t zero[N], back[N];
+    float z[N];
+    void *dz, *dout;
+    grzo_copy_args a;
+    grzo_noise u = {91, 3, 2, GRZO_STREAM_BASE, GRZO_NOISE_RADEMACHER};
+    int t;
+    int64_t i, bad = 0;
+    memset(zero, 0, sizeof zero);
+    dz = dev_from(zero, sizeof zero);
+    dout = dev_from(zero, sizeof zero);
+    grzo_noise_fill(&u, 0, N, z);
+    for (t = 0; t < 3; t++) {
+        memset(&a, 0, sizeof a);
+        a.p.data = dz; a.p.kind = GRZO_BLOCK_MATRIX; a.p.dtype = dt; a.p.rows = ROWS; a.p.cols = COLS;
+        a.base = u; a.scale = scales[t]; a.out = dout;
+        CHECK(gpu.iface->perturbed_copy(gpu.self, &a) == GRZO_OK, "perturbed_copy dtype %d", (int)dt);
+        to_host(back, dout, sizeof back);
+        for (i = 0; i < N; i++) bad += back[i] != (uint16_t)(expect[t] | (z[i] < 0.0f ? 0x8000u : 0u));
+    }
+    CHECK(bad == 0, "%s perturbed copy: %lld of %d elements not rounded to nearest even", dt == GRZO_DTYPE_BF16 ? "bf16" : "f16",
+          (long long)bad, 3 * N);
+    grzo_backend_free(&gpu, dz);
+    grzo_backend_free(&gpu, dout);
+}
+
 /* One op through both backends: the linear of a GRZO pass over 2B uneven segments. */
 static void test_linear_parity(int flipout) {
     enum { B = 3, DO = 70, DI = 129 };
@@ -607,6 +641,8 @@ int main(void) {
     }
     test_rng_bitwise(GRZO_NOISE_RADEMACHER);
     test_rng_bitwise(GRZO_NOISE_GAUSSIAN);
+    test_copy_rounding(GRZO_DTYPE_BF16);
+    test_copy_rounding(GRZO_DTYPE_F16);
     test_linear_parity(1);
     test_linear_parity(0);
     test_steps_parity(GRZO_ESTIMATOR_GRZO);
