@@ -2,7 +2,32 @@
 #include "ranks.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* How this process was started: 1 by an MPI launcher, 0 alone, -1 (err set) for a bad
+   GRZO_MPI. The launchers are told by the variables they set: Open MPI's mpirun
+   (OMPI_COMM_WORLD_SIZE), PMIx launchers (PMIX_RANK: Open MPI 5, Slurm's srun --mpi=pmix)
+   and PMI launchers (PMI_RANK, PMI_SIZE: MPICH's and Intel MPI's mpiexec, srun --mpi=pmi2);
+   GRZO_MPI=1 or 0 says it instead. A process started alone does not initialize MPI: Open
+   MPI's singleton start forks a helper daemon and resolves the host name, 1.3 s before the
+   first line of output on the machine of README "Performance", 10-15 s where the name does
+   not resolve (a chroot without /etc/hosts). */
+static int ft_launched_by_mpi(char *err, size_t errlen) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"};
+    const char *force = getenv("GRZO_MPI");
+    size_t i;
+    if (force && *force) {
+        if (strcmp(force, "1") && strcmp(force, "0")) {
+            snprintf(err, errlen, "GRZO_MPI: expected 1 or 0, got '%s'", force);
+            return -1;
+        }
+        return force[0] == '1';
+    }
+    for (i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (getenv(vars[i])) return 1;
+    return 0;
+}
 
 #ifdef GRZO_FINETUNE_MPI
 #include <mpi.h>
@@ -10,8 +35,10 @@
 
 int ft_ranks_init(int *argc, char ***argv, ft_ranks *r, char *err, size_t errlen) {
     grzo_status s;
+    int launched = ft_launched_by_mpi(err, errlen);
     memset(r, 0, sizeof *r);
     r->n_ranks = 1;
+    if (launched <= 0) return launched;   /* alone: one process, as in a build without MPI */
     if (MPI_Init(argc, argv) != MPI_SUCCESS) { snprintf(err, errlen, "MPI_Init failed"); return -1; }
     r->mpi = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &r->rank);
@@ -50,11 +77,16 @@ int ft_ranks_exit(ft_ranks *r, int code) {
     return code;
 }
 #else
+/* Without MPI every process of a launcher's job would train alone and write the same files */
 int ft_ranks_init(int *argc, char ***argv, ft_ranks *r, char *err, size_t errlen) {
-    (void)argc, (void)argv, (void)err, (void)errlen;
+    int launched = ft_launched_by_mpi(err, errlen);
+    (void)argc, (void)argv;
     memset(r, 0, sizeof *r);
     r->n_ranks = 1;
-    return 0;
+    if (launched > 0)
+        snprintf(err, errlen, "started by an MPI launcher (or GRZO_MPI=1), but this grzo-finetune was built without "
+                              "MPI (meson option mpi; Debian: libopenmpi-dev)");
+    return launched ? -1 : 0;
 }
 
 int ft_ranks_exit(ft_ranks *r, int code) {

@@ -19,7 +19,8 @@ typedef struct ft_ranks {
     grzo_comm comm;           /* set when n_ranks > 1 */
 } ft_ranks;
 
-/* MPI_Init (MPI builds) and the communicator; 0, or -1 with err. */
+/* MPI_Init (MPI builds, when an MPI launcher started the process: ranks.c
+   ft_launched_by_mpi; GRZO_MPI=1/0 overrides) and the communicator; 0, or -1 with err. */
 int ft_ranks_init(int *argc, char ***argv, ft_ranks *r, char *err, size_t errlen);
 /* desc.comm: NULL for one process */
 const grzo_comm *ft_ranks_comm(const ft_ranks *r);

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # grzo-finetune's command line, folders and files (issue 13), one case per argument:
 #   options    bad numeric values: exit 2, one line on stderr naming the option, no files
+#   launcher   MPI is initialized only under an MPI launcher (or GRZO_MPI=1); a build
+#              without MPI refuses a launcher's environment; a bad GRZO_MPI is refused
 #   injection  --out/--log with $(...), backquotes, quotes, spaces and a newline run no
 #              command, and the run (with its loss plot when gnuplot is installed) works
 #   resume     --resume refuses options that contradict the run (one line naming each and
@@ -53,6 +55,34 @@ case_options() {
     grep -q "needs --device cuda" err.txt || fail "--dtype bf16 on the CPU: $(cat err.txt)"
     [ -z "$(ls -A | grep -v -x -e err.txt -e out.txt)" ] || fail "bad command lines left files: $(ls -A | tr '\n' ' ')"
     echo "ok: bad values refused with one line each, nothing written"
+}
+
+# GRZO_TEST_HAVE_MPI (meson): 1 when grzo-finetune was built with MPI
+case_launcher() {
+    local v
+    GRZO_MPI=yes run 1 "${common[@]}" --steps 2 --out o; one_line "GRZO_MPI=yes"
+    grep -q "GRZO_MPI" err.txt && [ ! -e o ] || fail "GRZO_MPI=yes: $(cat err.txt)"
+    if [ "${GRZO_TEST_HAVE_MPI:-}" = 0 ]; then
+        # a launcher's job of a build without MPI: each process would train alone into one folder
+        for v in GRZO_MPI=1 OMPI_COMM_WORLD_SIZE=2 PMIX_RANK=1 PMI_RANK=1 PMI_SIZE=2; do
+            env "$v" "$bin" "${common[@]}" --steps 2 --out o > out.txt 2> err.txt && fail "$v: a build without MPI ran"
+            one_line "$v"
+            grep -q "built without MPI" err.txt && [ ! -e o ] || fail "$v: $(cat err.txt)"
+        done
+        echo "ok: a build without MPI refuses a launcher's environment, nothing written"
+    elif [ "${GRZO_TEST_HAVE_MPI:-}" = 1 ]; then
+        # started alone, MPI stays uninitialized: Open MPI's singleton start (a helper daemon, 1.3 s
+        # or more) leaves its session folder in TMPDIR, which GRZO_MPI=1 shows
+        mkdir -p tmp-alone tmp-forced
+        TMPDIR=$work/tmp-alone run 0 "${common[@]}" --steps 2 --out alone
+        [ -z "$(ls -A tmp-alone)" ] || fail "a run started alone initialized MPI: $(ls -A tmp-alone)"
+        TMPDIR=$work/tmp-forced GRZO_MPI=1 run 0 "${common[@]}" --steps 2 --out forced
+        [ -n "$(ls -A tmp-forced)" ] || fail "GRZO_MPI=1 left no MPI session folder in TMPDIR: the check above proves nothing"
+        cmp -s alone/checkpoint.grzo forced/checkpoint.grzo || fail "the run alone and the one-rank MPI run differ"
+        echo "ok: started alone, MPI is not initialized (GRZO_MPI=1 initializes it; same checkpoint)"
+    else
+        fail "GRZO_TEST_HAVE_MPI is '${GRZO_TEST_HAVE_MPI:-}', want 0 or 1"
+    fi
 }
 
 case_injection() {
@@ -228,9 +258,10 @@ case_variants() {
 case "$case_" in
 variants) case_variants ;;
 options) case_options ;;
+launcher) case_launcher ;;
 injection) case_injection ;;
 resume) case_resume ;;
 saves) case_saves ;;
 paths) case_paths ;;
-*) echo "usage: $0 options|injection|resume|saves|paths|variants GRZO_FINETUNE DATA_DIR WORK_DIR"; exit 1 ;;
+*) echo "usage: $0 options|launcher|injection|resume|saves|paths|variants GRZO_FINETUNE DATA_DIR WORK_DIR"; exit 1 ;;
 esac

@@ -61,9 +61,11 @@ done
 echo "ok: sparse, low-rank and int8 runs at 2 ranks are bitwise the single-process runs"
 
 # the process of rank `which` (first|last) of the job writing into $1, never another program's
+# (pids in increasing order from /proc: procps's pgrep is not on every machine)
 rank_pid() {
     local p found=""
-    for p in $(pgrep -x grzo-finetune); do
+    for p in $(ls /proc | grep -E '^[0-9]+$' | sort -n); do
+        [ "$(cat "/proc/$p/comm" 2>/dev/null)" = grzo-finetune ] || continue
         tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q -- "$1" && { found=$p; [ "$2" = first ] && break; }
     done
     echo "$found"
