@@ -6,9 +6,11 @@
    column-major GEMM with its argument checks). The real CUDA headers give the types and the
    host versions of the fp16/bf16 conversions; everything else is the backend's own code, so
    tests/test_cuda.c checks its indexing, its cuBLAS layouts, its RNG streams and its host
-   logic without a GPU. What it cannot check: concurrency, TF32/tensor-core rounding, FMA
-   contraction (the host compiler does not contract by default), real launch limits beyond
-   the ones checked here. Kernels with shared memory or barriers are refused by launches.py,
+   logic without a GPU. Where the CPU runs FMA, the kernels are compiled with -mfma
+   -ffp-contract=fast (tests/meson.build emu_fma), so a * b + c contracts as nvcc contracts it
+   by default (the places differ: GCC's choices, not nvcc's). What it cannot check:
+   concurrency, TF32/tensor-core rounding, nvcc's exact contractions, real launch limits
+   beyond the ones checked here. Kernels with shared memory or barriers are refused by launches.py,
    unless it rewrites the source with --cooperative (EMU_COOPERATIVE, examples/llm/ops_cuda.cu):
    then each thread of a block
    runs as a coroutine (emu_runtime.cpp, emu_coop_run), __syncthreads() waits for the block and
