@@ -148,6 +148,7 @@ static void check_case(int layout, int flipout, uint32_t dist)
     free(W); free(X); free(wp); free(pp); free(y1); free(y2); free(ype);
 }
 
+#ifdef GRZO_USE_BLIS   /* the backend's micro-kernel record (grzo__ukr) exists with BLIS only */
 /* AUTO takes the fused path only for a weight of at least two slivers per thread (narrower
    ones run faster through OpenBLAS on the formed weight: grzo__cpu_takes_fused). Its result
    must be FUSED's bits at that width and PER_EXAMPLE's one sliver narrower, at 1 and 2
@@ -211,6 +212,7 @@ static void check_auto_choice(void)
     printf("test_fused: AUTO runs FUSED from %lld outputs at 1 thread, %lld at 2\n", (long long)(wp + 1),
            (long long)(3 * wp + 1));
 }
+#endif
 
 /* The transposing packer, bit for bit against the scalar expression: 8 x 8 register tiles,
    the rows and columns left over, the zero rows, formed rows (w + (f_i s_k) u), strides of
@@ -676,7 +678,9 @@ int main(int argc, char **argv)
     check_former();
     check_form_ukr();
     check_u_bits();
+#ifdef GRZO_USE_BLIS
     check_auto_choice();
+#endif
     {
         int layout, flip, gauss;
         for (layout = 0; layout < 2; layout++)
