@@ -45,7 +45,7 @@ pkgconfig)
     quiet "meson install" "$meson" install -C "$work/build"
     pcdir=$(dirname "$(find "$prefix" -name grzo.pc | head -1)")
     [ -f "$pcdir/grzo.pc" ] || die "no grzo.pc under $prefix"
-    export PKG_CONFIG_PATH="$pcdir:$PKG_CONFIG_PATH"
+    export PKG_CONFIG_PATH="$pcdir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
     # grzo alone, then grzo-cuda (Requires: grzo) where CUDA is built: consumer.c takes its
     # CUDA step only with grzo-cuda's -DGRZO_CUDA
     for pkg in grzo $([ "$cuda" = enabled ] && echo grzo-cuda); do
