@@ -25,9 +25,10 @@ fi
 # local certificate authorities (a proxy that inspects TLS needs them for pip)
 [ -s "$root/etc/hosts" ] || printf '127.0.0.1 localhost\n127.0.1.1 %s\n' "$(hostname)" > "$root/etc/hosts"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# (ca-certificates, installed with python3-pip by the Quick start, adds them as it installs)
 if ls /usr/local/share/ca-certificates/*.crt > /dev/null 2>&1; then
-    cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
-    chroot "$root" sh -c 'command -v update-ca-certificates > /dev/null && update-ca-certificates > /dev/null' || true
+    mkdir -p "$root/usr/local/share/ca-certificates" &&
+        cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/" || exit 1
 fi
 for d in proc sys dev; do
     mkdir -p "$root/$d"
