@@ -2,7 +2,7 @@
 # The README's Quick start on a fresh Debian 12, as its two commands promise: a minimal
 # Debian 12 root (debootstrap --variant=minbase, what a debian:12 container holds) gets a
 # clone of this checkout's HEAD and runs `bash examples/run-demo.sh` then `bash tests/run.sh`
-# in it, as root, with an empty environment. Not part of CI (25-30 minutes on 2 cores, most of
+# in it, as root, with an empty environment. Not part of CI (18 minutes on 2 cores, most of
 # it the test suite); run it after changing what the commands install or what the tests call.
 # It found that tests used pgrep (procps is not in a minimal Debian) and that grzo-finetune
 # started MPI's singleton runtime in every process (10-15 s each where the host name does not
