@@ -34,6 +34,12 @@ for _ in $(seq 1 300); do
     [ -f "$work/intr/log.jsonl" ] && [ "$(wc -l < "$work/intr/log.jsonl")" -ge 3 ] && break
     sleep 0.1
 done
+# a background job of a script starts with SIGINT ignored, and grzo-finetune catches it only
+# once it trains: a run that has not logged 3 steps in 30 s (under valgrind, say) would not stop
+if [ ! -f "$work/intr/log.jsonl" ] || [ "$(wc -l < "$work/intr/log.jsonl")" -lt 3 ]; then
+    kill -TERM "$pid"
+    fail "the interrupted run logged fewer than 3 steps in 30 s: $(tail -3 "$work/intr1.out")"
+fi
 kill -INT "$pid"
 wait "$pid"
 rc=$?
