@@ -5,11 +5,14 @@
 # stand-ins for the GPU programs, so that the folders, paths and flags the stages hand each
 # other are checked before a GPU machine's scarce minutes are. The GPU programs themselves run
 # only on a GPU machine.
-# usage: test_run.sh WORK_DIR [GRZO_FINETUNE]
+# usage: test_run.sh WORK_DIR [GRZO_FINETUNE [CUDA_BUILD_DIR]]
+# CUDA_BUILD_DIR: a build configured with CUDA, against which the programs run.sh builds
+# (its GPU_TARGETS) are checked by name
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=$1
 real_ft=${2:-}
+real_build=${3:-}
 # bench_gpu's CSV header (bench_gpu.c's CSV_HEADER)
 csv_header=shape,dtype,workload,ok,forward_ms,update_ms,total_ms,model_flops,tflops,peak_bytes,over_floor_bytes,over_floor_pct,device_used_bytes,steps,queued_ms
 fail() { echo "FAIL: $*"; exit 1; }
@@ -34,6 +37,17 @@ bash "$here/run.sh" --stages bench,,tune "$work/out" > "$work/stages.out" 2>&1
 [ $? -eq 2 ] && grep -q "empty stage name" "$work/stages.out" || fail "--stages with an empty name: $(cat "$work/stages.out")"
 bash "$here/run.sh" --stages > "$work/stages.out" 2>&1
 [ $? -eq 2 ] && grep -q "usage:" "$work/stages.out" || fail "--stages without a list: $(cat "$work/stages.out")"
+# --budget: seconds, at least 60, in either order with --stages
+for bad in 59 abc '' 1e3; do
+    bash "$here/run.sh" --budget "$bad" "$work/out" > "$work/budget.out" 2>&1
+    [ $? -eq 2 ] && grep -q -- "--budget" "$work/budget.out" || fail "--budget '$bad': $(cat "$work/budget.out")"
+done
+bash "$here/run.sh" --budget 300 --stages tests "$work/out" /no/such/model.gguf > "$work/budget.out" 2>&1
+[ $? -eq 1 ] && grep -q "no such model file" "$work/budget.out" || fail "--budget 300 --stages tests: $(cat "$work/budget.out")"
+bash "$here/run.sh" --budget > "$work/budget.out" 2>&1
+[ $? -eq 2 ] && grep -q "usage:" "$work/budget.out" || fail "--budget without seconds: $(cat "$work/budget.out")"
+bash "$here/run.sh" --bugdet 300 "$work/out" > "$work/budget.out" 2>&1
+[ $? -eq 2 ] && grep -q "unknown option '--bugdet'" "$work/budget.out" || fail "a misspelt option: $(cat "$work/budget.out")"
 
 # an earlier run's files
 o=$work/rep
@@ -81,8 +95,9 @@ fi
 [ ! -e "$o/report.md.tmp" ] || fail "temporary report left behind"
 
 # ---- every stage, end to end, against stand-ins ---------------------------------------------------
-# On PATH: nvcc and nvidia-smi that say a GPU is here, and a meson whose 'test' reports one
-# passing cuda test. In the build folder: a ninja file with nothing to do, a test_cuda, a
+# On PATH: nvcc and nvidia-smi that say a GPU is here, a meson whose 'test' reports one
+# passing cuda test, and a ninja that builds nothing but, given CUDA_BUILD_DIR, refuses a
+# target that build does not have. In the build folder: a ninja file, a test_cuda, a
 # bench_gpu that refuses an option bench_gpu.c does not parse and, as the real one does,
 # creates only the last folder of --out; and a grzo-finetune that runs the real CPU one with
 # --device cpu --dtype f32 and 3 steps, so that the tune stage's flags meet the real parser.
@@ -94,6 +109,23 @@ fi
 sb=$work/standin-bin B=$work/standin-build
 mkdir -p "$sb" "$B/tests" "$B/bench" "$B/examples/finetune" || exit 1
 printf '#!/bin/sh\nexit 0\n' > "$sb/nvcc"
+if [ -n "$real_build" ]; then
+    ninja -C "$real_build" -t query tests/test_cuda > /dev/null 2>&1 || fail "$real_build: no tests/test_cuda (not a CUDA build)"
+fi
+cat > "$sb/ninja" << EOF2
+#!/usr/bin/env bash
+real_ninja="$(command -v ninja)" real_build="$real_build"
+EOF2
+cat >> "$sb/ninja" << 'EOF2'
+[ "$1" = -C ] && shift 2
+[ "$1" = -t ] && shift 2   # "-t query T": T is checked below like a target to build
+[ $# -gt 0 ] || { echo "stand-in ninja: run.sh builds named targets only (GPU_TARGETS)" >&2; exit 1; }
+for t in "$@"; do
+    [ -z "$real_build" ] || "$real_ninja" -C "$real_build" -t query "$t" > /dev/null 2>&1 \
+        || { echo "ninja: error: unknown target '$t'" >&2; exit 1; }
+done
+echo "[1/1] stand-in: $*"
+EOF2
 printf '#!/bin/sh\necho "Stand-in GPU, 81559 MiB, 0.0"\n' > "$sb/nvidia-smi"
 cat > "$sb/meson" << 'EOF2'
 #!/bin/sh
@@ -140,10 +172,14 @@ EOF2
 chmod +x "$sb"/* "$B/tests/test_cuda" "$B/bench/bench_gpu" "$B/examples/finetune/grzo-finetune" || exit 1
 o=$work/standin-out
 PATH=$sb:$PATH GRZO_GPU_BUILD=$B GRZO_SST2_DIR="$here/../../tests/data/tasks/SST-2" OMP_NUM_THREADS=1 \
-    bash "$here/run.sh" --stages tests,bench,attention,tune "$o" > "$work/standin.out" 2>&1
+    bash "$here/run.sh" --budget 300 --stages tests,bench,attention,tune "$o" > "$work/standin.out" 2>&1
 st=$?
 r=$o/report.md
 [ $st -eq 0 ] || fail "stand-in run: exit $st: $(tail -15 "$work/standin.out")"
+# 300 s over the four stages' 700: every cap scaled by 3/7
+grep -q 'budget 300 s; caps: build 64, tests 38, bench 72, attention 77, tune 38, report 8$' "$work/standin.out" \
+    || fail "stand-in run: --budget 300 did not scale the caps: $(grep 'budget' "$work/standin.out")"
+grep -q 'stand-in: tests/test_cuda .*examples/finetune/grzo-finetune' "$o/build.log" || fail "stand-in run: the build named no targets"
 for s in build tests bench attention tune; do
     grep -q "^| $s | passed | [0-9]* |$" "$r" || fail "stand-in run: stage $s did not pass: $(grep "^| $s " "$r")"
 done
@@ -153,4 +189,4 @@ for est in grzo mezo fzoo; do
     [ "$(grep -c '"loss"' "$o/tune/stories260K-$est/log.jsonl")" -eq 3 ] || fail "stand-in run: $est did not log 3 steps"
 done
 grep -q '"diagnose"' "$o/tune/stories260K-grzo/log.jsonl" || fail "stand-in run: GRZO's run logged no B_eff"
-echo "ok: run.sh CPU-side logic, and every stage against stand-ins"
+echo "ok: run.sh CPU-side logic, and every stage against stand-ins${real_build:+ (the targets to build checked against $real_build)}"
