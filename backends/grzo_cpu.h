@@ -1620,7 +1620,8 @@ GRZO__DEF grzo_status grzo_backend_cpu_create(const grzo_cpu_desc *desc, grzo_ba
 #ifdef GRZO_USE_BLIS
     if (cpu->ukr && cpu->ukr->form_in_kernel) {   /* which kernel multiplies a GRZO pass */
         size_t k = strlen(cpu->kernels);
-        snprintf(cpu->kernels + k, sizeof cpu->kernels - k, " + grzo's AVX-512 forming kernel");
+        snprintf(cpu->kernels + k, sizeof cpu->kernels - k, " + grzo's AVX-512 forming kernel%s",
+                 cpu->ukr->form_fma ? " (forming by FMA)" : "");
     }
 #endif
     out->iface = &grzo__cpu_iface;

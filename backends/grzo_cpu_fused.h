@@ -13,7 +13,8 @@
        pack every copy's rows of X into NR-wide (or MR-wide) slivers, once; a copy's last
          rows (fewer than half a sliver) go to the tail set instead (copies of the forming
          kernels, below: only a lone last row goes there; a copy of 12 rows or more is
-         packed into 24-wide slivers, a shorter one read in place)
+         packed into 24-wide slivers, a shorter one read in place; on Intel's cores a copy
+         of 5 rows or more is packed 12 wide instead)
        for each block of weight rows (about MC/4 rows; one thread each)
          pack W of the block into slivers, and U, regenerated from the counter RNG: a
            Rademacher U (the default) as one sign bit per element, a Gaussian one as floats
@@ -24,9 +25,10 @@
                         in L1; or, where U and s are signs on an AVX-512 CPU with skx's
                         packing, run grzo's forming kernels (grzo__form_ukr_16x24 for
                         copies of 12 rows or more, each weight sliver as two halves;
-                        grzo__form_ukr_32x12 for shorter ones), which form W + f_c (.) U in
-                        registers as they multiply (same bits), each X sliver against every
-                        weight sliver of the block
+                        grzo__form_ukr_32x12 for shorter ones; on Intel's cores
+                        grzo__form_ukr_fma_32xn for copies of 5 rows or more, U then also
+                        as floats), which form W + f_c (.) U in registers as they multiply
+                        (same bits), each X sliver against every weight sliver of the block
          the tail set: X_t W^T and (X_t (.) s) U^T on the same panels (U as floats), added
            into Y
 
@@ -56,6 +58,23 @@
 #define GRZO__WIDE_X 24          /* rows of a packed X sliver of the 16-row forming kernels */
 #define GRZO__WIDE_MIN 12        /* the fewest rows of a copy that takes them */
 
+#ifdef GRZO__FORM_UKR
+/* Which forming kernels suit this CPU. Forming a weight vector in registers takes vector
+   operations beside the FMAs. On AMD's Zen 4 the FP-add and logic operations it needs run on
+   pipes of their own, so the kernels below form with them (a xor, a shift, a ternary-logic op
+   and an add, or a blend and an add) and lose 3.5 % to an unformed kernel. Intel's cores run
+   every 512-bit vector operation on the same two ports as the FMAs, so there each forming
+   operation takes an FMA's slot, and a copy's weight is formed in one FMA per 16 weights
+   instead, from U as floats (grzo__form_ukr_fma_32xn). Measured on an Intel Xeon (family 6,
+   model 207), 1 thread, a K block of 384 and 96 weight rows in L2, 24 or 12 rows of X in L1
+   (best of 200): BLIS's skx kernel on an unformed panel 175.7 GFLOP/s, the 16-row kernel
+   150.8, the 32-row blend kernel 140.2, the FMA-forming kernel 162.0. */
+static int grzo__form_by_fma(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("intel");
+}
+#endif
+
 struct grzo__ukr {
     sgemm_ukr_ft kernel;      /* BLIS's native sgemm micro-kernel */
     cntx_t *cntx;
@@ -64,6 +83,8 @@ struct grzo__ukr {
     int weight_is_a;          /* kernel prefers column-stored C: the weight is operand A */
     int form_in_kernel;       /* grzo__form_ukr_32x12 runs GRZO passes: BLIS skx's packing
                                  (32-row weight slivers as A, 12-row X slivers) and AVX-512F */
+    int form_fma;             /* copies of 5 rows or more go through grzo__form_ukr_fma_32xn
+                                 (Intel cores: grzo__form_by_fma) */
     const char *arch;
 };
 typedef struct grzo__ukr grzo__ukr;
@@ -105,6 +126,7 @@ static int grzo__ukr_init(grzo__ukr *u) {
     u->arch = bli_arch_string(id);
 #ifdef GRZO__FORM_UKR
     u->form_in_kernel = u->weight_is_a && u->wp == 32 && u->xp == 12 && grzo__cpu_simd_level() >= 3;
+    u->form_fma = u->form_in_kernel && grzo__form_by_fma();
 #endif
     return 1;
 }
@@ -119,6 +141,8 @@ typedef struct grzo__fused_copy {
     float scale;              /* sign * sigma */
     int in_kernel;            /* formed inside a forming kernel (grzo__form_ukr_32x12 or _16x24) */
     int wide;                 /* in_kernel, through the 16-row kernels: its rows packed (grzo__wide) */
+    int fma;                  /* in_kernel, through the FMA-forming kernels: its rows packed 12
+                                 wide (grzo__fma_rows) */
     int64_t sw_off;           /* its s sign words in a K block's (in_kernel) */
 } grzo__fused_copy;
 
@@ -727,11 +751,7 @@ grzo__form_ukr_body(const int cols, int64_t kc, const float *w, const uint32_t *
     }
     GRZO__FORM_COLUMNS(GRZO__FORM_PUT)
 }
-#undef GRZO__FORM_PREFETCH
-#undef GRZO__FORM_ACC
-#undef GRZO__FORM_FMA
-#undef GRZO__FORM_PUT
-#undef GRZO__FORM_COLUMNS
+#undef GRZO__FORM_FMA   /* the others serve grzo__form_ukr_fma_body too */
 
 #define GRZO__FORM_UKR_ARGS                                                                                            \
     int64_t kc, const float *w, const uint32_t *ub, const uint32_t *sw, const float *f, const float *x, int64_t ldx,  \
@@ -742,9 +762,9 @@ grzo__form_ukr_body(const int cols, int64_t kc, const float *w, const uint32_t *
     __attribute__((target("avx512f"))) static void grzo__form_ukr_32x##N(GRZO__FORM_UKR_ARGS) { \
         grzo__form_ukr_body(N, kc, w, ub, sw, f, x, ldx, h, accumulate, c, ldc);               \
     }
-GRZO__FORM_UKR_N(1) GRZO__FORM_UKR_N(2) GRZO__FORM_UKR_N(3) GRZO__FORM_UKR_N(4) GRZO__FORM_UKR_N(5)
-GRZO__FORM_UKR_N(6) GRZO__FORM_UKR_N(7) GRZO__FORM_UKR_N(8) GRZO__FORM_UKR_N(9) GRZO__FORM_UKR_N(10)
-GRZO__FORM_UKR_N(11) GRZO__FORM_UKR_N(12)
+/* the 32-row kernels' column counts (here and grzo__form_ukr_fma_32xn) */
+#define GRZO__EACH_1_TO_12(M) M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(8) M(9) M(10) M(11) M(12)
+GRZO__EACH_1_TO_12(GRZO__FORM_UKR_N)
 #undef GRZO__FORM_UKR_N
 typedef void (*grzo__form_ukr_fn)(GRZO__FORM_UKR_ARGS);
 static const grzo__form_ukr_fn grzo__form_ukr_32xn[13] = {
@@ -897,6 +917,71 @@ static const grzo__form_ukr_wide_fn grzo__form_ukr_16xn[GRZO__WIDE_X + 1] = {
     grzo__form_ukr_16x17, grzo__form_ukr_16x18, grzo__form_ukr_16x19, grzo__form_ukr_16x20, grzo__form_ukr_16x21,
     grzo__form_ukr_16x22, grzo__form_ukr_16x23, grzo__form_ukr_16x24};
 #undef GRZO__WIDE_ARGS
+
+/* A 32-row weight sliver against `cols` (1-12) rows of X packed 12 wide (x[12 k + j]), the
+   weight formed by one FMA per 16 elements (grzo__form_by_fma: on Intel's cores every other
+   vector operation would take an FMA's port): w + u fs_k, with u the block's U as floats
+   (+-1, packed like w) and fs_k the 32 scales f_i where s_k = +1 and -f_i where s_k = -1
+   (fs: f then -f; sw[k] & 32 picks the half). u fs_k is +-f_i exactly, so the formed
+   element is grzo__form_ukr_32x12's w + f_i or w - f_i, bit for bit (for f_i != 0: a row
+   past the weight, f = 0, is never stored), and the products go in the same order: the same
+   bits (tests/test_fused.c, check_form_ukr). k + 1's weights are formed before k's FMAs, as
+   in grzo__form_ukr_body: without that the probe in grzo__form_by_fma's comment ran at 151
+   GFLOP/s instead of 162. */
+#define GRZO__FMA_FMA(j)                                   \
+    if (j < cols) {                                        \
+        __m512 xv = _mm512_set1_ps(xk[j]);                 \
+        c##j##a = _mm512_fmadd_ps(a0, xv, c##j##a);        \
+        c##j##b = _mm512_fmadd_ps(a1, xv, c##j##b);        \
+    }
+#define GRZO__FMA_ARGS                                                                                                 \
+    int64_t kc, const float *w, const float *u, const uint32_t *sw, const float *fs, const float *xp, int64_t h,      \
+        int accumulate, float *c, int64_t ldc
+__attribute__((target("avx512f"), always_inline)) static inline __m512 grzo__formed16_fma(const float *w,
+                                                                                         const float *u,
+                                                                                         const float *fs) {
+    return _mm512_fmadd_ps(_mm512_loadu_ps(u), _mm512_loadu_ps(fs), _mm512_loadu_ps(w));
+}
+__attribute__((target("avx512f"), always_inline)) static inline void grzo__form_ukr_fma_body(const int cols,
+                                                                                           GRZO__FMA_ARGS) {
+    const __mmask16 ha = grzo__rows_mask(h, 0), hb = grzo__rows_mask(h, 1);
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+    int64_t k;
+    GRZO__FORM_COLUMNS(GRZO__FORM_PREFETCH)   /* C's tile, its accumulators and stores: grzo__form_ukr_body's */
+    GRZO__FORM_COLUMNS(GRZO__FORM_ACC)
+    if (kc > 0) {
+        const float *f0 = fs + (sw[0] & 32u);
+        a0 = grzo__formed16_fma(w, u, f0);
+        a1 = grzo__formed16_fma(w + 16, u + 16, f0 + 16);
+    }
+    for (k = 0; k < kc; k++) {   /* k + 1's weights formed before k's FMAs (the last k's again, unused) */
+        const int64_t kn = k + 1 < kc ? k + 1 : k;
+        const float *fk = fs + (sw[kn] & 32u), *xk = xp + 12 * k;
+        const __m512 b0 = grzo__formed16_fma(w + 32 * kn, u + 32 * kn, fk);
+        const __m512 b1 = grzo__formed16_fma(w + 32 * kn + 16, u + 32 * kn + 16, fk + 16);
+        GRZO__FORM_COLUMNS(GRZO__FMA_FMA)
+        a0 = b0;
+        a1 = b1;
+    }
+    GRZO__FORM_COLUMNS(GRZO__FORM_PUT)
+}
+#undef GRZO__FMA_FMA
+#undef GRZO__FORM_PREFETCH
+#undef GRZO__FORM_ACC
+#undef GRZO__FORM_PUT
+#undef GRZO__FORM_COLUMNS
+#define GRZO__FORM_UKR_N(N)                                                                          \
+    __attribute__((target("avx512f"))) static void grzo__form_ukr_fma_32x##N(GRZO__FMA_ARGS) {       \
+        grzo__form_ukr_fma_body(N, kc, w, u, sw, fs, xp, h, accumulate, c, ldc);                   \
+    }
+GRZO__EACH_1_TO_12(GRZO__FORM_UKR_N)
+#undef GRZO__FORM_UKR_N
+typedef void (*grzo__form_ukr_fma_fn)(GRZO__FMA_ARGS);
+#define GRZO__FORM_UKR_N(N) grzo__form_ukr_fma_32x##N,
+static const grzo__form_ukr_fma_fn grzo__form_ukr_fma_32xn[13] = {NULL, GRZO__EACH_1_TO_12(GRZO__FORM_UKR_N)};
+#undef GRZO__FORM_UKR_N
+#undef GRZO__EACH_1_TO_12
+#undef GRZO__FMA_ARGS
 #endif
 
 /* A copy of at least GRZO__WIDE_MIN rows formed inside the kernel goes through the 16-row
@@ -920,6 +1005,18 @@ static void grzo__pack_wide_sliver(const float *x, int64_t ldx, int64_t n_rows, 
                                    float *out) {
     int64_t first, n = grzo__even_split(n_rows, grzo__wide_slivers(n_rows), t, &first);
     grzo__pack_sliver(x + first * ldx, ldx, NULL, n, kc, GRZO__WIDE_X, stage, out + t * GRZO__WIDE_X * kc);
+}
+
+/* A copy formed inside the FMA-forming kernels (u->form_fma): one of 5 rows or more (shorter
+   ones keep the 32- and 64-row kernels, whose rows are read in place and which give a copy
+   of 2-4 rows more FMA chains), its rows packed into grzo__fma_slivers slivers 12 wide, of
+   near-equal widths (5-12 rows each) */
+static int grzo__fma_rows(const grzo__ukr *u, int64_t n_rows) { return u->form_fma && n_rows >= 5; }
+static int64_t grzo__fma_slivers(int64_t n_rows) { return (n_rows + 11) / 12; }
+static void grzo__pack_fma_sliver(const float *x, int64_t ldx, int64_t n_rows, int64_t t, int64_t kc, float *stage,
+                                  float *out) {
+    int64_t first, n = grzo__even_split(n_rows, grzo__fma_slivers(n_rows), t, &first);
+    grzo__pack_sliver(x + first * ldx, ldx, NULL, n, kc, 12, stage, out + t * 12 * kc);
 }
 
 /* How many of a copy's n_rows rows go to the tail set (its last ones). A copy formed inside
@@ -1008,6 +1105,40 @@ static void grzo__form_ukr_block(const grzo__ukr *u, const float *wpk, const uin
 #endif
 }
 
+/* grzo__form_ukr_block for a copy packed by grzo__pack_fma_sliver (xpk) through the
+   FMA-forming kernels: each of its X slivers against every weight sliver of the block. upk:
+   the block's U as floats (grzo__unpack_u_bits); fsel: per weight sliver of the block, its 32
+   scales f then their negations (grzo__fma_scales). */
+static void grzo__form_fma_block(const float *wpk, const float *upk, const uint32_t *sw, const float *fsel, int64_t j0,
+                                 int64_t j1, const float *xpk, int64_t n_rows, int64_t kc, int accumulate, float *y,
+                                 int64_t ldy) {
+#ifdef GRZO__FORM_UKR
+    int64_t p, q, t, slivers = grzo__fma_slivers(n_rows);
+    for (t = 0; t < slivers; t++) {
+        int64_t n = grzo__even_split(n_rows, slivers, t, &p);
+        for (q = j0; q < j1; q += 32) {
+            int64_t h = j1 - q < 32 ? j1 - q : 32;
+            grzo__form_ukr_fma_32xn[n](kc, wpk + (q - j0) * kc, upk + (q - j0) * kc, sw, fsel + (q - j0) * 2,
+                                       xpk + t * 12 * kc, h, accumulate, y + p * ldy + q, ldy);
+        }
+    }
+#else
+    (void)wpk, (void)upk, (void)sw, (void)fsel, (void)j0, (void)j1, (void)xpk, (void)n_rows, (void)kc;
+    (void)accumulate, (void)y, (void)ldy;
+#endif
+}
+
+/* The FMA-forming kernels' scales for a block of n_slivers 32-row slivers: sliver q's f
+   (fblk + 32 q) at fsel + 64 q, its negations (0 - f, as grzo__form_ukr_body's) after them */
+static void grzo__fma_scales(const float *fblk, int64_t n_slivers, float *fsel) {
+    int64_t q, i;
+    for (q = 0; q < n_slivers; q++)
+        for (i = 0; i < 32; i++) {
+            fsel[64 * q + i] = fblk[32 * q + i];
+            fsel[64 * q + 32 + i] = 0.0f - fblk[32 * q + i];
+        }
+}
+
 /* A copy's last rows, fewer than half an X sliver, cost a whole sliver through the formed
    weight (the kernel pads them to its width). They go to the tail set instead: the tail rows
    of every copy, packed together, meet the shared W and U panels (per K block, T_w = X_t W^T
@@ -1062,7 +1193,8 @@ static void grzo__fused_add_tails(const grzo__fused_copy *cp, int64_t n_copies, 
 /* How many X slivers a copy packs per K block: its wide slivers, none for a copy read in
    place, else BLIS's slivers of its main rows */
 static int64_t grzo__x_slivers(const grzo__ukr *u, const grzo__fused_copy *c) {
-    return c->wide ? grzo__wide_slivers(c->n_main) : c->in_kernel ? 0 : (c->n_main + u->xp - 1) / u->xp;
+    return c->wide ? grzo__wide_slivers(c->n_main) : c->fma ? grzo__fma_slivers(c->n_main)
+                   : c->in_kernel ? 0 : (c->n_main + u->xp - 1) / u->xp;
 }
 
 /* The next `bytes` of a kept area at *off, which moves on to the next 64-byte boundary. */
@@ -1095,7 +1227,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     int64_t d_out = a->w.rows, d_in = a->w.cols, x_elems = 0, n_sw = 0, c, k0, job, n_x, max_jobs = 1;
     int64_t kc_max = n_copies > 1 ? grzo__copies_kc(u->kc, d_in) : u->kc < d_in ? u->kc : d_in;
     int64_t n_slivers = (d_out + u->wp - 1) / u->wp, per_block, n_blocks, blk, n_tail, tail_slivers, tail_elems, *mate;
-    int nt = cpu->n_threads, bits = pt->base.dist != GRZO_NOISE_GAUSSIAN && u->wp <= GRZO__BIT_SLIVER_MAX;
+    int nt = cpu->n_threads, bits = pt->base.dist != GRZO_NOISE_GAUSSIAN && u->wp <= GRZO__BIT_SLIVER_MAX, any_fma = 0;
     grzo__cpu_scratch sc = {{0}, 0};
     grzo__fused_copy *cp = (grzo__fused_copy *)grzo__cpu_take(&sc, (size_t)n_copies * sizeof *cp);
     float *xpack, *tbuf, *trows, *xt, *xs;
@@ -1105,7 +1237,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     memcpy(cp, copies, (size_t)n_copies * sizeof *cp);
     for (c = 0; c < n_copies; c++) {
         cp[c].in_kernel = n_copies > 1 && bits && u->form_in_kernel && grzo__s_is_signs(cp[c].s, d_in);
-        cp[c].wide = 0;   /* set once the tails are split off */
+        cp[c].wide = cp[c].fma = 0;   /* set once the tails are split off */
         cp[c].sw_off = n_sw;
         if (cp[c].in_kernel) n_sw += kc_max;
     }
@@ -1114,7 +1246,9 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     if (!mate) { grzo__cpu_release(&sc); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed"); }
     grzo__fused_pair_mirrors(cp, n_copies, mate);
     for (c = 0; c < n_copies; c++) {
-        cp[c].wide = cp[c].in_kernel && grzo__wide(cp[c].n_main);
+        cp[c].fma = cp[c].in_kernel && grzo__fma_rows(u, cp[c].n_main);
+        cp[c].wide = cp[c].in_kernel && !cp[c].fma && grzo__wide(cp[c].n_main);
+        any_fma |= cp[c].fma;
         cp[c].x_off = x_elems;
         /* packed X slivers; the rows of an in-kernel copy too short for the wide kernels are
            read in place */
@@ -1133,9 +1267,10 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     per_block = (n_slivers + n_blocks - 1) / n_blocks;   /* the largest block: slivers are split evenly */
     /* per thread: packed W and U of a block, a copy's and its mirror's formed sliver, one
        sliver's U rows, the f vector and the block's, the block's U bits, the tail set's two
-       products */
+       products, the FMA-forming kernels' scales */
     t_elems = (size_t)(2 * per_block * u->wp * kc_max + 3 * u->wp * kc_max + u->wp + per_block * u->wp +
-                       per_block * grzo__bits_stride(kc_max) + 2 * n_tail * per_block * u->wp + 15) / 16 * 16;
+                       per_block * grzo__bits_stride(kc_max) + 2 * n_tail * per_block * u->wp +
+                       2 * per_block * u->wp + 15) / 16 * 16;
     {   /* the packed rows, the copies' sign words, the threads' buffers, the tail set: kept */
         size_t sz[6], total = 0, off = 0;
         char *kept;
@@ -1171,6 +1306,8 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
             float *stage = d_in % 1024 == 0 ? tbuf + (size_t)grzo__cpu_thread() * t_elems : NULL;   /* activations: cached */
             if (t < own && ci->wide)
                 grzo__pack_wide_sliver(a->x + ci->row0 * d_in + k0, d_in, ci->n_main, t, kc, stage, xpack + ci->x_off);
+            else if (t < own && ci->fma)
+                grzo__pack_fma_sliver(a->x + ci->row0 * d_in + k0, d_in, ci->n_main, t, kc, stage, xpack + ci->x_off);
             else if (t < own)
                 grzo__pack_rows_sliver(a->x, d_in, ci->row0, ci->n_main, t, k0, kc, u->xp, stage, xpack + ci->x_off);
             if (t != 0) continue;
@@ -1189,6 +1326,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
             int64_t s0 = blk * n_slivers / n_blocks, s1 = (blk + 1) * n_slivers / n_blocks;
             int64_t j0 = s0 * u->wp, j1 = s1 * u->wp > d_out ? d_out : s1 * u->wp, q, i, cc;
             float *wpk = tbuf + (size_t)grzo__cpu_thread() * t_elems, *upk, *formed, *formed2, *row, *f, *fblk, *tw, *tt;
+            float *fsel;
             uint32_t *ub;
             upk = wpk + per_block * u->wp * kc;
             formed = upk + per_block * u->wp * kc;
@@ -1199,6 +1337,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
             ub = (uint32_t *)(fblk + per_block * u->wp);
             tw = (float *)(ub + per_block * grzo__bits_stride(kc));
             tt = tw + n_tail * per_block * u->wp;
+            fsel = tt + n_tail * per_block * u->wp;
             if (j0 >= j1) continue;
             if (n_copies == 1) {
                 if (cp[0].n_rows == 0) continue;
@@ -1213,7 +1352,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
                 grzo__pack_u(&pt->base, d_in, j0, j1 - j0, k0, kc, u->wp, row, upk);
             else {
                 grzo__pack_u_bits(&pt->base, d_in, j0, j1 - j0, k0, kc, u->wp, ub);
-                if (n_tail > 0) grzo__unpack_u_bits(ub, j1 - j0, kc, u->wp, upk);
+                if (n_tail > 0 || any_fma) grzo__unpack_u_bits(ub, j1 - j0, kc, u->wp, upk);
             }
             for (cc = 0; cc < n_copies; cc++) {
                 /* an example's "+" and "-" copies are formed together, from one load of W and U;
@@ -1224,15 +1363,24 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
                     const uint32_t *sw = sws + cq->sw_off;
                     for (i = 0; i < (s1 - s0) * u->wp; i++)   /* f = 0 past the weight's rows, as below */
                         fblk[i] = j0 + i >= j1 ? 0.0f : cq->r ? cq->scale * cq->r[j0 + i] : cq->scale;
-                    if (cq->n_main > 0)
+                    if (cq->n_main > 0 && cq->fma) {
+                        grzo__fma_scales(fblk, s1 - s0, fsel);
+                        grzo__form_fma_block(wpk, upk, sw, fsel, j0, j1, xpack + cq->x_off, cq->n_main, kc, k0 > 0,
+                                             a->y + cq->row0 * d_out, d_out);
+                    } else if (cq->n_main > 0)
                         grzo__form_ukr_block(u, wpk, ub, sw, fblk, j0, j1, a->x + cq->row0 * d_in + k0, d_in,
                                              cq->wide ? xpack + cq->x_off : NULL, cq->n_main, kc, k0 > 0,
                                              a->y + cq->row0 * d_out, d_out);
                     if (mq && mq->n_main > 0) {
                         for (i = 0; i < (s1 - s0) * u->wp; i++) fblk[i] = -fblk[i];
-                        grzo__form_ukr_block(u, wpk, ub, sw, fblk, j0, j1, a->x + mq->row0 * d_in + k0, d_in,
-                                             mq->wide ? xpack + mq->x_off : NULL, mq->n_main, kc, k0 > 0,
-                                             a->y + mq->row0 * d_out, d_out);
+                        if (mq->fma) {
+                            grzo__fma_scales(fblk, s1 - s0, fsel);
+                            grzo__form_fma_block(wpk, upk, sw, fsel, j0, j1, xpack + mq->x_off, mq->n_main, kc, k0 > 0,
+                                                 a->y + mq->row0 * d_out, d_out);
+                        } else
+                            grzo__form_ukr_block(u, wpk, ub, sw, fblk, j0, j1, a->x + mq->row0 * d_in + k0, d_in,
+                                                 mq->wide ? xpack + mq->x_off : NULL, mq->n_main, kc, k0 > 0,
+                                                 a->y + mq->row0 * d_out, d_out);
                     }
                     continue;
                 }

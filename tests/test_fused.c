@@ -39,7 +39,15 @@ static const int64_t seg_rows[2][N_SEG] = { { 13, 37, 0, 1, 5, 13, 37, 9 }, { 13
 static const int8_t seg_sign[2][N_SEG] = { { 1, 1, 1, -1, -1, -1, 0, 1 }, { -1, -1, -1, -1, -1, -1, -1, -1 } };
 static const int64_t seg_example[2][N_SEG] = { { 0, 1, 2, 0, 1, 2, 0, 3 }, { 0, 0, 0, 0, 0, 0, 0, 0 } };
 
+static void run_linear_fma(grzo_cpu_linear_algo algo, int threads, int form_fma, const grzo_linear_args *a0, float *y);
 static void run_linear(grzo_cpu_linear_algo algo, int threads, const grzo_linear_args *a0, float *y)
+{
+    run_linear_fma(algo, threads, -1, a0, y);
+}
+
+/* form_fma 0 or 1: the fused path's choice of forming kernels set so (where the forming
+   kernels run), -1: the backend's own */
+static void run_linear_fma(grzo_cpu_linear_algo algo, int threads, int form_fma, const grzo_linear_args *a0, float *y)
 {
     grzo_backend be;
     grzo_cpu_desc cd;
@@ -48,6 +56,12 @@ static void run_linear(grzo_cpu_linear_algo algo, int threads, const grzo_linear
     cd.n_threads = threads;
     cd.linear_algo = algo;
     REQUIRE(grzo_backend_cpu_create(&cd, &be) == GRZO_OK);
+#ifdef GRZO_USE_BLIS
+    if (form_fma >= 0 && ((grzo__cpu *)be.self)->ukr && ((grzo__cpu *)be.self)->ukr->form_in_kernel)
+        ((grzo__cpu *)be.self)->ukr->form_fma = form_fma;
+#else
+    (void)form_fma;
+#endif
     a.y = y;
     CHECK(be.iface->linear(be.self, &a) == GRZO_OK);
     grzo_backend_destroy(&be);
@@ -124,6 +138,16 @@ static void check_case(int layout, int flipout, uint32_t dist)
     run_linear(GRZO_CPU_LINEAR_PER_EXAMPLE, 1, &a, ype);
     CHECKF(memcmp(y1, y2, sizeof(float) * (size_t)(n_rows * D_OUT)) == 0,
            "layout %d flipout %d dist %u: 1 and 2 threads differ", layout, flipout, (unsigned)dist);
+    {   /* the FMA-forming kernels (Intel's choice) and the others give the same bits, whichever the CPU */
+        int fma, nt;
+        for (fma = 0; fma < 2; fma++)
+            for (nt = 1; nt <= 2; nt++) {
+                run_linear_fma(GRZO_CPU_LINEAR_FUSED, nt, fma, &a, y2);
+                CHECKF(memcmp(y1, y2, sizeof(float) * (size_t)(n_rows * D_OUT)) == 0,
+                       "layout %d flipout %d dist %u: the fused path with form_fma %d at %d threads differs", layout,
+                       flipout, (unsigned)dist, fma, nt);
+            }
+    }
     for (c = 0; c < n_seg; c++)
         for (j = 0; j < D_OUT; j++) {
             for (k = 0; k < D_IN; k++) wp[k] = formed(W, &pt, c, j, k, &pp[k]);
@@ -364,6 +388,27 @@ static void pack_wide(const float *x, int64_t ldx, int64_t n_rows, int64_t kc, f
     for (t = 0; t < grzo__wide_slivers(n_rows); t++) grzo__pack_wide_sliver(x, ldx, n_rows, t, kc, NULL, out);
 }
 
+/* A copy's rows into all its 12-wide slivers of near-equal widths (the FMA-forming kernels') */
+static void pack_fma(const float *x, int64_t ldx, int64_t n_rows, int64_t kc, float *out)
+{
+    int64_t t;
+    for (t = 0; t < grzo__fma_slivers(n_rows); t++) grzo__pack_fma_sliver(x, ldx, n_rows, t, kc, NULL, out);
+}
+
+/* The FMA-forming kernels on one 32-row weight sliver (h rows) and a copy of n rows of X
+   (row i at xr + i ldx), as the fused path runs them: U's bits unpacked to floats, the
+   scales and their negations, the rows packed 12 wide */
+static void fma_form_times_rows(const float *w, const uint32_t *ub, const uint32_t *sw, const float *f, int64_t h,
+                                const float *xr, int64_t ldx, int64_t n, int64_t kc, int acc, float *uf, float *xf,
+                                float *c, int64_t ldc)
+{
+    float fsel[64];
+    grzo__unpack_u_bits(ub, h, kc, 32, uf);
+    grzo__fma_scales(f, 1, fsel);
+    pack_fma(xr, ldx, n, kc, xf);
+    grzo__form_fma_block(w, uf, sw, fsel, 0, h, xf, n, kc, acc, c, ldc);
+}
+
 /* C's initial state: c0's values to accumulate into, or NaNs the kernel must not read */
 static void reset_c(float *c, const float *c0, size_t n, int acc)
 {
@@ -382,16 +427,18 @@ static void check_form_ukr(void)
     float *neg = aligned_floats(32 * KC), *xr = aligned_floats(MAXN * XLD), *w2 = aligned_floats(64 * KC);
     float *c0 = aligned_floats(MAXN * LDC), *c_ref = aligned_floats(MAXN * LDC), *c_got = aligned_floats(MAXN * LDC);
     float *xw = aligned_floats(grzo__wide_slivers(MAXN) * GRZO__WIDE_X * KC);   /* X packed for the 16-row kernels */
+    float *xf = aligned_floats(grzo__fma_slivers(MAXN) * 12 * KC), *uf = aligned_floats(32 * KC);   /* FMA-forming */
     float f[32], fneg[32], sg[KC];
     uint32_t ub[KC], sw[KC], ub2[2 * KC];
     int64_t ki, ni, hi, i, k, n_cases = 0;
     int acc, form, mirror;
-    REQUIRE(w && x && formed && neg && xr && w2 && c0 && c_ref && c_got && xw);
+    REQUIRE(w && x && formed && neg && xr && w2 && c0 && c_ref && c_got && xw && xf && uf);
     REQUIRE(grzo__ukr_init(&u));
     if (!u.form_in_kernel) {
         printf("test_fused: the forming kernel does not run here (BLIS %s, %s): nothing to compare\n", u.arch,
                grzo__simd_name(grzo__cpu_simd_level()));
         free(w); free(x); free(formed); free(neg); free(xr); free(w2); free(c0); free(c_ref); free(c_got); free(xw);
+        free(xf); free(uf);
         return;
     }
     tu_fill_unif(w, 32 * KC, 41, -1.0f, 1.0f);
@@ -425,6 +472,13 @@ static void check_form_ukr(void)
                                    "forming kernel: kc %lld n %lld h %lld accumulate %d s %d mirror %d differs from "
                                    "forming then BLIS's kernel", (long long)kc, (long long)n, (long long)h, acc, form,
                                    mirror);
+                            n_cases++;
+                            /* the FMA-forming kernel (every width, though the fused path gives it 5-12) */
+                            reset_c(c_got, c0, 12 * LDC, acc);
+                            fma_form_times_rows(w, ub, sw, mirror ? fneg : f, h, xr, XLD, n, kc, acc, uf, xf, c_got, LDC);
+                            CHECKF(memcmp(c_ref, c_got, 12 * LDC * sizeof(float)) == 0,
+                                   "FMA-forming kernel: kc %lld n %lld h %lld accumulate %d s %d mirror %d differs",
+                                   (long long)kc, (long long)n, (long long)h, acc, form, mirror);
                             n_cases++;
                             if (!grzo__wide(n)) continue;
                             reset_c(c_got, c0, 12 * LDC, acc);
@@ -461,6 +515,13 @@ static void check_form_ukr(void)
                                "forming kernel, %lld rows in slivers%s: kc %lld h %lld accumulate %d differs",
                                (long long)n, form ? " packed for the 16-row kernels" : "", (long long)kc, (long long)h,
                                acc);
+                        n_cases++;
+                        if (form) continue;
+                        reset_c(c_got, c0, MAXN * LDC, acc);   /* 12 wide: 13 rows as 7 + 6, 64 as 11 x 4 + 10 x 2 */
+                        fma_form_times_rows(w, ub, sw, f, h, xr, XLD, n, kc, acc, uf, xf, c_got, LDC);
+                        CHECKF(memcmp(c_ref, c_got, MAXN * LDC * sizeof(float)) == 0,
+                               "FMA-forming kernel, %lld rows in slivers: kc %lld h %lld accumulate %d differs",
+                               (long long)n, (long long)kc, (long long)h, acc);
                         n_cases++;
                     }
     /* two weight slivers against a copy of 1-4 rows (the 64-row kernels): each sliver as
@@ -499,9 +560,10 @@ static void check_form_ukr(void)
     CHECK(!grzo__s_is_signs(sg, 4) && grzo__s_is_signs(sg, 3));
     sg[3] = -0.0f;
     CHECK(!grzo__s_is_signs(sg, 4));
-    printf("test_fused: the forming kernel equals forming then BLIS's kernel, bit for bit, in %lld cases\n",
+    printf("test_fused: the forming kernels equal forming then BLIS's kernel, bit for bit, in %lld cases\n",
            (long long)n_cases);
     free(w); free(x); free(formed); free(neg); free(xr); free(w2); free(c0); free(c_ref); free(c_got); free(xw);
+    free(xf); free(uf);
 #endif
 }
 
