@@ -4,8 +4,10 @@
    not a multiple of the sliver widths, copies of 0, 1, 5, 13 and 37 rows, sign-0 segments,
    flipout and shared Z ("+" and "-" copies formed together, and one without its mirror),
    Rademacher U (formed from its sign bits) and Gaussian U (from floats); and the pieces
-   bit for bit: the packer, the former, the kernel that forms while it multiplies (against
-   forming, then BLIS's kernel), U's bits against grzo_noise_at.
+   bit for bit: the packer, the former, the kernels that form while they multiply (against
+   forming, then BLIS's kernel; the FMA-forming one that Intel's CPUs run too, wherever
+   AVX-512 is), U's bits against grzo_noise_at; and the fused path's bits with either choice
+   of forming kernels.
 
    The formed weight w' = w + (scale r_j s_k) u is bit-identical in both paths, so they
    differ only in the order of the K-sum; a copy's tail rows (fewer than half an X sliver)
