@@ -985,10 +985,12 @@ static const grzo__form_ukr_fma_fn grzo__form_ukr_fma_32xn[13] = {NULL, GRZO__EA
 #endif
 
 /* A copy of at least GRZO__WIDE_MIN rows formed inside the kernel goes through the 16-row
-   kernels: its rows packed into slivers of GRZO__WIDE_X floats a k, as many as
-   grzo__wide_slivers, of near-equal widths (12-24 rows each) */
+   kernels: its rows packed into slivers of GRZO__WIDE_X floats a k (grzo__pack_even_sliver),
+   of near-equal widths (12-24 rows each) */
 static int grzo__wide(int64_t n_rows) { return n_rows >= GRZO__WIDE_MIN; }
-static int64_t grzo__wide_slivers(int64_t n_rows) { return (n_rows + GRZO__WIDE_X - 1) / GRZO__WIDE_X; }
+
+/* How many slivers of at most `width` rows a copy of n_rows rows packs into */
+static int64_t grzo__even_slivers(int64_t n_rows, int64_t width) { return (n_rows + width - 1) / width; }
 
 /* The width of sliver t of n_rows rows split into `slivers` of sizes that differ by at most one
    (the first ones the wider), and its first row in *first */
@@ -998,26 +1000,20 @@ static int64_t grzo__even_split(int64_t n_rows, int64_t slivers, int64_t t, int6
     return base + (t < extra ? 1 : 0);
 }
 
-/* Wide sliver t of a copy's rows (row i at x + i ldx, columns [0, kc)) into out, the first of
-   its wide slivers, each GRZO__WIDE_X x kc floats, k-major (zero past a sliver's rows); stage:
-   as grzo__pack_sliver's */
-static void grzo__pack_wide_sliver(const float *x, int64_t ldx, int64_t n_rows, int64_t t, int64_t kc, float *stage,
-                                   float *out) {
-    int64_t first, n = grzo__even_split(n_rows, grzo__wide_slivers(n_rows), t, &first);
-    grzo__pack_sliver(x + first * ldx, ldx, NULL, n, kc, GRZO__WIDE_X, stage, out + t * GRZO__WIDE_X * kc);
+/* Sliver t of a copy's rows (row i at x + i ldx, columns [0, kc)) split into
+   grzo__even_slivers of near-equal widths, into out, the first of its slivers, each width x kc
+   floats, k-major (zero past a sliver's rows); stage: as grzo__pack_sliver's. The 16-row
+   kernels' slivers are GRZO__WIDE_X wide, the FMA-forming kernels' 12. */
+static void grzo__pack_even_sliver(const float *x, int64_t ldx, int64_t n_rows, int64_t width, int64_t t, int64_t kc,
+                                   float *stage, float *out) {
+    int64_t first, n = grzo__even_split(n_rows, grzo__even_slivers(n_rows, width), t, &first);
+    grzo__pack_sliver(x + first * ldx, ldx, NULL, n, kc, width, stage, out + t * width * kc);
 }
 
 /* A copy formed inside the FMA-forming kernels (u->form_fma): one of 5 rows or more (shorter
    ones keep the 32- and 64-row kernels, whose rows are read in place and which give a copy
-   of 2-4 rows more FMA chains), its rows packed into grzo__fma_slivers slivers 12 wide, of
-   near-equal widths (5-12 rows each) */
+   of 2-4 rows more FMA chains), its rows packed 12 wide (5-12 rows a sliver) */
 static int grzo__fma_rows(const grzo__ukr *u, int64_t n_rows) { return u->form_fma && n_rows >= 5; }
-static int64_t grzo__fma_slivers(int64_t n_rows) { return (n_rows + 11) / 12; }
-static void grzo__pack_fma_sliver(const float *x, int64_t ldx, int64_t n_rows, int64_t t, int64_t kc, float *stage,
-                                  float *out) {
-    int64_t first, n = grzo__even_split(n_rows, grzo__fma_slivers(n_rows), t, &first);
-    grzo__pack_sliver(x + first * ldx, ldx, NULL, n, kc, 12, stage, out + t * 12 * kc);
-}
 
 /* How many of a copy's n_rows rows go to the tail set (its last ones). A copy formed inside
    the forming kernel splits its rows into slivers of near-equal widths, nothing padded, so only
@@ -1061,7 +1057,7 @@ static void grzo__s_sign_words(const float *s, int64_t kc, uint32_t *sw) {
    weight once, so the forming work is the same either way, but a short last sliver ran below
    the kernel's rate (`bench_linear --op grzo --width 1024 --batch 16`, GRZO / plain: 1.023 at
    64 rows, 1.008 at 60, 1.007 at 72). A copy of 2-4 rows meets two weight slivers at once.
-   With xpk (the copy's rows packed by grzo__pack_wide_sliver, for grzo__wide copies) each wide X
+   With xpk (the copy's rows packed by grzo__pack_even_sliver, for grzo__wide copies) each wide X
    sliver meets every weight sliver's two halves through the 16-row kernels instead. */
 static void grzo__form_ukr_block(const grzo__ukr *u, const float *wpk, const uint32_t *ub, const uint32_t *sw,
                                  const float *f, int64_t j0, int64_t j1, const float *x, int64_t ldx, const float *xpk,
@@ -1069,7 +1065,7 @@ static void grzo__form_ukr_block(const grzo__ukr *u, const float *wpk, const uin
 #ifdef GRZO__FORM_UKR
     int64_t p, q, stride = grzo__bits_stride(kc), slivers = (n_rows + u->xp - 1) / u->xp, t;
     if (xpk) {
-        slivers = grzo__wide_slivers(n_rows);
+        slivers = grzo__even_slivers(n_rows, GRZO__WIDE_X);
         for (t = 0; t < slivers; t++) {
             int64_t n = grzo__even_split(n_rows, slivers, t, &p), half;
             for (q = j0; q < j1; q += u->wp)
@@ -1105,7 +1101,7 @@ static void grzo__form_ukr_block(const grzo__ukr *u, const float *wpk, const uin
 #endif
 }
 
-/* grzo__form_ukr_block for a copy packed by grzo__pack_fma_sliver (xpk) through the
+/* grzo__form_ukr_block for a copy packed 12 wide by grzo__pack_even_sliver (xpk) through the
    FMA-forming kernels: each of its X slivers against every weight sliver of the block. upk:
    the block's U as floats (grzo__unpack_u_bits); fsel: per weight sliver of the block, its 32
    scales f then their negations (grzo__fma_scales). */
@@ -1113,7 +1109,7 @@ static void grzo__form_fma_block(const float *wpk, const float *upk, const uint3
                                  int64_t j1, const float *xpk, int64_t n_rows, int64_t kc, int accumulate, float *y,
                                  int64_t ldy) {
 #ifdef GRZO__FORM_UKR
-    int64_t p, q, t, slivers = grzo__fma_slivers(n_rows);
+    int64_t p, q, t, slivers = grzo__even_slivers(n_rows, 12);
     for (t = 0; t < slivers; t++) {
         int64_t n = grzo__even_split(n_rows, slivers, t, &p);
         for (q = j0; q < j1; q += 32) {
@@ -1190,11 +1186,30 @@ static void grzo__fused_add_tails(const grzo__fused_copy *cp, int64_t n_copies, 
         }
 }
 
+/* One in-kernel copy's product for a block of weight rows [j0, j1) and a K block [k0, k0 + kc),
+   into its rows of Y (accumulated past the first K block): through the FMA-forming kernels,
+   its scales fblk tabled into fsel first, or through the others. wpk, upk, ub: the block's
+   packed W, U as floats and U's bits; sw: the copy's s sign words; xpack: the packed rows. */
+static void grzo__form_copy_block(const grzo__ukr *u, const grzo__fused_copy *c, const grzo_linear_args *a, int64_t k0,
+                                  int64_t kc, int64_t j0, int64_t j1, const float *wpk, const float *upk,
+                                  const uint32_t *ub, const uint32_t *sw, const float *fblk, float *fsel,
+                                  const float *xpack) {
+    int64_t d_in = a->w.cols, d_out = a->w.rows;
+    if (c->n_main == 0) return;
+    if (c->fma) {
+        grzo__fma_scales(fblk, (j1 - j0 + u->wp - 1) / u->wp, fsel);
+        grzo__form_fma_block(wpk, upk, sw, fsel, j0, j1, xpack + c->x_off, c->n_main, kc, k0 > 0,
+                             a->y + c->row0 * d_out, d_out);
+    } else
+        grzo__form_ukr_block(u, wpk, ub, sw, fblk, j0, j1, a->x + c->row0 * d_in + k0, d_in,
+                             c->wide ? xpack + c->x_off : NULL, c->n_main, kc, k0 > 0, a->y + c->row0 * d_out, d_out);
+}
+
 /* How many X slivers a copy packs per K block: its wide slivers, none for a copy read in
    place, else BLIS's slivers of its main rows */
 static int64_t grzo__x_slivers(const grzo__ukr *u, const grzo__fused_copy *c) {
-    return c->wide ? grzo__wide_slivers(c->n_main) : c->fma ? grzo__fma_slivers(c->n_main)
-                   : c->in_kernel ? 0 : (c->n_main + u->xp - 1) / u->xp;
+    return c->wide ? grzo__even_slivers(c->n_main, GRZO__WIDE_X) : c->in_kernel && !c->fma ? 0
+                   : grzo__even_slivers(c->n_main, u->xp);
 }
 
 /* The next `bytes` of a kept area at *off, which moves on to the next 64-byte boundary. */
@@ -1304,10 +1319,9 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
             int64_t i = job / max_jobs, t = job % max_jobs, own = grzo__x_slivers(u, &cp[i]);
             const grzo__fused_copy *ci = &cp[i];
             float *stage = d_in % 1024 == 0 ? tbuf + (size_t)grzo__cpu_thread() * t_elems : NULL;   /* activations: cached */
-            if (t < own && ci->wide)
-                grzo__pack_wide_sliver(a->x + ci->row0 * d_in + k0, d_in, ci->n_main, t, kc, stage, xpack + ci->x_off);
-            else if (t < own && ci->fma)
-                grzo__pack_fma_sliver(a->x + ci->row0 * d_in + k0, d_in, ci->n_main, t, kc, stage, xpack + ci->x_off);
+            if (t < own && (ci->wide || ci->fma))
+                grzo__pack_even_sliver(a->x + ci->row0 * d_in + k0, d_in, ci->n_main, ci->wide ? GRZO__WIDE_X : u->xp, t,
+                                       kc, stage, xpack + ci->x_off);
             else if (t < own)
                 grzo__pack_rows_sliver(a->x, d_in, ci->row0, ci->n_main, t, k0, kc, u->xp, stage, xpack + ci->x_off);
             if (t != 0) continue;
@@ -1363,24 +1377,10 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
                     const uint32_t *sw = sws + cq->sw_off;
                     for (i = 0; i < (s1 - s0) * u->wp; i++)   /* f = 0 past the weight's rows, as below */
                         fblk[i] = j0 + i >= j1 ? 0.0f : cq->r ? cq->scale * cq->r[j0 + i] : cq->scale;
-                    if (cq->n_main > 0 && cq->fma) {
-                        grzo__fma_scales(fblk, s1 - s0, fsel);
-                        grzo__form_fma_block(wpk, upk, sw, fsel, j0, j1, xpack + cq->x_off, cq->n_main, kc, k0 > 0,
-                                             a->y + cq->row0 * d_out, d_out);
-                    } else if (cq->n_main > 0)
-                        grzo__form_ukr_block(u, wpk, ub, sw, fblk, j0, j1, a->x + cq->row0 * d_in + k0, d_in,
-                                             cq->wide ? xpack + cq->x_off : NULL, cq->n_main, kc, k0 > 0,
-                                             a->y + cq->row0 * d_out, d_out);
+                    grzo__form_copy_block(u, cq, a, k0, kc, j0, j1, wpk, upk, ub, sw, fblk, fsel, xpack);
                     if (mq && mq->n_main > 0) {
                         for (i = 0; i < (s1 - s0) * u->wp; i++) fblk[i] = -fblk[i];
-                        if (mq->fma) {
-                            grzo__fma_scales(fblk, s1 - s0, fsel);
-                            grzo__form_fma_block(wpk, upk, sw, fsel, j0, j1, xpack + mq->x_off, mq->n_main, kc, k0 > 0,
-                                                 a->y + mq->row0 * d_out, d_out);
-                        } else
-                            grzo__form_ukr_block(u, wpk, ub, sw, fblk, j0, j1, a->x + mq->row0 * d_in + k0, d_in,
-                                                 mq->wide ? xpack + mq->x_off : NULL, mq->n_main, kc, k0 > 0,
-                                                 a->y + mq->row0 * d_out, d_out);
+                        grzo__form_copy_block(u, mq, a, k0, kc, j0, j1, wpk, upk, ub, sw, fblk, fsel, xpack);
                     }
                     continue;
                 }

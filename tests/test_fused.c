@@ -383,18 +383,12 @@ static void ref_formed_times_rows(const grzo__ukr *u, const float *formed, int64
     }
 }
 
-/* A copy's rows into all its wide slivers, as the fused path's packing jobs do one by one */
-static void pack_wide(const float *x, int64_t ldx, int64_t n_rows, int64_t kc, float *out)
+/* A copy's rows into all its slivers of `width` (GRZO__WIDE_X for the 16-row kernels, 12 for
+   the FMA-forming ones), as the fused path's packing jobs do one by one */
+static void pack_even(const float *x, int64_t ldx, int64_t n_rows, int64_t width, int64_t kc, float *out)
 {
     int64_t t;
-    for (t = 0; t < grzo__wide_slivers(n_rows); t++) grzo__pack_wide_sliver(x, ldx, n_rows, t, kc, NULL, out);
-}
-
-/* A copy's rows into all its 12-wide slivers of near-equal widths (the FMA-forming kernels') */
-static void pack_fma(const float *x, int64_t ldx, int64_t n_rows, int64_t kc, float *out)
-{
-    int64_t t;
-    for (t = 0; t < grzo__fma_slivers(n_rows); t++) grzo__pack_fma_sliver(x, ldx, n_rows, t, kc, NULL, out);
+    for (t = 0; t < grzo__even_slivers(n_rows, width); t++) grzo__pack_even_sliver(x, ldx, n_rows, width, t, kc, NULL, out);
 }
 
 /* The FMA-forming kernels on one 32-row weight sliver (h rows) and a copy of n rows of X
@@ -407,7 +401,7 @@ static void fma_form_times_rows(const float *w, const uint32_t *ub, const uint32
     float fsel[64];
     grzo__unpack_u_bits(ub, h, kc, 32, uf);
     grzo__fma_scales(f, 1, fsel);
-    pack_fma(xr, ldx, n, kc, xf);
+    pack_even(xr, ldx, n, 12, kc, xf);
     grzo__form_fma_block(w, uf, sw, fsel, 0, h, xf, n, kc, acc, c, ldc);
 }
 
@@ -428,8 +422,8 @@ static void check_form_ukr(void)
     float *w = aligned_floats(32 * KC), *x = aligned_floats(12 * KC), *formed = aligned_floats(32 * KC);
     float *neg = aligned_floats(32 * KC), *xr = aligned_floats(MAXN * XLD), *w2 = aligned_floats(64 * KC);
     float *c0 = aligned_floats(MAXN * LDC), *c_ref = aligned_floats(MAXN * LDC), *c_got = aligned_floats(MAXN * LDC);
-    float *xw = aligned_floats(grzo__wide_slivers(MAXN) * GRZO__WIDE_X * KC);   /* X packed for the 16-row kernels */
-    float *xf = aligned_floats(grzo__fma_slivers(MAXN) * 12 * KC), *uf = aligned_floats(32 * KC);   /* FMA-forming */
+    float *xw = aligned_floats(grzo__even_slivers(MAXN, GRZO__WIDE_X) * GRZO__WIDE_X * KC);   /* X packed for the 16-row kernels */
+    float *xf = aligned_floats(grzo__even_slivers(MAXN, 12) * 12 * KC), *uf = aligned_floats(32 * KC);   /* FMA-forming */
     float f[32], fneg[32], sg[KC];
     uint32_t ub[KC], sw[KC], ub2[2 * KC];
     int64_t ki, ni, hi, i, k, n_cases = 0;
@@ -484,7 +478,7 @@ static void check_form_ukr(void)
                             n_cases++;
                             if (!grzo__wide(n)) continue;
                             reset_c(c_got, c0, 12 * LDC, acc);
-                            pack_wide(xr, XLD, n, kc, xw);
+                            pack_even(xr, XLD, n, GRZO__WIDE_X, kc, xw);
                             grzo__form_ukr_block(&u, w, ub, sw, mirror ? fneg : f, 0, h, xr, XLD, xw, n, kc, acc,
                                                  c_got, LDC);
                             CHECKF(memcmp(c_ref, c_got, 12 * LDC * sizeof(float)) == 0,
@@ -510,7 +504,7 @@ static void check_form_ukr(void)
                         grzo__form_sliver_bits(w, ub, f, sg, kc, 32, formed, NULL);
                         ref_formed_times_rows(&u, formed, h, xr, XLD, n, kc, acc, x, c_ref, LDC);
                         grzo__s_sign_words(sg, kc, sw);
-                        if (form) pack_wide(xr, XLD, n, kc, xw);
+                        if (form) pack_even(xr, XLD, n, GRZO__WIDE_X, kc, xw);
                         grzo__form_ukr_block(&u, w, ub, sw, f, 0, h, xr, XLD, form ? xw : NULL, n, kc, acc, c_got,
                                              LDC);
                         CHECKF(memcmp(c_ref, c_got, MAXN * LDC * sizeof(float)) == 0,
