@@ -716,6 +716,8 @@ static inline __mmask16 grzo__rows_mask(int64_t h, int half) {
         _mm512_mask_storeu_ps(cj + 16, hb, c##j##b);                                        \
     }
 #define GRZO__FORM_COLUMNS(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(8) M(9) M(10) M(11)
+#define GRZO__FORM_HALF1(M) M(0) M(1) M(2) M(3) M(4) M(5)
+#define GRZO__FORM_HALF2(M) M(6) M(7) M(8) M(9) M(10) M(11)
 
 /* C[0..h) x [0..cols) (+)= (w +- f) x^T for one 32-row weight sliver w (packed, 32 x kc)
    and `cols` (1-12, a constant once inlined) rows of X, read in place: row
@@ -928,12 +930,14 @@ static const grzo__form_ukr_wide_fn grzo__form_ukr_16xn[GRZO__WIDE_X + 1] = {
    bits (tests/test_fused.c, check_form_ukr). k + 1's weights are formed before k's FMAs, as
    in grzo__form_ukr_body: without that the probe in grzo__form_by_fma's comment ran at 151
    GFLOP/s instead of 162. */
-#define GRZO__FMA_FMA(j)                                   \
+#define GRZO__FMA_FMA(j, v0, v1)                          \
     if (j < cols) {                                        \
         __m512 xv = _mm512_set1_ps(xk[j]);                 \
-        c##j##a = _mm512_fmadd_ps(a0, xv, c##j##a);        \
-        c##j##b = _mm512_fmadd_ps(a1, xv, c##j##b);        \
+        c##j##a = _mm512_fmadd_ps(v0, xv, c##j##a);        \
+        c##j##b = _mm512_fmadd_ps(v1, xv, c##j##b);        \
     }
+#define GRZO__FMA_FMA_A(j) GRZO__FMA_FMA(j, a0, a1)
+#define GRZO__FMA_FMA_B(j) GRZO__FMA_FMA(j, b0, b1)
 #define GRZO__FMA_ARGS                                                                                                 \
     int64_t kc, const float *w, const float *u, const uint32_t *sw, const float *fs, const float *xp, int64_t h,      \
         int accumulate, float *c, int64_t ldc
@@ -942,10 +946,18 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 grzo__for
                                                                                          const float *fs) {
     return _mm512_fmadd_ps(_mm512_loadu_ps(u), _mm512_loadu_ps(fs), _mm512_loadu_ps(w));
 }
+/* Two k a turn, a0/a1 and b0/b1 taking turns as the formed weights, each formed between the
+   FMAs of the k before: the loop's own work a k (its counter, the next k's index, its sign
+   word's table address, the hand-over a = b) halves, and on Intel's cores the scalar part
+   competes with the FMAs for ports 0 and 5. Measured (a probe of this kernel's code, 11 columns,
+   K 384, 96 weight rows in L2, 1 thread, builds alternated in one process): one k a turn
+   144-152 GFLOP/s, two 156-160, four 148-156; the FMA loop 174, so 160 is its ceiling with two
+   forming FMAs beside 22. */
 __attribute__((target("avx512f"), always_inline)) static inline void grzo__form_ukr_fma_body(const int cols,
                                                                                            GRZO__FMA_ARGS) {
     const __mmask16 ha = grzo__rows_mask(h, 0), hb = grzo__rows_mask(h, 1);
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, b0, b1;
+    const float *xk;
     int64_t k;
     GRZO__FORM_COLUMNS(GRZO__FORM_PREFETCH)   /* C's tile, its accumulators and stores: grzo__form_ukr_body's */
     GRZO__FORM_COLUMNS(GRZO__FORM_ACC)
@@ -954,18 +966,29 @@ __attribute__((target("avx512f"), always_inline)) static inline void grzo__form_
         a0 = grzo__formed16_fma(w, u, f0);
         a1 = grzo__formed16_fma(w + 16, u + 16, f0 + 16);
     }
-    for (k = 0; k < kc; k++) {   /* k + 1's weights formed before k's FMAs (the last k's again, unused) */
-        const int64_t kn = k + 1 < kc ? k + 1 : k;
-        const float *fk = fs + (sw[kn] & 32u), *xk = xp + 12 * k;
-        const __m512 b0 = grzo__formed16_fma(w + 32 * kn, u + 32 * kn, fk);
-        const __m512 b1 = grzo__formed16_fma(w + 32 * kn + 16, u + 32 * kn + 16, fk + 16);
-        GRZO__FORM_COLUMNS(GRZO__FMA_FMA)
-        a0 = b0;
-        a1 = b1;
+    for (k = 0; k + 2 <= kc; k += 2) {   /* k + 1's weights formed before k's FMAs */
+        const int64_t kn = k + 2 < kc ? k + 2 : k + 1;   /* the last k's again, unused, when kc is even */
+        const float *f1 = fs + (sw[k + 1] & 32u), *f2 = fs + (sw[kn] & 32u);
+        xk = xp + 12 * k;
+        GRZO__FORM_HALF1(GRZO__FMA_FMA_A)
+        b0 = grzo__formed16_fma(w + 32 * (k + 1), u + 32 * (k + 1), f1);
+        b1 = grzo__formed16_fma(w + 32 * (k + 1) + 16, u + 32 * (k + 1) + 16, f1 + 16);
+        GRZO__FORM_HALF2(GRZO__FMA_FMA_A)
+        xk = xp + 12 * (k + 1);
+        GRZO__FORM_HALF1(GRZO__FMA_FMA_B)
+        a0 = grzo__formed16_fma(w + 32 * kn, u + 32 * kn, f2);
+        a1 = grzo__formed16_fma(w + 32 * kn + 16, u + 32 * kn + 16, f2 + 16);
+        GRZO__FORM_HALF2(GRZO__FMA_FMA_B)
+    }
+    if (k < kc) {   /* an odd kc's last k, formed into a0 by the loop (or above) */
+        xk = xp + 12 * k;
+        GRZO__FORM_COLUMNS(GRZO__FMA_FMA_A)
     }
     GRZO__FORM_COLUMNS(GRZO__FORM_PUT)
 }
 #undef GRZO__FMA_FMA
+#undef GRZO__FMA_FMA_A
+#undef GRZO__FMA_FMA_B
 #undef GRZO__FORM_PREFETCH
 #undef GRZO__FORM_ACC
 #undef GRZO__FORM_PUT

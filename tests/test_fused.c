@@ -416,7 +416,7 @@ static void reset_c(float *c, const float *c0, size_t n, int acc)
 static void check_form_ukr(void)
 {
 #ifdef GRZO_USE_BLIS
-    static const int64_t kcs[] = { 1, 7, 576 }, hs[] = { 1, 16, 17, 32 }, splits[] = { 12, 13, 14, 23, 24, 25, 29, 41, 48, 49, 64 };
+    static const int64_t kcs[] = { 1, 2, 7, 576 }, hs[] = { 1, 16, 17, 32 }, splits[] = { 12, 13, 14, 23, 24, 25, 29, 41, 48, 49, 64 };
     enum { KC = 576, LDC = 37, XLD = KC + 5, LDC2 = 71, MAXN = 64 };
     grzo__ukr u;
     float *w = aligned_floats(32 * KC), *x = aligned_floats(12 * KC), *formed = aligned_floats(32 * KC);
@@ -444,7 +444,7 @@ static void check_form_ukr(void)
         ub[k] = (uint32_t)k * 2654435761u ^ (uint32_t)(k >> 3) * 40503u;
         sg[k] = (k * 7) % 5 < 2 ? -1.0f : 1.0f;
     }
-    for (ki = 0; ki < 3; ki++)
+    for (ki = 0; ki < (int64_t)(sizeof kcs / sizeof kcs[0]); ki++)
         for (ni = 1; ni <= 12; ni++)   /* every sliver width: each has its own kernel */
             for (hi = 0; hi < 4; hi++)
                 for (acc = 0; acc < 2; acc++)
@@ -490,7 +490,7 @@ static void check_form_ukr(void)
        10, 10 in place; 22, 21, 21 packed for the 16-row kernels), each column as if in a
        12-row sliver; weight slivers of 1, 16, 17 and 32 rows (the second half empty, full,
        one row, full) */
-    for (ki = 0; ki < 3; ki++)
+    for (ki = 0; ki < (int64_t)(sizeof kcs / sizeof kcs[0]); ki++)
         for (ni = 0; ni < (int64_t)(sizeof splits / sizeof splits[0]); ni++)
             for (hi = 0; hi < 4; hi++)
                 for (acc = 0; acc < 2; acc++)
