@@ -576,7 +576,9 @@ typedef struct grzo_embedding_args {  /* y[n x d] = E[ids[n]] (+ perturbation) *
    Z per example; otherwise the single Z = U, i.e. theta -= (sum coeff) U + decay theta).
    Embedding with touched != NULL: only rows with touched[row] != 0 (the bytes are left
    as they are; the core clears them). decay applies to the rows updated. A backend that
-   stores 16-bit blocks rounds the result stochastically with bits from counter-RNG
+   stores 16-bit blocks rounds the result stochastically (past the type's largest finite
+   value the next step up is inf, one gap on, so a parameter that outgrows the type becomes
+   inf rather than saturating) with bits from counter-RNG
    stream round_stream of (seed, step, block) (0 = GRZO_STREAM_ROUND), so that distinct
    updates of one step (in-place MeZO's shifts) draw independent rounding bits. Updates
    that share a stream in one step (FZOO's N probe updates) are told apart by round_draw:

@@ -145,7 +145,10 @@ __device__ static float grzo__cu_load(const void *p, int dtype, int64_t i) {
 }
 
 /* Stochastic rounding to the storage type: round away from zero with probability equal to
-   the distance from the lower-magnitude neighbour, in units of the gap. */
+   the distance from the lower-magnitude neighbour, in units of the gap. Past the largest
+   finite value the next step up is infinity, one gap on (BF16: the carry of the added bits
+   into the exponent; F16: 65504, then inf as if at 65536), so a value that outgrows the type
+   becomes inf in both, as round-to-nearest would make it, instead of saturating. */
 __device__ static void grzo__cu_store_sr(void *p, int dtype, int64_t i, float v, uint32_t rnd) {
     if (dtype == GRZO_DTYPE_F32) { ((float *)p)[i] = v; return; }
     if (dtype == GRZO_DTYPE_BF16) {
@@ -160,7 +163,8 @@ __device__ static void grzo__cu_store_sr(void *p, int dtype, int64_t i, float v,
         unsigned short bits = __half_as_ushort(lo);
         if (flo != v && isfinite(v)) {
             __half hi = __ushort_as_half((unsigned short)(bits + 1));   /* next magnitude up */
-            float fhi = __half2float(hi), frac = (fabsf(v) - fabsf(flo)) / (fabsf(fhi) - fabsf(flo));
+            float fhi = (bits & 0x7FFFu) == 0x7BFFu ? 65536.0f : fabsf(__half2float(hi));   /* past 65504: inf */
+            float frac = (fabsf(v) - fabsf(flo)) / (fhi - fabsf(flo));
             if ((float)(rnd >> 8) * (1.0f / 16777216.0f) < frac) lo = hi;
         }
         ((__half *)p)[i] = lo;

@@ -15,7 +15,9 @@
      weights (the GPU widens bf16 exactly; the rest is fp32 ordering), and a bf16 update with
      stochastic rounding has the right mean: over many weights, E[update] matches the fp32
      update within 5 standard errors; its rounding bits are the stream's groups k n + i for
-     the k-th draw of a step (round_draw), bit for bit.
+     the k-th draw of a step (round_draw), bit for bit. Past the largest finite value (bf16
+     and f16) an update rounds to inf or the largest value only, inf with probability 1/2
+     half a gap on (5 standard errors), inf for sure a gap on.
    - fast math, perturbation alone (W = 0, so y = sign sigma P): against an fp64 CPU
      reference, |P_j - (Z x)_j| <= (u + K 2^-24) sum_k |Z_jk x_k| (grzo_cuda.h's worst-case bound,
      unit roundoff u = 2^-8 bf16, 2^-11 f16, doubled for Gaussian U) and rms error / rms(Z x)
@@ -357,6 +359,53 @@ static void test_round_draw(void) {
     free(P16);
 }
 
+/* A 16-bit update past the type's largest finite value: stochastic rounding's next step up is
+   inf, one gap on, in both types (BF16 by the added bits' carry, F16 from 65504 as if to
+   65536), so an element that outgrows the type becomes inf, as round-to-nearest would make it.
+   The F16 rounding had saturated every such element at 65504. Each element starts at the
+   largest finite value m and moves by -c z (z = +-1, Rademacher): with c one gap (z = -1:
+   m + gap, inf for sure; z = +1: m - gap, exact) and half a gap (z = -1: inf with probability
+   1/2; z = +1: halfway between m - gap and m). */
+static void test_sr_overflow(grzo_dtype dt) {
+    enum { M = 1 << 14 };
+    const int bf = dt == GRZO_DTYPE_BF16;
+    const uint16_t top = bf ? 0x7F7Fu : 0x7BFFu, below = top - 1, inf = bf ? 0x7F80u : 0x7C00u;
+    const float gap = bf ? ldexpf(1.0f, 120) : 32.0f;
+    uint16_t *P16 = (uint16_t *)malloc(2 * M);
+    int h;
+    CHECK(P16 != NULL, "test_sr_overflow: out of host memory");
+    for (h = 0; P16 && h < 2; h++) {
+        float coeff = h ? gap / 2 : gap;
+        grzo_update_args u;
+        void *dP;
+        int64_t i, up = 0, n_up = 0, wrong = 0;
+        for (i = 0; i < M; i++) P16[i] = top;
+        dP = dev_from(P16, 2 * M);
+        memset(&u, 0, sizeof u);
+        u.p.kind = GRZO_BLOCK_MATRIX; u.p.dtype = dt; u.p.rows = 128; u.p.cols = M / 128; u.p.data = dP;
+        u.base.seed = 13; u.base.step = 2; u.base.dist = GRZO_NOISE_RADEMACHER;
+        u.n_examples = 1; u.coeff = &coeff;
+        CHECK(gpu.iface->update(gpu.self, &u) == GRZO_OK, "%s update at the largest value", bf ? "bf16" : "f16");
+        to_host(P16, dP, 2 * M);
+        for (i = 0; i < M; i++) {
+            if (grzo_noise_at(&u.base, (uint64_t)i) < 0.0f) {   /* moved up, past the largest value */
+                n_up++;
+                up += P16[i] == inf;
+                wrong += h ? P16[i] != inf && P16[i] != top : P16[i] != inf;
+            } else   /* moved down: one gap is exact, half a gap rounds between its neighbours */
+                wrong += h ? P16[i] != top && P16[i] != below : P16[i] != below;
+        }
+        CHECK(wrong == 0, "%s update by %s gap at the largest value: %lld of %d elements outside the rounding's two "
+              "choices", bf ? "bf16" : "f16", h ? "half a" : "one", (long long)wrong, M);
+        /* half a gap up: inf with probability 1/2 (5 standard errors: 5 sqrt(n / 4)) */
+        CHECK(!h || fabs((double)up - 0.5 * (double)n_up) <= 2.5 * sqrt((double)n_up),
+              "%s update by half a gap past the largest value: %lld of %lld elements became inf, expected about half",
+              bf ? "bf16" : "f16", (long long)up, (long long)n_up);
+        grzo_backend_free(&gpu, dP);
+    }
+    free(P16);
+}
+
 /* ---- fast math: the perturbation's own rounding against fp64 ------------------------------- */
 static double ulp16(float x, grzo_dtype dt) {   /* 16-bit ulp at |x| */
     int e;
@@ -652,6 +701,8 @@ int main(void) {
     test_variants_parity();
     test_bf16();
     test_round_draw();
+    test_sr_overflow(GRZO_DTYPE_BF16);
+    test_sr_overflow(GRZO_DTYPE_F16);
     test_inplace_drift_bf16();
     test_deferred_errors();
     test_update_async();
