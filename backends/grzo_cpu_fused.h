@@ -949,10 +949,10 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 grzo__for
 /* Two k a turn, a0/a1 and b0/b1 taking turns as the formed weights, each formed between the
    FMAs of the k before: the loop's own work a k (its counter, the next k's index, its sign
    word's table address, the hand-over a = b) halves, and on Intel's cores the scalar part
-   competes with the FMAs for ports 0 and 5. Measured (a probe of this kernel's code, 11 columns,
-   K 384, 96 weight rows in L2, 1 thread, builds alternated in one process): one k a turn
-   144-152 GFLOP/s, two 156-160, four 148-156; the FMA loop 174, so 160 is its ceiling with two
-   forming FMAs beside 22. */
+   competes with the FMAs for ports 0 and 5. bench/bench_form_kernel (Intel Xeon, 1 thread, in
+   cache, copies of 64 rows): one k a turn 142-146 GFLOP/s, two 146-152, BLIS's kernel on an
+   unformed panel 162-172; in a probe of this loop alone (11 columns) one k 144-152, two
+   156-160, four 148-156, against an FMA loop of 174: two forming FMAs beside 22 cap it at 160. */
 __attribute__((target("avx512f"), always_inline)) static inline void grzo__form_ukr_fma_body(const int cols,
                                                                                            GRZO__FMA_ARGS) {
     const __mmask16 ha = grzo__rows_mask(h, 0), hb = grzo__rows_mask(h, 1);

@@ -1,0 +1,191 @@
+/* bench_form_kernel.c - the FMA-forming micro-kernel of a GRZO pass on Intel's cores
+   (grzo__form_ukr_fma_32xn, backends/grzo_cpu_fused.h) against BLIS's own kernel on an
+   unformed weight panel (what MeZO's pass runs, once its block is formed), on 1 thread, with
+   the fp32 peak of an FMA loop beside them: how far forming a copy's weight in the kernel
+   sits from the unformed kernel and from the machine, and how much of that is the kernel
+   and how much is where its operands live.
+
+   Three layouts, the loops of the fused path (grzo__form_fma_block: each X sliver of a copy
+   against every 32-row weight sliver of a block):
+   - in cache: K 384, one block of 96 weight rows, one copy (X slivers packed 12 wide), the
+     same Y tile every call;
+   - in place: K 512, 1024 weight rows in blocks of 96, 32 copies, each with its own packed
+     rows and Y rows (the operands of one K block of a 1024 x 1024 GRZO linear at B = 16,
+     64 rows a copy: X 4 MB and Y 8 MB, past L2);
+   - in place, 2 copies: the same with X and Y small enough for L2.
+   The kernels alternate round by round in one process and each figure is the best round:
+   on a shared machine whose speed swings, only figures taken side by side compare.
+   GFLOP/s count 2 x rows x weight rows x K (the forming FMAs not counted); BLIS's kernel runs
+   copies of 72 rows in whole 12-column tiles, the forming kernel copies of 64 in its own
+   split, each on its natural layout.
+
+   Run:  ./build/bench/bench_form_kernel [--rounds N]   (N default 20; needs BLIS and an
+   AVX-512 CPU, else it says why and exits 0) */
+#define _POSIX_C_SOURCE 200809L
+#define GRZO_IMPLEMENTATION
+#include "grzo.h"
+#include "backends/grzo_cpu.h"
+#include "cli_args.h"
+#include "../examples/common/cpu_env.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(GRZO_USE_BLIS) && defined(GRZO__FORM_UKR)
+/* a copy's rows and its 12-wide X slivers: 64 rows as 11 x 4 and 10 x 2 for the forming kernel
+   (grzo__even_split), 72 as 12 x 6 for BLIS's, whose edge tiles pay for the whole 12 columns
+   (MeZO's pass gives it whole slivers but one) */
+enum { ROWS = 64, BLIS_ROWS = 72, SLIVERS = 6 };
+
+typedef struct layout {
+    const char *name;
+    int64_t kc, d_out, block, copies, repeat;   /* repeat: passes per timed round */
+    int shared_y;                               /* every call writes the same Y tile */
+} layout;
+
+typedef struct operands {
+    float *w, *u, *fsel, *x, *y;   /* block's packed W and U (+-1), scales, packed X, Y */
+    uint32_t *sw;                  /* s's sign words */
+} operands;
+
+static float *floats(size_t n) {   /* 64-byte aligned: BLIS's kernels load packed panels aligned */
+    void *p = NULL;
+    if (posix_memalign(&p, 64, (n ? n : 1) * sizeof(float)) != 0) {
+        fprintf(stderr, "bench_form_kernel: out of memory\n");
+        exit(1);
+    }
+    return (float *)p;
+}
+
+static void fill(float *p, size_t n, uint64_t seed, int signs) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        p[i] = signs ? ((seed >> 40) & 1u ? 1.0f : -1.0f) : (float)((seed >> 40) & 0xFFFFu) / 65536.0f - 0.5f;
+    }
+}
+
+static void operands_make(const layout *l, operands *o) {
+    size_t xn = (size_t)l->copies * SLIVERS * 12 * (size_t)l->kc;
+    size_t yn = (size_t)(l->shared_y ? 1 : l->copies) * BLIS_ROWS * (size_t)l->d_out;
+    int64_t k, i;
+    o->w = floats((size_t)(l->block * l->kc));
+    o->u = floats((size_t)(l->block * l->kc));
+    o->fsel = floats((size_t)(2 * l->block));
+    o->x = floats(xn);
+    o->y = floats(yn);
+    o->sw = (uint32_t *)malloc((size_t)l->kc * sizeof(uint32_t));
+    if (!o->sw) {
+        fprintf(stderr, "bench_form_kernel: out of memory\n");
+        exit(1);
+    }
+    fill(o->w, (size_t)(l->block * l->kc), 1, 0);
+    fill(o->u, (size_t)(l->block * l->kc), 2, 1);
+    for (i = 0; i < l->block / 32; i++)   /* per sliver: f, then -f */
+        for (k = 0; k < 32; k++) o->fsel[64 * i + k] = -(o->fsel[64 * i + 32 + k] = 1e-3f * (float)(k + 1));
+    fill(o->x, xn, 3, 0);
+    memset(o->y, 0, yn * sizeof(float));
+    for (k = 0; k < l->kc; k++) o->sw[k] = (k * 7) % 3 ? 0u : 0xFFFFFFFFu;
+}
+
+static void operands_free(operands *o) {
+    free(o->w); free(o->u); free(o->fsel); free(o->x); free(o->y); free(o->sw);
+}
+
+/* One pass over the layout: every block of weight rows, every copy, every X sliver against
+   every weight sliver of the block; form = 0: BLIS's kernel on the unformed W. */
+static void pass(const grzo__ukr *uk, const layout *l, const operands *o, int form) {
+    float alpha = 1.0f, beta = 1.0f;
+    auxinfo_t aux;
+    int64_t j0, c, t, q, p;
+    memset(&aux, 0, sizeof aux);
+    for (j0 = 0; j0 < l->d_out; j0 += l->block) {
+        int64_t jb = l->d_out - j0 < l->block ? l->d_out - j0 : l->block;
+        for (c = 0; c < l->copies; c++) {
+            const float *xc = o->x + (size_t)c * SLIVERS * 12 * (size_t)l->kc;
+            float *yc = o->y + (size_t)(l->shared_y ? 0 : c) * BLIS_ROWS * (size_t)l->d_out + j0;
+            for (t = 0; t < SLIVERS; t++) {
+                int64_t n = form ? grzo__even_split(ROWS, SLIVERS, t, &p) : 12;
+                if (!form) p = 12 * t;
+                const float *xs = xc + t * 12 * l->kc;
+                for (q = 0; q < jb; q += 32) {
+                    int64_t h = jb - q < 32 ? jb - q : 32;
+                    float *cq = yc + p * l->d_out + q;
+                    if (form)
+                        grzo__form_ukr_fma_32xn[n](l->kc, o->w + q * l->kc, o->u + q * l->kc, o->sw, o->fsel + 2 * q,
+                                                   xs, h, 1, cq, l->d_out);
+                    else
+                        uk->kernel((dim_t)h, (dim_t)n, (dim_t)l->kc, &alpha, o->w + q * l->kc, (float *)xs, &beta, cq,
+                                   1, (inc_t)l->d_out, &aux, uk->cntx);
+                }
+            }
+        }
+    }
+}
+
+static void run_layout(const grzo__ukr *uk, const layout *l, int rounds) {
+    operands o;
+    double best[2] = {1e30, 1e30}, flops[2];
+    int r, v, i;
+    operands_make(l, &o);
+    for (r = 0; r < rounds; r++)
+        for (v = 0; v < 2; v++) {
+            double t0 = cpu_env_now();
+            for (i = 0; i < l->repeat; i++) pass(uk, l, &o, v);
+            t0 = cpu_env_now() - t0;
+            if (t0 < best[v]) best[v] = t0;
+        }
+    for (v = 0; v < 2; v++)
+        flops[v] = 2.0 * (double)l->repeat * (double)l->copies * (v ? ROWS : BLIS_ROWS) * (double)l->d_out * (double)l->kc;
+    printf("| %s | %.1f | %.1f | %.3f |\n", l->name, flops[1] / best[1] * 1e-9, flops[0] / best[0] * 1e-9,
+           (best[1] / flops[1]) / (best[0] / flops[0]));
+    operands_free(&o);
+}
+#endif
+
+int main(int argc, char **argv) {
+    int64_t rounds = 20;
+    char err[256];
+    int i;
+    cpu_env_reexec(argv);   /* the kernels grzo's programs run: BLIS_ARCH_TYPE as they set it */
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
+            if (cli_parse_int("--rounds", argv[++i], 1, 100000, &rounds, err, sizeof err) != 0) {
+                fprintf(stderr, "bench_form_kernel: %s\n", err);
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--help") == 0) {
+            printf("usage: %s [--rounds N]\nTimes the FMA-forming kernel against BLIS's on an unformed panel (1 thread).\n",
+                   argv[0]);
+            return 0;
+        } else {
+            fprintf(stderr, "bench_form_kernel: unknown argument '%s' (try --help)\n", argv[i]);
+            return 2;
+        }
+    }
+#if defined(GRZO_USE_BLIS) && defined(GRZO__FORM_UKR)
+    {
+        static const layout layouts[3] = {
+            {"in cache: K 384, 96 weight rows, 1 copy, 200 passes", 384, 96, 96, 1, 200, 1},
+            {"in place: K 512, 1024 weight rows in blocks of 96, 32 copies", 512, 1024, 96, 32, 1, 0},
+            {"in place, 2 copies (X and Y within L2), 16 passes", 512, 1024, 96, 2, 16, 0},
+        };
+        grzo__ukr uk;
+        if (!grzo__ukr_init(&uk) || !uk.form_in_kernel) {
+            printf("bench_form_kernel: the forming kernels do not run here (needs BLIS's skx 32x12 kernel and AVX-512)\n");
+            return 0;
+        }
+        printf("## grzo bench_form_kernel (1 thread, best of %d rounds, kernels alternated)\n\n", (int)rounds);
+        printf("BLIS %s kernel %lldx%lld; grzo chooses the FMA-forming kernel on this CPU: %s; fp32 peak (FMA loop) "
+               "%.1f GFLOP/s\n\n", uk.arch, (long long)uk.wp, (long long)uk.xp, uk.form_fma ? "yes" : "no (not Intel)",
+               cpu_env_peak_gflops(1));
+        printf("| layout | FMA-forming GFLOP/s (64 rows a copy) | BLIS unformed GFLOP/s (72 rows) | time a FLOP, forming / "
+               "unformed |\n|---|---:|---:|---:|\n");
+        for (i = 0; i < 3; i++) run_layout(&uk, &layouts[i], (int)rounds);
+    }
+#else
+    printf("bench_form_kernel: this build has no forming kernel (it needs BLIS and x86-64)\n");
+#endif
+    return 0;
+}
