@@ -58,20 +58,17 @@ static float *floats(size_t n) {   /* 64-byte aligned: BLIS's kernels load packe
     return (float *)p;
 }
 
-static void fill(float *p, size_t n, uint64_t seed, int signs) {
-    size_t i;
-    for (i = 0; i < n; i++) {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        p[i] = signs ? ((seed >> 40) & 1u ? 1.0f : -1.0f) : (float)((seed >> 40) & 0xFFFFu) / 65536.0f - 0.5f;
-    }
-}
-
+/* W, X and the scales Gaussian, U and s Rademacher (+-1), from grzo's counter RNG; the scales
+   and s's signs tabled by the fused path's own helpers */
 static void operands_make(const layout *l, operands *o) {
-    size_t xn = (size_t)l->copies * SLIVERS * 12 * (size_t)l->kc;
+    const grzo_noise gauss = {1, 0, 0, GRZO_STREAM_BASE, GRZO_NOISE_GAUSSIAN}, signs = {1, 0, 1, GRZO_STREAM_BASE,
+                                                                                       GRZO_NOISE_RADEMACHER};
+    size_t xn = (size_t)l->copies * SLIVERS * 12 * (size_t)l->kc, wn = (size_t)(l->block * l->kc);
     size_t yn = (size_t)(l->shared_y ? 1 : l->copies) * BLIS_ROWS * (size_t)l->d_out;
-    int64_t k, i;
-    o->w = floats((size_t)(l->block * l->kc));
-    o->u = floats((size_t)(l->block * l->kc));
+    float *f = floats((size_t)l->block), *s = floats((size_t)l->kc);
+    int64_t i;
+    o->w = floats(wn);
+    o->u = floats(wn);
     o->fsel = floats((size_t)(2 * l->block));
     o->x = floats(xn);
     o->y = floats(yn);
@@ -80,13 +77,16 @@ static void operands_make(const layout *l, operands *o) {
         fprintf(stderr, "bench_form_kernel: out of memory\n");
         exit(1);
     }
-    fill(o->w, (size_t)(l->block * l->kc), 1, 0);
-    fill(o->u, (size_t)(l->block * l->kc), 2, 1);
-    for (i = 0; i < l->block / 32; i++)   /* per sliver: f, then -f */
-        for (k = 0; k < 32; k++) o->fsel[64 * i + k] = -(o->fsel[64 * i + 32 + k] = 1e-3f * (float)(k + 1));
-    fill(o->x, xn, 3, 0);
+    grzo_noise_fill(&gauss, 0, wn, o->w);
+    grzo_noise_fill(&gauss, wn, xn, o->x);
+    grzo_noise_fill(&signs, 0, wn, o->u);
+    grzo_noise_fill(&signs, wn, (size_t)l->kc, s);
+    for (i = 0; i < l->block; i++) f[i] = 1e-3f * (float)(i % 32 + 1);
+    grzo__fma_scales(f, l->block / 32, o->fsel);
+    grzo__s_sign_words(s, l->kc, o->sw);
     memset(o->y, 0, yn * sizeof(float));
-    for (k = 0; k < l->kc; k++) o->sw[k] = (k * 7) % 3 ? 0u : 0xFFFFFFFFu;
+    free(f);
+    free(s);
 }
 
 static void operands_free(operands *o) {
