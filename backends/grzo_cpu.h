@@ -1276,11 +1276,15 @@ static void grzo__apply_row_tables_ref(float *p, const float *u, const uint32_t 
 /* grzo__sign_tables with AVX-512F: a group's table is one register, entry p of lane p, built
    as the signed coefficients' sum in the same order (x + (-c) is x - c, exactly) */
 __attribute__((target("avx512f"))) static void grzo__sign_tables_avx512(const float *c, int groups, float *tab) {
-    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     __m512i neg[GRZO__SIGN_GROUP];   /* the sign bit in lanes whose bit i is set */
-    int g, i;
-    for (i = 0; i < GRZO__SIGN_GROUP; i++)
-        neg[i] = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(lane, (unsigned)i), _mm512_set1_epi32(1)), 31);
+    int32_t bits[16];
+    int g, i, p;
+    /* from a table, not by shifting a lane index: GCC 12's shift intrinsics with a variable
+       count read _mm512_undefined_epi32(), which its C++ -Wall reports at -O1 and -O2 */
+    for (i = 0; i < GRZO__SIGN_GROUP; i++) {
+        for (p = 0; p < 16; p++) bits[p] = (p >> i & 1) ? INT32_MIN : 0;
+        neg[i] = _mm512_loadu_si512(bits);
+    }
     for (g = 0; g < groups; g++) {
         const float *cg = c + GRZO__SIGN_GROUP * g;
         __m512 t = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_set1_ps(cg[0])), neg[0]));

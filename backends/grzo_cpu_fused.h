@@ -88,6 +88,9 @@ struct grzo__ukr {
     const char *arch;
 };
 typedef struct grzo__ukr grzo__ukr;
+/* grzo__ukr_init copies BLIS's kernel pointer (a void_fp) into the function pointer: the
+   build fails where the two differ in size */
+typedef char grzo__ukr_pointer_fits[sizeof(void_fp) == sizeof(sgemm_ukr_ft) ? 1 : -1];
 
 /* BLIS's context for this CPU. Returns 0 (and leaves the fallback to OpenBLAS) when BLIS
    selected its portable 'generic' configuration (its C reference kernel is slower than any
@@ -95,6 +98,7 @@ typedef struct grzo__ukr grzo__ukr;
    (grzo__blis_usable). */
 static int grzo__ukr_init(grzo__ukr *u) {
     cntx_t *cntx;
+    void_fp ukr;
     arch_t id;
     int64_t mr, nr, kc, mc;
     memset(u, 0, sizeof *u);
@@ -106,7 +110,10 @@ static int grzo__ukr_init(grzo__ukr *u) {
     nr = (int64_t)bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_NR, cntx);
     kc = (int64_t)bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_KC, cntx);
     mc = (int64_t)bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_MC, cntx);
-    u->kernel = (sgemm_ukr_ft)bli_cntx_get_l3_nat_ukr_dt(BLIS_FLOAT, BLIS_GEMM_UKR, cntx);
+    /* BLIS 0.9 hands kernels over as void_fp, an object pointer in C: ISO C has no cast from
+       it to a function pointer (-pedantic rejects one), so its bits are copied over */
+    ukr = bli_cntx_get_l3_nat_ukr_dt(BLIS_FLOAT, BLIS_GEMM_UKR, cntx);
+    memcpy(&u->kernel, &ukr, sizeof u->kernel);
     if (!u->kernel || mr <= 0 || nr <= 0 || kc <= 0 || mc <= 0) return 0;
     if (mr > GRZO__PACK_MAX_WIDTH || nr > GRZO__PACK_MAX_WIDTH) return 0;   /* the packer's tile */
     u->cntx = cntx;
