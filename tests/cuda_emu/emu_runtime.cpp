@@ -388,6 +388,7 @@ enum { F_RUN, F_BAR, F_WARP, F_DONE };
 struct emu_fiber {
     char *stack;                  /* usable [stack, stack + g_stack_bytes) */
     int state, site;
+    unsigned shuffles;            /* the warp shuffles it has made in this block: a parity */
 #if defined(__x86_64__)
     void *sp;
 #else
@@ -402,7 +403,7 @@ static int g_cur = -1, g_coop_active;
 static void (*g_body)(void *);
 static void *g_body_arg;
 static uint3 *g_tidx;                      /* each thread's threadIdx */
-static unsigned long long (*g_slot)[32];  /* each warp's shuffle exchange */
+static unsigned long long (*g_slot)[2][32];  /* each warp's shuffle exchange, two by turns */
 static const void *g_kernel;
 static const char *g_kname;
 static char *g_dyn;                        /* this launch's dynamic shared memory */
@@ -478,6 +479,7 @@ static void fiber_start(emu_fiber *f) {
 #endif
     f->state = F_RUN;
     f->site = 0;
+    f->shuffles = 0;
     f->fake = NULL;
 }
 
@@ -537,19 +539,20 @@ void emu_syncthreads_at(int line) { fiber_wait(F_BAR, line); }
 unsigned long long emu_shfl_bits(int line, unsigned mask, unsigned long long bits, int src) {
     if (g_cur < 0) { emu_report("warp shuffle outside a cooperative launch"); return bits; }
     if (mask != 0xFFFFFFFFu) { emu_report("kernel %s line %d: shuffle mask %#x: only the full mask is emulated", g_kname, line, mask); return bits; }
-    int w = g_cur / 32, lane = g_cur % 32;
-    g_slot[w][lane] = bits;
-    fiber_wait(F_WARP, 2 * line);          /* every lane has written */
-    unsigned long long r = g_slot[w][src];
-    fiber_wait(F_WARP, 2 * line + 1);      /* every lane has read: the slots may be reused */
-    return r;
+    /* one wait a shuffle: consecutive shuffles exchange through alternate slots, and a lane
+       writes this shuffle's slot again only two shuffles on, after every lane has met it at
+       the next one's wait, that is after every lane has read this one */
+    int w = g_cur / 32, lane = g_cur % 32, turn = (int)(g_fib[g_cur].shuffles++ & 1u);
+    g_slot[w][turn][lane] = bits;
+    fiber_wait(F_WARP, line);              /* every lane has written */
+    return g_slot[w][turn][src];
 }
 
 static void describe(char *out, size_t len, int i) {
     const emu_fiber *f = &g_fib[i];
     if (f->state == F_DONE) snprintf(out, len, "exited");
     else if (f->state == F_BAR) snprintf(out, len, "at __syncthreads (line %d)", f->site);
-    else snprintf(out, len, "at a shuffle (line %d)", f->site / 2);
+    else snprintf(out, len, "at a shuffle (line %d)", f->site);
 }
 
 /* one block; 0 when it was abandoned after a report */
@@ -608,9 +611,9 @@ void emu_coop_run(const char *name, const void *kernel, dim3 grid, dim3 block, s
     for (unsigned tz = 0; tz < c.b.z; tz++)
         for (unsigned ty = 0; ty < c.b.y; ty++)
             for (unsigned tx = 0; tx < c.b.x; tx++, i++) tidx[(size_t)i].x = tx, tidx[(size_t)i].y = ty, tidx[(size_t)i].z = tz;
-    std::vector<unsigned long long> slots((size_t)((n + 31) / 32) * 32);
+    std::vector<unsigned long long> slots((size_t)((n + 31) / 32) * 2 * 32);
     g_tidx = tidx.data();
-    g_slot = (unsigned long long(*)[32])slots.data();
+    g_slot = (unsigned long long(*)[2][32])slots.data();
     g_body = body;
     g_body_arg = arg;
     g_kernel = kernel;
