@@ -953,6 +953,27 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 grzo__for
                                                                                          const float *fs) {
     return _mm512_fmadd_ps(_mm512_loadu_ps(u), _mm512_loadu_ps(fs), _mm512_loadu_ps(w));
 }
+/* Where a kernel's weight vectors come from (grzo__form_fma_block): formed (GRZO__FMA_FORM),
+   formed and kept at kept + 32 k for the copy's other X slivers (GRZO__FMA_FORM_KEEP), or read
+   from there (GRZO__FMA_KEPT: the same bits, without the forming FMA) */
+enum { GRZO__FMA_FORM, GRZO__FMA_FORM_KEEP, GRZO__FMA_KEPT };
+__attribute__((target("avx512f"), always_inline)) static inline void grzo__fma_weights(
+    const int mode, int64_t k, const float *w, const float *u, const uint32_t *sw, const float *fs, float *kept,
+    __m512 *v0, __m512 *v1) {
+    const float *f;
+    if (mode == GRZO__FMA_KEPT) {
+        *v0 = _mm512_loadu_ps(kept + 32 * k);
+        *v1 = _mm512_loadu_ps(kept + 32 * k + 16);
+        return;
+    }
+    f = fs + (sw[k] & 32u);
+    *v0 = grzo__formed16_fma(w + 32 * k, u + 32 * k, f);
+    *v1 = grzo__formed16_fma(w + 32 * k + 16, u + 32 * k + 16, f + 16);
+    if (mode == GRZO__FMA_FORM_KEEP) {
+        _mm512_storeu_ps(kept + 32 * k, *v0);
+        _mm512_storeu_ps(kept + 32 * k + 16, *v1);
+    }
+}
 /* Two k a turn, a0/a1 and b0/b1 taking turns as the formed weights, each formed between the
    FMAs of the k before: the loop's own work a k (its counter, the next k's index, its sign
    word's table address, the hand-over a = b) halves, and on Intel's cores the scalar part
@@ -960,7 +981,8 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 grzo__for
    cache, copies of 64 rows): one k a turn 142-146 GFLOP/s, two 146-152, BLIS's kernel on an
    unformed panel 162-172; in a probe of this loop alone (11 columns) one k 144-152, two
    156-160, four 148-156, against an FMA loop of 174: two forming FMAs beside 22 cap it at 160. */
-__attribute__((target("avx512f"), always_inline)) static inline void grzo__form_ukr_fma_body(const int cols,
+__attribute__((target("avx512f"), always_inline)) static inline void grzo__form_ukr_fma_body(const int mode, float *kept,
+                                                                                           const int cols,
                                                                                            GRZO__FMA_ARGS) {
     const __mmask16 ha = grzo__rows_mask(h, 0), hb = grzo__rows_mask(h, 1);
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, b0, b1;
@@ -968,23 +990,16 @@ __attribute__((target("avx512f"), always_inline)) static inline void grzo__form_
     int64_t k;
     GRZO__FORM_COLUMNS(GRZO__FORM_PREFETCH)   /* C's tile, its accumulators and stores: grzo__form_ukr_body's */
     GRZO__FORM_COLUMNS(GRZO__FORM_ACC)
-    if (kc > 0) {
-        const float *f0 = fs + (sw[0] & 32u);
-        a0 = grzo__formed16_fma(w, u, f0);
-        a1 = grzo__formed16_fma(w + 16, u + 16, f0 + 16);
-    }
+    if (kc > 0) grzo__fma_weights(mode, 0, w, u, sw, fs, kept, &a0, &a1);
     for (k = 0; k + 2 <= kc; k += 2) {   /* k + 1's weights formed before k's FMAs */
         const int64_t kn = k + 2 < kc ? k + 2 : k + 1;   /* the last k's again, unused, when kc is even */
-        const float *f1 = fs + (sw[k + 1] & 32u), *f2 = fs + (sw[kn] & 32u);
         xk = xp + 12 * k;
         GRZO__FORM_HALF1(GRZO__FMA_FMA_A)
-        b0 = grzo__formed16_fma(w + 32 * (k + 1), u + 32 * (k + 1), f1);
-        b1 = grzo__formed16_fma(w + 32 * (k + 1) + 16, u + 32 * (k + 1) + 16, f1 + 16);
+        grzo__fma_weights(mode, k + 1, w, u, sw, fs, kept, &b0, &b1);
         GRZO__FORM_HALF2(GRZO__FMA_FMA_A)
         xk = xp + 12 * (k + 1);
         GRZO__FORM_HALF1(GRZO__FMA_FMA_B)
-        a0 = grzo__formed16_fma(w + 32 * kn, u + 32 * kn, f2);
-        a1 = grzo__formed16_fma(w + 32 * kn + 16, u + 32 * kn + 16, f2 + 16);
+        grzo__fma_weights(mode, kn, w, u, sw, fs, kept, &a0, &a1);
         GRZO__FORM_HALF2(GRZO__FMA_FMA_B)
     }
     if (k < kc) {   /* an odd kc's last k, formed into a0 by the loop (or above) */
@@ -1000,15 +1015,30 @@ __attribute__((target("avx512f"), always_inline)) static inline void grzo__form_
 #undef GRZO__FORM_ACC
 #undef GRZO__FORM_PUT
 #undef GRZO__FORM_COLUMNS
-#define GRZO__FORM_UKR_N(N)                                                                          \
-    __attribute__((target("avx512f"))) static void grzo__form_ukr_fma_32x##N(GRZO__FMA_ARGS) {       \
-        grzo__form_ukr_fma_body(N, kc, w, u, sw, fs, xp, h, accumulate, c, ldc);                   \
+/* grzo__form_ukr_fma_32xn[n] forms; grzo__form_keep_ukr_32xn[n] forms and keeps the weights
+   (kept: 32 kc floats); grzo__kept_ukr_32xn[n] reads them (w, u, sw and fs unused) */
+#define GRZO__FORM_UKR_N(N)                                                                                    \
+    __attribute__((target("avx512f"))) static void grzo__form_ukr_fma_32x##N(GRZO__FMA_ARGS) {                 \
+        grzo__form_ukr_fma_body(GRZO__FMA_FORM, NULL, N, kc, w, u, sw, fs, xp, h, accumulate, c, ldc);       \
+    }                                                                                                          \
+    __attribute__((target("avx512f"))) static void grzo__form_keep_ukr_32x##N(float *kept, GRZO__FMA_ARGS) {   \
+        grzo__form_ukr_fma_body(GRZO__FMA_FORM_KEEP, kept, N, kc, w, u, sw, fs, xp, h, accumulate, c, ldc);  \
+    }                                                                                                          \
+    __attribute__((target("avx512f"))) static void grzo__kept_ukr_32x##N(float *kept, GRZO__FMA_ARGS) {        \
+        grzo__form_ukr_fma_body(GRZO__FMA_KEPT, kept, N, kc, w, u, sw, fs, xp, h, accumulate, c, ldc);       \
     }
 GRZO__EACH_1_TO_12(GRZO__FORM_UKR_N)
 #undef GRZO__FORM_UKR_N
 typedef void (*grzo__form_ukr_fma_fn)(GRZO__FMA_ARGS);
+typedef void (*grzo__keep_ukr_fma_fn)(float *kept, GRZO__FMA_ARGS);
 #define GRZO__FORM_UKR_N(N) grzo__form_ukr_fma_32x##N,
 static const grzo__form_ukr_fma_fn grzo__form_ukr_fma_32xn[13] = {NULL, GRZO__EACH_1_TO_12(GRZO__FORM_UKR_N)};
+#undef GRZO__FORM_UKR_N
+#define GRZO__FORM_UKR_N(N) grzo__form_keep_ukr_32x##N,
+static const grzo__keep_ukr_fma_fn grzo__form_keep_ukr_32xn[13] = {NULL, GRZO__EACH_1_TO_12(GRZO__FORM_UKR_N)};
+#undef GRZO__FORM_UKR_N
+#define GRZO__FORM_UKR_N(N) grzo__kept_ukr_32x##N,
+static const grzo__keep_ukr_fma_fn grzo__kept_ukr_32xn[13] = {NULL, GRZO__EACH_1_TO_12(GRZO__FORM_UKR_N)};
 #undef GRZO__FORM_UKR_N
 #undef GRZO__EACH_1_TO_12
 #undef GRZO__FMA_ARGS
@@ -1134,22 +1164,34 @@ static void grzo__form_ukr_block(const grzo__ukr *u, const float *wpk, const uin
 /* grzo__form_ukr_block for a copy packed 12 wide by grzo__pack_even_sliver (xpk) through the
    FMA-forming kernels: each of its X slivers against every weight sliver of the block. upk:
    the block's U as floats (grzo__unpack_u_bits); fsel: per weight sliver of the block, its 32
-   scales f then their negations (grzo__fma_scales). */
-static void grzo__form_fma_block(const float *wpk, const float *upk, const uint32_t *sw, const float *fsel, int64_t j0,
-                                 int64_t j1, const float *xpk, int64_t n_rows, int64_t kc, int accumulate, float *y,
-                                 int64_t ldy) {
+   scales f then their negations (grzo__fma_scales). The first X sliver forms the copy's
+   weights and keeps them (kept: the block's rows x kc floats), the others read them: one
+   forming FMA beside every 22 on the first sliver only, and the kept weights, one stream from
+   L2, in place of W and U, two. bench/bench_form_kernel (Intel Xeon, 1 thread, copies of 64
+   rows in 6 slivers), time a FLOP against BLIS's kernel on an unformed panel: forming in every
+   sliver 1.12-1.14 in cache and 1.10-1.13 in place, forming in the first 1.03-1.06 and 1.03-1.07.
+   The products are the same bits either way. */
+static void grzo__form_fma_block(const float *wpk, const float *upk, const uint32_t *sw, const float *fsel, float *kept,
+                                 int64_t j0, int64_t j1, const float *xpk, int64_t n_rows, int64_t kc, int accumulate,
+                                 float *y, int64_t ldy) {
 #ifdef GRZO__FORM_UKR
     int64_t p, q, t, slivers = grzo__even_slivers(n_rows, 12);
     for (t = 0; t < slivers; t++) {
         int64_t n = grzo__even_split(n_rows, slivers, t, &p);
         for (q = j0; q < j1; q += 32) {
-            int64_t h = j1 - q < 32 ? j1 - q : 32;
-            grzo__form_ukr_fma_32xn[n](kc, wpk + (q - j0) * kc, upk + (q - j0) * kc, sw, fsel + (q - j0) * 2,
-                                       xpk + t * 12 * kc, h, accumulate, y + p * ldy + q, ldy);
+            int64_t h = j1 - q < 32 ? j1 - q : 32, off = (q - j0) * kc;
+            const float *wq = wpk + off, *uq = upk + off, *fq = fsel + (q - j0) * 2, *xt = xpk + t * 12 * kc;
+            float *yq = y + p * ldy + q;
+            if (slivers == 1)
+                grzo__form_ukr_fma_32xn[n](kc, wq, uq, sw, fq, xt, h, accumulate, yq, ldy);
+            else if (t == 0)
+                grzo__form_keep_ukr_32xn[n](kept + off, kc, wq, uq, sw, fq, xt, h, accumulate, yq, ldy);
+            else
+                grzo__kept_ukr_32xn[n](kept + off, kc, wq, uq, sw, fq, xt, h, accumulate, yq, ldy);
         }
     }
 #else
-    (void)wpk, (void)upk, (void)sw, (void)fsel, (void)j0, (void)j1, (void)xpk, (void)n_rows, (void)kc;
+    (void)wpk, (void)upk, (void)sw, (void)fsel, (void)kept, (void)j0, (void)j1, (void)xpk, (void)n_rows, (void)kc;
     (void)accumulate, (void)y, (void)ldy;
 #endif
 }
@@ -1223,12 +1265,12 @@ static void grzo__fused_add_tails(const grzo__fused_copy *cp, int64_t n_copies, 
 static void grzo__form_copy_block(const grzo__ukr *u, const grzo__fused_copy *c, const grzo_linear_args *a, int64_t k0,
                                   int64_t kc, int64_t j0, int64_t j1, const float *wpk, const float *upk,
                                   const uint32_t *ub, const uint32_t *sw, const float *fblk, float *fsel,
-                                  const float *xpack) {
+                                  float *kept, const float *xpack) {
     int64_t d_in = a->w.cols, d_out = a->w.rows;
     if (c->n_main == 0) return;
     if (c->fma) {
         grzo__fma_scales(fblk, (j1 - j0 + u->wp - 1) / u->wp, fsel);
-        grzo__form_fma_block(wpk, upk, sw, fsel, j0, j1, xpack + c->x_off, c->n_main, kc, k0 > 0,
+        grzo__form_fma_block(wpk, upk, sw, fsel, kept, j0, j1, xpack + c->x_off, c->n_main, kc, k0 > 0,
                              a->y + c->row0 * d_out, d_out);
     } else
         grzo__form_ukr_block(u, wpk, ub, sw, fblk, j0, j1, a->x + c->row0 * d_in + k0, d_in,
@@ -1312,10 +1354,10 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     per_block = (n_slivers + n_blocks - 1) / n_blocks;   /* the largest block: slivers are split evenly */
     /* per thread: packed W and U of a block, a copy's and its mirror's formed sliver, one
        sliver's U rows, the f vector and the block's, the block's U bits, the tail set's two
-       products, the FMA-forming kernels' scales */
+       products, the FMA-forming kernels' scales and the block's weights they keep */
     t_elems = (size_t)(2 * per_block * u->wp * kc_max + 3 * u->wp * kc_max + u->wp + per_block * u->wp +
                        per_block * grzo__bits_stride(kc_max) + 2 * n_tail * per_block * u->wp +
-                       2 * per_block * u->wp + 15) / 16 * 16;
+                       2 * per_block * u->wp + (any_fma ? per_block * u->wp * kc_max : 0) + 15) / 16 * 16;
     {   /* the packed rows, the copies' sign words, the threads' buffers, the tail set: kept */
         size_t sz[6], total = 0, off = 0;
         char *kept;
@@ -1370,7 +1412,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
             int64_t s0 = blk * n_slivers / n_blocks, s1 = (blk + 1) * n_slivers / n_blocks;
             int64_t j0 = s0 * u->wp, j1 = s1 * u->wp > d_out ? d_out : s1 * u->wp, q, i, cc;
             float *wpk = tbuf + (size_t)grzo__cpu_thread() * t_elems, *upk, *formed, *formed2, *row, *f, *fblk, *tw, *tt;
-            float *fsel;
+            float *fsel, *kept;
             uint32_t *ub;
             upk = wpk + per_block * u->wp * kc;
             formed = upk + per_block * u->wp * kc;
@@ -1382,6 +1424,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
             tw = (float *)(ub + per_block * grzo__bits_stride(kc));
             tt = tw + n_tail * per_block * u->wp;
             fsel = tt + n_tail * per_block * u->wp;
+            kept = fsel + 2 * per_block * u->wp;
             if (j0 >= j1) continue;
             if (n_copies == 1) {
                 if (cp[0].n_rows == 0) continue;
@@ -1407,10 +1450,10 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
                     const uint32_t *sw = sws + cq->sw_off;
                     for (i = 0; i < (s1 - s0) * u->wp; i++)   /* f = 0 past the weight's rows, as below */
                         fblk[i] = j0 + i >= j1 ? 0.0f : cq->r ? cq->scale * cq->r[j0 + i] : cq->scale;
-                    grzo__form_copy_block(u, cq, a, k0, kc, j0, j1, wpk, upk, ub, sw, fblk, fsel, xpack);
+                    grzo__form_copy_block(u, cq, a, k0, kc, j0, j1, wpk, upk, ub, sw, fblk, fsel, kept, xpack);
                     if (mq && mq->n_main > 0) {
                         for (i = 0; i < (s1 - s0) * u->wp; i++) fblk[i] = -fblk[i];
-                        grzo__form_copy_block(u, mq, a, k0, kc, j0, j1, wpk, upk, ub, sw, fblk, fsel, xpack);
+                        grzo__form_copy_block(u, mq, a, k0, kc, j0, j1, wpk, upk, ub, sw, fblk, fsel, kept, xpack);
                     }
                     continue;
                 }

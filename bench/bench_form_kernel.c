@@ -3,10 +3,12 @@
    unformed weight panel (what MeZO's pass runs, once its block is formed), on 1 thread, with
    the fp32 peak of an FMA loop beside them: how far forming a copy's weight in the kernel
    sits from the unformed kernel and from the machine, and how much of that is the kernel
-   and how much is where its operands live.
+   and how much is where its operands live. Beside them the fused path's own loop over a
+   copy's block (grzo__form_fma_block), which forms in the first X sliver only and keeps the
+   weights for the others.
 
-   Three layouts, the loops of the fused path (grzo__form_fma_block: each X sliver of a copy
-   against every 32-row weight sliver of a block):
+   Three layouts, the loops of the fused path (each X sliver of a copy against every 32-row
+   weight sliver of a block):
    - in cache: K 384, one block of 96 weight rows, one copy (X slivers packed 12 wide), the
      same Y tile every call;
    - in place: K 512, 1024 weight rows in blocks of 96, 32 copies, each with its own packed
@@ -46,6 +48,7 @@ typedef struct layout {
 
 typedef struct operands {
     float *w, *u, *fsel, *x, *y;   /* block's packed W and U (+-1), scales, packed X, Y */
+    float *kept;                   /* the weights grzo__form_fma_block keeps */
     uint32_t *sw;                  /* s's sign words */
 } operands;
 
@@ -70,6 +73,7 @@ static void operands_make(const layout *l, operands *o) {
     o->w = floats(wn);
     o->u = floats(wn);
     o->fsel = floats((size_t)(2 * l->block));
+    o->kept = floats(wn);
     o->x = floats(xn);
     o->y = floats(yn);
     o->sw = (uint32_t *)malloc((size_t)l->kc * sizeof(uint32_t));
@@ -90,12 +94,15 @@ static void operands_make(const layout *l, operands *o) {
 }
 
 static void operands_free(operands *o) {
-    free(o->w); free(o->u); free(o->fsel); free(o->x); free(o->y); free(o->sw);
+    free(o->w); free(o->u); free(o->fsel); free(o->x); free(o->y); free(o->sw); free(o->kept);
 }
 
+enum { BLIS_UNFORMED, FORM_EVERY_SLIVER, FUSED_BLOCK, N_VARIANTS };
+
 /* One pass over the layout: every block of weight rows, every copy, every X sliver against
-   every weight sliver of the block; form = 0: BLIS's kernel on the unformed W. */
-static void pass(const grzo__ukr *uk, const layout *l, const operands *o, int form) {
+   every weight sliver of the block (FUSED_BLOCK: the fused path's function does those loops) */
+static void pass(const grzo__ukr *uk, const layout *l, const operands *o, int variant) {
+    const int form = variant != BLIS_UNFORMED;
     float alpha = 1.0f, beta = 1.0f;
     auxinfo_t aux;
     int64_t j0, c, t, q, p;
@@ -105,6 +112,10 @@ static void pass(const grzo__ukr *uk, const layout *l, const operands *o, int fo
         for (c = 0; c < l->copies; c++) {
             const float *xc = o->x + (size_t)c * SLIVERS * 12 * (size_t)l->kc;
             float *yc = o->y + (size_t)(l->shared_y ? 0 : c) * BLIS_ROWS * (size_t)l->d_out + j0;
+            if (variant == FUSED_BLOCK) {
+                grzo__form_fma_block(o->w, o->u, o->sw, o->fsel, o->kept, 0, jb, xc, ROWS, l->kc, 1, yc, l->d_out);
+                continue;
+            }
             for (t = 0; t < SLIVERS; t++) {
                 int64_t n = form ? grzo__even_split(ROWS, SLIVERS, t, &p) : 12;
                 if (!form) p = 12 * t;
@@ -126,20 +137,24 @@ static void pass(const grzo__ukr *uk, const layout *l, const operands *o, int fo
 
 static void run_layout(const grzo__ukr *uk, const layout *l, int rounds) {
     operands o;
-    double best[2] = {1e30, 1e30}, flops[2];
+    double best[N_VARIANTS], flops[N_VARIANTS];
     int r, v, i;
     operands_make(l, &o);
+    for (v = 0; v < N_VARIANTS; v++) best[v] = 1e30;
     for (r = 0; r < rounds; r++)
-        for (v = 0; v < 2; v++) {
+        for (v = 0; v < N_VARIANTS; v++) {
             double t0 = cpu_env_now();
             for (i = 0; i < l->repeat; i++) pass(uk, l, &o, v);
             t0 = cpu_env_now() - t0;
             if (t0 < best[v]) best[v] = t0;
         }
-    for (v = 0; v < 2; v++)
-        flops[v] = 2.0 * (double)l->repeat * (double)l->copies * (v ? ROWS : BLIS_ROWS) * (double)l->d_out * (double)l->kc;
-    printf("| %s | %.1f | %.1f | %.3f |\n", l->name, flops[1] / best[1] * 1e-9, flops[0] / best[0] * 1e-9,
-           (best[1] / flops[1]) / (best[0] / flops[0]));
+    for (v = 0; v < N_VARIANTS; v++)
+        flops[v] = 2.0 * (double)l->repeat * (double)l->copies * (v == BLIS_UNFORMED ? BLIS_ROWS : ROWS) *
+                   (double)l->d_out * (double)l->kc;
+    for (v = 0; v < N_VARIANTS; v++) best[v] /= flops[v];   /* seconds a FLOP */
+    printf("| %s | %.1f | %.1f | %.1f | %.3f | %.3f |\n", l->name, 1e-9 / best[FORM_EVERY_SLIVER],
+           1e-9 / best[FUSED_BLOCK], 1e-9 / best[BLIS_UNFORMED], best[FORM_EVERY_SLIVER] / best[BLIS_UNFORMED],
+           best[FUSED_BLOCK] / best[BLIS_UNFORMED]);
     operands_free(&o);
 }
 #endif
@@ -180,8 +195,9 @@ int main(int argc, char **argv) {
         printf("BLIS %s kernel %lldx%lld; grzo chooses the FMA-forming kernel on this CPU: %s; fp32 peak (FMA loop) "
                "%.1f GFLOP/s\n\n", uk.arch, (long long)uk.wp, (long long)uk.xp, uk.form_fma ? "yes" : "no (not Intel)",
                cpu_env_peak_gflops(1));
-        printf("| layout | FMA-forming GFLOP/s (64 rows a copy) | BLIS unformed GFLOP/s (72 rows) | time a FLOP, forming / "
-               "unformed |\n|---|---:|---:|---:|\n");
+        printf("| layout | forming in every X sliver, GFLOP/s (64 rows a copy) | the fused path's block (forming in the "
+               "first, kept after) | BLIS unformed (72 rows) | time a FLOP against BLIS's: every sliver | fused block "
+               "|\n|---|---:|---:|---:|---:|---:|\n");
         for (i = 0; i < 3; i++) run_layout(&uk, &layouts[i], (int)rounds);
     }
 #else

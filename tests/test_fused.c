@@ -393,16 +393,20 @@ static void pack_even(const float *x, int64_t ldx, int64_t n_rows, int64_t width
 
 /* The FMA-forming kernels on one 32-row weight sliver (h rows) and a copy of n rows of X
    (row i at xr + i ldx), as the fused path runs them: U's bits unpacked to floats, the
-   scales and their negations, the rows packed 12 wide */
+   scales and their negations, the rows packed 12 wide; a copy of more than one X sliver
+   forms in the first and reads the weights kept there in the others (kept: 32 kc floats,
+   filled with NaNs first: a weight read before it is kept shows) */
 static void fma_form_times_rows(const float *w, const uint32_t *ub, const uint32_t *sw, const float *f, int64_t h,
                                 const float *xr, int64_t ldx, int64_t n, int64_t kc, int acc, float *uf, float *xf,
-                                float *c, int64_t ldc)
+                                float *kept, float *c, int64_t ldc)
 {
     float fsel[64];
+    int64_t i;
     grzo__unpack_u_bits(ub, h, kc, 32, uf);
     grzo__fma_scales(f, 1, fsel);
     pack_even(xr, ldx, n, 12, kc, xf);
-    grzo__form_fma_block(w, uf, sw, fsel, 0, h, xf, n, kc, acc, c, ldc);
+    for (i = 0; i < 32 * kc; i++) kept[i] = NAN;
+    grzo__form_fma_block(w, uf, sw, fsel, kept, 0, h, xf, n, kc, acc, c, ldc);
 }
 
 /* C's initial state: c0's values to accumulate into, or NaNs the kernel must not read */
@@ -424,17 +428,18 @@ static void check_form_ukr(void)
     float *c0 = aligned_floats(MAXN * LDC), *c_ref = aligned_floats(MAXN * LDC), *c_got = aligned_floats(MAXN * LDC);
     float *xw = aligned_floats(grzo__even_slivers(MAXN, GRZO__WIDE_X) * GRZO__WIDE_X * KC);   /* X packed for the 16-row kernels */
     float *xf = aligned_floats(grzo__even_slivers(MAXN, 12) * 12 * KC), *uf = aligned_floats(32 * KC);   /* FMA-forming */
+    float *kept = aligned_floats(32 * KC);   /* the weights the FMA-forming kernels keep */
     float f[32], fneg[32], sg[KC];
     uint32_t ub[KC], sw[KC], ub2[2 * KC];
     int64_t ki, ni, hi, i, k, n_cases = 0;
     int acc, form, mirror;
-    REQUIRE(w && x && formed && neg && xr && w2 && c0 && c_ref && c_got && xw && xf && uf);
+    REQUIRE(w && x && formed && neg && xr && w2 && c0 && c_ref && c_got && xw && xf && uf && kept);
     REQUIRE(grzo__ukr_init(&u));
     if (!u.form_in_kernel) {
         printf("test_fused: the forming kernel does not run here (BLIS %s, %s): nothing to compare\n", u.arch,
                grzo__simd_name(grzo__cpu_simd_level()));
         free(w); free(x); free(formed); free(neg); free(xr); free(w2); free(c0); free(c_ref); free(c_got); free(xw);
-        free(xf); free(uf);
+        free(xf); free(uf); free(kept);
         return;
     }
     tu_fill_unif(w, 32 * KC, 41, -1.0f, 1.0f);
@@ -471,7 +476,7 @@ static void check_form_ukr(void)
                             n_cases++;
                             /* the FMA-forming kernel (every width, though the fused path gives it 5-12) */
                             reset_c(c_got, c0, 12 * LDC, acc);
-                            fma_form_times_rows(w, ub, sw, mirror ? fneg : f, h, xr, XLD, n, kc, acc, uf, xf, c_got, LDC);
+                            fma_form_times_rows(w, ub, sw, mirror ? fneg : f, h, xr, XLD, n, kc, acc, uf, xf, kept, c_got, LDC);
                             CHECKF(memcmp(c_ref, c_got, 12 * LDC * sizeof(float)) == 0,
                                    "FMA-forming kernel: kc %lld n %lld h %lld accumulate %d s %d mirror %d differs",
                                    (long long)kc, (long long)n, (long long)h, acc, form, mirror);
@@ -514,7 +519,7 @@ static void check_form_ukr(void)
                         n_cases++;
                         if (form) continue;
                         reset_c(c_got, c0, MAXN * LDC, acc);   /* 12 wide: 13 rows as 7 + 6, 64 as 11 x 4 + 10 x 2 */
-                        fma_form_times_rows(w, ub, sw, f, h, xr, XLD, n, kc, acc, uf, xf, c_got, LDC);
+                        fma_form_times_rows(w, ub, sw, f, h, xr, XLD, n, kc, acc, uf, xf, kept, c_got, LDC);
                         CHECKF(memcmp(c_ref, c_got, MAXN * LDC * sizeof(float)) == 0,
                                "FMA-forming kernel, %lld rows in slivers: kc %lld h %lld accumulate %d differs",
                                (long long)n, (long long)kc, (long long)h, acc);
@@ -559,7 +564,7 @@ static void check_form_ukr(void)
     printf("test_fused: the forming kernels equal forming then BLIS's kernel, bit for bit, in %lld cases\n",
            (long long)n_cases);
     free(w); free(x); free(formed); free(neg); free(xr); free(w2); free(c0); free(c_ref); free(c_got); free(xw);
-    free(xf); free(uf);
+    free(xf); free(uf); free(kept);
 #endif
 }
 
