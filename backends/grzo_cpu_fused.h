@@ -29,6 +29,8 @@
                         grzo__form_ukr_fma_32xn for copies of 5 rows or more, U then also
                         as floats), which form W + f_c (.) U in registers as they multiply
                         (same bits), each X sliver against every weight sliver of the block
+                        (the FMA-forming kernel forms in a copy's first X sliver and keeps
+                        the weights for its others: grzo__form_fma_block)
          the tail set: X_t W^T and (X_t (.) s) U^T on the same panels (U as floats), added
            into Y
 
