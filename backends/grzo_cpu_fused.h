@@ -1170,9 +1170,9 @@ static void grzo__form_ukr_block(const grzo__ukr *u, const float *wpk, const uin
    weights and keeps them (kept: the block's rows x kc floats), the others read them: one
    forming FMA beside every 22 on the first sliver only, and the kept weights, one stream from
    L2, in place of W and U, two. bench/bench_form_kernel (Intel Xeon, 1 thread, copies of 64
-   rows in 6 slivers), time a FLOP against BLIS's kernel on an unformed panel: forming in every
-   sliver 1.12-1.14 in cache and 1.10-1.13 in place, forming in the first 1.03-1.06 and 1.03-1.07.
-   The products are the same bits either way. */
+   rows in 6 slivers), time a FLOP against BLIS's kernel on an unformed panel, two quiet runs:
+   forming in every sliver 1.12-1.13 in cache and 1.10-1.13 in place, forming in the first
+   1.03-1.05 and 1.01-1.04. The products are the same bits either way. */
 static void grzo__form_fma_block(const float *wpk, const float *upk, const uint32_t *sw, const float *fsel, float *kept,
                                  int64_t j0, int64_t j1, const float *xpk, int64_t n_rows, int64_t kc, int accumulate,
                                  float *y, int64_t ldy) {
