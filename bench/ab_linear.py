@@ -141,6 +141,8 @@ def main():
     if not 1 <= opts.rounds <= 10000:
         fail("--rounds: expected 1..10000, got %d" % opts.rounds, 2)
     bench_args = argv[cut + 1:]
+    if "--help" in bench_args:   # bench_linear would print its usage into the captured output and exit
+        fail("bench_linear's options: ./build/bench/bench_linear --help", 2)
     root = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     build = os.path.realpath(opts.build)
     run(["ninja", "-C", build, "bench/bench_linear"], what="building bench_linear in " + build)
