@@ -5,9 +5,9 @@
    ab_linear.py compiles bench_linear.c twice, once from a git ref (A) and once from the
    working tree (B), each with its own copy of grzo's header (GRZO_STATIC: every function
    private to its file), its main renamed ab_main_a and ab_main_b, and links them with this
-   file. Each round runs A's and B's bench_linear once (which first, alternating), every run
-   its own process state of one bench_linear run (backend, weights, activations), and reads
-   the best call time each prints. The ratio B / A is taken per round: the two runs of a
+   file. After a warm-up round, each round runs A's and B's bench_linear once (which first,
+   alternating), every run with its own state (backend, weights, activations), and reads the
+   best call time each prints. The ratio B / A is taken per round: the two runs of a
    round see the same machine, where two separate processes minutes apart need not.
 
    Run:  ab_linear ROUNDS A_ARGS... [-- B_ARGS...]   (B_ARGS default: A_ARGS; both are
@@ -90,6 +90,9 @@ int main(int argc, char **argv) {
             if (n_b == 1) { args_b = args_a; n_b = n_a; }   /* a "--" with nothing after it */
             break;
         }
+    /* a round first that is not counted: the process's first run pays for starting OpenMP's
+       threads, BLIS's context and the libraries' pages, whichever side it is */
+    if (run_one(ab_main_a, "A", n_a, args_a, &ta) || run_one(ab_main_b, "B", n_b, args_b, &tb)) return 1;
     for (r = 0; r < rounds; r++) {
         int first_a = r % 2 == 0, fail;
         fail = first_a ? run_one(ab_main_a, "A", n_a, args_a, &ta) || run_one(ab_main_b, "B", n_b, args_b, &tb)

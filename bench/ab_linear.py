@@ -3,13 +3,13 @@
 
 Builds bench_linear twice into one program, A from a git ref (default HEAD) and B from the
 working tree, each with its own private copy of grzo's header, and runs the two in
-alternation, round by round (bench/ab_linear.c). On a shared machine whose speed swings by
+alternation, round by round, after a warm-up round (bench/ab_linear.c). On a shared machine whose speed swings by
 tens of percent from one minute to the next, two programs run minutes apart do not compare;
 two runs of one round do. README "Measuring a change".
 
   bench/ab_linear.py [--build DIR] [--rounds N] [--ref REF] -- BENCH_LINEAR_ARGS [-- B_ARGS]
 
-  --build DIR   a configured grzo build (default: build): its compile command for
+  --build DIR   a configured grzo build (default: the repository's build/): its compile command for
                 bench/bench_linear.c gives both sides their flags, its link command the
                 libraries
   --rounds N    rounds (default 20); each runs A's bench_linear and B's once
@@ -134,7 +134,7 @@ def main():
              "(the file's opening comment says more)", 2)
     cut = argv.index("--")
     p = argparse.ArgumentParser(prog="ab_linear.py", add_help=True)
-    p.add_argument("--build", default="build")
+    p.add_argument("--build", default=None)
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--ref", default="HEAD")
     opts = p.parse_args(argv[:cut])
@@ -144,7 +144,7 @@ def main():
     if "--help" in bench_args:   # bench_linear would print its usage into the captured output and exit
         fail("bench_linear's options: ./build/bench/bench_linear --help", 2)
     root = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    build = os.path.realpath(opts.build)
+    build = os.path.realpath(opts.build or os.path.join(root, "build"))
     run(["ninja", "-C", build, "bench/bench_linear"], what="building bench_linear in " + build)
     entry = compile_entry(build)
     cc, libs = link_libraries(build)
