@@ -40,7 +40,10 @@ def fail(message, status=1):
 
 
 def run(cmd, cwd=None, what=None):
-    result = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        result = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    except OSError as e:   # the program itself missing (ninja, the compiler)
+        fail("%s: cannot run %s: %s" % (what or cmd[0], cmd[0], e))
     if result.returncode != 0:
         sys.stderr.write(result.stdout)
         fail("%s failed: %s" % (what or cmd[0], " ".join(shlex.quote(c) for c in cmd)))
@@ -55,7 +58,8 @@ def extract_ref(root, ref, dest):
     archive = subprocess.run(["git", "-C", root, "archive", "--format=tar", ref] + SOURCES, stdout=subprocess.PIPE)
     if archive.returncode != 0:
         fail("git archive %s %s failed" % (ref, " ".join(SOURCES)))
-    subprocess.run(["tar", "-x", "-C", dest], input=archive.stdout, check=True)
+    if subprocess.run(["tar", "-x", "-C", dest], input=archive.stdout).returncode != 0:
+        fail("unpacking %s's files into %s failed" % (ref, dest))
 
 
 def compile_entry(build):
