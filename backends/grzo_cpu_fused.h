@@ -51,6 +51,9 @@
 #define GRZO_CPU_FUSED__IMPLEMENTED
 
 #include <blis.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>   /* sysconf: the L2's size (grzo__l2_bytes) */
+#endif
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define GRZO__FORM_UKR 1   /* grzo__form_ukr_32x12 (below) is compiled */
 #include <immintrin.h>
@@ -87,12 +90,24 @@ struct grzo__ukr {
                                  (32-row weight slivers as A, 12-row X slivers) and AVX-512F */
     int form_fma;             /* copies of 5 rows or more go through grzo__form_ukr_fma_32xn
                                  (Intel cores: grzo__form_by_fma) */
+    int long_single_kc;       /* a single-copy op takes grzo__copies_kc's K block too (an L2 of
+                                 2 MiB or more: grzo__copies_kc) */
     const char *arch;
 };
 typedef struct grzo__ukr grzo__ukr;
 /* grzo__ukr_init copies BLIS's kernel pointer (a void_fp) into the function pointer: the
    build fails where the two differ in size */
 typedef char grzo__ukr_pointer_fits[sizeof(void_fp) == sizeof(sgemm_ukr_ft) ? 1 : -1];
+
+/* The L2 cache of a core in bytes, or 0 where the system does not say */
+static long grzo__l2_bytes(void) {
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return v > 0 ? v : 0;
+#else
+    return 0;
+#endif
+}
 
 /* BLIS's context for this CPU. Returns 0 (and leaves the fallback to OpenBLAS) when BLIS
    selected its portable 'generic' configuration (its C reference kernel is slower than any
@@ -133,6 +148,7 @@ static int grzo__ukr_init(grzo__ukr *u) {
     u->mc = (mc / 4 / u->wp) * u->wp;
     if (u->mc < u->wp) u->mc = u->wp;
     u->arch = bli_arch_string(id);
+    u->long_single_kc = grzo__l2_bytes() >= 2L * 1024 * 1024;
 #ifdef GRZO__FORM_UKR
     u->form_in_kernel = u->weight_is_a && u->wp == 32 && u->xp == 12 && grzo__cpu_simd_level() >= 3;
     u->form_fma = u->form_in_kernel && grzo__form_by_fma();
@@ -1298,8 +1314,12 @@ static void *grzo__carve(char *base, size_t *off, size_t bytes) {
    tiles, scattered over Y, and Y outgrows L2 at a model's shapes (SmolLM2's 1160 rows x 1536:
    7 MB); one block instead of two at 576 wide saved 9 % of a GRZO linear 1536x576 at 1 thread
    and 7 % at 2 (bench_linear --lengths of bench_llm's prompts). A single-copy op (MeZO/FZOO)
-   keeps BLIS's KC: its one formed block meets every row while it is in L2, and the longer
-   block slowed its 576x576 pass at 2 threads by 13 %. */
+   keeps BLIS's KC where a core's L2 is under 2 MiB: its one formed block meets every row while
+   it is in L2, and the longer block slowed its 576x576 pass at 2 threads by 13 % (AMD, 1 MiB).
+   With 2 MiB (an Intel Xeon, model 207) the longer block is the faster one: bench/ab_linear.py,
+   `--op mezo --lengths` of bench_llm's prompts, 16 rounds, per-round medians (best calls)
+   on 1 thread; 2: 576 x 576 0.942 (0.928); 0.920 (0.943), 576 wide x 1536 0.962 (0.949);
+   0.942 (0.936), 1536 wide x 576 0.985 (0.985); 0.989 (0.961). */
 static int64_t grzo__copies_kc(int64_t kc, int64_t d_in) {
     int64_t most = kc * 3 / 2, n = (d_in + most - 1) / most, even = (d_in + n - 1) / n;
     even = (even + 7) / 8 * 8;
@@ -1314,7 +1334,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     const grzo_perturb *pt = a->perturb;
     const float *W = (const float *)a->w.data;
     int64_t d_out = a->w.rows, d_in = a->w.cols, x_elems = 0, n_sw = 0, c, k0, job, n_x, max_jobs = 1;
-    int64_t kc_max = n_copies > 1 ? grzo__copies_kc(u->kc, d_in) : u->kc < d_in ? u->kc : d_in;
+    int64_t kc_max = n_copies > 1 || u->long_single_kc ? grzo__copies_kc(u->kc, d_in) : u->kc < d_in ? u->kc : d_in;
     int64_t n_slivers = (d_out + u->wp - 1) / u->wp, per_block, n_blocks, blk, n_tail, tail_slivers, tail_elems, *mate;
     int nt = cpu->n_threads, bits = pt->base.dist != GRZO_NOISE_GAUSSIAN && u->wp <= GRZO__BIT_SLIVER_MAX, any_fma = 0;
     grzo__cpu_scratch sc = {{0}, 0};
