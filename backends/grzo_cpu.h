@@ -604,7 +604,7 @@ static grzo_status grzo__cpu_linear_fused_op(grzo__cpu *cpu, const grzo_linear_a
    --d-out N`, 1 thread, GRZO: N = 4 0.361 against 0.061 ms, 24 0.547 against 0.334; MeZO:
    N = 4 0.263 against 0.076; 2 threads, N = 48: GRZO 0.533 against 0.466, MeZO 0.298
    against 0.240; one slower case, N = 32 at 1 thread (1024 wide, 64 rows: 2.25 ms against
-   the fused 1.95). README "Narrow weights". */
+   the fused 1.95). bench/PERFORMANCE.md, "Narrow weights". */
 static int grzo__cpu_takes_fused(const grzo__cpu *cpu, const grzo_linear_args *a) {
     if (!cpu->ukr) return 0;
     if (cpu->algo == GRZO_CPU_LINEAR_FUSED) return 1;

@@ -255,7 +255,7 @@ int main(int argc, char **argv)
     d.sigma = 1e-3f;
     TRY(grzo_create(&d, &ctx));
     /* weights and activations from the backend, as a model's (64-byte aligned: where a
-       buffer starts past a cache line moves a step by 2-3 %, README "Where the buffers
+       buffer starts past a cache line moves a step by 2-3 %, bench/PERFORMANCE.md "Where the buffers
        land"); each weight starts on a 64-byte boundary too */
     w_elems = (size_t)(d_out * width);
     w_stride = (w_elems + 15) / 16 * 16;

@@ -11,7 +11,7 @@
    and PMI launchers (PMI_RANK, PMI_SIZE: MPICH's and Intel MPI's mpiexec, srun --mpi=pmi2);
    GRZO_MPI=1 or 0 says it instead. A process started alone does not initialize MPI: Open
    MPI's singleton start forks a helper daemon and resolves the host name, 1.3 s before the
-   first line of output on the machine of README "Performance", 10-15 s where the name does
+   first line of output on a 2-vCPU development machine, 10-15 s where the name does
    not resolve (a chroot without /etc/hosts). */
 static int ft_launched_by_mpi(char *err, size_t errlen) {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"};
