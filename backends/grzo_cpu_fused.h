@@ -394,9 +394,20 @@ static void grzo__pack_u(const grzo_noise *base, int64_t d_in, int64_t j0, int64
    bits. Slivers are at most 32 wide. */
 #define GRZO__BIT_SLIVER_MAX 32
 
+#ifdef GRZO__PACK_VECTORS
+typedef float grzo__v16 __attribute__((vector_size(64)));
+typedef uint32_t grzo__v16u __attribute__((vector_size(64)));
+/* lane i of half 0 (1) moves bit i (16 + i) of a word to the sign bit */
+static const grzo__v16u grzo__bit_to_sign[2] = {
+    {31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16},
+    {15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0}};
+#define GRZO__V16_ALL(x) {x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}
+#endif
+
 /* In place: bit c of a[i] becomes bit i of a[c] (a 32 x 32 bit matrix transposed by
-   swapping ever smaller off-diagonal blocks). */
-static void grzo__transpose_bits32(uint32_t a[32]) {
+   swapping ever smaller off-diagonal blocks: for j = 16, 8, 4, 2, 1, the bits of word k under
+   the mask m_j, shifted by j, trade places with the bits of word k + j above it). */
+static inline void grzo__transpose_bits32_scalar(uint32_t a[32]) {
     uint32_t m = 0x0000FFFFu, t;
     int j, k;
     for (j = 16; j != 0; j >>= 1, m ^= m << j)
@@ -406,6 +417,47 @@ static void grzo__transpose_bits32(uint32_t a[32]) {
             a[k] ^= t << j;
         }
 }
+
+#ifdef GRZO__PACK_VECTORS
+/* One swap of grzo__transpose_bits32 inside 16 words: lane k (k & j clear) trades with lane
+   k + j. t holds the bits that move, in the low lanes only (mask: m_j there, 0 in the high
+   lanes); lane k takes t << j, lane k + j takes t from lane k (the shuffle swaps k and k + j). */
+#define GRZO__BITS_SWAP(v, j, mask, ...)                                             \
+    do {                                                                            \
+        const grzo__v16u m_ = mask;                                                 \
+        grzo__v16u t_ = ((v >> j) ^ __builtin_shufflevector(v, v, __VA_ARGS__)) & m_;            \
+        v ^= (t_ << j) | __builtin_shufflevector(t_, t_, __VA_ARGS__);                           \
+    } while (0)
+#define GRZO__LOW_LANES(j, m) {(0 & j) ? 0u : m, (1 & j) ? 0u : m, (2 & j) ? 0u : m, (3 & j) ? 0u : m, \
+    (4 & j) ? 0u : m, (5 & j) ? 0u : m, (6 & j) ? 0u : m, (7 & j) ? 0u : m, (8 & j) ? 0u : m, (9 & j) ? 0u : m, \
+    (10 & j) ? 0u : m, (11 & j) ? 0u : m, (12 & j) ? 0u : m, (13 & j) ? 0u : m, (14 & j) ? 0u : m, (15 & j) ? 0u : m}
+/* The same bits as grzo__transpose_bits32_scalar, 16 words a vector: about 60 vector
+   operations for the 32 words where the scalar loop runs some 500 (perf of a SmolLM2 GRZO
+   step: the scalar transposes were 1 % of it). */
+static inline void grzo__transpose_bits32(uint32_t a[32]) {
+    grzo__v16u lo, hi, t;
+    const grzo__v16u m16 = GRZO__V16_ALL(0x0000FFFFu);
+    memcpy(&lo, a, sizeof lo);
+    memcpy(&hi, a + 16, sizeof hi);
+    t = ((lo >> 16) ^ hi) & m16;   /* j = 16: word k of lo with word k of hi */
+    hi ^= t;
+    lo ^= t << 16;
+    GRZO__BITS_SWAP(lo, 8, GRZO__LOW_LANES(8, 0x00FF00FFu), 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+    GRZO__BITS_SWAP(hi, 8, GRZO__LOW_LANES(8, 0x00FF00FFu), 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+    GRZO__BITS_SWAP(lo, 4, GRZO__LOW_LANES(4, 0x0F0F0F0Fu), 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+    GRZO__BITS_SWAP(hi, 4, GRZO__LOW_LANES(4, 0x0F0F0F0Fu), 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+    GRZO__BITS_SWAP(lo, 2, GRZO__LOW_LANES(2, 0x33333333u), 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+    GRZO__BITS_SWAP(hi, 2, GRZO__LOW_LANES(2, 0x33333333u), 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+    GRZO__BITS_SWAP(lo, 1, GRZO__LOW_LANES(1, 0x55555555u), 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+    GRZO__BITS_SWAP(hi, 1, GRZO__LOW_LANES(1, 0x55555555u), 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+    memcpy(a, &lo, sizeof lo);
+    memcpy(a + 16, &hi, sizeof hi);
+}
+#undef GRZO__BITS_SWAP
+#undef GRZO__LOW_LANES
+#else
+static inline void grzo__transpose_bits32(uint32_t a[32]) { grzo__transpose_bits32_scalar(a); }
+#endif
 
 /* words per k block of a sliver's bits: kc rounded up to whole 32 x 32 transposes */
 static int64_t grzo__bits_stride(int64_t kc) { return (kc + 31) / 32 * 32; }
@@ -431,16 +483,6 @@ static void grzo__pack_u_bits(const grzo_noise *base, int64_t d_in, int64_t j0, 
         grzo__u_sliver_bits(base, d_in, j0 + q, n - q < width ? n - q : width, k0, kc,
                             ub + q / width * grzo__bits_stride(kc));
 }
-
-#ifdef GRZO__PACK_VECTORS
-typedef float grzo__v16 __attribute__((vector_size(64)));
-typedef uint32_t grzo__v16u __attribute__((vector_size(64)));
-/* lane i of half 0 (1) moves bit i (16 + i) of a word to the sign bit */
-static const grzo__v16u grzo__bit_to_sign[2] = {
-    {31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16},
-    {15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0}};
-#define GRZO__V16_ALL(x) {x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}
-#endif
 
 /* The packed float U of n rows (slivers of `width`) from their bits, for the tail set's
    product: -1 or +1, and 0 in a sliver's rows past n like grzo__pack_u. */
