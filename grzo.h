@@ -1130,17 +1130,108 @@ GRZO__DEF float grzo_noise_at(const grzo_noise *n, uint64_t index) {
 #define GRZO__RNG_CLONES
 #endif
 
+/* Philox for up to 16 groups in the lanes of AVX-512 registers (GCC, x86-64 Linux, C). GCC 12
+   vectorizes grzo__philox's 32 x 32 -> 64-bit products as 64-bit multiplies (vpmullq: three
+   uops on Intel's cores, one on AMD's), where vpmuludq (one uop) multiplies the low halves of
+   64-bit lanes: even and odd lanes in two of them, their halves put back in place by shifts
+   and blends. The same bits as grzo__noise_group (tests/test_rng.c: kat_lanes, and every bulk
+   test through grzo_noise_fill); the batches below take it where the CPU has AVX-512F.
+   GRZO__PHILOX_AVX512=0 leaves it out (tests/meson.build, to test the portable loop in each
+   clone on an AVX-512 CPU). */
+#if GRZO__CPU_CLONES && !defined(GRZO__PHILOX_AVX512)
+#define GRZO__PHILOX_AVX512 1
+#endif
+#if GRZO__CPU_CLONES && GRZO__PHILOX_AVX512
+#include <immintrin.h>
+#define GRZO__PHILOX_LANES 1
+/* the high (lo = 0) or low 32 bits of m times each lane of c */
+__attribute__((target("avx512f"), always_inline)) static inline void grzo__mul_lanes(__m512i c, __m512i m, __m512i *hi,
+                                                                                     __m512i *lo) {
+    const __mmask16 odd = 0xAAAA;
+    __m512i even_p = _mm512_mul_epu32(c, m), odd_p = _mm512_mul_epu32(_mm512_srli_epi64(c, 32), m);
+    *hi = _mm512_mask_blend_epi32(odd, _mm512_srli_epi64(even_p, 32), odd_p);
+    *lo = _mm512_mask_blend_epi32(odd, even_p, _mm512_slli_epi64(odd_p, 32));
+}
+/* groups g[0 .. count) of n (count <= 16), their 4 words each into w[4 i ..] */
+__attribute__((target("avx512f"), noinline)) static void grzo__philox_lanes(const grzo_noise *n, const uint64_t *g,
+                                                                            int count, uint32_t *w) {
+    const __mmask8 lo8 = (__mmask8)(count >= 8 ? 0xFF : (1u << count) - 1u);
+    const __mmask8 hi8 = (__mmask8)(count <= 8 ? 0 : count >= 16 ? 0xFF : (1u << (count - 8)) - 1u);
+    const __m512i m0 = _mm512_set1_epi32((int)GRZO__PHILOX_M0), m1 = _mm512_set1_epi32((int)GRZO__PHILOX_M1);
+    const __m512i g_lo = _mm512_maskz_loadu_epi64(lo8, g), g_hi = _mm512_maskz_loadu_epi64(hi8, g + 8);
+    const __m512i top = _mm512_set1_epi64(0xFFFF);
+    __m512i c0, c1, c2, c3, h0, l0, h1, l1, t0, t1, t2, t3, u0, u1, u2, u3, a, b;
+    uint32_t k0 = (uint32_t)n->seed, k1 = (uint32_t)(n->seed >> 32), out[64];
+    int r;
+    /* counter: the group's low word, its bits 32-47 under the stream, the step, the block */
+    c0 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(g_lo)), _mm512_cvtepi64_epi32(g_hi), 1);
+    c1 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(_mm512_and_si512(_mm512_srli_epi64(g_lo, 32), top))),
+                            _mm512_cvtepi64_epi32(_mm512_and_si512(_mm512_srli_epi64(g_hi, 32), top)), 1);
+    c1 = _mm512_or_si512(c1, _mm512_set1_epi32((int)(n->stream << 16)));
+    c2 = _mm512_set1_epi32((int)n->step);
+    c3 = _mm512_set1_epi32((int)n->block);
+    for (r = 0; r < 10; r++) {   /* grzo__philox's rounds */
+        grzo__mul_lanes(c0, m0, &h0, &l0);
+        grzo__mul_lanes(c2, m1, &h1, &l1);
+        c0 = _mm512_ternarylogic_epi32(h1, c1, _mm512_set1_epi32((int)k0), 0x96);   /* three-way xor */
+        c2 = _mm512_ternarylogic_epi32(h0, c3, _mm512_set1_epi32((int)k1), 0x96);
+        c1 = l1;
+        c3 = l0;
+        k0 += GRZO__PHILOX_W0;
+        k1 += GRZO__PHILOX_W1;
+    }
+    /* lanes to groups: word q of group i at 4 i + q (a 4 x 16 transpose) */
+    t0 = _mm512_unpacklo_epi32(c0, c1);
+    t1 = _mm512_unpackhi_epi32(c0, c1);
+    t2 = _mm512_unpacklo_epi32(c2, c3);
+    t3 = _mm512_unpackhi_epi32(c2, c3);
+    u0 = _mm512_unpacklo_epi64(t0, t2);   /* 128-bit lane L: group 4 L */
+    u1 = _mm512_unpackhi_epi64(t0, t2);   /* 4 L + 1 */
+    u2 = _mm512_unpacklo_epi64(t1, t3);   /* 4 L + 2 */
+    u3 = _mm512_unpackhi_epi64(t1, t3);   /* 4 L + 3 */
+    a = _mm512_shuffle_i32x4(u0, u1, 0x44);   /* u0 lanes 0 1, u1 lanes 0 1 */
+    b = _mm512_shuffle_i32x4(u2, u3, 0x44);
+    _mm512_storeu_si512(out, _mm512_shuffle_i32x4(a, b, 0x88));        /* groups 0-3 */
+    _mm512_storeu_si512(out + 16, _mm512_shuffle_i32x4(a, b, 0xDD));   /* 4-7 */
+    a = _mm512_shuffle_i32x4(u0, u1, 0xEE);
+    b = _mm512_shuffle_i32x4(u2, u3, 0xEE);
+    _mm512_storeu_si512(out + 32, _mm512_shuffle_i32x4(a, b, 0x88));   /* 8-11 */
+    _mm512_storeu_si512(out + 48, _mm512_shuffle_i32x4(a, b, 0xDD));   /* 12-15 */
+    memcpy(w, out, (size_t)(4 * count) * sizeof(uint32_t));
+}
+#else
+#define GRZO__PHILOX_LANES 0
+#endif
+
+/* Groups group0 .. group0 + count - 1 (count <= 16) into w[4 i ..] through grzo__philox_lanes
+   where this CPU has AVX-512F (libgcc's CPU model, read, not written): 1, else 0 and the
+   caller's own loop. */
+GRZO__INLINE_FN int grzo__philox_batch(const grzo_noise *n, uint64_t group0, int count, uint32_t *w) {
+#if GRZO__PHILOX_LANES
+    if (__builtin_cpu_supports("avx512f")) {
+        uint64_t g[16];
+        int i;
+        for (i = 0; i < 16; i++) g[i] = group0 + (uint64_t)i;
+        grzo__philox_lanes(n, g, count, w);
+        return 1;
+    }
+#endif
+    (void)n, (void)group0, (void)count, (void)w;
+    return 0;
+}
+
 /* grzo__noise_group for groups group0 .. group0 + GRZO__GAUSS_BATCH - 1 as Box-Muller pairs:
    pair 2i + h (h = 0, 1) of group i takes u1 from word 2h (a) and u2 from word 2h + 1 (b) */
 GRZO__INLINE_FN void grzo__noise_pairs(const grzo_noise *n, uint64_t group0, uint32_t a[GRZO__PAIRS], uint32_t b[GRZO__PAIRS]) {
     int i;
+    uint32_t w[4 * GRZO__GAUSS_BATCH];
+    if (!grzo__philox_batch(n, group0, GRZO__GAUSS_BATCH, w))
+        for (i = 0; i < GRZO__GAUSS_BATCH; i++) grzo__noise_group(n, group0 + (uint64_t)i, w + 4 * i);
     for (i = 0; i < GRZO__GAUSS_BATCH; i++) {
-        uint32_t w[4];
-        grzo__noise_group(n, group0 + (uint64_t)i, w);
-        a[2 * i] = w[0];
-        b[2 * i] = w[1];
-        a[2 * i + 1] = w[2];
-        b[2 * i + 1] = w[3];
+        a[2 * i] = w[4 * i];
+        b[2 * i] = w[4 * i + 1];
+        a[2 * i + 1] = w[4 * i + 2];
+        b[2 * i + 1] = w[4 * i + 3];
     }
 }
 
@@ -1278,6 +1369,12 @@ GRZO__RNG_CLONES static void grzo__noise_words_at(const grzo_noise *n, const uin
     uint64_t g[GRZO__RADEMACHER_BATCH];
     uint32_t v[4 * GRZO__RADEMACHER_BATCH];
     int i;
+#if GRZO__PHILOX_LANES
+    if (__builtin_cpu_supports("avx512f")) {
+        grzo__philox_lanes(n, groups, count, w);
+        return;
+    }
+#endif
     memcpy(g, groups, (size_t)count * sizeof(uint64_t));
     for (i = 0; i < count; i++) grzo__noise_group(&key, g[i], v + 4 * i);
     memcpy(w, v, (size_t)(4 * count) * sizeof(uint32_t));
@@ -1290,7 +1387,8 @@ GRZO__RNG_CLONES static void grzo__rademacher_groups(const grzo_noise *n, uint64
                                                      float *out) {
     uint32_t w[4 * GRZO__RADEMACHER_BATCH], v[32];
     int i, b;
-    for (i = 0; i < n_groups; i++) grzo__noise_group(n, group0 + (uint64_t)i, w + 4 * i);
+    if (!grzo__philox_batch(n, group0, n_groups, w))
+        for (i = 0; i < n_groups; i++) grzo__noise_group(n, group0 + (uint64_t)i, w + 4 * i);
     for (i = 0; i < 4 * n_groups; i++) {
         for (b = 0; b < 32; b++) v[b] = 0x3F800000u | ((~(w[i] >> b) & 1u) << 31);   /* +1.0f or -1.0f */
         memcpy(out + 32 * i, v, sizeof v);

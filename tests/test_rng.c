@@ -480,6 +480,49 @@ static void test_bulk(uint32_t dist)
     free(buf);
 }
 
+/* grzo__philox_lanes (AVX-512, GCC's x86-64 Linux builds) against grzo__noise_group, the
+   portable Philox: random seeds, streams, steps, blocks and groups (over 2^32 too), every
+   count 1-16, and nothing written past the count's words. Where the build or the CPU has no
+   such path, grzo__philox_batch must decline, so that the portable loop runs. */
+static void test_kat_lanes(void)
+{
+    grzo_noise n0 = tu_noise(1, 0, 0, 0, GRZO_NOISE_RADEMACHER);
+    uint32_t probe[4];
+#if GRZO__PHILOX_LANES
+    if (__builtin_cpu_supports("avx512f")) {
+        int t, count, i, q, bad = 0, spill = 0;
+        for (t = 0; t < 400; t++) {
+            grzo_noise n = n0;
+            uint64_t g[16];
+            uint32_t w[4 * 16 + 4], want[4];
+            n.seed = (uint64_t)tu_unif(2, (uint64_t)(8 * t), 0, 4294967296.0) << 32 |
+                     (uint64_t)tu_unif(2, (uint64_t)(8 * t + 1), 0, 4294967296.0);
+            n.stream = (uint32_t)tu_unif(2, (uint64_t)(8 * t + 2), 0, 65536.0);
+            n.step = (uint32_t)tu_unif(2, (uint64_t)(8 * t + 3), 0, 4294967296.0);
+            n.block = (uint32_t)tu_unif(2, (uint64_t)(8 * t + 4), 0, 4294967296.0);
+            for (i = 0; i < 16; i++)   /* groups up to 2^48, some across the 2^32 boundary */
+                g[i] = (t % 4 == 0 ? ((uint64_t)1 << 32) - 8 + (uint64_t)i
+                                   : (uint64_t)tu_unif(3, (uint64_t)(16 * t + i), 0, 281474976710656.0));
+            for (count = 1; count <= 16; count++) {
+                for (i = 0; i < 4 * 16 + 4; i++) w[i] = 0xDEADBEEFu;
+                grzo__philox_lanes(&n, g, count, w);
+                for (i = 0; i < count; i++) {
+                    grzo__noise_group(&n, g[i], want);
+                    for (q = 0; q < 4; q++) bad += w[4 * i + q] != want[q];
+                }
+                for (i = 4 * count; i < 4 * 16 + 4; i++) spill += w[i] != 0xDEADBEEFu;
+            }
+        }
+        CHECKF(bad == 0, "%d words of grzo__philox_lanes differ from grzo__noise_group", bad);
+        CHECKF(spill == 0, "grzo__philox_lanes wrote %d words past its count", spill);
+        CHECK(grzo__philox_batch(&n0, 0, 1, probe) == 1);
+        return;
+    }
+#endif
+    printf("kat_lanes: no AVX-512 Philox in this build or on this CPU: checking that the batches decline\n");
+    CHECK(grzo__philox_batch(&n0, 0, 1, probe) == 0);
+}
+
 int main(int argc, char **argv)
 {
     tu_args(argc, argv);
@@ -487,6 +530,7 @@ int main(int argc, char **argv)
     float *b = (float *)malloc(NCORR * sizeof(float));
     REQUIRE(a && b);
     if (tu_case("kat")) test_kat();
+    if (tu_case("kat_lanes")) test_kat_lanes();
     if (tu_case("layout")) test_rademacher_layout();
     if (tu_case("fill")) test_fill_matches_at();
     if (tu_case("gauss_bulk")) test_bulk(GRZO_NOISE_GAUSSIAN);
