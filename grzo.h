@@ -1144,7 +1144,7 @@ GRZO__DEF float grzo_noise_at(const grzo_noise *n, uint64_t index) {
 #if GRZO__CPU_CLONES && GRZO__PHILOX_AVX512
 #include <immintrin.h>
 #define GRZO__PHILOX_LANES 1
-/* the high (lo = 0) or low 32 bits of m times each lane of c */
+/* the high and the low 32 bits of m times each 32-bit lane of c */
 __attribute__((target("avx512f"), always_inline)) static inline void grzo__mul_lanes(__m512i c, __m512i m, __m512i *hi,
                                                                                      __m512i *lo) {
     const __mmask16 odd = 0xAAAA;
@@ -1199,16 +1199,17 @@ __attribute__((target("avx512f"), noinline)) static void grzo__philox_lanes(cons
     _mm512_storeu_si512(out + 48, _mm512_shuffle_i32x4(a, b, 0xDD));   /* 12-15 */
     memcpy(w, out, (size_t)(4 * count) * sizeof(uint32_t));
 }
+/* whether this CPU runs grzo__philox_lanes (libgcc's CPU model, read, not written) */
+#define GRZO__PHILOX_LANES_HERE() __builtin_cpu_supports("avx512f")
 #else
 #define GRZO__PHILOX_LANES 0
 #endif
 
 /* Groups group0 .. group0 + count - 1 (count <= 16) into w[4 i ..] through grzo__philox_lanes
-   where this CPU has AVX-512F (libgcc's CPU model, read, not written): 1, else 0 and the
-   caller's own loop. */
+   where this CPU runs it: 1, else 0 and the caller's own loop. */
 GRZO__INLINE_FN int grzo__philox_batch(const grzo_noise *n, uint64_t group0, int count, uint32_t *w) {
 #if GRZO__PHILOX_LANES
-    if (__builtin_cpu_supports("avx512f")) {
+    if (GRZO__PHILOX_LANES_HERE()) {
         uint64_t g[16];
         int i;
         for (i = 0; i < 16; i++) g[i] = group0 + (uint64_t)i;
@@ -1370,7 +1371,7 @@ GRZO__RNG_CLONES static void grzo__noise_words_at(const grzo_noise *n, const uin
     uint32_t v[4 * GRZO__RADEMACHER_BATCH];
     int i;
 #if GRZO__PHILOX_LANES
-    if (__builtin_cpu_supports("avx512f")) {
+    if (GRZO__PHILOX_LANES_HERE()) {
         grzo__philox_lanes(n, groups, count, w);
         return;
     }

@@ -422,11 +422,11 @@ static inline void grzo__transpose_bits32_scalar(uint32_t a[32]) {
 /* One swap of grzo__transpose_bits32 inside 16 words: lane k (k & j clear) trades with lane
    k + j. t holds the bits that move, in the low lanes only (mask: m_j there, 0 in the high
    lanes); lane k takes t << j, lane k + j takes t from lane k (the shuffle swaps k and k + j). */
-#define GRZO__BITS_SWAP(v, j, mask, ...)                                             \
-    do {                                                                            \
-        const grzo__v16u m_ = mask;                                                 \
-        grzo__v16u t_ = ((v >> j) ^ __builtin_shufflevector(v, v, __VA_ARGS__)) & m_;            \
-        v ^= (t_ << j) | __builtin_shufflevector(t_, t_, __VA_ARGS__);                           \
+#define GRZO__BITS_SWAP(v, j, mask, ...)                                               \
+    do {                                                                              \
+        const grzo__v16u m_ = mask;                                                   \
+        grzo__v16u t_ = ((v >> j) ^ __builtin_shufflevector(v, v, __VA_ARGS__)) & m_; \
+        v ^= (t_ << j) | __builtin_shufflevector(t_, t_, __VA_ARGS__);                \
     } while (0)
 #define GRZO__LOW_LANES(j, m) {(0 & j) ? 0u : m, (1 & j) ? 0u : m, (2 & j) ? 0u : m, (3 & j) ? 0u : m, \
     (4 & j) ? 0u : m, (5 & j) ? 0u : m, (6 & j) ? 0u : m, (7 & j) ? 0u : m, (8 & j) ? 0u : m, (9 & j) ? 0u : m, \

@@ -489,7 +489,7 @@ static void test_kat_lanes(void)
     grzo_noise n0 = tu_noise(1, 0, 0, 0, GRZO_NOISE_RADEMACHER);
     uint32_t probe[4];
 #if GRZO__PHILOX_LANES
-    if (__builtin_cpu_supports("avx512f")) {
+    if (GRZO__PHILOX_LANES_HERE()) {
         int t, count, i, q, bad = 0, spill = 0;
         for (t = 0; t < 400; t++) {
             grzo_noise n = n0;
