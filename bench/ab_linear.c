@@ -18,6 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_stats.h"   /* bench_quantile: the medians and percentiles bench_mlp and bench_llm print */
+
 int ab_main_a(int argc, char **argv);
 int ab_main_b(int argc, char **argv);
 void ab_reexec_a(char **argv);   /* cpu_env_reexec of A's file (the GEMM kernels of this CPU) */
@@ -56,11 +58,6 @@ static int run_one(bench_main fn, const char *name, int argc, char **argv, doubl
         return 1;
     }
     return 0;
-}
-
-static int by_value(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv) {
@@ -103,9 +100,9 @@ int main(int argc, char **argv) {
         ratio[r] = tb / ta;
         fprintf(stderr, "ab_linear: round %d of %ld: A %.3f ms, B %.3f ms, B / A %.4f\n", r + 1, rounds, ta, tb, ratio[r]);
     }
-    qsort(ratio, (size_t)rounds, sizeof ratio[0], by_value);
     printf("ab_linear: %ld rounds; best call A %.3f ms, B %.3f ms (B / A %.4f); per-round B / A median %.4f "
            "[p10 %.4f, p90 %.4f]\n",
-           rounds, best_a, best_b, best_b / best_a, ratio[rounds / 2], ratio[rounds / 10], ratio[(rounds * 9) / 10]);
+           rounds, best_a, best_b, best_b / best_a, bench_quantile(ratio, (int)rounds, 0.5),
+           bench_quantile(ratio, (int)rounds, 0.1), bench_quantile(ratio, (int)rounds, 0.9));
     return 0;
 }

@@ -16,7 +16,7 @@
 /* The thread counts a run compares, interleaved round by round: `threads` alone when it
    is > 0, else 1 and 2 (the 2-thread speedup is one of the printed targets). */
 #define BENCH_MAX_TC 2
-static int bench_thread_counts(int32_t threads, int32_t *tc)
+static inline int bench_thread_counts(int32_t threads, int32_t *tc)
 {
     if (threads > 0) {
         tc[0] = threads;
@@ -30,7 +30,7 @@ static int bench_thread_counts(int32_t threads, int32_t *tc)
 /* grzo_cpu_desc.n_threads sizes grzo's own loops only; OpenBLAS's OpenMP build sizes its
    GEMMs by the OpenMP default instead. Setting that default too makes T threads mean T
    threads everywhere (otherwise a "1-thread" run still has 2-thread GEMMs). */
-static void bench_use_threads(int32_t threads)
+static inline void bench_use_threads(int32_t threads)
 {
 #ifdef _OPENMP
     if (threads > 0)
@@ -40,14 +40,14 @@ static void bench_use_threads(int32_t threads)
 #endif
 }
 
-static int bench_compare_doubles(const void *a, const void *b)
+static inline int bench_compare_doubles(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
 /* q-quantile (0..1) of n values with linear interpolation; v is left unchanged */
-static double bench_quantile(const double *v, int n, double q)
+static inline double bench_quantile(const double *v, int n, double q)
 {
     double *s, pos, r;
     int lo;
@@ -65,7 +65,7 @@ static double bench_quantile(const double *v, int n, double q)
     return r;
 }
 
-static void bench_ratios(const double *num, const double *den, int n, double *out)
+static inline void bench_ratios(const double *num, const double *den, int n, double *out)
 {
     int i;
     for (i = 0; i < n; i++)
@@ -74,7 +74,7 @@ static void bench_ratios(const double *num, const double *den, int n, double *ou
 
 /* per-round ratio a/b, printed as one line: median [p10, p90] and the target; scratch
    holds `rounds` values */
-static void bench_print_ratio(const char *what, const double *a, const double *b, int rounds, double *scratch,
+static inline void bench_print_ratio(const char *what, const double *a, const double *b, int rounds, double *scratch,
                               const char *target)
 {
     bench_ratios(a, b, rounds, scratch);
@@ -83,7 +83,7 @@ static void bench_print_ratio(const char *what, const double *a, const double *b
 }
 
 /* reads a "Name:   1234 kB" line of /proc/self/status; -1 if absent */
-static long bench_proc_status_kb(const char *name)
+static inline long bench_proc_status_kb(const char *name)
 {
     char line[256];
     size_t len = strlen(name);
@@ -103,7 +103,7 @@ static long bench_proc_status_kb(const char *name)
 
 /* the 1-minute load average: timings taken while other programs ran are not comparable
    with quiet ones, so the report says how busy the machine was */
-static double bench_load_average(void)
+static inline double bench_load_average(void)
 {
     double l = -1.0;
     FILE *f = fopen("/proc/loadavg", "r");
