@@ -1013,20 +1013,14 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 grzo__for
                                                                                          const float *fs) {
     return _mm512_fmadd_ps(_mm512_loadu_ps(u), _mm512_loadu_ps(fs), _mm512_loadu_ps(w));
 }
-/* Where a kernel's weight vectors come from (grzo__form_fma_block): formed (GRZO__FMA_FORM),
-   formed and kept at kept + 32 k for the copy's other X slivers (GRZO__FMA_FORM_KEEP), or read
-   from there (GRZO__FMA_KEPT: the same bits, without the forming FMA) */
-enum { GRZO__FMA_FORM, GRZO__FMA_FORM_KEEP, GRZO__FMA_KEPT };
+/* Whether a forming kernel's weights (grzo__form_fma_block) are only formed (GRZO__FMA_FORM)
+   or formed and kept at kept + 32 k for the copy's other X slivers (GRZO__FMA_FORM_KEEP),
+   which grzo__kept_ukr_body then reads */
+enum { GRZO__FMA_FORM, GRZO__FMA_FORM_KEEP };
 __attribute__((target("avx512f"), always_inline)) static inline void grzo__fma_weights(
     const int mode, int64_t k, const float *w, const float *u, const uint32_t *sw, const float *fs, float *kept,
     __m512 *v0, __m512 *v1) {
-    const float *f;
-    if (mode == GRZO__FMA_KEPT) {
-        *v0 = _mm512_loadu_ps(kept + 32 * k);
-        *v1 = _mm512_loadu_ps(kept + 32 * k + 16);
-        return;
-    }
-    f = fs + (sw[k] & 32u);
+    const float *f = fs + (sw[k] & 32u);
     *v0 = grzo__formed16_fma(w + 32 * k, u + 32 * k, f);
     *v1 = grzo__formed16_fma(w + 32 * k + 16, u + 32 * k + 16, f + 16);
     if (mode == GRZO__FMA_FORM_KEEP) {
@@ -1068,6 +1062,37 @@ __attribute__((target("avx512f"), always_inline)) static inline void grzo__form_
     }
     GRZO__FORM_COLUMNS(GRZO__FORM_PUT)
 }
+/* The copy's other X slivers against the weights its first one kept (kept: 32 kc floats, as
+   grzo__form_ukr_fma_body stores them; the products in the same order, so the same bits as
+   forming again). Nothing to form ahead, so one k a turn: GCC 12 gives this loop 2 loads, the
+   broadcasts, the FMAs and 3 integer ops a k, and no register moves; the forming body's
+   two-k loop in its kept mode (as it was) carried 6 moves of accumulators and a conditional
+   move per two k, and 4 integer ops a k, which on Intel's cores compete with the FMAs for
+   ports 0 and 5. `bench/ab_linear.py --rounds 24 -- --op grzo --width 1024 --rows 64
+   --batch 16 --copies 16 --calls 8` (Intel Xeon model 207, 1 thread): 0.981-0.993 per-round
+   medians (best calls 0.987-0.989); SmolLM2's FFN (576 wide x 1536, bench_llm's prompt
+   lengths): 0.992-0.994 (0.988-0.992); per row in `perf record`, the kept kernels of 10 and 11
+   rows went from 1.055-1.08 x BLIS's kernel in MeZO's pass of the same rows to 1.01-1.06 (the
+   machine's noise). Unrolled by two or four (GCC's `#pragma GCC unroll 4`, which kept it free
+   of moves) it measured the same. */
+__attribute__((target("avx512f"), always_inline)) static inline void grzo__kept_ukr_body(const int cols, const float *kept,
+                                                                                       int64_t kc, const float *xp,
+                                                                                       int64_t h, int accumulate,
+                                                                                       float *c, int64_t ldc) {
+    const __mmask16 ha = grzo__rows_mask(h, 0), hb = grzo__rows_mask(h, 1);
+    const float *xk;
+    __m512 a0, a1;
+    int64_t k;
+    GRZO__FORM_COLUMNS(GRZO__FORM_PREFETCH)   /* C's tile, its accumulators and stores: grzo__form_ukr_body's */
+    GRZO__FORM_COLUMNS(GRZO__FORM_ACC)
+    for (k = 0; k < kc; k++) {
+        xk = xp + 12 * k;
+        a0 = _mm512_loadu_ps(kept + 32 * k);
+        a1 = _mm512_loadu_ps(kept + 32 * k + 16);
+        GRZO__FORM_COLUMNS(GRZO__FMA_FMA_A)
+    }
+    GRZO__FORM_COLUMNS(GRZO__FORM_PUT)
+}
 #undef GRZO__FMA_FMA
 #undef GRZO__FMA_FMA_A
 #undef GRZO__FMA_FMA_B
@@ -1076,7 +1101,9 @@ __attribute__((target("avx512f"), always_inline)) static inline void grzo__form_
 #undef GRZO__FORM_PUT
 #undef GRZO__FORM_COLUMNS
 /* grzo__form_ukr_fma_32xn[n] forms; grzo__form_keep_ukr_32xn[n] forms and keeps the weights
-   (kept: 32 kc floats); grzo__kept_ukr_32xn[n] reads them (w, u, sw and fs unused) */
+   (kept: 32 kc floats); grzo__kept_ukr_32xn[n] reads them */
+#define GRZO__KEPT_ARGS \
+    const float *kept, int64_t kc, const float *xp, int64_t h, int accumulate, float *c, int64_t ldc
 #define GRZO__FORM_UKR_N(N)                                                                                    \
     __attribute__((target("avx512f"))) static void grzo__form_ukr_fma_32x##N(GRZO__FMA_ARGS) {                 \
         grzo__form_ukr_fma_body(GRZO__FMA_FORM, NULL, N, kc, w, u, sw, fs, xp, h, accumulate, c, ldc);       \
@@ -1084,13 +1111,14 @@ __attribute__((target("avx512f"), always_inline)) static inline void grzo__form_
     __attribute__((target("avx512f"))) static void grzo__form_keep_ukr_32x##N(float *kept, GRZO__FMA_ARGS) {   \
         grzo__form_ukr_fma_body(GRZO__FMA_FORM_KEEP, kept, N, kc, w, u, sw, fs, xp, h, accumulate, c, ldc);  \
     }                                                                                                          \
-    __attribute__((target("avx512f"))) static void grzo__kept_ukr_32x##N(float *kept, GRZO__FMA_ARGS) {        \
-        grzo__form_ukr_fma_body(GRZO__FMA_KEPT, kept, N, kc, w, u, sw, fs, xp, h, accumulate, c, ldc);       \
+    __attribute__((target("avx512f"))) static void grzo__kept_ukr_32x##N(GRZO__KEPT_ARGS) {                    \
+        grzo__kept_ukr_body(N, kept, kc, xp, h, accumulate, c, ldc);                                           \
     }
 GRZO__EACH_1_TO_12(GRZO__FORM_UKR_N)
 #undef GRZO__FORM_UKR_N
 typedef void (*grzo__form_ukr_fma_fn)(GRZO__FMA_ARGS);
 typedef void (*grzo__keep_ukr_fma_fn)(float *kept, GRZO__FMA_ARGS);
+typedef void (*grzo__kept_ukr_fn)(GRZO__KEPT_ARGS);
 #define GRZO__FORM_UKR_N(N) grzo__form_ukr_fma_32x##N,
 static const grzo__form_ukr_fma_fn grzo__form_ukr_fma_32xn[13] = {NULL, GRZO__EACH_1_TO_12(GRZO__FORM_UKR_N)};
 #undef GRZO__FORM_UKR_N
@@ -1098,10 +1126,11 @@ static const grzo__form_ukr_fma_fn grzo__form_ukr_fma_32xn[13] = {NULL, GRZO__EA
 static const grzo__keep_ukr_fma_fn grzo__form_keep_ukr_32xn[13] = {NULL, GRZO__EACH_1_TO_12(GRZO__FORM_UKR_N)};
 #undef GRZO__FORM_UKR_N
 #define GRZO__FORM_UKR_N(N) grzo__kept_ukr_32x##N,
-static const grzo__keep_ukr_fma_fn grzo__kept_ukr_32xn[13] = {NULL, GRZO__EACH_1_TO_12(GRZO__FORM_UKR_N)};
+static const grzo__kept_ukr_fn grzo__kept_ukr_32xn[13] = {NULL, GRZO__EACH_1_TO_12(GRZO__FORM_UKR_N)};
 #undef GRZO__FORM_UKR_N
 #undef GRZO__EACH_1_TO_12
 #undef GRZO__FMA_ARGS
+#undef GRZO__KEPT_ARGS
 #endif
 
 /* A copy of at least GRZO__WIDE_MIN rows formed inside the kernel goes through the 16-row
@@ -1247,7 +1276,7 @@ static void grzo__form_fma_block(const float *wpk, const float *upk, const uint3
             else if (t == 0)
                 grzo__form_keep_ukr_32xn[n](kept + off, kc, wq, uq, sw, fq, xt, h, accumulate, yq, ldy);
             else
-                grzo__kept_ukr_32xn[n](kept + off, kc, wq, uq, sw, fq, xt, h, accumulate, yq, ldy);
+                grzo__kept_ukr_32xn[n](kept + off, kc, xt, h, accumulate, yq, ldy);
         }
     }
 #else
