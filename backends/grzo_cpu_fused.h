@@ -1073,8 +1073,8 @@ __attribute__((target("avx512f"), always_inline)) static inline void grzo__form_
    medians (best calls 0.987-0.989); SmolLM2's FFN (576 wide x 1536, bench_llm's prompt
    lengths): 0.992-0.994 (0.988-0.992); per row in `perf record`, the kept kernels of 10 and 11
    rows went from 1.055-1.08 x BLIS's kernel in MeZO's pass of the same rows to 1.01-1.06 (the
-   machine's noise). Unrolled by two or four (GCC's `#pragma GCC unroll 4`, which kept it free
-   of moves) it measured the same. */
+   machine's noise). Unrolled by four (`#pragma GCC unroll 4`, free of moves) it measured the
+   same; unrolled by two by hand, GCC put the moves back. */
 __attribute__((target("avx512f"), always_inline)) static inline void grzo__kept_ukr_body(const int cols, const float *kept,
                                                                                        int64_t kc, const float *xp,
                                                                                        int64_t h, int accumulate,
