@@ -19,6 +19,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,9 +86,13 @@ static void grzo__cu_drop(grzo__cuda *cu, cudaError_t e) {
     else
         (void)cudaGetLastError();
 }
+/* A failed cuBLAS call may have left a CUDA error behind (a kernel of its own that faulted):
+   a sticky one poisons the backend here, not at the next launch check under another name. */
 static grzo_status grzo__cu_blas_fail(grzo__cuda *cu, const char *what, cublasStatus_t s) {
-    snprintf(cu->err, sizeof cu->err, "%s: cuBLAS status %d", what, (int)s);
-    return GRZO_ERR_BACKEND;
+    snprintf(cu->err, sizeof cu->err, "%s: cuBLAS status %d%s", what, (int)s,
+             s == CUBLAS_STATUS_ALLOC_FAILED ? " (out of memory)" : "");
+    grzo__cu_drop(cu, cudaGetLastError());
+    return s == CUBLAS_STATUS_ALLOC_FAILED ? GRZO_ERR_OUT_OF_MEMORY : GRZO_ERR_BACKEND;
 }
 #define GRZO__CU_TRY(cu, what, call)                                  \
     do {                                                              \
@@ -112,7 +117,15 @@ static grzo_status grzo__cu_malloc(grzo__cuda *cu, size_t bytes, void **out) {
         cu->allocs = a;
         cu->cap_allocs = cap;
     }
-    GRZO__CU_TRY(cu, "cudaMalloc", cudaMalloc(&p, bytes ? bytes : 1));
+    {   /* what failed, how much, and how much the backend already holds: an out-of-memory
+           message the user can act on */
+        cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+        if (e != cudaSuccess) {
+            char what[96];
+            snprintf(what, sizeof what, "cudaMalloc of %zu bytes (the backend holds %zu)", bytes, cu->bytes_now);
+            return grzo__cu_fail(cu, what, e);
+        }
+    }
     cu->allocs[cu->n_allocs].ptr = p;
     cu->allocs[cu->n_allocs].bytes = bytes ? bytes : 1;
     cu->n_allocs++;
@@ -492,6 +505,7 @@ __global__ static void grzo__k_perturbed_copy_variant(grzo_param p, grzo_noise u
 /* ---- host helpers -------------------------------------------------------------------------- */
 /* Scratch of at least `bytes`, carved by the caller; grows (synchronizing) when too small. */
 static grzo_status grzo__cu_scratch(grzo__cuda *cu, size_t bytes, void **out) {
+    grzo_status s;
     if (bytes > cu->scratch_bytes) {
         if (cu->scratch) {
             GRZO__CU_TRY(cu, "scratch", cudaStreamSynchronize(cu->stream));   /* queued work may read it */
@@ -499,7 +513,7 @@ static grzo_status grzo__cu_scratch(grzo__cuda *cu, size_t bytes, void **out) {
             cu->scratch = NULL;
             cu->scratch_bytes = 0;
         }
-        if (grzo__cu_malloc(cu, bytes, &cu->scratch) != GRZO_OK) return GRZO_ERR_OUT_OF_MEMORY;
+        if ((s = grzo__cu_malloc(cu, bytes, &cu->scratch)) != GRZO_OK) return s;
         cu->scratch_bytes = bytes;
     }
     *out = cu->scratch;
@@ -523,6 +537,7 @@ static grzo_status grzo__cu_table_get(grzo__cuda *cu, int n, const void *const *
     size_t len = 0, off;
     int i, k, victim = 0;
     grzo__cu_table *t;
+    grzo_status s;
     for (i = 0; i < n; i++) len += grzo__cu_align(sizes[i]);
     for (k = 0; k < GRZO__CU_TABLES; k++) {
         t = &cu->tables[k];
@@ -548,11 +563,15 @@ static grzo_status grzo__cu_table_get(grzo__cuda *cu, int n, const void *const *
             t->dev = t->host = NULL;
             t->cap = 0;
         }
-        GRZO__CU_TRY(cu, "table (pinned host)", cudaMallocHost((void **)&t->host, len));
-        if (grzo__cu_malloc(cu, len, (void **)&t->dev) != GRZO_OK) {
+        {   /* into a local: what a failed cudaMallocHost leaves in its pointer is not documented */
+            void *host = NULL;
+            GRZO__CU_TRY(cu, "table (pinned host)", cudaMallocHost(&host, len));
+            t->host = (char *)host;
+        }
+        if ((s = grzo__cu_malloc(cu, len, (void **)&t->dev)) != GRZO_OK) {
             grzo__cu_drop(cu, cudaFreeHost(t->host));
             t->host = NULL;
-            return GRZO_ERR_OUT_OF_MEMORY;
+            return s;
         }
         t->cap = len;
     } else if (t->dev) {
@@ -671,7 +690,8 @@ static grzo_status grzo__cu_check(grzo__cuda *cu) {
         snprintf(cu->err, sizeof cu->err, "an earlier CUDA error left the device unusable; recreate the backend");
         return GRZO_ERR_BACKEND;
     }
-    return cudaSetDevice(cu->device) == cudaSuccess ? GRZO_OK : grzo__cu_fail(cu, "cudaSetDevice", cudaGetLastError());
+    cudaError_t e = cudaSetDevice(cu->device);
+    return e == cudaSuccess ? GRZO_OK : grzo__cu_fail(cu, "cudaSetDevice", e);
 }
 
 static grzo_status grzo__cu_alloc(void *self, size_t bytes, void **out) {
@@ -1174,8 +1194,9 @@ grzo_status grzo_backend_cuda_memory(const grzo_backend *be, grzo_cuda_memory *o
     size_t free_b = 0, total_b = 0;
     if (!cu || !out) return GRZO_ERR_INVALID_ARG;
     memset(out, 0, sizeof *out);
-    if (cudaSetDevice(cu->device) != cudaSuccess || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
-        return grzo__cu_fail(cu, "cudaMemGetInfo", cudaGetLastError());
+    cudaError_t e = cudaSetDevice(cu->device);
+    if (e != cudaSuccess) return grzo__cu_fail(cu, "cudaSetDevice", e);
+    if ((e = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess) return grzo__cu_fail(cu, "cudaMemGetInfo", e);
     out->bytes_now = cu->bytes_now;
     out->bytes_peak = cu->bytes_peak;
     out->blas_workspace = cu->blas_workspace ? GRZO__CU_BLAS_WORKSPACE : 0;
@@ -1191,57 +1212,90 @@ grzo_status grzo_backend_cuda_reset_peak(const grzo_backend *be) {
     return GRZO_OK;
 }
 
+/* Each step's failure says which call failed and why, in cu->err (create copies it to the
+   caller's desc.error): the first run on a new machine fails here if it fails at all (a
+   driver older than the runtime, a device in exclusive or prohibited mode). */
 static grzo_status grzo__cu_init(grzo__cuda *cu, const grzo_cuda_desc *d) {
     int k;
-    if (cudaSetDevice(d->device) != cudaSuccess) return GRZO_ERR_BACKEND;
+    cublasStatus_t b;
+    grzo_status s;
+    GRZO__CU_TRY(cu, "cudaSetDevice", cudaSetDevice(d->device));
     if (d->stream) cu->stream = (cudaStream_t)d->stream;
-    else if (cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking) == cudaSuccess) cu->own_stream = 1;
-    else return GRZO_ERR_BACKEND;
+    else {
+        GRZO__CU_TRY(cu, "cudaStreamCreate", cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking));
+        cu->own_stream = 1;
+    }
     for (k = 0; k < GRZO__CU_TABLES; k++)
-        if (cudaEventCreateWithFlags(&cu->tables[k].uploaded, cudaEventDisableTiming) != cudaSuccess) return GRZO_ERR_BACKEND;
-    if (cublasCreate(&cu->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(cu->blas, cu->stream) != CUBLAS_STATUS_SUCCESS)
-        return GRZO_ERR_BACKEND;
-    if (grzo__cu_malloc(cu, sizeof(int), (void **)&cu->d_flag) != GRZO_OK || cudaMemsetAsync(cu->d_flag, 0, sizeof(int), cu->stream) != cudaSuccess ||
-        cudaMallocHost((void **)&cu->h_flag, sizeof(int)) != cudaSuccess)
-        return GRZO_ERR_OUT_OF_MEMORY;
+        GRZO__CU_TRY(cu, "cudaEventCreate", cudaEventCreateWithFlags(&cu->tables[k].uploaded, cudaEventDisableTiming));
+    if ((b = cublasCreate(&cu->blas)) != CUBLAS_STATUS_SUCCESS) {
+        cu->blas = NULL;
+        return grzo__cu_blas_fail(cu, "cublasCreate", b);
+    }
+    if ((b = cublasSetStream(cu->blas, cu->stream)) != CUBLAS_STATUS_SUCCESS) return grzo__cu_blas_fail(cu, "cublasSetStream", b);
+    if ((s = grzo__cu_malloc(cu, sizeof(int), (void **)&cu->d_flag)) != GRZO_OK) return s;
+    GRZO__CU_TRY(cu, "cudaMemsetAsync (error flag)", cudaMemsetAsync(cu->d_flag, 0, sizeof(int), cu->stream));
+    {   /* into a local: what a failed cudaMallocHost leaves in its pointer is not documented */
+        void *h = NULL;
+        GRZO__CU_TRY(cu, "cudaMallocHost (error flag)", cudaMallocHost(&h, sizeof(int)));
+        cu->h_flag = (int *)h;
+    }
     *cu->h_flag = 0;
     /* cuBLAS's workspace is ours, so that the accounting sees it */
-    if (grzo__cu_malloc(cu, GRZO__CU_BLAS_WORKSPACE, &cu->blas_workspace) != GRZO_OK ||
-        cublasSetWorkspace(cu->blas, cu->blas_workspace, GRZO__CU_BLAS_WORKSPACE) != CUBLAS_STATUS_SUCCESS)
-        return GRZO_ERR_OUT_OF_MEMORY;
+    if ((s = grzo__cu_malloc(cu, GRZO__CU_BLAS_WORKSPACE, &cu->blas_workspace)) != GRZO_OK) return s;
+    if ((b = cublasSetWorkspace(cu->blas, cu->blas_workspace, GRZO__CU_BLAS_WORKSPACE)) != CUBLAS_STATUS_SUCCESS)
+        return grzo__cu_blas_fail(cu, "cublasSetWorkspace", b);
     /* pedantic: fp32 GEMMs stay fp32 (no TF32), so results can be compared with the CPU's;
        fast: TF32 tensor ops for fp32 weights (16-bit weights use cublasGemmEx) */
-    if (cublasSetMathMode(cu->blas, cu->math == GRZO_CUDA_MATH_FAST ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH) !=
+    if ((b = cublasSetMathMode(cu->blas, cu->math == GRZO_CUDA_MATH_FAST ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH)) !=
         CUBLAS_STATUS_SUCCESS)
-        return GRZO_ERR_BACKEND;
+        return grzo__cu_blas_fail(cu, "cublasSetMathMode", b);
     return GRZO_OK;
+}
+
+/* A failed create's reason, where the caller gave a buffer for it. */
+static grzo_status grzo__cu_create_fail(const grzo_cuda_desc *d, grzo_status s, const char *fmt, ...) {
+    if (d->error && d->error_size) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(d->error, d->error_size, fmt, ap);
+        va_end(ap);
+    }
+    return s;
 }
 
 grzo_status grzo_backend_cuda_create(const grzo_cuda_desc *desc, grzo_backend *out) {
     grzo_cuda_desc d;
     grzo__cuda *cu;
     grzo_status s;
-    if (!out) return GRZO_ERR_INVALID_ARG;
+    int n_devices;
+    if (desc) memcpy(&d, desc, sizeof d); else memset(&d, 0, sizeof d);
+    if (!out) return grzo__cu_create_fail(&d, GRZO_ERR_INVALID_ARG, "no backend to create into (out is NULL)");
     out->iface = NULL;
     out->self = NULL;
-    if (desc) memcpy(&d, desc, sizeof d); else memset(&d, 0, sizeof d);
     {   /* the mode read as an integer: this file is C++, where loading an enum whose value lies
            outside its enumerators' range (a C caller's 7) is undefined, and may skip the check */
         int32_t math;
         static_assert(sizeof d.math == sizeof math, "grzo_cuda_math is 32 bits");
         memcpy(&math, &d.math, sizeof math);
-        if (math != GRZO_CUDA_MATH_PEDANTIC && math != GRZO_CUDA_MATH_FAST) return GRZO_ERR_INVALID_ARG;
+        if (math != GRZO_CUDA_MATH_PEDANTIC && math != GRZO_CUDA_MATH_FAST)
+            return grzo__cu_create_fail(&d, GRZO_ERR_INVALID_ARG, "unknown math mode %d (expected %d, pedantic, or %d, fast)",
+                                        (int)math, (int)GRZO_CUDA_MATH_PEDANTIC, (int)GRZO_CUDA_MATH_FAST);
     }
-    if (d.device < 0 || d.device >= grzo_cuda_device_count()) return GRZO_ERR_BACKEND;
+    n_devices = grzo_cuda_device_count();
+    if (d.device < 0 || d.device >= n_devices)
+        return grzo__cu_create_fail(&d, GRZO_ERR_BACKEND, n_devices ? "no CUDA device %d (this machine has %d)"
+                                                                  : "no CUDA device %d (no GPU or no driver)",
+                                    (int)d.device, n_devices);
     if (d.transient_bytes == 0) d.transient_bytes = (size_t)256 << 20;
     cu = (grzo__cuda *)calloc(1, sizeof *cu);
-    if (!cu) return GRZO_ERR_OUT_OF_MEMORY;
+    if (!cu) return grzo__cu_create_fail(&d, GRZO_ERR_OUT_OF_MEMORY, "host out of memory (the backend's state)");
     cu->device = d.device;
     cu->transient = d.transient_bytes;
     cu->math = (int)d.math;
     if ((s = grzo__cu_init(cu, &d)) != GRZO_OK) {
         /* the failed call's error would otherwise wait for the next backend's first launch check */
         (void)cudaGetLastError();
+        grzo__cu_create_fail(&d, s, "%s", cu->err[0] ? cu->err : "the CUDA backend failed to start");
         grzo__cu_destroy(cu);
         return s;
     }

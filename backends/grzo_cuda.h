@@ -110,6 +110,10 @@ typedef struct grzo_cuda_desc {
     size_t transient_bytes;      /* 0: 256 MiB; bound on per-call scratch */
     void *stream;                /* a cudaStream_t to run on; NULL: the backend makes one */
     grzo_cuda_math math;         /* default PEDANTIC; other values: GRZO_ERR_INVALID_ARG */
+    char *error;                 /* optional: where a failed create writes why, one line of at
+                                    most error_size bytes with its NUL (the failing call and
+                                    its CUDA or cuBLAS status); untouched on success */
+    size_t error_size;
 } grzo_cuda_desc;
 
 typedef struct grzo_cuda_memory {

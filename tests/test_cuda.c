@@ -641,6 +641,48 @@ static void test_memory_accounting(void) {
     CHECK(grzo_backend_cuda_memory(&cpu, &m2) == GRZO_ERR_INVALID_ARG, "not a CUDA backend");
 }
 
+/* A failed create says why in the caller's buffer (cut to its size, NUL-terminated) and
+   leaves it alone on success; an allocation past the device's memory is out of memory, says
+   how much, and leaves the backend usable. */
+static void test_create_errors(void) {
+    char why[256];
+    grzo_cuda_desc d;
+    grzo_backend be;
+    void *p = NULL;
+    float host[2] = {1, 2}, back[2] = {0};
+    void *q = dev_from(host, sizeof host);
+    int n = grzo_cuda_device_count();
+    memset(&d, 0, sizeof d);
+    d.error = why;
+    d.error_size = sizeof why;
+    why[0] = '\0';
+    d.device = n;
+    CHECK(grzo_backend_cuda_create(&d, &be) == GRZO_ERR_BACKEND && strstr(why, "no CUDA device") != NULL,
+          "a device past the last: '%s'", why);
+    d.device = 0;
+    d.math = (grzo_cuda_math)7;
+    CHECK(grzo_backend_cuda_create(&d, &be) == GRZO_ERR_INVALID_ARG && strstr(why, "math mode 7") != NULL,
+          "an unknown math mode: '%s'", why);
+    d.error_size = 8;
+    CHECK(grzo_backend_cuda_create(&d, &be) == GRZO_ERR_INVALID_ARG && strlen(why) == 7, "the reason cut to 8 bytes: '%s'",
+          why);
+    d.math = GRZO_CUDA_MATH_PEDANTIC;
+    d.error_size = sizeof why;
+    strcpy(why, "untouched");
+    if (grzo_backend_cuda_create(&d, &be) == GRZO_OK) {
+        CHECK(strcmp(why, "untouched") == 0, "a create that succeeds leaves the buffer alone: '%s'", why);
+        grzo_backend_destroy(&be);
+    } else {
+        CHECK(0, "create with an error buffer: '%s'", why);
+    }
+    CHECK(grzo_backend_alloc(&gpu, (size_t)1 << 44, &p) == GRZO_ERR_OUT_OF_MEMORY &&
+              strstr(gpu.iface->last_error(gpu.self), "cudaMalloc of 17592186044416 bytes") != NULL,
+          "16 TiB: out of memory, and how much: '%s'", gpu.iface->last_error(gpu.self));
+    CHECK(q && grzo_backend_download(&gpu, back, q, sizeof back) == GRZO_OK && back[1] == 2.0f,
+          "the backend still works after it: %s", gpu.iface->last_error(gpu.self));
+    grzo_backend_free(&gpu, q);
+}
+
 /* Freeing a pointer twice, or one the backend never gave out, changes nothing: the
    accounting stays and no error is left behind for the next operation's launch check. */
 static void test_foreign_free(void) {
@@ -709,6 +751,7 @@ int main(void) {
     test_foreign_free();
     test_linear_int_limits();
     test_memory_accounting();
+    test_create_errors();
     {
         grzo_cuda_desc fd;
         memset(&fd, 0, sizeof fd);

@@ -437,14 +437,20 @@ grzo_status llm_backend_create(const char *device, int32_t n_threads, grzo_dtype
 #ifdef LLM_HAVE_CUDA
         grzo_cuda_desc cd;
         grzo_status s;
+        char why[256];
         if (grzo_cuda_device_count() == 0) {
             if (err) snprintf(err, errlen, "device cuda: no CUDA device is available (no GPU or no driver)");
             return GRZO_ERR_BACKEND;
         }
         memset(&cd, 0, sizeof cd);
         cd.math = (weights == GRZO_DTYPE_BF16 || weights == GRZO_DTYPE_F16) ? GRZO_CUDA_MATH_FAST : GRZO_CUDA_MATH_PEDANTIC;
+        cd.error = why;
+        cd.error_size = sizeof why;
+        why[0] = '\0';
         s = grzo_backend_cuda_create(&cd, out);
-        if (s != GRZO_OK && err) snprintf(err, errlen, "device cuda: the CUDA backend failed to start (%s)", grzo_status_str(s));
+        if (s != GRZO_OK && err)
+            snprintf(err, errlen, "device cuda: the CUDA backend failed to start (%s: %s)", grzo_status_str(s),
+                     why[0] ? why : "no detail");
         return s;
 #else
         (void)weights;
@@ -538,6 +544,9 @@ static grzo_status llm__resolve_capacity(llm_model *m, const llm_state_desc *d, 
         return llm__fail(m, GRZO_ERR_INVALID_ARG, "llm_state_create: capacities must be positive (rows %lld, seqs %d, "
                          "seq_len %d, segments %lld)", (long long)cap->max_rows, cap->max_seqs, cap->max_seq_len,
                          (long long)cap->max_segments);
+    if (cap->max_rows > INT32_MAX || cap->max_outputs > INT32_MAX || cap->max_segments > INT32_MAX)
+        return llm__fail(m, GRZO_ERR_INVALID_ARG, "llm_state_create: capacities must be below 2^31 (rows %lld, outputs %lld, "
+                         "segments %lld)", (long long)cap->max_rows, (long long)cap->max_outputs, (long long)cap->max_segments);
     if (cap->attention < LLM_ATTENTION_AUTO || cap->attention > LLM_ATTENTION_GEMM)
         return llm__fail(m, GRZO_ERR_INVALID_ARG, "llm_state_create: attention %d is none of auto, fused, gemm",
                          (int)cap->attention);
@@ -569,25 +578,35 @@ static grzo_status llm__alloc_activations(llm_model *m, llm_state *st) {
     return GRZO_OK;
 }
 
+/* malloc of count x width elements; NULL, with *overflow set, where the size overflows (never
+   malloc(0), whose non-NULL result would pass for a table) */
+static void *llm__host_table(int64_t count, int64_t width, size_t elem, int *overflow) {
+    size_t bytes = llm__bytes(count, width, elem);
+    if (bytes == 0) { *overflow = 1; return NULL; }
+    return malloc(bytes);
+}
+
 static grzo_status llm__alloc_host_tables(llm_model *m, llm_state *st) {
     const llm_config *c = &m->cfg;
     int64_t R = st->cap.max_rows, O = st->cap.max_outputs, S = st->cap.max_segments, L = st->cap.max_seq_len;
-    size_t rope = llm__bytes(L, c->head_dim / 2, sizeof(float));
-    st->rope_cos = (float *)malloc(rope);
-    st->rope_sin = (float *)malloc(rope);
-    st->h_ids = (int32_t *)malloc(llm__bytes(R, 1, sizeof(int32_t)));
-    st->seq_row0 = (int64_t *)malloc(llm__bytes(st->cap.max_seqs, 1, sizeof(int64_t)));
-    st->seq_pad = (int32_t *)malloc(llm__bytes(st->cap.max_seqs, 1, sizeof(int32_t)));
-    st->seq_len = (int32_t *)malloc(llm__bytes(st->cap.max_seqs, 1, sizeof(int32_t)));
-    st->row_pos = (int32_t *)malloc(llm__bytes(R, 1, sizeof(int32_t)));
-    st->out_row = (int64_t *)malloc(llm__bytes(O, 1, sizeof(int64_t)));
-    st->tok_off = (int64_t *)malloc(llm__bytes(S + 1, 1, sizeof(int64_t)));
-    st->out_off = (int64_t *)malloc(llm__bytes(S + 1, 1, sizeof(int64_t)));
-    st->lp_seqs = (llm_seq *)malloc(llm__bytes(st->cap.max_seqs, 1, sizeof(llm_seq)));
-    st->lp_pos = (int32_t *)malloc(llm__bytes(O, 1, sizeof(int32_t)));
-    st->lp_target = (int32_t *)malloc(llm__bytes(O, 1, sizeof(int32_t)));
-    st->lp_val = (double *)malloc(llm__bytes(O, 1, sizeof(double)));
-    if (!rope || !st->rope_cos || !st->rope_sin || !st->h_ids || !st->seq_row0 || !st->seq_pad || !st->seq_len || !st->row_pos ||
+    int64_t Q = st->cap.max_seqs;
+    int overflow = 0;
+    st->rope_cos = (float *)llm__host_table(L, c->head_dim / 2, sizeof(float), &overflow);
+    st->rope_sin = (float *)llm__host_table(L, c->head_dim / 2, sizeof(float), &overflow);
+    st->h_ids = (int32_t *)llm__host_table(R, 1, sizeof(int32_t), &overflow);
+    st->seq_row0 = (int64_t *)llm__host_table(Q, 1, sizeof(int64_t), &overflow);
+    st->seq_pad = (int32_t *)llm__host_table(Q, 1, sizeof(int32_t), &overflow);
+    st->seq_len = (int32_t *)llm__host_table(Q, 1, sizeof(int32_t), &overflow);
+    st->row_pos = (int32_t *)llm__host_table(R, 1, sizeof(int32_t), &overflow);
+    st->out_row = (int64_t *)llm__host_table(O, 1, sizeof(int64_t), &overflow);
+    st->tok_off = (int64_t *)llm__host_table(S + 1, 1, sizeof(int64_t), &overflow);
+    st->out_off = (int64_t *)llm__host_table(S + 1, 1, sizeof(int64_t), &overflow);
+    st->lp_seqs = (llm_seq *)llm__host_table(Q, 1, sizeof(llm_seq), &overflow);
+    st->lp_pos = (int32_t *)llm__host_table(O, 1, sizeof(int32_t), &overflow);
+    st->lp_target = (int32_t *)llm__host_table(O, 1, sizeof(int32_t), &overflow);
+    st->lp_val = (double *)llm__host_table(O, 1, sizeof(double), &overflow);
+    if (overflow) return llm__fail(m, GRZO_ERR_INVALID_ARG, "llm_state_create: a host table's size overflows");
+    if (!st->rope_cos || !st->rope_sin || !st->h_ids || !st->seq_row0 || !st->seq_pad || !st->seq_len || !st->row_pos ||
         !st->out_row || !st->tok_off || !st->out_off || !st->lp_seqs || !st->lp_pos || !st->lp_target || !st->lp_val)
         return llm__fail(m, GRZO_ERR_OUT_OF_MEMORY, "llm_state_create: out of host memory");
     return llm__fill_rope(m, c, st->cap.max_seq_len, st->rope_cos, st->rope_sin);

@@ -160,7 +160,10 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
 cudaError_t cudaMalloc(void **p, size_t n) {
     static size_t limit = getenv("EMU_DEV_LIMIT") ? strtoull(getenv("EMU_DEV_LIMIT"), 0, 10) : 0;
     if (n == 0) { *p = NULL; return cudaSuccess; }
-    if (limit && g_dev_bytes + n > limit) { g_last = cudaErrorMemoryAllocation; return cudaErrorMemoryAllocation; }
+    if ((limit && g_dev_bytes + n > limit) || n > g_total - g_dev_bytes) {   /* as a GPU of g_total bytes would */
+        g_last = cudaErrorMemoryAllocation;
+        return cudaErrorMemoryAllocation;
+    }
     *p = malloc(n);
     if (!*p) return g_last = cudaErrorMemoryAllocation;
     memset(*p, 0xFF, n);   /* NaN floats: reads of never-written device memory show */

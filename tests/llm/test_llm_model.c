@@ -565,8 +565,37 @@ static void test_attention_choice(void) {
     fx_close(&f);
 }
 
+/* Capacities whose tables' sizes overflow (or would not fit the int counts below them) are
+   refused, not allocated short: max_segments of 2^61 once made an 8 x (S + 1) table of 0
+   bytes that the first forward wrote past. */
+static void test_capacity_limits(void) {
+    static const int64_t huge[] = {(int64_t)1 << 31, (int64_t)1 << 61, INT64_MAX};
+    fixture f;
+    llm_state_desc sd;
+    llm_state *st;
+    size_t i, field;
+    fx_open(&f, 1, GRZO_ESTIMATOR_GRZO, 1e-2f);
+    for (field = 0; field < 3; field++)
+        for (i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+            grzo_status s;
+            memset(&sd, 0, sizeof sd);
+            sd.max_rows = 16;
+            sd.max_seqs = 2;
+            sd.max_outputs = 4;
+            if (field == 0) sd.max_segments = huge[i];
+            else if (field == 1) sd.max_rows = huge[i];
+            else sd.max_outputs = huge[i];
+            st = (llm_state *)&sd;
+            s = llm_state_create(f.ctx, &f.m, &sd, &st);
+            TU_CHECK(s == GRZO_ERR_INVALID_ARG && st == NULL, "capacity %zu = %lld: %s, state %p", field, (long long)huge[i],
+                     grzo_status_str(s), (void *)st);
+        }
+    fx_close(&f);
+}
+
 int main(void) {
     test_attention_choice();
+    test_capacity_limits();
     test_batch_equals_alone(0);
     test_batch_equals_alone(1);
     test_padding();
