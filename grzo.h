@@ -275,7 +275,9 @@
      allocates per operation the sign vectors (B (d_out + d_in) floats) and a transient
      per-layer buffer bounded by its budget (CPU: 8 MiB by default). Z_i is never stored.
      Threads: one context must not be used from two threads at once; distinct contexts
-     may. The CPU backend uses OpenMP with its own n_threads.
+     may, each with a backend of its own (a backend serves one thread at a time: the CPU
+     backend keeps its packing scratch per backend). The CPU backend uses OpenMP with its
+     own n_threads.
      Determinism: every random number is a pure function of (seed, step, block, stream,
      index) through Philox4x32-10, so results do not depend on the thread count, any
      element can be computed alone, and a resumed run continues bit-identically.
@@ -311,7 +313,11 @@
      pointer to grzo_pass_end abandons the step on every rank (they wait for this one's
      losses) instead of leaving it in flight. A failed
      collective (GRZO_ERR_COMM) abandons the step on the ranks that see the failure; whether
-     the others saw it cannot be known, so stop the run (grzo-finetune exits).
+     the others saw it cannot be known, so stop the run (grzo-finetune exits). A second float
+     folds what the ranks' passes must share (step, pass, B, copies, estimator, diagnostic or
+     step) into 24 bits: ranks that differ (a caller's error, a checkpoint that failed to load
+     on one node) all get GRZO_ERR_COMM naming a rank that differs, instead of reading each
+     other's losses at the wrong places.
      Divergence guard. Every desc.replica_check_every steps (default 100; -1 never) grzo_step_end
      all-reduces an FNV-1a-64 checksum of every parameter (the checkpoint payload's) and fails
      with GRZO_ERR_COMM, naming the step, when any two ranks differ; grzo_check_replicas runs
@@ -1624,14 +1630,15 @@ static grzo_status grzo__ref_embedding(void *self, const grzo_embedding_args *a)
     const float *E = (const float *)a->e.data;
     int64_t n, k, d = a->e.cols;
     grzo__ref *r = (grzo__ref *)self;
+    for (n = 0; n < a->n_rows; n++)   /* every id first: a refused op writes nothing, touched maps included */
+        if (a->ids[n] < 0 || a->ids[n] >= a->e.rows) {
+            snprintf(r->err, sizeof r->err, "token id %lld out of range [0, %lld)",
+                     (long long)a->ids[n], (long long)a->e.rows);
+            return GRZO_ERR_INVALID_ARG;
+        }
     for (n = 0; n < a->n_rows; n++) {
         int64_t e, row = a->ids[n];
         float scale = grzo__row_scale(a->perturb, n, &e);
-        if (row < 0 || row >= a->e.rows) {
-            snprintf(r->err, sizeof r->err, "token id %lld out of range [0, %lld)",
-                     (long long)row, (long long)a->e.rows);
-            return GRZO_ERR_INVALID_ARG;
-        }
         if (a->touched) a->touched[row] = 1;
         for (k = 0; k < d; k++) {
             float v = E[row * d + k];
@@ -1696,8 +1703,16 @@ GRZO__DEF grzo_status grzo_backend_ref_create(grzo_backend *out) {
 }
 
 /* ---- backend wrappers ------------------------------------------------------------------------ */
+/* The entries a backend must fill (synchronize and last_error are optional): NULL if all are
+   there, else the first missing one's name. */
+static const char *grzo__backend_missing(const grzo_backend_i *i) {
+    return !i->destroy ? "destroy" : !i->query ? "query" : !i->mem_alloc ? "mem_alloc" : !i->mem_free ? "mem_free"
+         : !i->upload ? "upload" : !i->download ? "download" : !i->linear ? "linear" : !i->vector ? "vector"
+         : !i->embedding ? "embedding" : !i->update ? "update" : !i->perturbed_copy ? "perturbed_copy" : NULL;
+}
+
 static int grzo__backend_ok(const grzo_backend *b) {
-    return b && b->iface && b->iface->api_version == GRZO_BACKEND_API_VERSION;
+    return b && b->iface && b->iface->api_version == GRZO_BACKEND_API_VERSION && !grzo__backend_missing(b->iface);
 }
 
 GRZO__DEF void grzo_backend_destroy(grzo_backend *b) {
@@ -1707,6 +1722,7 @@ GRZO__DEF void grzo_backend_destroy(grzo_backend *b) {
 GRZO__DEF grzo_status grzo_backend_query(const grzo_backend *b, grzo_backend_caps *out) {
     if (!b || !b->iface || !out) return GRZO_ERR_INVALID_ARG;
     if (b->iface->api_version != GRZO_BACKEND_API_VERSION) return GRZO_ERR_VERSION;
+    if (grzo__backend_missing(b->iface)) return GRZO_ERR_INVALID_ARG;
     memset(out, 0, sizeof *out);
     return b->iface->query(b->self, out);
 }
@@ -1767,9 +1783,10 @@ struct grzo_ctx {
     double *align_ab;            /* 2 K: probe k's (1^T delta_k)^2 and |delta_k|^2 */
     /* data parallelism (section 4b) */
     int64_t ex_lo, ex_hi;        /* this rank's examples of the step in flight */
-    float *gather_send;          /* local losses + status: copies * B + 1 */
-    float *gathered;             /* receive (copies * B + n_ranks), then the pass in global order (copies * B) */
+    float *gather_send;          /* local losses + status + shape word: copies * B + 2 */
+    float *gathered;             /* receive (copies * B + 2 n_ranks), then the pass in global order (copies * B) */
     int64_t *gather_counts;      /* n_ranks */
+    int touched_dirty;           /* the row maps' last clearing failed: the next step clears them first */
     char err[256];
 };
 
@@ -1874,11 +1891,16 @@ static grzo_status grzo__validate_desc(const grzo_desc *d, char *msg, size_t cap
                  (unsigned)d->backend->iface->api_version, (unsigned)GRZO_BACKEND_API_VERSION);
         return GRZO_ERR_VERSION;
     }
+    if (grzo__backend_missing(d->backend->iface))
+        GRZO__BAD("desc.backend: its interface has no '%s' entry (only synchronize and last_error are optional)",
+                  grzo__backend_missing(d->backend->iface));
     if (d->estimator <= GRZO_ESTIMATOR_DEFAULT || d->estimator >= GRZO_ESTIMATOR_COUNT) GRZO__BAD("unknown estimator %d", (int)d->estimator);
     if (d->noise <= GRZO_NOISE_DEFAULT || d->noise >= GRZO_NOISE_COUNT) GRZO__BAD("unknown noise distribution %d", (int)d->noise);
     if (d->schedule <= GRZO_SCHEDULE_DEFAULT || d->schedule >= GRZO_SCHEDULE_COUNT) GRZO__BAD("unknown schedule %d", (int)d->schedule);
     if (!(isfinite(d->lr) && d->lr > 0.0f)) GRZO__BAD("lr must be finite and > 0 (got %g)", (double)d->lr);
     if (!(isfinite(d->sigma) && d->sigma > 0.0f)) GRZO__BAD("sigma must be finite and > 0 (got %g)", (double)d->sigma);
+    if (d->sigma > FLT_MAX / 4.0f)   /* in-place MeZO moves theta by -2 sigma z: that must stay finite */
+        GRZO__BAD("sigma must be at most FLT_MAX / 4 (got %g)", (double)d->sigma);
     if (!grzo__finite_nonneg(d->norm_eps)) GRZO__BAD("norm_eps must be finite and >= 0");
     if (!grzo__finite_nonneg(d->weight_decay)) GRZO__BAD("weight_decay must be finite and >= 0");
     if (d->warmup_steps < 0) GRZO__BAD("warmup_steps must be >= 0");
@@ -2137,8 +2159,8 @@ static grzo_status grzo__ensure_buffers(grzo_ctx *ctx, int64_t segs, int64_t n_l
     ctx->coeff = (float *)grzo__alloc(ctx, (size_t)n_coeff * sizeof(float));
     ctx->even_offsets = (int64_t *)grzo__alloc(ctx, (size_t)(segs + 1) * sizeof(int64_t));
     if (ctx->desc.comm) {
-        ctx->gather_send = (float *)grzo__alloc(ctx, (size_t)(segs + 1) * sizeof(float));
-        ctx->gathered = (float *)grzo__alloc(ctx, (size_t)(2 * segs + ctx->desc.comm->n_ranks) * sizeof(float));
+        ctx->gather_send = (float *)grzo__alloc(ctx, (size_t)(segs + 2) * sizeof(float));
+        ctx->gathered = (float *)grzo__alloc(ctx, (size_t)(2 * segs + 2 * (int64_t)ctx->desc.comm->n_ranks) * sizeof(float));
     }
     if (!ctx->losses || !ctx->seg_example || !ctx->seg_sign || !ctx->scratch_losses || !ctx->coeff || !ctx->even_offsets ||
         (ctx->desc.comm && (!ctx->gather_send || !ctx->gathered))) {
@@ -2251,6 +2273,8 @@ static grzo_status grzo__sparse_thresholds(grzo_ctx *ctx) {
     return GRZO_OK;
 }
 
+static grzo_status grzo__clear_stale_touched(grzo_ctx *ctx, const char *who);
+
 GRZO__DEF grzo_status grzo_step_begin(grzo_ctx *ctx, int64_t n_examples, grzo_step_info *out) {
     if (!ctx) return GRZO_ERR_INVALID_ARG;
     if (ctx->state != GRZO__IDLE) return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_step_begin: a step is already in flight (end or abort it)");
@@ -2260,6 +2284,7 @@ GRZO__DEF grzo_status grzo_step_begin(grzo_ctx *ctx, int64_t n_examples, grzo_st
         return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_step_begin: the RNG step counter is exhausted (2^32 steps)");
     if (grzo__ensure_step_buffers(ctx, n_examples) != GRZO_OK)
         return grzo__fail(ctx, GRZO_ERR_OUT_OF_MEMORY, "grzo_step_begin: out of memory");
+    if (grzo__clear_stale_touched(ctx, "grzo_step_begin: clearing the row maps the last step left") != GRZO_OK) return GRZO_ERR_BACKEND;
     if (ctx->desc.sparse_density > 0.0f) {
         grzo_status s = grzo__sparse_thresholds(ctx);
         if (s != GRZO_OK) return s;
@@ -2313,6 +2338,7 @@ GRZO__DEF grzo_status grzo_pass_begin(grzo_ctx *ctx, grzo_pass_info *out) {
 static grzo_status grzo__clear_touched(grzo_ctx *ctx) {
     static const uint8_t zeros[4096] = {0};
     uint32_t i;
+    ctx->touched_dirty = 1;
     for (i = 0; i < ctx->n_blocks; i++) {
         grzo__block *b = &ctx->blocks[i];
         int64_t done = 0;
@@ -2325,7 +2351,17 @@ static grzo_status grzo__clear_touched(grzo_ctx *ctx) {
             done += n;
         }
     }
+    ctx->touched_dirty = 0;
     return GRZO_OK;
+}
+
+/* Before a step or diagnostic: rows that the last step's failed clearing left marked would
+   otherwise be updated (and decayed) by this one. */
+static grzo_status grzo__clear_stale_touched(grzo_ctx *ctx, const char *who) {
+    grzo_status s;
+    if (!ctx->touched_dirty) return GRZO_OK;
+    s = grzo__clear_touched(ctx);
+    return s == GRZO_OK ? GRZO_OK : grzo__backend_fail(ctx, s, who);
 }
 
 /* Abandon the step (or diagnostic) on this rank. */
@@ -2343,29 +2379,55 @@ static grzo_status grzo__abandon(grzo_ctx *ctx) {
     return s == GRZO_OK ? GRZO_OK : grzo__backend_fail(ctx, s, "grzo_step_abort");
 }
 
-/* Section 4b: all-gather the pass's local losses with this rank's status appended. Returns
-   GRZO_OK with the pass's losses in single-process order in ctx->gathered + cap of the
-   receive part, or the status of the lowest failing rank (*who = that rank), the same on
-   every rank; a failed collective returns GRZO_ERR_COMM with *who = -1. */
+/* What every rank's pass must agree on (step, pass, batch, copies, estimator, probe mode),
+   folded into 24 bits: an exact float, sent after the status. Ranks that disagree (a caller
+   error, or a checkpoint that failed to load on one node) would otherwise size the gather
+   differently and read each other's losses at the wrong places. */
+static float grzo__shape_word(const grzo_ctx *ctx) {
+    uint64_t h = (uint64_t)ctx->step * 0x9E3779B97F4A7C15ull;
+    h ^= ((uint64_t)(uint32_t)ctx->pass << 40) ^ ((uint64_t)ctx->B << 8) ^ (uint64_t)(uint32_t)ctx->copies;
+    h ^= ((uint64_t)ctx->desc.estimator << 56) ^ ((uint64_t)(ctx->align != 0) << 62);
+    h ^= h >> 31;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 29;
+    return (float)(uint32_t)(h >> 40);   /* < 2^24 */
+}
+
+/* Section 4b: all-gather the pass's local losses with this rank's status and shape word
+   appended. Returns GRZO_OK with the pass's losses in single-process order in ctx->gathered
+   + cap of the receive part, or the status of the lowest failing rank (*who = that rank), the
+   same on every rank; a failed collective returns GRZO_ERR_COMM with *who = -1, ranks whose
+   passes differ GRZO_ERR_COMM with *who = -2 - (the lowest such rank) and the message set. */
 static grzo_status grzo__exchange(grzo_ctx *ctx, const float *losses, grzo_status local, const float **out, int32_t *who) {
     const grzo_comm *cm = ctx->desc.comm;
     int64_t n = grzo__local_segments(ctx), total = 0, c, lo, hi;
-    float *dst;
+    float *dst, shape = grzo__shape_word(ctx);
     int32_t r;
     grzo_status s;
     for (c = 0; c < n; c++) ctx->gather_send[c] = local == GRZO_OK ? losses[c] : 0.0f;
     ctx->gather_send[n] = (float)local;   /* small negative integers: exact */
+    ctx->gather_send[n + 1] = shape;
     for (r = 0; r < cm->n_ranks; r++) {
         grzo__share(ctx, r, &lo, &hi);
-        ctx->gather_counts[r] = (int64_t)ctx->copies * (hi - lo) + 1;
+        ctx->gather_counts[r] = (int64_t)ctx->copies * (hi - lo) + 2;
         total += ctx->gather_counts[r];
     }
+    for (c = 0; c < total; c++) ctx->gathered[c] = NAN;   /* what a shorter send leaves unwritten never matches */
     *who = -1;
     s = cm->iface->allgather_f32(cm->self, ctx->gather_send, ctx->gathered, ctx->gather_counts);
     if (s != GRZO_OK) return GRZO_ERR_COMM;
     dst = ctx->gathered + total;
     for (r = 0, c = 0; r < cm->n_ranks; c += ctx->gather_counts[r], r++) {
-        float st = ctx->gathered[c + ctx->gather_counts[r] - 1];
+        float theirs = ctx->gathered[c + ctx->gather_counts[r] - 1];
+        if (theirs != shape) {
+            *who = -2 - r;
+            return grzo__fail(ctx, GRZO_ERR_COMM, "grzo_pass_end: rank %d's pass differs from rank %d's (step %lld, pass %d, B %lld: the "
+                              "ranks must run the same settings from the same checkpoint): step abandoned, no parameter changed",
+                              (int)r, (int)cm->rank, (long long)ctx->step, (int)ctx->pass, (long long)ctx->B);
+        }
+    }
+    for (r = 0, c = 0; r < cm->n_ranks; c += ctx->gather_counts[r], r++) {
+        float st = ctx->gathered[c + ctx->gather_counts[r] - 2];
         if (st != 0.0f) {
             *who = r;
             return (st >= (float)GRZO_ERR_COMM && st < 0.0f && st == floorf(st)) ? (grzo_status)(int)st : GRZO_ERR_COMM;
@@ -2375,7 +2437,7 @@ static grzo_status grzo__exchange(grzo_ctx *ctx, const float *losses, grzo_statu
         int64_t k, nb;
         grzo__share(ctx, r, &lo, &hi);
         nb = hi - lo;
-        for (k = 0; k + 1 < ctx->gather_counts[r]; k++) {
+        for (k = 0; k + 2 < ctx->gather_counts[r]; k++) {
             float v = ctx->gathered[c + k];
             if (!isfinite(v)) { *who = r; return GRZO_ERR_NONFINITE; }
             dst[(k / nb) * ctx->B + lo + k % nb] = v;
@@ -2391,6 +2453,7 @@ static grzo_status grzo__pass_failed(grzo_ctx *ctx, grzo_status s, int32_t who) 
     const grzo_comm *cm = ctx->desc.comm;
     int32_t pass = ctx->pass;
     grzo__abandon(ctx);
+    if (who <= -2) return s;   /* the ranks' passes differ: grzo__exchange said so */
     if (who < 0) {
         const char *detail = cm->iface->last_error ? cm->iface->last_error(cm->self) : NULL;
         return grzo__fail(ctx, GRZO_ERR_COMM, "grzo_pass_end: the all-gather of pass %d failed (comm '%s': %s): step %lld abandoned "
@@ -2645,6 +2708,11 @@ GRZO__DEF grzo_status grzo_step_end(grzo_ctx *ctx, grzo_step_report *out) {
     memset(&rep, 0, sizeof rep);
     lr = grzo_lr_at(ctx, ctx->step);
     s = grzo__coefficients(ctx, lr, &rep);
+    if (s == GRZO_OK && !isfinite(lr * ctx->desc.weight_decay)) {   /* each accepted, their product overflows */
+        grzo_step_abort(ctx);
+        return grzo__fail(ctx, GRZO_ERR_NONFINITE, "grzo_step_end: the weight decay lr * weight_decay = %g * %g is not finite: "
+                          "step %lld abandoned, no parameter changed", (double)lr, (double)ctx->desc.weight_decay, (long long)ctx->step);
+    }
     if (s != GRZO_OK) {
         grzo_step_abort(ctx);
         return grzo__fail(ctx, s, "grzo_step_end: %s while forming the update: step %lld abandoned, no parameter changed",
@@ -2662,15 +2730,19 @@ GRZO__DEF grzo_status grzo_step_end(grzo_ctx *ctx, grzo_step_report *out) {
             return grzo__backend_fail(ctx, s, "grzo_step_end: update (parameters may be partly updated)");
         }
     }
-    s = grzo__clear_touched(ctx);
+    /* the update is applied: the step counts, whatever the clearing below does (a step not
+       counted would repeat its noise) */
     ctx->state = GRZO__IDLE;
-    if (s != GRZO_OK) return grzo__backend_fail(ctx, s, "grzo_step_end: clearing row maps");
     if (rep.degenerate) ctx->degenerate_total++;
     rep.step = ctx->step;
     rep.lr = lr;
     rep.degenerate_total = ctx->degenerate_total;
     ctx->step++;
     if (out) *out = rep;
+    s = grzo__clear_touched(ctx);
+    if (s != GRZO_OK)
+        return grzo__backend_fail(ctx, s, "grzo_step_end: the step was applied and counted, but clearing its row maps failed "
+                                          "(the next step begins by clearing them again)");
     /* the divergence guard (section 4b): the same step on every rank, so a collective */
     if (ctx->desc.comm && ctx->desc.replica_check_every > 0 && ctx->step % ctx->desc.replica_check_every == 0)
         return grzo_check_replicas(ctx);
@@ -2686,6 +2758,7 @@ static grzo_status grzo__run_passes(grzo_ctx *ctx, int32_t n_passes, grzo_forwar
         grzo_pass_info pi;
         grzo_status s = grzo_pass_begin(ctx, &pi);
         if (s == GRZO_OK) {
+            ctx->err[0] = '\0';   /* so that a failure of the callback's own is not told with an older message */
             s = forward(ctx, &pi, ctx->scratch_losses, user_data);
             if (s != GRZO_OK) {
                 grzo__abort_pass(ctx, s);     /* sharded: every rank abandons the step */
@@ -2933,7 +3006,6 @@ GRZO__DEF grzo_status grzo_linear(grzo_ctx *ctx, grzo_block w, const float *x, f
                              (size_t)rows->n_rows * (size_t)op.blk->p.rows))
         return grzo__fail(ctx, GRZO_ERR_INVALID_ARG,
                           "grzo_linear: x and y overlap (a product cannot be written over its own input)");
-    if (ctx->state == GRZO__IN_PASS && op.blk->p.kind == GRZO_BLOCK_EMBEDDING) op.blk->full_touch = 1;
     a.w = op.blk->p;
     a.x = x;
     a.y = y;
@@ -2952,9 +3024,14 @@ GRZO__DEF grzo_status grzo_linear(grzo_ctx *ctx, grzo_block w, const float *x, f
             s = grzo__run(ctx, "grzo_linear", be->iface->linear(be->self, &a));
             if (s != GRZO_OK) return s;
         }
-        return GRZO_OK;
+    } else {
+        s = grzo__run(ctx, "grzo_linear", be->iface->linear(be->self, &a));
+        if (s != GRZO_OK) return s;
     }
-    return grzo__run(ctx, "grzo_linear", be->iface->linear(be->self, &a));
+    /* an embedding read whole (a tied head): every row takes this step's update; marked
+       only once the op succeeded, so a failed one leaves the maps as they were */
+    if (ctx->state == GRZO__IN_PASS && op.blk->p.kind == GRZO_BLOCK_EMBEDDING) op.blk->full_touch = 1;
+    return GRZO_OK;
 }
 
 GRZO__DEF grzo_status grzo_vector(grzo_ctx *ctx, grzo_block v, grzo_vector_op opk, const float *x, float *y,
@@ -3041,7 +3118,12 @@ GRZO__DEF grzo_status grzo_perturbed_params(grzo_ctx *ctx, grzo_block b, int64_t
     if (!out) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_perturbed_params: out is NULL");
     if (segment < 0 || segment >= grzo__local_segments(ctx))
         return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_perturbed_params: segment %lld out of range", (long long)segment);
-    if (blk->p.kind == GRZO_BLOCK_EMBEDDING) blk->full_touch = 1;
+    {   /* out is block-sized in the block's dtype: written over the block, it would destroy theta */
+        size_t bytes = (size_t)blk->p.rows * (size_t)(blk->p.cols > 1 ? blk->p.cols : 1) * grzo__dtype_size(blk->p.dtype);
+        uintptr_t o = (uintptr_t)out, d = (uintptr_t)blk->p.data;
+        if (o < d + bytes && d < o + bytes)
+            return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_perturbed_params: out overlaps block %u's own parameters", (unsigned)b.id);
+    }
     a.p = blk->p;
     a.base = grzo__base_noise(ctx, b.id - 1, ctx->pass);
     a.flipout = grzo__flipout(ctx);
@@ -3051,7 +3133,9 @@ GRZO__DEF grzo_status grzo_perturbed_params(grzo_ctx *ctx, grzo_block b, int64_t
     a.out = out;
     a.variant = grzo__block_variant(ctx, b.id - 1, 1, &var);
     be = ctx->desc.backend;
-    return grzo__run(ctx, "grzo_perturbed_params", be->iface->perturbed_copy(be->self, &a));
+    if (grzo__run(ctx, "grzo_perturbed_params", be->iface->perturbed_copy(be->self, &a)) != GRZO_OK) return GRZO_ERR_BACKEND;
+    if (blk->p.kind == GRZO_BLOCK_EMBEDDING) blk->full_touch = 1;   /* once it succeeded, as in grzo_linear */
+    return GRZO_OK;
 }
 
 /* ---- checkpoints --------------------------------------------------------------------------------- */

@@ -14,7 +14,12 @@
      - checkpoint_settings: a load that changes the estimator, the FZOO probes or the noise
        resizes the step buffers (nothing written past them) and the next steps equal a fresh
        context's loaded from the same file;
-     - normalize_range: grzo_group_normalize of finite deltas near +-DBL_MAX or 1e-200. */
+     - normalize_range: grzo_group_normalize of finite deltas near +-DBL_MAX or 1e-200;
+     - backend_entries: a backend interface without a required entry is refused by name;
+     - overflowing_settings: sigma too large for in-place MeZO, lr * weight_decay not finite;
+     - clear_fails: the update applied, the row maps' clearing fails: the step counts, the
+       next step clears them first;
+     - refused_ops_touch_nothing: a refused embedding or tied-head linear marks no row. */
 #include <float.h>
 
 #define GRZO_IMPLEMENTATION
@@ -211,7 +216,8 @@ static void test_step_callback(void)
     u.ret = GRZO_ERR_BACKEND;
     CHECK_ST(grzo_step(v.ctx, 3, fwd, &u, &rep), GRZO_ERR_BACKEND);
     CHECK(same(&v, &s));
-    CHECK(grzo_last_error(v.ctx)[0] != 0);
+    /* the callback's failure, not the NaN's message before it */
+    CHECKF(strstr(grzo_last_error(v.ctx), "forward callback failed") != NULL, "last error: %s", grzo_last_error(v.ctx));
     CHECK_ST(grzo_step(v.ctx, 3, NULL, &u, &rep), GRZO_ERR_INVALID_ARG);
     CHECK_ST(grzo_step(v.ctx, 0, fwd, &u, &rep), GRZO_ERR_INVALID_ARG);
     CHECK(same(&v, &s));
@@ -750,6 +756,195 @@ static void test_backend_version(void)
     grzo_backend_destroy(&be);
 }
 
+/* A backend interface with a required entry missing is refused by name, not called. */
+static void test_backend_entries(void)
+{
+    grzo_backend be, fake;
+    grzo_backend_i iface;
+    grzo_backend_caps caps;
+    grzo_desc d;
+    grzo_ctx *ctx = NULL;
+    void *p = NULL;
+    REQUIRE_OK(grzo_backend_ref_create(&be));
+    iface = *be.iface;
+    iface.update = NULL;
+    fake.iface = &iface;
+    fake.self = be.self;
+    d = tu_desc(&fake, GRZO_ESTIMATOR_GRZO, 1, 0.1f, 0.1f);
+    CHECK_ST(grzo_create(&d, &ctx), GRZO_ERR_INVALID_ARG);
+    CHECK(ctx == NULL);
+    CHECK_ST(grzo_backend_query(&fake, &caps), GRZO_ERR_INVALID_ARG);
+    iface = *be.iface;
+    iface.mem_alloc = NULL;
+    CHECK_ST(grzo_backend_alloc(&fake, 16, &p), GRZO_ERR_INVALID_ARG);
+    CHECK(p == NULL);
+    grzo_backend_destroy(&be);
+}
+
+/* One step's pass of B = 2 over a 10 x 3 embedding: four rows ids[0..3] gathered, losses
+   given; the step is left for the caller to end. */
+static void embedding_pass(grzo_ctx *ctx, grzo_block e, const int32_t *ids)
+{
+    static const float losses[4] = {1.0f, 2.0f, 1.5f, 0.5f};
+    grzo_rows rows = {0};
+    grzo_pass_info pi;
+    float y[12];
+    rows.n_rows = 4;
+    REQUIRE_OK(grzo_step_begin(ctx, 2, NULL));
+    REQUIRE_OK(grzo_pass_begin(ctx, &pi));
+    CHECK_OK(grzo_embedding(ctx, e, ids, y, &rows));
+    CHECK_OK(grzo_pass_end(ctx, losses));
+}
+
+/* Hyperparameters each accepted whose product is not finite: refused at create (sigma that
+   in-place MeZO's -2 sigma shift would overflow) or by the step (lr * weight_decay), with
+   nothing changed. */
+static void test_overflowing_settings(void)
+{
+    grzo_backend be;
+    grzo_desc d;
+    grzo_ctx *ctx = NULL;
+    grzo_block e;
+    float E[30], E0[30];
+    int32_t ids[4] = {1, 2, 1, 2};
+    REQUIRE_OK(grzo_backend_ref_create(&be));
+    d = tu_desc(&be, GRZO_ESTIMATOR_MEZO_INPLACE, 1, 0.1f, 2e38f);
+    CHECK_ST(grzo_create(&d, &ctx), GRZO_ERR_INVALID_ARG);
+    CHECK(ctx == NULL);
+    d = tu_desc(&be, GRZO_ESTIMATOR_GRZO, 54, 1e20f, 0.1f);
+    d.weight_decay = 1e20f;
+    ctx = tu_ctx(&d);
+    tu_fill_unif(E, 30, 653, -1, 1);
+    memcpy(E0, E, sizeof E);
+    e = tu_block(ctx, GRZO_BLOCK_EMBEDDING, 10, 3, E, "emb", 0);
+    embedding_pass(ctx, e, ids);
+    CHECK_ST(grzo_step_end(ctx, NULL), GRZO_ERR_NONFINITE);
+    CHECKF(strstr(grzo_last_error(ctx), "weight decay") != NULL, "last error: %s", grzo_last_error(ctx));
+    CHECK(memcmp(E, E0, sizeof E) == 0 && grzo_get_step(ctx) == 0);
+    grzo_destroy(ctx);
+    grzo_backend_destroy(&be);
+}
+
+/* grzo_step_end applies the update, then clears the row maps: when the clearing fails the
+   step still counts (its noise must not be drawn again) and the next step clears the maps
+   before it begins, so rows of the old step are not updated again. */
+static grzo_backend g_inner;
+static int g_fail_upload;
+
+/* be: the reference backend (g_inner) behind a copy of its interface, for a test to replace
+   an entry of */
+static void wrap_ref(grzo_backend_i *iface, grzo_backend *be)
+{
+    REQUIRE_OK(grzo_backend_ref_create(&g_inner));
+    *iface = *g_inner.iface;
+    be->iface = iface;
+    be->self = g_inner.self;
+}
+
+/* rows of a 10 x 3 embedding that differ between E and E0, row `except` not counted */
+static int64_t rows_changed(const float *E, const float *E0, int64_t except)
+{
+    int64_t r, n = 0;
+    for (r = 0; r < 10; r++)
+        if (r != except && memcmp(E + 3 * r, E0 + 3 * r, 3 * sizeof(float)) != 0) n++;
+    return n;
+}
+static grzo_status failing_upload(void *self, void *dst, const void *src, size_t n)
+{
+    (void)self;
+    if (g_fail_upload) return GRZO_ERR_BACKEND;
+    return g_inner.iface->upload(g_inner.self, dst, src, n);
+}
+static void test_clear_fails(void)
+{
+    grzo_backend_i iface;
+    grzo_backend be;
+    grzo_desc d;
+    grzo_ctx *ctx;
+    grzo_block e;
+    grzo_step_report rep;
+    float E[30], E1[30];
+    int32_t ids[4] = {1, 2, 1, 2};
+    int64_t r, changed_other;
+    wrap_ref(&iface, &be);
+    iface.upload = failing_upload;
+    d = tu_desc(&be, GRZO_ESTIMATOR_GRZO, 52, 0.1f, 0.1f);
+    ctx = tu_ctx(&d);
+    tu_fill_unif(E, 30, 651, -1, 1);
+    e = tu_block(ctx, GRZO_BLOCK_EMBEDDING, 10, 3, E, "emb", 0);
+    embedding_pass(ctx, e, ids);
+    g_fail_upload = 1;
+    memset(&rep, 0, sizeof rep);
+    CHECK_ST(grzo_step_end(ctx, &rep), GRZO_ERR_BACKEND);
+    CHECK(grzo_get_step(ctx) == 1 && rep.step == 0);
+    CHECKF(strstr(grzo_last_error(ctx), "applied and counted") != NULL, "last error: %s", grzo_last_error(ctx));
+    /* the maps cannot be cleared yet: the next step refuses to begin, nothing changes */
+    memcpy(E1, E, sizeof E);
+    CHECK_ST(grzo_step_begin(ctx, 2, NULL), GRZO_ERR_BACKEND);
+    CHECK(memcmp(E, E1, sizeof E) == 0 && grzo_get_step(ctx) == 1);
+    /* once they can, a step over row 5 updates row 5 alone */
+    g_fail_upload = 0;
+    for (r = 0; r < 4; r++) ids[r] = 5;
+    embedding_pass(ctx, e, ids);
+    CHECK_OK(grzo_step_end(ctx, NULL));
+    changed_other = rows_changed(E, E1, 5);
+    CHECKF(changed_other == 0, "%lld rows the step did not gather changed", (long long)changed_other);
+    CHECK(memcmp(E + 15, E1 + 15, 3 * sizeof(float)) != 0);
+    grzo_destroy(ctx);
+    grzo_backend_destroy(&g_inner);
+}
+
+/* A refused op marks no row as touched: an embedding with an id out of range, and a linear of
+   an embedding (a tied head) that the backend refuses, leave the rows of a step that goes on
+   untouched, weight decay included. */
+static grzo_status failing_linear(void *self, const grzo_linear_args *a)
+{
+    (void)self;
+    (void)a;
+    return GRZO_ERR_BACKEND;
+}
+static void test_refused_ops_touch_nothing(void)
+{
+    int mode;
+    for (mode = 0; mode < 2; mode++) {
+        grzo_backend_i iface;
+        grzo_backend be;
+        grzo_desc d;
+        grzo_ctx *ctx;
+        grzo_block e;
+        grzo_pass_info pi;
+        float E[30], E0[30], y[64], x[12] = {0}, losses[4] = {1.0f, 2.0f, 1.5f, 0.5f};
+        int32_t ids[4] = {1, 99, 1, 1};   /* row 1 before the bad id: marked by a backend that checks as it goes */
+        grzo_rows rows = {0};
+        int64_t r, changed_other;
+        wrap_ref(&iface, &be);
+        iface.linear = failing_linear;
+        d = tu_desc(&be, GRZO_ESTIMATOR_GRZO, 53, 0.1f, 0.1f);
+        d.weight_decay = 0.5f;
+        ctx = tu_ctx(&d);
+        tu_fill_unif(E, 30, 652, -1, 1);
+        e = tu_block(ctx, GRZO_BLOCK_EMBEDDING, 10, 3, E, "emb", 0);
+        memcpy(E0, E, sizeof E);
+        REQUIRE_OK(grzo_step_begin(ctx, 2, NULL));
+        REQUIRE_OK(grzo_pass_begin(ctx, &pi));
+        rows.n_rows = 4;
+        CHECK_ST(grzo_perturbed_params(ctx, e, 0, E + 5), GRZO_ERR_INVALID_ARG);   /* over the block's own values */
+        if (mode == 0) {
+            CHECK_ST(grzo_embedding(ctx, e, ids, y, &rows), GRZO_ERR_INVALID_ARG);
+        } else {
+            CHECK_ST(grzo_linear(ctx, e, x, y, &rows), GRZO_ERR_BACKEND);   /* the tied head's product, refused */
+        }
+        for (r = 0; r < 4; r++) ids[r] = 5;
+        CHECK_OK(grzo_embedding(ctx, e, ids, y, &rows));
+        CHECK_OK(grzo_pass_end(ctx, losses));
+        CHECK_OK(grzo_step_end(ctx, NULL));
+        changed_other = rows_changed(E, E0, 5);
+        CHECKF(changed_other == 0, "mode %d: %lld rows no successful op read changed", mode, (long long)changed_other);
+        grzo_destroy(ctx);
+        grzo_backend_destroy(&g_inner);
+    }
+}
+
 /* ---- checkpoints -------------------------------------------------------------------------- */
 static void expect_load_fails(env *v, const char *path, const unsigned char *bytes, size_t n, grzo_status want,
                               grzo_status alt, const char *what)
@@ -1115,6 +1310,10 @@ int main(int argc, char **argv)
     if (tu_case("invalid_args")) test_invalid_args();
     if (tu_case("state")) test_state();
     if (tu_case("backend_version")) test_backend_version();
+    if (tu_case("backend_entries")) test_backend_entries();
+    if (tu_case("overflowing_settings")) test_overflowing_settings();
+    if (tu_case("clear_fails")) test_clear_fails();
+    if (tu_case("refused_ops_touch_nothing")) test_refused_ops_touch_nothing();
     if (tu_case("checkpoints")) test_checkpoints();
     if (tu_case("checkpoint_settings")) test_checkpoint_settings();
     if (tu_case("normalize_range")) test_normalize_range();

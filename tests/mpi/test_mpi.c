@@ -16,6 +16,9 @@
               every rank and names the step, on demand and inside grzo_step_end
      desc     a bad desc.comm (rank out of range, no collectives, another API version) or a bad
               per_example_ops / replica_check_every is refused; without comm the check is a no-op
+     mismatch the last rank runs another estimator, then another B, than the others: every
+              rank refuses the step (GRZO_ERR_COMM, naming the rank whose pass differs) and no
+              parameter moves anywhere
      kill     the last rank kills itself mid-training: the others must not hang (run_mpi.sh
               expects a nonzero exit within its timeout) */
 #define GRZO_IMPLEMENTATION
@@ -305,6 +308,37 @@ static void case_kill(void) {
     tu_failures++;
 }
 
+/* Ranks whose passes differ must not read each other's losses at the wrong places: first a
+   different estimator (the gather's sizes agree, only the shape word tells), then a different
+   B (the sizes differ too: the collective may itself fail on some ranks). */
+static void case_mismatch(void) {
+    dataset d;
+    int idx[8], last = comm.rank == comm.n_ranks - 1, round;
+    make_data(&d);
+    for (round = 0; round < 2; round++) {
+        pair p;
+        grzo_step_report r;
+        float *before = (float *)malloc((size_t)mlp_layout_of(SHAPE).n * sizeof(float));
+        int B = round == 1 && last ? 3 : 5;
+        grzo_status st;
+        REQUIRE(before);
+        pair_create(&p, round == 0 && last ? GRZO_ESTIMATOR_CANONICAL : GRZO_ESTIMATOR_GRZO, 0);
+        memcpy(before, p.sharded.theta, (size_t)p.sharded.lay.n * sizeof(float));
+        batch(0, B, idx);
+        st = model_train_step(&p.sharded, &d, idx, B, &r);
+        CHECKF(st == GRZO_ERR_COMM, "round %d rank %d: %s (%s)", round, (int)comm.rank, grzo_status_str(st),
+               grzo_last_error(p.sharded.ctx));
+        if (round == 0)
+            CHECKF(strstr(grzo_last_error(p.sharded.ctx), "differs") != NULL, "rank %d: %s", (int)comm.rank,
+                   grzo_last_error(p.sharded.ctx));
+        CHECK(memcmp(before, p.sharded.theta, (size_t)p.sharded.lay.n * sizeof(float)) == 0);
+        CHECK(grzo_get_step(p.sharded.ctx) == 0);
+        free(before);
+        pair_destroy(&p);
+    }
+    dataset_free(&d);
+}
+
 int main(int argc, char **argv) {
     int rc;
     MPI_Init(&argc, &argv);
@@ -316,6 +350,7 @@ int main(int argc, char **argv) {
     if (tu_case("forward")) case_forward();
     if (tu_case("diverge")) case_diverge();
     if (tu_case("desc")) case_desc();
+    if (tu_case("mismatch")) case_mismatch();
     if (argc > 1 && tu_case("kill")) case_kill();
     grzo_mpi_comm_destroy(&comm);
     rc = tu_finish("test_mpi");
