@@ -24,6 +24,7 @@
    small parallel regions). */
 #define _POSIX_C_SOURCE 200809L   /* clock_gettime */
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,13 +137,13 @@ static int open_session(const options *o, session *s) {
     llm_state_desc sd;
     grzo_status gs;
     memset(s, 0, sizeof *s);
-    if (llm_load(o->model, &s->cfg, &s->w, &s->tok, err, sizeof err) != 0) {
+    /* with --tokenizer the model's own is not wanted (a folder exported from a llama2.c or GGUF
+       original has no tokenizer.json) */
+    if (llm_load(o->model, &s->cfg, &s->w, o->tokenizer ? NULL : &s->tok, err, sizeof err) != 0) {
         fprintf(stderr, "grzo-generate: %s\n", err);
         return 1;
     }
     if (o->tokenizer) {
-        llm_tokenizer_free(s->tok);
-        s->tok = NULL;
         if (llm_tokenizer_load_llama2c(o->tokenizer, s->cfg.vocab_size, &s->tok, err, sizeof err) != 0) {
             fprintf(stderr, "grzo-generate: %s\n", err);
             return 1;
@@ -203,11 +204,21 @@ static int generate(const options *o, session *s) {
     double t0;
     grzo_status gs;
     int bos = llm_tokenizer_wants_bos(s->tok) || o->prompt[0] == '\0';   /* an empty prompt starts from BOS */
-    if (!tokens) return 1;
-    if (llm_tokenize(s->tok, o->prompt, bos, tokens, o->steps, &n_prompt, err, sizeof err) != 0 || n_prompt < 1 ||
-        n_prompt > o->steps) {
-        fprintf(stderr, "grzo-generate: the prompt does not fit in %d steps (or cannot be tokenized: %s)\n", o->steps,
-                n_prompt > o->steps ? "too long" : err);
+    if (!tokens) {
+        fprintf(stderr, "grzo-generate: out of memory\n");
+        return 1;
+    }
+    err[0] = '\0';
+    if (llm_tokenize(s->tok, o->prompt, bos, tokens, o->steps, &n_prompt, err, sizeof err) != 0) {
+        fprintf(stderr, "grzo-generate: cannot tokenize the prompt: %s\n", err[0] ? err : "no detail");
+        free(tokens);
+        return 1;
+    }
+    if (n_prompt < 1 || n_prompt > o->steps) {
+        if (n_prompt < 1)
+            fprintf(stderr, "grzo-generate: the prompt gives no token (the tokenizer adds no BOS and knows none of its text)\n");
+        else
+            fprintf(stderr, "grzo-generate: the prompt's %d tokens do not fit in %d steps (raise --steps)\n", (int)n_prompt, o->steps);
         free(tokens);
         return 1;
     }
@@ -237,6 +248,11 @@ static int generate(const options *o, session *s) {
                 100.0 * p.linear_s / (dt + 1e-9));
     }
     free(tokens);
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {   /* a full disk or a closed pipe: the text is lost, say so */
+        fprintf(stderr, "grzo-generate: cannot write the text to standard output: %s\n", errno ? strerror(errno) : "write error");
+        return 1;
+    }
     return 0;
 }
 

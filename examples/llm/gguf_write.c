@@ -296,14 +296,21 @@ static int write_file_atomically(const char *out_path, const gguf_out *o, char *
     char *tmp = (char *)malloc(len + 32);
     FILE *f = NULL;
     int fd, ok;
+    int attempt;
     if (!tmp) return llm__errf(err, errlen, "out of memory");
-    snprintf(tmp, len + 32, "%s.tmp-%ld", out_path, (long)getpid());
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
+    /* a name that another run left behind (a killed one, with this pid in another container)
+       is not ours to remove: take the next */
+    for (attempt = 0, fd = -1; attempt < 100 && fd < 0; attempt++) {
+        snprintf(tmp, len + 32, "%s.tmp-%ld-%d", out_path, (long)getpid(), attempt);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
+        if (fd < 0 && errno != EEXIST) break;
+    }
     if (fd < 0 || !(f = fdopen(fd, "wb"))) {
         int e = errno;
         if (fd >= 0) close(fd), unlink(tmp);
+        llm__errf(err, errlen, "%s: cannot create the temporary %s: %s", out_path, tmp, strerror(e));
         free(tmp);
-        return llm__errf(err, errlen, "%s: cannot create: %s", out_path, strerror(e));
+        return 1;
     }
     write_gguf(f, o);
     ok = fflush(f) == 0 && !ferror(f) && fsync(fileno(f)) == 0;

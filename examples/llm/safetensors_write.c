@@ -217,17 +217,26 @@ int llm_safetensors_write_ex(const llm_config *cfg, const llm_weights *w, llm_st
     size_t len;
     char *tmp, path[4096];
     struct stat sb;
+    int attempt, made;
     if (!cfg || !w || !w->arena || !out_dir || !out_dir[0] || (unsigned)dtype > LLM_ST_BF16)
         return llm__errf(err, errlen, "llm_safetensors_write: missing or invalid argument");
     if (stat(out_dir, &sb) == 0)
         return llm__errf(err, errlen, "%s already exists: the safetensors export writes a new folder", out_dir);
     len = strlen(out_dir);
+    while (len > 1 && out_dir[len - 1] == '/') len--;   /* "out/" names the folder out: its temporary is out.tmp-... */
     if (len > sizeof path - 64 || !(tmp = (char *)malloc(len + 32))) return llm__errf(err, errlen, "%s: path too long", out_dir);
-    snprintf(tmp, len + 32, "%s.tmp-%ld", out_dir, (long)getpid());
-    if (mkdir(tmp, 0777) != 0) {   /* not mkdtemp: its 0700 would ignore the umask */
+    /* not mkdtemp: its 0700 would ignore the umask; a name another run left behind (a killed
+       one, with this pid in another container) is not ours to remove: take the next */
+    for (attempt = 0, made = -1; attempt < 100 && made != 0; attempt++) {
+        snprintf(tmp, len + 32, "%.*s.tmp-%ld-%d", (int)len, out_dir, (long)getpid(), attempt);
+        made = mkdir(tmp, 0777);
+        if (made != 0 && errno != EEXIST) break;
+    }
+    if (made != 0) {
         int e = errno;
+        llm__errf(err, errlen, "%s: cannot create the temporary folder %s: %s", out_dir, tmp, strerror(e));
         free(tmp);
-        return llm__errf(err, errlen, "%s: cannot create: %s", out_dir, strerror(e));
+        return 1;
     }
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
     if (write_model_file(path, cfg, w, dtype, err, errlen)) goto fail;

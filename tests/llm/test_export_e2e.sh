@@ -8,7 +8,9 @@
 #   3. grzo-export refuses a checkpoint of another model (stories260K's run) in one line,
 #      exit 1, naming the checkpoint, and leaves no file; grzo-finetune --export of a llama2.c
 #      model fails in one line at the end (the checkpoint is kept); a bad --export-type is
-#      refused before the run (exit 2).
+#      refused before the run (exit 2);
+#   4. a safetensors folder exported from stories260K (no tokenizer.json) generates, with
+#      --tokenizer, the text of the original + the checkpoint.
 # usage: test_export_e2e.sh GRZO_FINETUNE GRZO_EXPORT GRZO_GENERATE DATA_DIR WORK_DIR
 set -u
 finetune=$1 export=$2 generate=$3 data=$4 work=$5
@@ -56,5 +58,17 @@ rc=$?
     fail "not one line naming the checkpoint: $(cat "$work/refused.err")"
 [ ! -e "$work/refused.gguf" ] || fail "a refused export left a file"
 ls "$work" | grep -q '\.tmp-' && fail "a temporary file was left behind"
+
+# 4. a safetensors folder exported from a llama2.c original has no tokenizer.json: grzo-generate
+#    takes --tokenizer for it, and writes the original + checkpoint's text
+"$export" --model "$data/stories260K.bin" --checkpoint "$work/other/checkpoint.grzo" --format safetensors \
+    --out "$work/other_st" 2> "$work/other_st.err" || fail "grzo-export --format safetensors: $(cat "$work/other_st.err")"
+small=(--tokenizer "$data/tok512.bin" --prompt "Once upon" --steps 16 --threads 1)
+"$generate" --model "$data/stories260K.bin" --checkpoint "$work/other/checkpoint.grzo" "${small[@]}" \
+    > "$work/other_ckpt.txt" 2> "$work/other_gen1.err" || fail "grzo-generate --checkpoint: $(tail -2 "$work/other_gen1.err")"
+"$generate" --model "$work/other_st" "${small[@]}" > "$work/other_st.txt" 2> "$work/other_gen2.err" ||
+    fail "grzo-generate --tokenizer on a folder without tokenizer.json: $(tail -2 "$work/other_gen2.err")"
+cmp -s "$work/other_ckpt.txt" "$work/other_st.txt" ||
+    fail "the folder generates other text: '$(cat "$work/other_st.txt")' vs '$(cat "$work/other_ckpt.txt")'"
 rm -rf "$work"
 echo "PASS"
