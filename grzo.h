@@ -314,8 +314,8 @@
      losses) instead of leaving it in flight. A failed
      collective (GRZO_ERR_COMM) abandons the step on the ranks that see the failure; whether
      the others saw it cannot be known, so stop the run (grzo-finetune exits). A second float
-     folds what the ranks' passes must share (step, pass, B, copies, estimator, diagnostic or
-     step) into 24 bits: ranks that differ (a caller's error, a checkpoint that failed to load
+     folds what the ranks' passes must share (step, pass, B, copies, estimator, and whether
+     the pass is a step's or the alignment diagnostic's) into 24 bits: ranks that differ (a caller's error, a checkpoint that failed to load
      on one node) all get GRZO_ERR_COMM naming a rank that differs, instead of reading each
      other's losses at the wrong places.
      Divergence guard. Every desc.replica_check_every steps (default 100; -1 never) grzo_step_end
@@ -2740,12 +2740,15 @@ GRZO__DEF grzo_status grzo_step_end(grzo_ctx *ctx, grzo_step_report *out) {
     ctx->step++;
     if (out) *out = rep;
     s = grzo__clear_touched(ctx);
+    /* the divergence guard (section 4b): the same step on every rank, so a collective that
+       this rank joins whatever the clearing did (the others wait for it) */
+    if (ctx->desc.comm && ctx->desc.replica_check_every > 0 && ctx->step % ctx->desc.replica_check_every == 0) {
+        grzo_status guard = grzo_check_replicas(ctx);
+        if (guard != GRZO_OK) return guard;
+    }
     if (s != GRZO_OK)
         return grzo__backend_fail(ctx, s, "grzo_step_end: the step was applied and counted, but clearing its row maps failed "
                                           "(the next step begins by clearing them again)");
-    /* the divergence guard (section 4b): the same step on every rank, so a collective */
-    if (ctx->desc.comm && ctx->desc.replica_check_every > 0 && ctx->step % ctx->desc.replica_check_every == 0)
-        return grzo_check_replicas(ctx);
     return GRZO_OK;
 }
 
@@ -3111,6 +3114,7 @@ GRZO__DEF grzo_status grzo_perturbed_params(grzo_ctx *ctx, grzo_block b, int64_t
     grzo_copy_args a;
     grzo_variant var;
     const grzo_backend *be;
+    grzo_status s;
     if (!ctx) return GRZO_ERR_INVALID_ARG;
     if (ctx->state != GRZO__IN_PASS) return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_perturbed_params: no pass in flight");
     blk = grzo__get_block(ctx, b);
@@ -3133,7 +3137,8 @@ GRZO__DEF grzo_status grzo_perturbed_params(grzo_ctx *ctx, grzo_block b, int64_t
     a.out = out;
     a.variant = grzo__block_variant(ctx, b.id - 1, 1, &var);
     be = ctx->desc.backend;
-    if (grzo__run(ctx, "grzo_perturbed_params", be->iface->perturbed_copy(be->self, &a)) != GRZO_OK) return GRZO_ERR_BACKEND;
+    s = grzo__run(ctx, "grzo_perturbed_params", be->iface->perturbed_copy(be->self, &a));
+    if (s != GRZO_OK) return s;
     if (blk->p.kind == GRZO_BLOCK_EMBEDDING) blk->full_touch = 1;   /* once it succeeded, as in grzo_linear */
     return GRZO_OK;
 }
