@@ -111,7 +111,9 @@ typedef struct llm_model_desc {
    the backend does not store (grzo_backend_caps.dtypes) is GRZO_ERR_UNSUPPORTED. The
    forward's non-perturbed ops follow the backend: host loops for host memory, CUDA
    kernels on the backend's stream for the "cuda" backend (a build with LLM_HAVE_CUDA).
-   desc NULL: F32, weights from w. */
+   desc NULL: F32, weights from w. A failed registration may leave in ctx the blocks it
+   added before the failure, over memory it has freed: destroy ctx after it (grzo.h has no
+   way to remove a block), do not step or checkpoint it. */
 grzo_status llm_model_register_ex(grzo_ctx *ctx, llm_model *m, const llm_config *cfg, llm_weights *w,
                                   const llm_model_desc *desc);
 grzo_status llm_model_register(grzo_ctx *ctx, llm_model *m, const llm_config *cfg, llm_weights *w);
