@@ -1,7 +1,7 @@
 # Sourced by tests/run.sh and examples/run-demo.sh: installs what the build needs on
 # Debian 12 (as root, with apt-get) when it is missing, and pins OpenBLAS's OpenMP build.
 grzo_install_deps() {
-    local pkgs="meson ninja-build gcc g++ pkg-config libopenblas-openmp-dev libblis-dev gnuplot-nox python3 python3-numpy python3-yaml python3-pip libopenmpi-dev openmpi-bin"
+    local pkgs="meson ninja-build gcc g++ pkg-config libopenblas-openmp-dev libblis-dev gnuplot-nox python3 python3-numpy python3-yaml python3-pip libopenmpi-dev openmpi-bin strace"
     local missing="" p
     for p in $pkgs; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -32,9 +32,11 @@
    installed; run without a shell, so no path is ever a command). All but the log are
    written through a temporary file and a rename. The checkpoint is saved every --save-every steps
    (or 10 minutes), at the end and on Ctrl-C; --resume continues exactly, and its log lines
-   equal the uninterrupted run's (except the elapsed time). Nothing is written before the
-   model and the data have loaded, and a new run never mixes with an earlier run's files
-   (--overwrite replaces them).
+   equal the uninterrupted run's (except the elapsed time); run.json records the checkpoint
+   the run saved last, and --resume takes no other. Nothing is written before the model and
+   the data have loaded, a new run never mixes with an earlier run's files (--overwrite
+   replaces them, and no other file), and a new run that fails before its first checkpoint
+   removes its files again.
 
    This file is the setup, the training loop and evaluation; the command line is options.c,
    the examples as token ids tok_examples.c, and the run's files run_files.c. */
@@ -167,8 +169,8 @@ static void free_predictions(run *r) {
 }
 
 /* A generation task's split: mean F1 and exact match of the generated answers; the test
-   split's answers are kept for predictions.jsonl. */
-static grzo_status evaluate_generation(run *r, const tok_split *split, double *f1, double *em) {
+   split's answers are kept for predictions.jsonl. interruptible: see evaluate. */
+static grzo_status evaluate_generation(run *r, const tok_split *split, double *f1, double *em, int interruptible) {
     size_t i;
     int keep = split == &r->test;
     *f1 = *em = 0;
@@ -179,7 +181,9 @@ static grzo_status evaluate_generation(run *r, const tok_split *split, double *f
     for (i = 0; i < split->n; i++) {
         char *answer = NULL;
         double e, f;
-        grzo_status s = generate_answer(r, &split->ex[i], &answer);
+        grzo_status s;
+        if (interruptible && interrupted) return GRZO_OK;
+        s = generate_answer(r, &split->ex[i], &answer);
         if (s != GRZO_OK) return s;
         if (tasks_score_prediction(r->data.task, &split->src->ex[i], answer, &e, &f)) {
             free(answer);
@@ -201,19 +205,23 @@ static grzo_status evaluate_generation(run *r, const tok_split *split, double *f
 }
 
 /* The split's score: accuracy, or for a generation task F1 (and exact match in *em, which
-   is -1 for multiple choice; em may be NULL). */
-static grzo_status evaluate(run *r, const tok_split *split, double *acc, double *em) {
+   is -1 for multiple choice; em may be NULL). interruptible: Ctrl-C stops it between chunks
+   (the caller sees `interrupted`; the scores are then meaningless), for the evaluations
+   before and after training, which can take long (SQuAD: 1000 generations) and after
+   which nothing is lost. During training the step's dev score completes its log line. */
+static grzo_status evaluate(run *r, const tok_split *split, double *acc, double *em, int interruptible) {
     size_t i0, correct = 0;
     const tok_example *chunk[EVAL_CHUNK];
     double em_unused;
     *acc = 0;
     if (!em) em = &em_unused;
     *em = -1;
-    if (r->generation) return evaluate_generation(r, split, acc, em);
+    if (r->generation) return evaluate_generation(r, split, acc, em, interruptible);
     if (split->n == 0) return GRZO_OK;
     for (i0 = 0; i0 < split->n; i0 += EVAL_CHUNK) {
         size_t n = split->n - i0 < EVAL_CHUNK ? split->n - i0 : EVAL_CHUNK, i;
         grzo_status s;
+        if (interruptible && interrupted) return GRZO_OK;
         for (i = 0; i < n; i++) chunk[i] = &split->ex[i0 + i];
         s = score_candidates(r, chunk, NULL, 0, (int64_t)n, 0);
         if (s != GRZO_OK) return s;
@@ -258,11 +266,19 @@ static void pick_batch(run *r, int64_t step) {
     }
 }
 
+/* "12:34" (minutes:seconds); an estimate beyond what an int holds (a slow first step of a
+   huge --steps) or none at all is "--:--", since the conversion of such a double is undefined. */
+static const char *eta_text(double seconds, char buf[32]) {
+    if (!(seconds >= 0 && seconds < 1e9)) return "--:--";
+    snprintf(buf, 32, "%d:%02d", (int)(seconds / 60), (int)seconds % 60);
+    return buf;
+}
+
 static void progress(const run *r, int64_t step, double loss, double rate) {
-    double eta = rate > 0 ? (double)(r->o.num[OPT_STEPS] - step) / rate : 0;
+    char eta[32];
     if (!isatty(fileno(stderr))) return;
-    fprintf(stderr, "\r[%lld/%lld] loss %.4f  %.2f steps/s  ETA %d:%02d   ", (long long)step, (long long)r->o.num[OPT_STEPS], loss,
-            rate, (int)(eta / 60), (int)eta % 60);
+    fprintf(stderr, "\r[%lld/%lld] loss %.4f  %.2f steps/s  ETA %s   ", (long long)step, (long long)r->o.num[OPT_STEPS], loss,
+            rate, rate > 0 ? eta_text((double)(r->o.num[OPT_STEPS] - step) / rate, eta) : "--:--");
     fflush(stderr);
 }
 
@@ -373,6 +389,7 @@ static int setup_optimizer(run *r, char *err, size_t errlen) {
 }
 
 static void cleanup(run *r) {
+    int i;
     free_predictions(r);   /* before the test split: it counts the predictions */
     free(r->picked); free(r->seqs); free(r->n_context); free(r->means); free(r->gen_tokens);
     if (r->st) llm_state_free(r->st);
@@ -384,15 +401,21 @@ static void cleanup(run *r) {
     if (r->tok) llm_tokenizer_free(r->tok);
     llm_weights_free(&r->w);
     if (r->have_manifest) json_free(&r->manifest);
+    for (i = 0; i < OPT_COUNT; i++) free(r->absolute[i]);
+    free(r->recorded_ckpt); free(r->recorded_log);
     free(r->path_log); free(r->path_ckpt); free(r->path_indices); free(r->path_results); free(r->path_png); free(r->path_manifest);
     free(r->path_predictions);
 }
 
+/* The checkpoint, and run.json's record of it (--resume takes no other checkpoint). */
 static int save_checkpoint(run *r, char *err, size_t errlen) {
     if (r->ranks.rank != 0) return 0;   /* the ranks' parameters are equal (the replica guard) */
-    if (grzo_checkpoint_save(r->ctx, r->path_ckpt) == GRZO_OK) return 0;
-    snprintf(err, errlen, "%s", grzo_last_error(r->ctx));
-    return -1;
+    if (record_save_begin(r, err, errlen)) return -1;
+    if (grzo_checkpoint_save(r->ctx, r->path_ckpt) != GRZO_OK) {
+        snprintf(err, errlen, "%s", grzo_last_error(r->ctx));
+        return -1;
+    }
+    return record_save_done(r, err, errlen);
 }
 
 /* --save-every N: after every N-th step; 0: when SAVE_SECONDS_DEFAULT have passed */
@@ -405,12 +428,17 @@ static int save_due(const run *r, int64_t steps_done, double last_save) {
 static int start_fresh(run *r, char *err, size_t errlen) {
     grzo_status s;
     char dev[64], test[64];
-    if (ensure_dir(r->o.str[OPT_OUT], err, errlen) || remove_earlier_run(r, err, errlen) || write_manifest(r, err, errlen) ||
-        tasks_write_indices(r->path_indices, &r->data, err, errlen))
+    if (make_out_dir(r, err, errlen) || identify_inputs(r, err, errlen) || remove_earlier_run(r, err, errlen))
         return -1;
-    if ((s = evaluate(r, &r->dev, &r->zs_dev, &r->zs_dev_em)) != GRZO_OK ||
-        (s = evaluate(r, &r->test, &r->zs_test, &r->zs_test_em)) != GRZO_OK) {
+    r->created_files = 1;   /* from here on, the files at the run's paths are this invocation's */
+    if (write_manifest(r, err, errlen) || tasks_write_indices(r->path_indices, &r->data, err, errlen)) return -1;
+    if ((s = evaluate(r, &r->dev, &r->zs_dev, &r->zs_dev_em, 1)) != GRZO_OK ||
+        (!interrupted && (s = evaluate(r, &r->test, &r->zs_test, &r->zs_test_em, 1)) != GRZO_OK)) {
         snprintf(err, errlen, "%s: %s", grzo_status_str(s), llm_model_error(&r->model));
+        return -1;
+    }
+    if (interrupted) {   /* nothing to resume yet: the run's files go (main) */
+        snprintf(err, errlen, "interrupted during the zero-shot evaluation, before training: nothing kept");
         return -1;
     }
     printf("zero-shot: dev %s (%zu), test %s (%zu)\n", score_text(r->zs_dev, r->zs_dev_em, dev), r->dev.n,
@@ -425,6 +453,8 @@ static int start_resumed(run *r, char *err, size_t errlen) {
     /* every rank reads and verifies the checkpoint itself; then they compare what they hold */
     if (grzo_checkpoint_load(r->ctx, r->path_ckpt) != GRZO_OK) { snprintf(err, errlen, "--resume: %s", grzo_last_error(r->ctx)); return -1; }
     if (check_checkpoint_matches(r, err, errlen)) return -1;
+    /* rank 0 (which writes the record) checks the record and the log; a refusal there stops every rank */
+    if (r->ranks.rank == 0 && check_checkpoint_is_the_runs(r, err, errlen)) return -1;
     if (grzo_check_replicas(r->ctx) != GRZO_OK) { snprintf(err, errlen, "--resume: %s", grzo_last_error(r->ctx)); return -1; }
     if (r->ranks.rank != 0) return 0;
     if (trim_log(r->path_log, grzo_get_step(r->ctx), &r->elapsed_before, err, errlen) ||
@@ -450,11 +480,13 @@ static const char *recommendation(const grzo_align_report *a) {
 
 /* The diagnostic as a line of the log; it has no "loss" or "elapsed" key, so the plots and the
    elapsed time a resume takes from the log pass it by, and its "step" lets a resume trim it. */
-static void log_diagnose(FILE *f, int64_t step, const grzo_align_report *a, int32_t probes, double seconds) {
+static int log_diagnose(const run *r, FILE *f, int64_t step, const grzo_align_report *a, int32_t probes, double seconds, char *err,
+                        size_t errlen) {
+    errno = 0;
     fprintf(f, "{\"step\":%lld,\"diagnose\":{\"b_eff\":%.6g,\"b_eff_se\":%.6g,\"b_eff_lo\":%.6g,\"b_eff_hi\":%.6g,"
                "\"c_w\":%.6g,\"c_w_se\":%.6g,\"probes\":%d,\"seconds\":%.3f}}\n",
             (long long)step, a->b_eff, a->b_eff_se, a->b_eff_lo, a->b_eff_hi, a->c_w, a->c_w_se, (int)probes, seconds);
-    fflush(f);
+    return log_flushed(f, r->path_log, err, errlen);
 }
 
 /* Before training, and before every --diagnose-every-th step: B_eff of the batch the next step
@@ -474,9 +506,10 @@ static int diagnose(run *r, FILE *log, int periodic, char *err, size_t errlen) {
     s = grzo_align(r->ctx, B, K, train_forward, r, NULL, &a);
     if (s == GRZO_ERR_NONFINITE && periodic) {
         if (log) {   /* no "b_eff" number: the tables that read the diagnostics pass it by */
+            errno = 0;
             fprintf(log, "{\"step\":%lld,\"diagnose\":{\"b_eff\":null,\"undefined\":\"every loss difference 0, or a loss not "
                          "finite\",\"probes\":%d,\"seconds\":%.3f}}\n", (long long)step, (int)K, now() - t0);
-            fflush(log);
+            if (log_flushed(log, r->path_log, err, errlen)) return -1;
         }
         printf("diagnose at step %lld: B_eff undefined (%s); the training goes on\n", (long long)step, grzo_last_error(r->ctx));
         fflush(stdout);
@@ -488,7 +521,7 @@ static int diagnose(run *r, FILE *log, int periodic, char *err, size_t errlen) {
         return -1;
     }
     seconds = now() - t0;
-    if (log) log_diagnose(log, step, &a, K, seconds);   /* NULL on ranks other than 0 */
+    if (log && log_diagnose(r, log, step, &a, K, seconds, err, errlen)) return -1;   /* NULL on ranks other than 0 */
     printf("diagnose at step %lld, B = %lld: %d probes (%d forward passes of %lld copies, %.1f s)\n", (long long)step,
            (long long)B, (int)K, (int)K, (long long)(2 * B), seconds);
     printf("  B_eff = %.2f +- %.2f (95%% interval [%.2f, %.2f]), c_w = %.3f +- %.3f\n", a.b_eff, a.b_eff_se, a.b_eff_lo,
@@ -504,6 +537,7 @@ static int diagnose(run *r, FILE *log, int periodic, char *err, size_t errlen) {
 static int fail(run *r, int code, const char *err) {
     if (r->ranks.n_ranks > 1) fprintf(stderr, "grzo-finetune: rank %d: %s\n", r->ranks.rank, err);
     else fprintf(stderr, "grzo-finetune: %s\n", err);
+    if (r->ranks.rank == 0) remove_unsaved_run(r);
     cleanup(r);
     return ft_ranks_fail(&r->ranks, code);
 }
@@ -526,6 +560,8 @@ int main(int argc, char **argv) {
     grzo_status s = GRZO_OK;
     struct sigaction sa;
     cpu_env_reexec(argv);
+    r.saved_step = r.saving_step = -1;   /* no checkpoint saved yet */
+    r.saved_known = 1;
     r.zs_dev = r.zs_test = r.dev_acc = r.test_acc = -1;
     r.zs_dev_em = r.zs_test_em = r.dev_em = r.test_em = -1;
     if (ft_ranks_init(&argc, &argv, &r.ranks, err, sizeof err)) return fail(&r, 1, err);
@@ -534,24 +570,30 @@ int main(int argc, char **argv) {
     if (r.o.resume && resume_settings(&r, err, sizeof err)) return fail(&r, 2, err);
     if (check_required(&r.o, err, sizeof err)) return fail(&r, 2, err);
     resolve_counts(&r.o);
-    if (make_paths(&r, err, sizeof err) || check_paths(&r, err, sizeof err)) return fail(&r, 2, err);
+    if (make_paths_absolute(&r, err, sizeof err) || make_paths(&r, err, sizeof err) || check_paths(&r, err, sizeof err))
+        return fail(&r, 2, err);
     if (!r.o.resume && refuse_earlier_run(&r, err, sizeof err)) return fail(&r, 2, err);
     if (r.o.resume && check_checkpoint_readable(r.path_ckpt, err, sizeof err)) return fail(&r, 1, err);
+    /* the folders the run writes to take files (rank 0 writes), before the model loads */
+    if (r.ranks.rank == 0 && check_folders_writable(&r, err, sizeof err)) return fail(&r, 1, err);
     if (load_everything(&r, err, sizeof err) || setup_optimizer(&r, err, sizeof err)) return fail(&r, 1, err);
     /* mpirun: every rank has checked the paths and loaded the same model before rank 0 writes */
     if (grzo_check_replicas(r.ctx) != GRZO_OK) return fail(&r, 1, grzo_last_error(r.ctx));
     if (r.ranks.rank == 0) tasks_describe(&r.data, stderr);
     if (r.ranks.rank == 0) cpu_env_report(stderr, "grzo-finetune: ", &r.be);   /* nothing for a CUDA run */
-    if (r.o.resume ? start_resumed(&r, err, sizeof err) : r.ranks.rank == 0 && start_fresh(&r, err, sizeof err)) return fail(&r, 1, err);
+    /* from the first file written on, Ctrl-C ends the run cleanly: a checkpoint, or (before
+       there can be one) no files at all */
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+    if (r.o.resume ? start_resumed(&r, err, sizeof err) : r.ranks.rank == 0 && start_fresh(&r, err, sizeof err))
+        return fail(&r, interrupted ? 130 : 1, err);
     if (r.ranks.rank == 0 && !(logf = fopen(r.path_log, r.o.resume ? "a" : "w"))) {
         snprintf(err, sizeof err, "cannot open the log %s: %s", r.path_log, strerror(errno));
         return fail(&r, 1, err);
     }
     /* a resumed run's first diagnostic is already one during training */
     if (r.o.diagnose && diagnose(&r, logf, grzo_get_step(r.ctx) > 0, err, sizeof err)) { if (logf) fclose(logf); return fail(&r, 1, err); }
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigaction(SIGINT, &sa, NULL);
     t_train0 = last_save = now();
     first_step = grzo_get_step(r.ctx);
     for (step = first_step; step < r.o.num[OPT_STEPS]; step = grzo_get_step(r.ctx)) {
@@ -568,9 +610,9 @@ int main(int argc, char **argv) {
         s = grzo_step(r.ctx, r.o.num[OPT_BATCH], train_forward, &r, &rep);
         if (s != GRZO_OK) goto failed;
         if (r.ranks.rank != 0) continue;   /* the others wait in the next step's gather */
-        if (eval_every > 0 && (step + 1) % eval_every == 0 && (s = evaluate(&r, &r.dev, &dev, &dev_em)) != GRZO_OK) goto failed;
+        if (eval_every > 0 && (step + 1) % eval_every == 0 && (s = evaluate(&r, &r.dev, &dev, &dev_em, 0)) != GRZO_OK) goto failed;
         elapsed = r.elapsed_before + (now() - t_train0 - r.diagnose_seconds);
-        log_line(logf, step, &rep, elapsed, dev, dev_em);
+        if (log_line(logf, r.path_log, step, &rep, elapsed, dev, dev_em, err, sizeof err)) { fclose(logf); return fail(&r, 1, err); }
         progress(&r, step + 1, rep.loss, (double)(step + 1 - first_step) / (now() - t_train0));
         if (dev >= 0 && isatty(fileno(stderr))) {
             char text[64];
@@ -587,7 +629,7 @@ int main(int argc, char **argv) {
     }
     if (logf) {
         if (isatty(fileno(stderr))) fprintf(stderr, "\n");
-        fclose(logf);
+        if (log_close(logf, r.path_log, err, sizeof err)) return fail(&r, 1, err);
         logf = NULL;
     }
     if (save_checkpoint(&r, err, sizeof err)) return fail(&r, 1, err);
@@ -600,8 +642,15 @@ int main(int argc, char **argv) {
         cleanup(&r);
         return ft_ranks_exit(&r.ranks, 130);
     }
-    if ((s = evaluate(&r, &r.dev, &r.dev_acc, &r.dev_em)) != GRZO_OK || (s = evaluate(&r, &r.test, &r.test_acc, &r.test_em)) != GRZO_OK)
+    if ((s = evaluate(&r, &r.dev, &r.dev_acc, &r.dev_em, 1)) != GRZO_OK ||
+        (!interrupted && (s = evaluate(&r, &r.test, &r.test_acc, &r.test_em, 1)) != GRZO_OK))
         goto failed;
+    if (interrupted) {   /* the checkpoint is saved: a resume at the same --steps evaluates it */
+        printf("interrupted during the final evaluation: the checkpoint of step %lld is in %s (--resume evaluates it)\n",
+               (long long)grzo_get_step(r.ctx), r.path_ckpt);
+        cleanup(&r);
+        return ft_ranks_exit(&r.ranks, 130);
+    }
     {
         char dev[64], test[64];
         printf("after %lld steps (%s, lr %g, sigma %g, B %lld): dev %s, test %s\n", (long long)grzo_get_step(r.ctx),

@@ -46,6 +46,18 @@ typedef struct run {
     int32_t max_seqs;
     /* the run's files, built from --out/--log/--checkpoint (malloc'd, any length) */
     char *path_log, *path_ckpt, *path_indices, *path_results, *path_png, *path_manifest, *path_predictions;
+    char *absolute[OPT_COUNT];        /* the recorded paths made absolute (o.str points here) */
+    char input_id[2][96];             /* identities of --model and --tokenizer ("": none) */
+    /* The checkpoint this run saved last, as run.json records it: --resume accepts no other.
+       A save in progress is recorded first, so a crash between the checkpoint's rename and
+       the record leaves a checkpoint of the recorded step. */
+    int64_t saved_step, saving_step;  /* -1: none */
+    uint64_t saved_sum;               /* its header's checksum (grzo.h section 6) */
+    int saved_known;                  /* run.json has the record (runs made before it had none) */
+    char *recorded_ckpt, *recorded_log;   /* --resume: where the run kept them until now */
+    /* a new run's files that this invocation created: removed if it fails before its first
+       checkpoint exists, so that the same command can simply be run again */
+    int created_out, created_files;
     double zs_dev, zs_test;           /* zero-shot accuracies, or F1 (recorded in run.json) */
     double dev_acc, test_acc, seconds;/* after training, for results.json (F1 for generation) */
     double zs_dev_em, zs_test_em, dev_em, test_em;   /* generation tasks: exact match */

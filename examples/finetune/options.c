@@ -7,6 +7,7 @@
 #include "cli_args.h"
 #include "llm_export.h"   /* llm_gguf_type_parse: --export-type */
 #include "tasks.h"
+#include "text.h"          /* utf8_seq */
 
 const opt_def OPTS[OPT_COUNT] = {
     {"--model", "model", KIND_PATH, 0, 0, 0},
@@ -44,6 +45,14 @@ const opt_def OPTS[OPT_COUNT] = {
     {"--quant", "quant", KIND_TEXT, 0, 0, 0},
     {"--noise", "noise", KIND_TEXT, 0, 0, 0},      /* the base noise U (desc.noise) */
 };
+
+/* Whether s is well-formed UTF-8 (text.h's strict rules). */
+int path_is_utf8(const char *s) {
+    size_t n = strlen(s), i, k;
+    for (i = 0; i < n; i += k)
+        if (!(k = utf8_seq((const unsigned char *)s + i, n - i, NULL))) return 0;
+    return 1;
+}
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -175,6 +184,9 @@ int set_option(options *o, opt_id id, const char *v, char *err, size_t errlen) {
         break;
     case KIND_PATH:
         if (!*v) { snprintf(err, errlen, "%s: the path is empty", d->flag); return -1; }
+        /* run.json and results.json record the paths as JSON text, which holds UTF-8 only:
+           such a path would make the run's files unreadable, and the run impossible to resume */
+        if (!path_is_utf8(v)) { snprintf(err, errlen, "%s: the path is not valid UTF-8 (rename the file or folder)", d->flag); return -1; }
         break;
     }
     o->str[id] = v;

@@ -60,6 +60,7 @@ int check_required(const options *o, char *err, size_t errlen);   /* after --res
 void resolve_counts(options *o);   /* the task's default split sizes where none was given */
 
 const char *estimator_name(grzo_estimator e);
+int path_is_utf8(const char *s);   /* well-formed UTF-8: what run.json can record */
 int parse_dtype(const char *s, grzo_dtype *out);
 grzo_noise_dist noise_kind(const options *o);
 int32_t quant_bits(const options *o);

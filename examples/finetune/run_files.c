@@ -1,8 +1,9 @@
 /* run_files.c - the files of a grzo-finetune run (run_files.h): their names, the manifest
    (run.json) and what --resume checks against it, the log, results.json, predictions.jsonl
-   and the loss plot. Every file but the log is written through a temporary file and a
-   rename. */
+   and the loss plot. Every file but the log is written through a temporary file, fsync and
+   a rename. */
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,11 +25,133 @@ char *path_join(const char *dir, const char *name) {
     return p;
 }
 
-static char *path_or_join(const char *given, const char *dir, const char *name) {
-    char *p;
-    if (!given) return path_join(dir, name);
-    if ((p = (char *)malloc(strlen(given) + 1))) strcpy(p, given);
+static char *copy_text(const char *s) {
+    char *p = (char *)malloc(strlen(s) + 1);
+    if (p) strcpy(p, s);
     return p;
+}
+
+/* path with ".tmp" appended: where a file is written before its rename */
+static char *tmp_name(const char *path) {
+    char *p = (char *)malloc(strlen(path) + 5);
+    if (p) { strcpy(p, path); strcat(p, ".tmp"); }
+    return p;
+}
+
+static char *path_or_join(const char *given, const char *dir, const char *name) {
+    return given ? copy_text(given) : path_join(dir, name);
+}
+
+/* The folder a file path is in ("." for a bare name), malloc'd. */
+static char *folder_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char *d;
+    if (!slash) return copy_text(".");
+    if (slash == path) return copy_text("/");
+    if (!(d = (char *)malloc((size_t)(slash - path) + 1))) return NULL;
+    memcpy(d, path, (size_t)(slash - path));
+    d[slash - path] = '\0';
+    return d;
+}
+
+/* The current folder, malloc'd (NULL with errno set). */
+static char *current_folder(void) {
+    size_t cap = 256;
+    for (;;) {
+        char *buf = (char *)malloc(cap);
+        if (!buf) return NULL;
+        if (getcwd(buf, cap)) return buf;
+        free(buf);
+        if (errno != ERANGE) return NULL;
+        cap *= 2;
+    }
+}
+
+/* p against the current folder, without "./" in front (NULL with errno set). */
+static char *absolute_path(const char *p) {
+    char *cwd, *abs;
+    if (p[0] == '/') return copy_text(p);
+    while (p[0] == '.' && p[1] == '/') for (p += 2; *p == '/'; p++) {}
+    if (!(cwd = current_folder())) return NULL;
+    abs = strcmp(cwd, "/") == 0 ? path_join("", p) : path_join(cwd, p);
+    free(cwd);
+    return abs;
+}
+
+/* The paths run.json records (--model, --tokenizer, --data, --checkpoint, --log) made
+   absolute, so that --resume finds the same files from any folder. A relative path kept as
+   given would be read against the folder of the resume, not the one of the start. */
+int make_paths_absolute(run *r, char *err, size_t errlen) {
+    static const opt_id ids[] = {OPT_MODEL, OPT_TOKENIZER, OPT_DATA, OPT_CHECKPOINT, OPT_LOG};
+    size_t i;
+    for (i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        const opt_def *d = &OPTS[ids[i]];
+        const char *given = r->o.str[ids[i]];
+        char *abs;
+        if (!given || given[0] == '/') continue;
+        if (!(abs = absolute_path(given))) {
+            snprintf(err, errlen, "%s: cannot tell the current folder, to record the path %s in full: %s", d->flag, given,
+                     strerror(errno));
+            return -1;
+        }
+        r->absolute[ids[i]] = abs;
+        r->o.str[ids[i]] = abs;
+        if (!path_is_utf8(abs)) {   /* run.json holds UTF-8 only */
+            snprintf(err, errlen, "%s: the current folder's path is not valid UTF-8: give %s as an absolute path", d->flag,
+                     d->flag);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The same path spelled without "//", "/./" or a trailing "/" or "/." (".." stays: it is
+   not lexical where links are), made absolute; malloc'd. */
+static char *plain_path(const char *p) {
+    char *a = absolute_path(p), *in, *out;
+    if (!a) return NULL;
+    for (in = out = a; *in;) {
+        if (in[0] == '/' && (in[1] == '/' || (in[1] == '\0' && out > a))) { in++; continue; }
+        if (in[0] == '/' && in[1] == '.' && (in[2] == '/' || in[2] == '\0')) { in += 2; continue; }
+        *out++ = *in++;
+    }
+    if (out == a) *out++ = '/';
+    *out = '\0';
+    return a;
+}
+
+static int same_inode(const struct stat *a, const struct stat *b) { return a->st_dev == b->st_dev && a->st_ino == b->st_ino; }
+
+/* Whether folders a and b are one: the same existing folder, or the same spelling of one
+   that does not exist yet (--out before it is created). */
+static int same_folder(const char *a, const char *b) {
+    struct stat sa, sb;
+    char *pa, *pb;
+    int same;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return same_inode(&sa, &sb);
+    pa = plain_path(a);
+    pb = plain_path(b);
+    same = pa && pb && strcmp(pa, pb) == 0;
+    free(pa);
+    free(pb);
+    return same;
+}
+
+/* Whether paths a and b name one file: the same existing file (links and other spellings
+   of the path count), or the same name in the same folder. */
+static int same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    const char *ba = strrchr(a, '/'), *bb = strrchr(b, '/');
+    char *da, *db;
+    int same;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return same_inode(&sa, &sb);
+    if (strcmp(ba ? ba + 1 : a, bb ? bb + 1 : b) != 0) return 0;
+    da = folder_of(a);
+    db = folder_of(b);
+    same = da && db && same_folder(da, db);
+    free(da);
+    free(db);
+    return same;
 }
 
 /* The run's file names; --log and --checkpoint as given, the rest inside --out. */
@@ -52,14 +175,76 @@ static int is_directory(const char *path) {
     return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-/* A directory where a file goes is refused up front (it is never removed or replaced). */
+/* The files plot_loss writes in --out besides loss.png (the other run files' temporaries
+   are their names + ".tmp": same_or_temporary). */
+static const char *const OUT_TEMPORARIES[] = {"loss.gp", "loss.png.tmp"};
+#define N_OUT_TEMPORARIES (sizeof OUT_TEMPORARIES / sizeof OUT_TEMPORARIES[0])
+
+/* Whether a and b, or one of them and the other's temporary (path.tmp, where trim_log,
+   write_atomically and grzo_checkpoint_save write), name one file. */
+static int same_or_temporary(const char *a, const char *b) {
+    char *ta = tmp_name(a), *tb = tmp_name(b);
+    int same = same_file(a, b) || (ta && same_file(ta, b)) || (tb && same_file(a, tb));
+    free(ta);
+    free(tb);
+    return same;
+}
+
+/* "" when path (--log, --checkpoint or --export: self) is none of the run's other files
+   (nor a temporary of one, nor has one as its temporary); else which file it is. */
+static const char *file_taken(const run *r, const char *path, opt_id self) {
+    const char *fixed[5];
+    static char what[64];
+    char *p;
+    size_t i;
+    fixed[0] = r->path_manifest; fixed[1] = r->path_indices; fixed[2] = r->path_results; fixed[3] = r->path_predictions;
+    fixed[4] = r->path_png;
+    for (i = 0; i < 5; i++)
+        if (same_or_temporary(path, fixed[i])) {
+            const char *base = strrchr(fixed[i], '/');
+            snprintf(what, sizeof what, "the run's %s", base ? base + 1 : fixed[i]);
+            return what;
+        }
+    for (i = 0; i < N_OUT_TEMPORARIES; i++)   /* the plot's script and image before its rename */
+        if ((p = path_join(r->o.str[OPT_OUT], OUT_TEMPORARIES[i]))) {
+            int same = same_or_temporary(path, p);
+            free(p);
+            if (same) {
+                snprintf(what, sizeof what, "the run's %s", OUT_TEMPORARIES[i]);
+                return what;
+            }
+        }
+    if (self != OPT_LOG && same_or_temporary(path, r->path_log)) return "the log";
+    if (self != OPT_CHECKPOINT && same_or_temporary(path, r->path_ckpt)) return "the checkpoint";
+    return "";
+}
+
+/* Refused up front, before anything is written: a directory where a file goes (it is never
+   removed or replaced), a --log, --checkpoint or --export that names another of the run's
+   files (each would overwrite the other), and a data path with a newline (indices.txt
+   records it on a line). */
 int check_paths(const run *r, char *err, size_t errlen) {
+    static const opt_id chosen[] = {OPT_LOG, OPT_CHECKPOINT, OPT_EXPORT};
     struct stat sb;
+    const char *data = r->o.str[OPT_DATA];
+    size_t i;
     if (is_directory(r->path_log)) { snprintf(err, errlen, "--log '%s' is a directory", r->path_log); return -1; }
     if (is_directory(r->path_ckpt)) { snprintf(err, errlen, "--checkpoint '%s' is a directory", r->path_ckpt); return -1; }
     if (stat(r->o.str[OPT_OUT], &sb) == 0 && !S_ISDIR(sb.st_mode)) {
         snprintf(err, errlen, "--out '%s' is not a directory", r->o.str[OPT_OUT]);
         return -1;
+    }
+    if (data && strchr(data, '\n')) { snprintf(err, errlen, "--data: a path with a newline cannot be recorded in indices.txt"); return -1; }
+    for (i = 0; i < sizeof chosen / sizeof chosen[0]; i++) {
+        opt_id id = chosen[i];
+        const char *path = id == OPT_LOG ? r->path_log : id == OPT_CHECKPOINT ? r->path_ckpt : r->o.str[OPT_EXPORT];
+        const char *taken;
+        if (!path || !r->o.str[id]) continue;   /* not given: the run's own name, which takes no other */
+        taken = file_taken(r, path, id);
+        if (taken[0]) {
+            snprintf(err, errlen, "%s '%s' is %s: give it a path of its own", OPTS[id].flag, path, taken);
+            return -1;
+        }
     }
     return 0;
 }
@@ -73,14 +258,85 @@ static int run_files(const run *r, const char *files[RUN_FILES]) {
     return RUN_FILES;
 }
 
+static char *read_text_file(const char *path, size_t *size, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    size_t cap = 0, len = 0;
+    if (!f) { snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno)); return NULL; }
+    for (;;) {
+        char *nb;
+        if (len + 4096 + 1 > cap) {
+            cap = 2 * cap + 4096 + 1;
+            if (!(nb = (char *)realloc(buf, cap))) { free(buf); fclose(f); snprintf(err, errlen, "out of memory"); return NULL; }
+            buf = nb;
+        }
+        len += fread(buf + len, 1, cap - len - 1, f);
+        if (feof(f) || ferror(f)) break;
+    }
+    if (ferror(f)) { snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno)); free(buf); fclose(f); return NULL; }
+    fclose(f);
+    buf[len] = '\0';
+    *size = len;
+    return buf;
+}
+
+/* Where the run in --out (its run.json) keeps its log and checkpoint; the defaults in --out
+   when it records none or cannot be read. malloc'd. */
+static void earlier_run_paths(const run *r, char **log, char **ckpt) {
+    char err[256];
+    size_t size, at = 0;
+    char *text = read_text_file(r->path_manifest, &size, err, sizeof err);
+    json_value root;
+    const json_value *v;
+    int parsed = text && json_parse(text, size, &root, &at, err, sizeof err) == 0;
+    free(text);
+    v = parsed ? json_get(&root, "log") : NULL;
+    *log = v && v->type == JSON_STRING ? copy_text(v->string) : path_join(r->o.str[OPT_OUT], "log.jsonl");
+    v = parsed ? json_get(&root, "checkpoint") : NULL;
+    *ckpt = v && v->type == JSON_STRING ? copy_text(v->string) : path_join(r->o.str[OPT_OUT], "checkpoint.grzo");
+    if (parsed) json_free(&root);
+}
+
+/* Whether the file at path belongs to the run in --out: a run file's name in --out, or the
+   log or checkpoint its run.json names. */
+static int earlier_runs_file(const run *r, const char *path, const char *earlier_log, const char *earlier_ckpt) {
+    static const char *const names[] = {"run.json", "log.jsonl", "checkpoint.grzo", "indices.txt", "results.json",
+                                        "loss.png", "predictions.jsonl"};
+    size_t i;
+    if ((earlier_log && same_file(path, earlier_log)) || (earlier_ckpt && same_file(path, earlier_ckpt))) return 1;
+    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char *p = path_join(r->o.str[OPT_OUT], names[i]);
+        int own = p && same_file(path, p);
+        free(p);
+        if (own) return 1;
+    }
+    return 0;
+}
+
 /* A new run never mixes its files with an earlier run's: it refuses a folder that holds
-   any of them unless told --overwrite. */
+   any of them unless told --overwrite. --overwrite replaces a run, and does not delete
+   whatever a path names: a --log or --checkpoint at an existing file that is not the
+   earlier run's is refused. Nothing is removed here (remove_earlier_run, once the run has
+   loaded). */
 int refuse_earlier_run(const run *r, char *err, size_t errlen) {
     const char *files[RUN_FILES];
+    char *earlier_log = NULL, *earlier_ckpt = NULL;
     struct stat sb;
-    int i, n = run_files(r, files);
+    int i, n = run_files(r, files), rc = 0;
     size_t used = 0;
-    if (r->o.overwrite) return 0;
+    if (r->o.overwrite) {
+        earlier_run_paths(r, &earlier_log, &earlier_ckpt);
+        for (i = 0; i < n && rc == 0; i++)
+            if (lstat(files[i], &sb) == 0 && !earlier_runs_file(r, files[i], earlier_log, earlier_ckpt)) {
+                snprintf(err, errlen, "--overwrite: %s '%s' is not a file of the run in '%s', so it is not replaced (give "
+                         "another path, or remove it yourself)", files[i] == r->path_log ? "--log" : "--checkpoint", files[i],
+                         r->o.str[OPT_OUT]);
+                rc = -1;
+            }
+        free(earlier_log);
+        free(earlier_ckpt);
+        return rc;
+    }
     for (i = 0; i < n; i++) {
         if (lstat(files[i], &sb) != 0) continue;
         if (!used) used = (size_t)snprintf(err, errlen, "'%s' holds an earlier run (", r->o.str[OPT_OUT]);
@@ -92,7 +348,8 @@ int refuse_earlier_run(const run *r, char *err, size_t errlen) {
     return -1;
 }
 
-/* --overwrite: the earlier run's files go (never a directory: unlink refuses those). */
+/* --overwrite: the earlier run's files go (refuse_earlier_run has checked that every file at
+   the run's paths is one). Never a directory: unlink refuses those. */
 int remove_earlier_run(const run *r, char *err, size_t errlen) {
     const char *files[RUN_FILES];
     int i, n = run_files(r, files);
@@ -104,31 +361,89 @@ int remove_earlier_run(const run *r, char *err, size_t errlen) {
     return 0;
 }
 
-int ensure_dir(const char *dir, char *err, size_t errlen) {
-    if (mkdir(dir, 0777) == 0 || (errno == EEXIST && is_directory(dir))) return 0;
+/* --out, created when missing (r->created_out says so, for remove_unsaved_run). */
+int make_out_dir(run *r, char *err, size_t errlen) {
+    const char *dir = r->o.str[OPT_OUT];
+    if (mkdir(dir, 0777) == 0) {
+        r->created_out = 1;
+        return 0;
+    }
+    if (errno == EEXIST && is_directory(dir)) return 0;
     snprintf(err, errlen, "cannot create directory '%s': %s", dir, strerror(errno));
     return -1;
 }
 
-/* Writes path through path.tmp and a rename, so a crash never leaves half a file. */
+/* A file can be created in the folder of path: tried with an empty temporary file, so that
+   a missing or read-only folder of --log or --checkpoint stops the run before it starts,
+   not at its first save hours later. --out itself, before a new run creates it, passes. */
+static int check_folder_writable(const run *r, const char *path, const char *flag, char *err, size_t errlen) {
+    char *dir = folder_of(path), *probe = dir ? path_join(dir, ".grzo-finetune-probe-XXXXXX") : NULL;
+    int fd, rc = 0;
+    if (probe && !r->o.resume && !is_directory(dir) && same_folder(dir, r->o.str[OPT_OUT])) {
+        free(dir);
+        free(probe);
+        return 0;
+    }
+    fd = probe ? mkstemp(probe) : -1;
+    if (!probe) { snprintf(err, errlen, "out of memory"); rc = -1; }
+    else if (fd < 0) {
+        snprintf(err, errlen, "%s '%s': cannot create a file in '%s': %s", flag, path, dir, strerror(errno));
+        rc = -1;
+    } else {
+        close(fd);
+        unlink(probe);
+    }
+    free(dir);
+    free(probe);
+    return rc;
+}
+
+int check_folders_writable(const run *r, char *err, size_t errlen) {
+    return check_folder_writable(r, r->path_manifest, "--out", err, errlen) ||
+           check_folder_writable(r, r->path_log, "--log", err, errlen) || check_folder_writable(r, r->path_ckpt, "--checkpoint", err, errlen);
+}
+
+/* A new run that fails (or is interrupted) before its first checkpoint exists leaves
+   nothing: it cannot be resumed, and its files would make the same command refuse to run
+   again. Every run file at the run's paths is this invocation's once created_files is set
+   (an earlier run's were refused or removed). */
+void remove_unsaved_run(const run *r) {
+    const char *files[RUN_FILES];
+    int i, n;
+    if (r->o.resume || r->saved_step >= 0) return;
+    if (r->created_files)
+        for (i = 0, n = run_files(r, files); i < n; i++) unlink(files[i]);
+    if (r->created_out) rmdir(r->o.str[OPT_OUT]);   /* empty now, unless someone else wrote there */
+}
+
+/* Flushes f to the disk and closes it: 0, or the errno of the first failure (EIO where the
+   library left none, so a message never says "Success"). */
+static int close_synced(FILE *f) {
+    int e = 0;
+    if (fflush(f) != 0 || ferror(f)) e = errno ? errno : EIO;
+    else if (fsync(fileno(f)) != 0) e = errno;
+    if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
+    return e;
+}
+
+/* Writes path through path.tmp, fsync and a rename, so a crash never leaves half a file. */
 typedef void (*file_writer)(FILE *f, const run *r);
 static int write_atomically(const char *path, file_writer write, const run *r, char *err, size_t errlen) {
-    char *tmp = (char *)malloc(strlen(path) + 5);
+    char *tmp = tmp_name(path);
     FILE *f;
-    int ok;
+    int e;
     if (!tmp) { snprintf(err, errlen, "out of memory"); return -1; }
-    strcpy(tmp, path);
-    strcat(tmp, ".tmp");
     if (!(f = fopen(tmp, "w"))) {
         snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
         free(tmp);
         return -1;
     }
+    errno = 0;   /* a failed write sets it; close_synced reports it */
     write(f, r);
-    ok = fflush(f) == 0 && !ferror(f) && fsync(fileno(f)) == 0;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+    e = close_synced(f);
+    if (!e && rename(tmp, path) != 0) e = errno ? errno : EIO;
+    if (e) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
         remove(tmp);
         free(tmp);
         return -1;
@@ -159,20 +474,121 @@ static void json_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-/* Which file a run used, by contents: size and FNV-1a of its first MiB (a moved model is
-   the same model; a different one with the same name is not). */
+/* ---- which model and tokenizer a run used ----------------------------------------------------------- */
+#define FNV_INIT UINT64_C(0xcbf29ce484222325)
+#define IDENTITY_BYTES ((size_t)1 << 20)
+
+static uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) h = (h ^ p[i]) * UINT64_C(0x100000001b3);
+    return h;
+}
+
+/* A file by contents: its size and FNV-1a of its first MiB (a moved model is the same model;
+   a different one with the same name is not). The format run.json has always recorded. */
 static int file_identity(const char *path, char *out, size_t n) {
-    static unsigned char buf[1 << 20];
-    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    static unsigned char buf[IDENTITY_BYTES];
     struct stat sb;
-    size_t got, i;
+    size_t got;
     FILE *f = fopen(path, "rb");
     if (!f) return -1;
     if (fstat(fileno(f), &sb) != 0) { fclose(f); return -1; }
     got = fread(buf, 1, sizeof buf, f);
+    if (ferror(f)) { fclose(f); return -1; }
     fclose(f);
-    for (i = 0; i < got; i++) h = (h ^ buf[i]) * UINT64_C(0x100000001b3);
-    snprintf(out, n, "%lld:%016llx", (long long)sb.st_size, (unsigned long long)h);
+    snprintf(out, n, "%lld:%016llx", (long long)sb.st_size, (unsigned long long)fnv1a(FNV_INIT, buf, got));
+    return 0;
+}
+
+/* h extended by the file's name, size and its first and last MiB (a safetensors file begins
+   with its tensor table; its data differ in any fine-tune). -1: it cannot be read. */
+static int hash_folder_file(const char *dir, const char *name, uint64_t *h, long long *total) {
+    static unsigned char buf[IDENTITY_BYTES];
+    char *path = path_join(dir, name);
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    unsigned char size_bytes[8];
+    struct stat sb;
+    uint64_t size;
+    size_t got, tail;
+    int i, ok;
+    free(path);
+    if (!f) return -1;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) { fclose(f); return -1; }
+    size = (uint64_t)sb.st_size;
+    for (i = 0; i < 8; i++) size_bytes[i] = (unsigned char)(size >> (8 * i));
+    *h = fnv1a(*h, (const unsigned char *)name, strlen(name) + 1);
+    *h = fnv1a(*h, size_bytes, 8);
+    got = fread(buf, 1, IDENTITY_BYTES, f);
+    *h = fnv1a(*h, buf, got);
+    /* the last MiB, or what the first did not cover */
+    tail = size >= 2 * (uint64_t)IDENTITY_BYTES ? IDENTITY_BYTES : size > IDENTITY_BYTES ? (size_t)(size - IDENTITY_BYTES) : 0;
+    ok = tail == 0 || (fseek(f, -(long)tail, SEEK_END) == 0 && fread(buf, 1, tail, f) == tail);
+    if (ok && tail) *h = fnv1a(*h, buf, tail);
+    ok = ok && !ferror(f);
+    fclose(f);
+    *total += (long long)size;
+    return ok ? 0 : -1;
+}
+
+static int ends_with(const char *s, const char *end) {
+    size_t a = strlen(s), b = strlen(end);
+    return a >= b && strcmp(s + a - b, end) == 0;
+}
+
+/* The files of a Hugging Face folder that the loader reads (load_hf.c, tokenizer_hf.c). */
+static int read_by_loader(const char *name) {
+    return !strcmp(name, "config.json") || (!strncmp(name, "tokenizer", 9) && ends_with(name, ".json")) ||
+           ends_with(name, ".safetensors") || ends_with(name, ".safetensors.index.json");
+}
+
+static int compare_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* A Hugging Face folder by contents: the files the loader reads, in name order, each by
+   name, size and both ends ("folder:FILES:BYTES:HASH"). The folder's own size says nothing. */
+static int folder_identity(const char *dir, char *out, size_t n) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char **names = NULL, **grown;
+    size_t count = 0, cap = 0, i;
+    uint64_t h = FNV_INIT;
+    long long total = 0;
+    int rc = 0;
+    if (!d) return -1;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (!read_by_loader(e->d_name)) continue;
+        if (count == cap) {
+            cap = cap ? 2 * cap : 16;
+            if (!(grown = (char **)realloc(names, cap * sizeof *names))) { rc = -1; break; }
+            names = grown;
+        }
+        if (!(names[count] = copy_text(e->d_name))) rc = -1;
+        else count++;
+    }
+    closedir(d);
+    if (rc == 0 && count) qsort(names, count, sizeof *names, compare_names);
+    for (i = 0; i < count && rc == 0; i++) rc = hash_folder_file(dir, names[i], &h, &total);
+    for (i = 0; i < count; i++) free(names[i]);
+    free(names);
+    if (rc == 0) snprintf(out, n, "folder:%u:%lld:%016llx", (unsigned)count, total, (unsigned long long)h);
+    return rc;
+}
+
+static int input_identity(const char *path, char *out, size_t n) {
+    return is_directory(path) ? folder_identity(path, out, n) : file_identity(path, out, n);
+}
+
+/* A new run's --model and --tokenizer identities, for run.json (after they loaded). */
+int identify_inputs(run *r, char *err, size_t errlen) {
+    static const opt_id ids[2] = {OPT_MODEL, OPT_TOKENIZER};
+    int k;
+    for (k = 0; k < 2; k++) {
+        const char *path = r->o.str[ids[k]];
+        r->input_id[k][0] = '\0';
+        if (path && input_identity(path, r->input_id[k], sizeof r->input_id[k]) != 0) {
+            snprintf(err, errlen, "%s %s: cannot read it again: %s", OPTS[ids[k]].flag, path, strerror(errno));
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -198,14 +614,20 @@ static void write_manifest_json(FILE *f, const run *r) {
             else fprintf(f, "null");
         }
         if (id == OPT_MODEL || id == OPT_TOKENIZER) {
-            char ident[64];
+            const char *ident = r->input_id[id == OPT_MODEL ? 0 : 1];
             fprintf(f, ",\n \"%s_id\":", d->key);
-            if (o->str[id] && file_identity(o->str[id], ident, sizeof ident) == 0) json_string(f, ident);
+            if (o->str[id] && ident[0]) json_string(f, ident);
             else fprintf(f, "null");
         }
     }
     fprintf(f, ",\n \"zero_shot_dev_%s\":%.6f,\"zero_shot_test_%s\":%.6f", score_key(r), r->zs_dev, score_key(r), r->zs_test);
     if (r->generation) fprintf(f, ",\"zero_shot_dev_em\":%.6f,\"zero_shot_test_em\":%.6f", r->zs_dev_em, r->zs_test_em);
+    /* the checkpoint this run saved last (null: none yet), and a save in progress */
+    fprintf(f, ",\n \"checkpoint_step\":");
+    if (r->saved_step >= 0) fprintf(f, "%lld,\"checkpoint_sum\":\"%016llx\"", (long long)r->saved_step, (unsigned long long)r->saved_sum);
+    else fprintf(f, "null,\"checkpoint_sum\":null");
+    if (r->saving_step >= 0) fprintf(f, ",\"checkpoint_saving\":%lld", (long long)r->saving_step);
+    else fprintf(f, ",\"checkpoint_saving\":null");
     fprintf(f, "}\n");
 }
 
@@ -213,33 +635,63 @@ int write_manifest(const run *r, char *err, size_t errlen) {
     return write_atomically(r->path_manifest, write_manifest_json, r, err, errlen);
 }
 
-static char *read_text_file(const char *path, size_t *size, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    size_t cap = 0, len = 0;
-    if (!f) { snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno)); return NULL; }
-    for (;;) {
-        char *nb;
-        if (len + 4096 + 1 > cap) {
-            cap = 2 * cap + 4096 + 1;
-            if (!(nb = (char *)realloc(buf, cap))) { free(buf); fclose(f); snprintf(err, errlen, "out of memory"); return NULL; }
-            buf = nb;
-        }
-        len += fread(buf + len, 1, cap - len - 1, f);
-        if (feof(f) || ferror(f)) break;
-    }
-    if (ferror(f)) { snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno)); free(buf); fclose(f); return NULL; }
-    fclose(f);
-    buf[len] = '\0';
-    *size = len;
-    return buf;
-}
-
 /* One conflict, appended to a one-line list: "--lr 0.002 (the run has 0.001)". */
 static void add_conflict(char *list, size_t n, const char *flag, const char *given, const char *holder, const char *recorded) {
     size_t used = strlen(list);
     if (used + 1 >= n) return;
     snprintf(list + used, n - used, "%s%s %.200s (%s has %.200s)", used ? ", " : "", flag, given, holder, recorded);
+}
+
+/* A conflict of a file not given again: "the model at PATH is another file than ...". */
+static void add_changed_input(char *list, size_t n, const char *what, const char *path) {
+    size_t used = strlen(list);
+    if (used + 1 >= n) return;
+    snprintf(list + used, n - used, "%sthe %s at %.200s is another file than the run started with", used ? ", " : "", what, path);
+}
+
+/* The run's input at path (--model or --tokenizer, run.json's "KEY_id") is the file the run
+   recorded; its identity goes to ident. A folder recorded before folders had an identity
+   (the id of an empty read, FNV-1a's initial value, which said nothing) is taken as it is:
+   it cannot be checked. */
+static int is_recorded_input(const json_value *root, const char *key, const char *path, char *ident, size_t n) {
+    char want_key[32];
+    const json_value *want;
+    snprintf(want_key, sizeof want_key, "%s_id", key);
+    want = json_get(root, want_key);
+    if (!want || want->type != JSON_STRING || input_identity(path, ident, n) != 0) return 0;
+    if (!strncmp(ident, "folder:", 7) && ends_with(want->string, ":cbf29ce484222325")) return 1;
+    return strcmp(ident, want->string) == 0;
+}
+
+/* run.json's record of the checkpoint the run saved last (absent in runs made before it:
+   saved_known 0, and --resume checks what it can without it). */
+static int read_checkpoint_record(run *r, const json_value *root, char *err, size_t errlen) {
+    const json_value *step = json_get(root, "checkpoint_step"), *sum = json_get(root, "checkpoint_sum"),
+                     *saving = json_get(root, "checkpoint_saving");
+    r->saved_known = step != NULL;
+    if (!step) return 0;
+    if (step->type == JSON_NULL) r->saved_step = -1;
+    else if (step->is_integer && step->integer >= 0 && sum && sum->type == JSON_STRING && strlen(sum->string) == 16 &&
+             strspn(sum->string, "0123456789abcdef") == 16) {
+        r->saved_step = step->integer;
+        r->saved_sum = strtoull(sum->string, NULL, 16);
+    } else {
+        snprintf(err, errlen, "%s: \"checkpoint_step\" or \"checkpoint_sum\" has the wrong type", r->path_manifest);
+        return -1;
+    }
+    if (!saving || saving->type == JSON_NULL) r->saving_step = -1;
+    else if (saving->is_integer && saving->integer >= 0) r->saving_step = saving->integer;
+    else {
+        snprintf(err, errlen, "%s: \"checkpoint_saving\" has the wrong type", r->path_manifest);
+        return -1;
+    }
+    return 0;
+}
+
+/* Where the run kept a file until now (run.json's key; null: name in --out), malloc'd. */
+static char *recorded_path(const run *r, const char *key, const char *name) {
+    const json_value *v = json_get(&r->manifest, key);
+    return v && v->type == JSON_STRING ? copy_text(v->string) : path_join(r->o.str[OPT_OUT], name);
 }
 
 /* The recorded value of one setting, as text for messages. */
@@ -306,6 +758,10 @@ int resume_settings(run *r, char *err, size_t errlen) {
             if (d->kind == KIND_INT) snprintf(num, sizeof num, "%lld", v->integer);
             else snprintf(num, sizeof num, "%.9g", v->number);
             if (set_option(o, (opt_id)id, t, err, errlen)) return -1;
+            /* the file at the recorded path must still be the one the run started with */
+            if ((id == OPT_MODEL || id == OPT_TOKENIZER) &&
+                !is_recorded_input(root, d->key, v->string, r->input_id[id == OPT_MODEL ? 0 : 1], sizeof r->input_id[0]))
+                add_changed_input(conflicts, sizeof conflicts, d->key, v->string);
             continue;
         }
         switch (d->kind) {
@@ -313,16 +769,10 @@ int resume_settings(run *r, char *err, size_t errlen) {
         case KIND_FLOAT: differs = o->real[id] != (float)v->number; break;
         case KIND_SEED: differs = strtoull(v->string, NULL, 10) != o->seed; break;
         case KIND_TEXT: differs = strcmp(o->str[id], v->string) != 0; break;
-        case KIND_PATH: {
-            char want_key[32], ident[64];
-            const json_value *want;
-            snprintf(want_key, sizeof want_key, "%s_id", d->key);
-            want = json_get(root, want_key);
-            differs = !want || want->type != JSON_STRING || file_identity(given, ident, sizeof ident) != 0 ||
-                      strcmp(ident, want->string) != 0;
+        case KIND_PATH:   /* --model, --tokenizer: the same file, wherever it is now */
+            differs = !is_recorded_input(root, d->key, given, r->input_id[id == OPT_MODEL ? 0 : 1], sizeof r->input_id[0]);
             if (differs) snprintf(rec, sizeof rec, "%s, a different file", v->string);
             break;
-        }
         }
         if (differs) add_conflict(conflicts, sizeof conflicts, d->flag, given, "the run", rec);
     }
@@ -341,6 +791,10 @@ int resume_settings(run *r, char *err, size_t errlen) {
         if ((v = json_get(root, "zero_shot_dev_em")) && v->type == JSON_NUMBER) r->zs_dev_em = v->number;
         if ((v = json_get(root, "zero_shot_test_em")) && v->type == JSON_NUMBER) r->zs_test_em = v->number;
     }
+    if (read_checkpoint_record(r, root, err, errlen)) return -1;
+    r->recorded_ckpt = recorded_path(r, "checkpoint", "checkpoint.grzo");
+    r->recorded_log = recorded_path(r, "log", "log.jsonl");
+    if (!r->recorded_ckpt || !r->recorded_log) { snprintf(err, errlen, "out of memory"); return -1; }
     return 0;
 }
 
@@ -386,38 +840,162 @@ int check_checkpoint_matches(const run *r, char *err, size_t errlen) {
     return 0;
 }
 
+/* The state a checkpoint holds, from its header (grzo.h section 6: "GRZOCKPT", the u64
+   step at byte 40, the FNV-1a-64 of bytes 0..247 at byte 248): the header holds the
+   checksum of the parameters, so its own checksum names the whole saved state. */
+#define CKPT_HEADER_BYTES 256
+static int checkpoint_stamp(const char *path, int64_t *step, uint64_t *sum) {
+    unsigned char h[CKPT_HEADER_BYTES];
+    FILE *f = fopen(path, "rb");
+    int i, ok;
+    if (!f) return -1;
+    ok = fread(h, 1, sizeof h, f) == sizeof h && memcmp(h, "GRZOCKPT", 8) == 0;
+    fclose(f);
+    if (!ok) return -1;
+    *step = 0;
+    *sum = 0;
+    for (i = 7; i >= 0; i--) {
+        *step = (int64_t)(((uint64_t)*step << 8) | h[40 + i]);
+        *sum = (*sum << 8) | h[248 + i];
+    }
+    return 0;
+}
+
+/* Before a save: run.json records the step being saved, so that a crash after the
+   checkpoint's rename, before record_save_done, still leaves a checkpoint --resume takes. */
+int record_save_begin(run *r, char *err, size_t errlen) {
+    r->saving_step = grzo_get_step(r->ctx);
+    return write_manifest(r, err, errlen);
+}
+
+/* After a save: run.json records the checkpoint's step and header checksum. */
+int record_save_done(run *r, char *err, size_t errlen) {
+    int64_t step;
+    uint64_t sum;
+    if (checkpoint_stamp(r->path_ckpt, &step, &sum) != 0) {
+        snprintf(err, errlen, "cannot read back the header of the checkpoint %s just written", r->path_ckpt);
+        return -1;
+    }
+    r->saved_step = step;
+    r->saved_sum = sum;
+    r->saving_step = -1;
+    return write_manifest(r, err, errlen);
+}
+
+/* The steps the log holds: one past the highest step of a whole training line (a line cut
+   short, by a crash or a full disk, does not count; nor does a --diagnose line). */
+static int logged_steps(const char *path, int64_t *steps, char *err, size_t errlen) {
+    FILE *f = fopen(path, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int failed;
+    *steps = 0;
+    if (!f) {
+        if (errno == ENOENT) return 0;
+        snprintf(err, errlen, "--resume: cannot read the log %s: %s", path, strerror(errno));
+        return -1;
+    }
+    while ((len = getline(&line, &cap, f)) > 0) {
+        const char *p = strstr(line, "\"step\":");
+        long long s;
+        if (line[len - 1] != '\n' || !p || !strstr(line, "\"loss\":")) continue;
+        if ((s = atoll(p + 7)) >= *steps) *steps = s + 1;
+    }
+    failed = ferror(f);
+    free(line);
+    fclose(f);
+    if (failed) { snprintf(err, errlen, "--resume: cannot read the log %s", path); return -1; }
+    return 0;
+}
+
+/* --resume: the checkpoint must be the state this run saved last (run.json's record), or,
+   after a crash in the middle of a save, the recorded save's step in the run's own
+   checkpoint file; a copy elsewhere passes only the first test. A run recorded before the
+   record existed keeps its checkpoint file. Either way the checkpoint cannot be ahead of
+   the log, and a --log elsewhere must be the run's log moved, not another file beside it.
+   The checkpoint taken becomes the record (a run recorded before the record gets one). */
+int check_checkpoint_is_the_runs(run *r, char *err, size_t errlen) {
+    int64_t step, logged;
+    uint64_t sum;
+    int own_file = same_file(r->path_ckpt, r->recorded_ckpt);
+    if (checkpoint_stamp(r->path_ckpt, &step, &sum) != 0) {
+        snprintf(err, errlen, "--resume: cannot read the header of the checkpoint %s", r->path_ckpt);
+        return -1;
+    }
+    if (r->saved_known) {
+        int saved = r->saved_step >= 0 && step == r->saved_step && sum == r->saved_sum;
+        int cut_save = r->saving_step >= 0 && step == r->saving_step && own_file;
+        if (!saved && !cut_save) {
+            if (r->saved_step < 0)
+                snprintf(err, errlen, "--resume: the checkpoint %s (step %lld) is not this run's: the run in '%s' has saved none",
+                         r->path_ckpt, (long long)step, r->o.str[OPT_OUT]);
+            else
+                snprintf(err, errlen, "--resume: the checkpoint %s (step %lld) is not the one this run saved last (step %lld): it "
+                         "is another run's, or was replaced", r->path_ckpt, (long long)step, (long long)r->saved_step);
+            return -1;
+        }
+    } else if (!own_file) {
+        snprintf(err, errlen, "--resume: --checkpoint %s is not the run's checkpoint %s", r->path_ckpt, r->recorded_ckpt);
+        return -1;
+    }
+    if (!same_file(r->path_log, r->recorded_log) && access(r->recorded_log, F_OK) == 0) {
+        snprintf(err, errlen, "--resume: --log %s is not the run's log %s", r->path_log, r->recorded_log);
+        return -1;
+    }
+    if (logged_steps(r->path_log, &logged, err, errlen)) return -1;
+    if (step > logged) {
+        snprintf(err, errlen, "--resume: the checkpoint %s is at step %lld, but the log %s holds %lld steps: they are not of one run",
+                 r->path_ckpt, (long long)step, r->path_log, (long long)logged);
+        return -1;
+    }
+    r->saved_step = step;
+    r->saved_sum = sum;
+    r->saving_step = -1;
+    r->saved_known = 1;
+    return 0;
+}
+
 /* ---- the log, the loss plot, results.json and predictions.jsonl ----------------------------------- */
 /* Keep the log lines of steps before `step` (a resume discards anything logged after the
-   checkpoint) and return the elapsed seconds of the last kept line. */
+   checkpoint, and a last line cut short) and return the elapsed seconds of the last kept line. */
 int trim_log(const char *path, int64_t step, double *elapsed, char *err, size_t errlen) {
     FILE *f = fopen(path, "r"), *g;
     char *line = NULL, *tmp;
     size_t cap = 0;
-    int ok;
+    ssize_t len;
+    int e = 0;
     *elapsed = 0;
     if (!f) return 0;
-    if (!(tmp = (char *)malloc(strlen(path) + 5))) { fclose(f); snprintf(err, errlen, "out of memory"); return -1; }
-    strcpy(tmp, path);
-    strcat(tmp, ".tmp");
+    if (!(tmp = tmp_name(path))) { fclose(f); snprintf(err, errlen, "out of memory"); return -1; }
     if (!(g = fopen(tmp, "w"))) {
         snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
         fclose(f); free(tmp);
         return -1;
     }
-    while (getline(&line, &cap, f) > 0) {
+    errno = 0;
+    while ((len = getline(&line, &cap, f)) > 0) {
         long long s = -1;
         const char *p = strstr(line, "\"step\":"), *q = strstr(line, "\"elapsed\":");
+        if (line[len - 1] != '\n') continue;   /* cut short: the next line would be appended to it */
         if (p) s = atoll(p + 7);
         if (s < 0 || s >= step) continue;
         if (q) *elapsed = atof(q + 10);
         fputs(line, g);
     }
+    if (ferror(f)) e = errno ? errno : EIO;
     free(line);
     fclose(f);
-    ok = fflush(g) == 0 && !ferror(g);
-    ok = fclose(g) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "cannot rewrite %s: %s", path, strerror(errno));
+    if (e) {
+        fclose(g);
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(e));
+        remove(tmp); free(tmp);
+        return -1;
+    }
+    e = close_synced(g);
+    if (!e && rename(tmp, path) != 0) e = errno ? errno : EIO;
+    if (e) {
+        snprintf(err, errlen, "cannot rewrite %s: %s", path, strerror(e));
         remove(tmp); free(tmp);
         return -1;
     }
@@ -425,13 +1003,31 @@ int trim_log(const char *path, int64_t step, double *elapsed, char *err, size_t 
     return 0;
 }
 
+/* The log's lines reach the file now, or the run stops: a log that silently lost its end
+   would pass for the whole run. */
+int log_flushed(FILE *f, const char *path, char *err, size_t errlen) {
+    if (fflush(f) == 0 && !ferror(f)) return 0;
+    snprintf(err, errlen, "cannot write the log %s: %s", path, strerror(errno ? errno : EIO));
+    return -1;
+}
+
+int log_close(FILE *f, const char *path, char *err, size_t errlen) {
+    int e = ferror(f) ? (errno ? errno : EIO) : 0;
+    if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
+    if (!e) return 0;
+    snprintf(err, errlen, "cannot write the log %s: %s", path, strerror(e));
+    return -1;
+}
+
 /* dev_em >= 0: a generation task's dev F1 (dev_acc) and exact match */
-void log_line(FILE *f, int64_t step, const grzo_step_report *rep, double elapsed, double dev_acc, double dev_em) {
+int log_line(FILE *f, const char *path, int64_t step, const grzo_step_report *rep, double elapsed, double dev_acc, double dev_em,
+             char *err, size_t errlen) {
+    errno = 0;   /* what a failed write sets is what log_flushed reports */
     fprintf(f, "{\"step\":%lld,\"loss\":%.9g,\"lr\":%.9g,\"elapsed\":%.3f", (long long)step, rep->loss, (double)rep->lr, elapsed);
     if (dev_acc >= 0 && dev_em >= 0) fprintf(f, ",\"dev_f1\":%.6f,\"dev_em\":%.6f", dev_acc, dev_em);
     else if (dev_acc >= 0) fprintf(f, ",\"dev_acc\":%.6f", dev_acc);
     fprintf(f, "}\n");
-    fflush(f);
+    return log_flushed(f, path, err, errlen);
 }
 
 /* The plot's title names the model file; anything but [A-Za-z0-9._+-] becomes '_' so the

@@ -15,6 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if !defined(_WIN32)
+/* POSIX, for the indices file's fsync; declared here (as grzo.h does) so that the file
+   builds under strict -std=c99 */
+extern int fsync(int fd);
+extern int fileno(FILE *stream);
+#endif
+
 #if defined(__GNUC__) || defined(__clang__)
 #define TASKS_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
@@ -1982,7 +1989,10 @@ int tasks_write_indices(const char *path, const tasks_set *set, char *err, size_
         for (i = 0; i < sp->n; i++) fprintf(f, "%lu\n", (unsigned long)sp->ex[i].source_index);
     }
     fprintf(f, "end\n");
-    ok = !ferror(f);
+    ok = fflush(f) == 0 && !ferror(f);
+#if !defined(_WIN32)
+    ok = ok && fsync(fileno(f)) == 0;   /* on the disk before the rename: a crash leaves the old file or the new */
+#endif
     ok = (fclose(f) == 0) && ok;
     if (!ok) {
         set_err(err, errlen, "%s: write failed: %s", tmp, strerror(errno));

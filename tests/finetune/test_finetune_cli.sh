@@ -17,9 +17,27 @@
 #   variants   --sparse-density, --lowrank-rank/--lowrank-every and --quant: bad values and
 #              refused combinations give one line and no files; each variant trains, is
 #              recorded in run.json and resumes; a resume with another variant is refused
-# usage: test_finetune_cli.sh CASE GRZO_FINETUNE DATA_DIR WORK_DIR
+#   foreign    --resume takes only the checkpoint the run saved last (run.json records its step
+#              and header checksum): another run's, or another state of the same settings, is
+#              refused; a moved copy and a save cut short by a crash are taken; a run recorded
+#              before the record is held to its log
+#   inputs     a model or tokenizer file changed under its recorded path is refused on resume
+#              (given again or not); a run resumes from another folder (absolute paths)
+#   hf_folder  a Hugging Face folder as --model has an identity of its files (needs grzo-export)
+#   leftovers  missing --log/--checkpoint folders and a newline in --data are refused before
+#              anything is written; a new run that fails before its first checkpoint leaves
+#              nothing; --overwrite that cannot run removes nothing
+#   logs       a log write error stops the run (one line, exit 1); a last line cut short is
+#              dropped on resume
+#   interrupt  Ctrl-C stops the zero-shot evaluation (nothing kept, exit 130) and the final
+#              one (checkpoint kept, exit 130; --resume evaluates)
+#   collisions --log/--checkpoint/--export on another of the run's files (or each other) are
+#              refused; --overwrite removes the earlier run's files and no other
+#   durability indices.txt, run.json and the trimmed log are fsynced before their rename
+#              (strace); a huge --steps shows an ETA, not an int overflow (script)
+# usage: test_finetune_cli.sh CASE GRZO_FINETUNE DATA_DIR WORK_DIR [GRZO_EXPORT (hf_folder)]
 set -u
-case_=$1 bin=$(realpath "$2") data=$(realpath "$3") work=$4/$1
+case_=$1 bin=$(realpath "$2") data=$(realpath "$3") work=$4/$1 export_bin=${5:+$(realpath "$5")}
 rm -rf "$work" && mkdir -p "$work" && work=$(realpath "$work") || exit 1
 cd "$work" || exit 1   # the runs' relative paths (and any stray file) land here
 common=(--model "$data/stories260K.bin" --tokenizer "$data/tok512.bin" --task sst2 --data "$data/tasks/SST-2"
@@ -35,6 +53,12 @@ run() {
     [ "$rc" -eq "$want" ] || fail "grzo-finetune $* exited $rc, want $want: $(tail -3 err.txt)"
 }
 one_line() { [ "$(wc -l < err.txt)" -eq 1 ] || fail "$1: want one line on stderr, got: $(cat err.txt)"; }
+# wait_for FILE: until it exists, at most 30 s
+wait_for() {
+    local _
+    for _ in $(seq 1 600); do [ -e "$1" ] && return 0; sleep 0.05; done
+    return 1
+}
 
 case_options() {
     local bad
@@ -53,6 +77,11 @@ case_options() {
     run 2 "${common[@]}" --device gpu --out o; one_line "--device gpu"
     run 2 "${common[@]}" --dtype bf16 --out o; one_line "--dtype bf16 on the CPU"
     grep -q "needs --device cuda" err.txt || fail "--dtype bf16 on the CPU: $(cat err.txt)"
+    # a path that is not UTF-8 cannot be recorded in run.json (JSON text)
+    mkdir u8 && cp "$data/stories260K.bin" u8/$'mod\xe9l.bin'
+    run 2 "${common[@]}" --model u8/$'mod\xe9l.bin' --out o; one_line "a model path that is not UTF-8"
+    grep -q -- "--model: the path is not valid UTF-8" err.txt || fail "a path that is not UTF-8: $(cat err.txt)"
+    rm -r u8
     [ -z "$(ls -A | grep -v -x -e err.txt -e out.txt)" ] || fail "bad command lines left files: $(ls -A | tr '\n' ' ')"
     echo "ok: bad values refused with one line each, nothing written"
 }
@@ -163,11 +192,15 @@ case_saves() {
     [ -n "$ck_step" ] && [ $((done_steps - ck_step)) -le 2 ] && [ $((ck_step % 2)) -eq 0 ] ||
         fail "resumed at step '$ck_step' after $done_steps logged steps with --save-every 2"
     diff <(strip straight/log.jsonl) <(strip k/log.jsonl) > d || fail "log after kill -9 + resume differs: $(head -4 d)"
-    # a save that fails fails the run: periodic, and the final one
-    run 1 "${common[@]}" --steps 4 --save-every 1 --out s1 --checkpoint "$work/no/such/dir/ck.grzo"
+    # a save that fails fails the run: periodic, and the final one (the checkpoint's temporary
+    # is a folder, so the save fails where the folder took the run's probe)
+    mkdir -p cks1 cks2/ck.grzo.tmp
+    run 0 "${common[@]}" --steps 2 --out s1 --checkpoint cks1/ck.grzo
+    mkdir cks1/ck.grzo.tmp
+    run 1 --out s1 --resume --steps 6 --save-every 1
     grep -q "could not write" err.txt || fail "periodic save failure: $(cat err.txt)"
-    [ "$(wc -l < s1/log.jsonl)" -eq 1 ] || fail "the run went on after a failed save"
-    run 1 "${common[@]}" --steps 2 --out s2 --checkpoint "$work/no/such/dir/ck.grzo"
+    [ "$(wc -l < s1/log.jsonl)" -eq 3 ] || fail "the run went on after a failed save"
+    run 1 "${common[@]}" --steps 2 --out s2 --checkpoint cks2/ck.grzo
     [ ! -e s2/results.json ] || fail "results.json written although the final save failed"
     echo "ok: kill -9 after $done_steps steps, resumed from step $ck_step, log equals the straight run's; failed saves fail"
 }
@@ -255,7 +288,257 @@ case_variants() {
     echo "ok: variant options checked, refused combinations leave nothing, each variant trains and resumes"
 }
 
+# the audit's runs: A (SST-2, batch 4, 2 steps) and B (RTE, batch 2, 3 steps), and runs of A's
+# settings at other budgets: a checkpoint that is not the one the run saved is refused
+case_foreign() {
+    run 0 "${common[@]}" --steps 2 --out A
+    run 0 "${common[@]}" --task rte --data "$data/tasks/RTE" --batch 2 --steps 3 --out B
+    cp A/log.jsonl A.log; cp A/run.json A.run; cp B/checkpoint.grzo B.ck
+    run 1 --out A --resume --steps 5 --checkpoint B/checkpoint.grzo
+    tail -1 err.txt | grep -q "^grzo-finetune: --resume: the checkpoint .*B/checkpoint.grzo (step 3) is not the one this run saved last (step 2)" ||
+        fail "another run's --checkpoint: $(tail -2 err.txt)"
+    cmp -s A.log A/log.jsonl && cmp -s A.run A/run.json && cmp -s B.ck B/checkpoint.grzo || fail "a refused resume changed files"
+    # the same settings, another budget: in the run's own checkpoint file, still another state
+    run 0 "${common[@]}" --steps 3 --out C
+    cp A/checkpoint.grzo A.ck; cp C/checkpoint.grzo A/checkpoint.grzo
+    run 1 --out A --resume --steps 5
+    tail -1 err.txt | grep -q "is not the one this run saved last" || fail "a checkpoint of the same settings: $(tail -2 err.txt)"
+    # the run's checkpoint, moved (a copy elsewhere): taken, and the run goes on as C did
+    mkdir moved; cp A.ck moved/ck.grzo; rm A/checkpoint.grzo
+    run 0 --out A --resume --steps 3 --checkpoint moved/ck.grzo
+    diff <(strip C/log.jsonl) <(strip A/log.jsonl) > d || fail "resumed from the moved checkpoint: $(head -4 d)"
+    # a crash after a save's rename, before run.json recorded it: run.json says which step was being saved
+    run 0 "${common[@]}" --steps 2 --out D
+    cp C/checkpoint.grzo D/checkpoint.grzo; cp C/log.jsonl D/log.jsonl
+    sed -i 's/"checkpoint_saving":null/"checkpoint_saving":3/' D/run.json
+    run 0 --out D --resume --steps 4
+    grep -q "^resumed at step 3" err.txt || fail "the save cut short was not resumed: $(tail -2 err.txt)"
+    # a run recorded before the record (no "checkpoint_step"): at least the log bounds the checkpoint's step
+    run 0 "${common[@]}" --steps 2 --out F
+    sed -i -z 's/,\n "checkpoint_step":[^}]*}/}/' F/run.json
+    grep -q checkpoint_step F/run.json && fail "could not remove the record from run.json"
+    cp F/checkpoint.grzo F.ck; cp C/checkpoint.grzo F/checkpoint.grzo
+    run 1 --out F --resume --steps 5
+    tail -1 err.txt | grep -q "is at step 3, but the log .* holds 2 steps" || fail "a checkpoint ahead of the log: $(tail -2 err.txt)"
+    cp F.ck F/checkpoint.grzo
+    run 0 --out F --resume --steps 3
+    # such a run, resumed and stopped before its next save (a log that cannot grow past 4 KiB):
+    # run.json now records the checkpoint it resumed from, so it resumes again
+    run 0 "${common[@]}" --steps 2 --out G
+    sed -i -z 's/,\n "checkpoint_step":[^}]*}/}/' G/run.json
+    (ulimit -f 4; trap '' XFSZ; exec "$bin" --out G --resume --steps 300 > out.txt 2> err.txt) && fail "the log did not outgrow 4 KiB"
+    grep -q '"checkpoint_step":2,' G/run.json || fail "the resumed run did not record its checkpoint: $(tail -1 G/run.json)"
+    run 0 --out G --resume --steps 3
+    echo "ok: a checkpoint of another run, or another state of this one, is refused; a moved one and a cut-short save are taken"
+}
+
+# the model and tokenizer files are checked on every resume, given again or not; relative paths
+# are the ones of the folder where the run started
+case_inputs() {
+    cp "$data/stories260K.bin" m.bin; cp "$data/tok512.bin" t.bin; cp m.bin m.orig; cp t.bin t.orig
+    local -a rest=("${common[@]:4}")   # common without --model and --tokenizer
+    [ "${common[0]}" = --model ] && [ "${common[2]}" = --tokenizer ] || fail "common changed: fix rest"
+    run 0 --model m.bin --tokenizer t.bin "${rest[@]}" --steps 2 --out o
+    printf '\001' | dd of=m.bin bs=1 seek=5000 conv=notrunc status=none   # another model under the same name
+    run 2 --out o --resume --steps 3; one_line "another model at the recorded path"
+    grep -q "the model at .*/m.bin is another file than the run started with" err.txt || fail "changed model: $(cat err.txt)"
+    cp m.orig m.bin
+    printf '\001' | dd of=t.bin bs=1 seek=100 conv=notrunc status=none
+    run 2 --out o --resume --steps 3; one_line "another tokenizer at the recorded path"
+    grep -q "the tokenizer at .*/t.bin is another file" err.txt || fail "changed tokenizer: $(cat err.txt)"
+    cp t.orig t.bin
+    mkdir elsewhere
+    (cd elsewhere && run 0 --out ../o --resume --steps 3) || exit 1
+    [ "$(wc -l < o/log.jsonl)" -eq 3 ] || fail "the resume from another folder did not continue the run"
+    echo "ok: a changed model or tokenizer is refused when not given again; a run resumes from any folder"
+}
+
+# A Hugging Face folder as --model: its identity is its files' (grzo-export writes the
+# safetensors folders; the tokenizer.json is a small byte-level BPE)
+case_hf_folder() {
+    local export=$export_bin
+    [ -n "$export" ] || fail "hf_folder needs grzo-export as the fifth argument"
+    command -v python3 > /dev/null || fail "python3 is needed to write the folder's tokenizer.json"
+    run 0 "${common[@]}" --steps 0 --out base
+    run 0 "${common[@]}" --steps 2 --lr 5e-2 --out tuned
+    "$export" --model "$data/stories260K.bin" --checkpoint base/checkpoint.grzo --out hf --format safetensors > x.txt 2>&1 &&
+        "$export" --model "$data/stories260K.bin" --checkpoint tuned/checkpoint.grzo --out hf-other --format safetensors > x.txt 2>&1 ||
+        fail "grzo-export: $(cat x.txt)"
+    python3 - hf hf-other << 'PY' || fail "cannot write tokenizer.json"
+import json, sys
+bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))   # GPT-2's bytes_to_unicode
+cs, n = bs[:], 0
+for b in range(256):
+    if b not in bs: bs.append(b); cs.append(256 + n); n += 1
+vocab = {chr(c): i for i, c in enumerate(cs)}
+vocab["\u0120t"] = 256; vocab["he"] = 257
+tok = {"version": "1.0", "added_tokens": [{"id": 258, "content": "<|endoftext|>", "single_word": False, "lstrip": False,
+       "rstrip": False, "normalized": False, "special": True}], "normalizer": None,
+       "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+       "post_processor": None, "decoder": {"type": "ByteLevel"},
+       "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                 "fuse_unk": False, "byte_fallback": False, "ignore_merges": False, "vocab": vocab, "merges": [["\u0120", "t"], ["h", "e"]]}}
+for d in sys.argv[1:]:
+    json.dump(tok, open(d + "/tokenizer.json", "w"))
+    json.dump({"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}, open(d + "/tokenizer_config.json", "w"))
+PY
+    run 0 --model hf "${common[@]:4}" --steps 2 --out o   # no --tokenizer: the folder has one
+    grep -q '"model_id":"folder:' o/run.json || fail "the folder has no identity of its own: $(grep model_id o/run.json)"
+    mv hf hf.orig; mv hf-other hf   # another model in a folder of the same name
+    run 2 --out o --resume --steps 3; one_line "another folder at the recorded path"
+    grep -q "the model at .*/hf is another file" err.txt || fail "another folder: $(cat err.txt)"
+    run 2 --out o --resume --steps 3 --model hf; one_line "another folder given"
+    mv hf hf-other; mv hf.orig hf
+    run 0 --out o --resume --steps 3
+    echo "ok: a Hugging Face folder is identified by its files"
+}
+
+# Failures of a new run leave nothing that blocks the same command, and are found before it trains
+case_leftovers() {
+    run 1 "${common[@]}" --steps 2 --out l1 --log "$work/nonexistent/x/log.jsonl"
+    tail -1 err.txt | grep -q "^grzo-finetune: --log .*cannot create a file in" || fail "--log in a missing folder: $(tail -2 err.txt)"
+    run 1 "${common[@]}" --steps 2 --out l2 --checkpoint nodir/ck.grzo
+    tail -1 err.txt | grep -q "^grzo-finetune: --checkpoint .*No such file" || fail "--checkpoint in a missing folder: $(tail -2 err.txt)"
+    grep -q "zero-shot" out.txt && fail "the run evaluated before refusing the --checkpoint folder"
+    ln -s "$data/tasks/SST-2" $'da\nta'
+    run 2 "${common[@]}" --data $'da\nta' --out l3; one_line "--data with a newline"
+    [ ! -e l1 ] && [ ! -e l2 ] && [ ! -e l3 ] || fail "a refused run left its output folder: $(ls -d l? | tr '\n' ' ')"
+    # the final save fails (its temporary is a folder): with no checkpoint nothing is kept, and the
+    # same command runs again
+    mkdir -p cks/ck.grzo.tmp
+    run 1 "${common[@]}" --steps 2 --out l4 --checkpoint cks/ck.grzo
+    [ ! -e l4 ] && [ ! -e cks/ck.grzo ] || fail "the run that saved no checkpoint left files: $(ls l4 cks | tr '\n' ' ')"
+    rmdir cks/ck.grzo.tmp
+    run 0 "${common[@]}" --steps 2 --out l4 --checkpoint cks/ck.grzo
+    # --overwrite that cannot write its log: refused before the earlier run's files go
+    run 1 "${common[@]}" --steps 3 --out l4 --checkpoint cks/ck.grzo --log nowhere/log.jsonl --overwrite
+    [ -f l4/run.json ] && [ -f l4/log.jsonl ] && [ -f cks/ck.grzo ] && [ -f l4/results.json ] || fail "--overwrite removed the earlier run"
+    echo "ok: missing folders and a newline in --data are refused up front; a run without a checkpoint leaves nothing"
+}
+
+# The log: a write that fails stops the run; a last line cut short is dropped on resume
+case_logs() {
+    local rc
+    # a file size limit (4 KiB; SIGXFSZ ignored, so the write fails with EFBIG) that the log
+    # outgrows first: the run stops at once, with one line, and keeps nothing (no checkpoint yet)
+    (ulimit -f 4; trap '' XFSZ; exec "$bin" "${common[@]}" --steps 300 --out lg > out.txt 2> err.txt)
+    rc=$?
+    [ "$rc" -eq 1 ] || fail "a log that cannot be written: exit $rc, want 1: $(tail -2 err.txt)"
+    tail -1 err.txt | grep -q "^grzo-finetune: cannot write the log .*log.jsonl: File too large$" || fail "log write error: $(tail -2 err.txt)"
+    [ ! -e lg ] || fail "the failed run left files: $(ls lg | tr '\n' ' ')"
+    # a crash while step 3's line was written, after the checkpoint of step 3
+    run 0 "${common[@]}" --steps 3 --out t
+    printf '{"step":' >> t/log.jsonl
+    run 0 --out t --resume --steps 5
+    run 0 "${common[@]}" --steps 5 --out t5
+    diff <(strip t5/log.jsonl) <(strip t/log.jsonl) > d || fail "the log with a cut line, resumed: $(head -4 d)"
+    echo "ok: a log write error stops the run; a cut last line is dropped"
+}
+
+# Runs "$bin" "${args[@]}" EXTRA... in the background, sends it one Ctrl-C once FILE exists,
+# and returns its exit status (out.txt, err.txt: its output).
+interrupt_once() {
+    local file=$1 pid
+    shift
+    "$bin" "${args[@]}" "$@" > out.txt 2> err.txt &
+    pid=$!
+    wait_for "$file" || { kill -9 "$pid"; fail "the run wrote no $file in 30 s"; }
+    sleep 0.1
+    kill -INT "$pid"
+    wait "$pid"
+}
+
+# Ctrl-C during an evaluation (the test split is large: 600 examples, seconds of scoring)
+case_interrupt() {
+    local rc args
+    mkdir big
+    cp "$data/tasks/SST-2/train.tsv" big/
+    { head -1 "$data/tasks/SST-2/dev.tsv"; for _ in $(seq 1 150); do tail -n +2 "$data/tasks/SST-2/dev.tsv"; done; } > big/dev.tsv
+    args=("${common[@]}" --data "$work/big" --n-test 600 --steps 2)
+    # during the zero-shot evaluation: there is nothing to resume yet, so nothing is kept
+    interrupt_once z/indices.txt --out z
+    rc=$?
+    [ "$rc" -eq 130 ] || fail "Ctrl-C in the zero-shot evaluation: exit $rc, want 130: $(tail -2 err.txt)"
+    tail -1 err.txt | grep -q "interrupted during the zero-shot evaluation" || fail "Ctrl-C in the zero-shot evaluation: $(tail -2 err.txt)"
+    [ ! -e z ] || fail "Ctrl-C before training left files: $(ls z | tr '\n' ' ')"
+    # during the final evaluation: it stops; the checkpoint is kept and --resume evaluates it
+    interrupt_once f/checkpoint.grzo --out f
+    rc=$?
+    [ "$rc" -eq 130 ] || fail "Ctrl-C in the final evaluation: exit $rc, want 130: $(tail -2 out.txt)"
+    grep -q "^interrupted during the final evaluation: the checkpoint of step 2 is in" out.txt || fail "no line says so: $(cat out.txt)"
+    [ ! -e f/results.json ] || fail "results.json written by an interrupted evaluation"
+    run 0 --out f --resume
+    grep -q '"test_acc":' f/results.json || fail "the resume did not evaluate"
+    echo "ok: Ctrl-C stops the zero-shot evaluation (nothing kept) and the final one (checkpoint kept)"
+}
+
+# --log and --checkpoint cannot name the run's other files or each other; --overwrite removes
+# only the earlier run's files
+case_collisions() {
+    run 2 "${common[@]}" --steps 2 --out o --checkpoint o/results.json; one_line "--checkpoint o/results.json"
+    grep -q -- "--checkpoint '.*/o/results.json' is the run's results.json" err.txt || fail "--checkpoint o/results.json: $(cat err.txt)"
+    run 2 "${common[@]}" --steps 2 --out o2 --log o2/run.json; one_line "--log o2/run.json"
+    run 2 "${common[@]}" --steps 2 --out o3 --log ./o3//./indices.txt; one_line "--log spelled otherwise"
+    run 2 "${common[@]}" --steps 2 --out o4 --log same.x --checkpoint same.x; one_line "--log = --checkpoint"
+    run 2 "${common[@]}" --steps 2 --out o4 --log l.x --checkpoint l.x.tmp; one_line "--checkpoint at the log's temporary"
+    run 2 "${common[@]}" --steps 2 --out o4 --log o4/checkpoint.grzo.tmp; one_line "--log at the checkpoint's temporary"
+    run 2 "${common[@]}" --steps 2 --out o4 --export o4/checkpoint.grzo; one_line "--export at the checkpoint"
+    [ ! -e o ] && [ ! -e o2 ] && [ ! -e o3 ] && [ ! -e o4 ] || fail "a refused run left its output folder"
+    # --overwrite and a --log that is not the earlier run's: refused, nothing removed
+    echo precious > notes.txt
+    run 0 "${common[@]}" --steps 2 --out w
+    run 2 "${common[@]}" --steps 2 --out w --overwrite --log notes.txt; one_line "--overwrite --log notes.txt"
+    [ "$(cat notes.txt)" = precious ] && [ -f w/run.json ] && [ -f w/checkpoint.grzo ] || fail "--overwrite removed another file"
+    # the earlier run's own log elsewhere is replaced
+    run 0 "${common[@]}" --steps 2 --out w2 --log w2.jsonl
+    run 0 "${common[@]}" --steps 3 --out w2 --log w2.jsonl --overwrite
+    [ "$(wc -l < w2.jsonl)" -eq 3 ] || fail "--overwrite did not replace the earlier run's own log"
+    echo "ok: a --log/--checkpoint/--export on another run file is refused; --overwrite removes only the earlier run's files"
+}
+
+# The run's files reach the disk before their rename (strace, where it can trace), and the
+# progress line's ETA of a huge --steps is a time, not an int's overflow (script: a terminal)
+case_durability() {
+    local tmp prev pid
+    if command -v strace > /dev/null && strace -f -o /dev/null true 2> /dev/null; then
+        strace -f -e trace=fsync,fdatasync,rename -o trace.txt "$bin" "${common[@]}" --steps 2 --out d > out.txt 2> err.txt ||
+            fail "the traced run: $(tail -2 err.txt)"
+        strace -f -e trace=fsync,fdatasync,rename -o trace2.txt "$bin" --out d --resume --steps 3 > out.txt 2> err.txt ||
+            fail "the traced resume: $(tail -2 err.txt)"
+        for tmp in indices.txt.tmp run.json.tmp log.jsonl.tmp; do
+            prev=$(cat trace.txt trace2.txt | grep -B1 "rename(\"[^\"]*$tmp\"" | head -1)
+            [ -n "$prev" ] || fail "no rename of $tmp traced"
+            echo "$prev" | grep -q "fsync\|fdatasync" || fail "$tmp is renamed without an fsync before: $prev"
+        done
+    else
+        echo "note: strace cannot trace here: the fsyncs were not checked"
+    fi
+    if command -v script > /dev/null; then
+        # B = 768 on one thread: about 6 s per step here, so 10^9 steps are 2.8 times 2^31 seconds away
+        script -qfec "echo \$\$ > pid; exec $(printf '%q ' "$bin" "${common[@]}" --batch 768 --steps 1000000000 --out eta)" typescript \
+            < /dev/null > /dev/null 2>&1 &
+        for _ in $(seq 1 1800); do grep -q "ETA" typescript 2> /dev/null && break; sleep 0.05; done
+        pid=$(cat pid)
+        kill -9 "$pid"
+        wait
+        grep -q "ETA" typescript || fail "no progress line in 90 s: $(tail -c 300 typescript)"
+        grep -a -o "ETA [^ ]*" typescript | head -1 | grep -q "^ETA \(--:--\|[0-9]*:[0-9][0-9]\)$" ||
+            fail "the ETA is not a time: $(grep -a -o 'ETA [^ ]*' typescript | head -1)"
+    else
+        echo "note: no script(1): the progress line was not checked"
+    fi
+    echo "ok: files are fsynced before their rename; the ETA of a huge run is a time"
+}
+
 case "$case_" in
+foreign) case_foreign ;;
+inputs) case_inputs ;;
+hf_folder) case_hf_folder ;;
+leftovers) case_leftovers ;;
+logs) case_logs ;;
+interrupt) case_interrupt ;;
+collisions) case_collisions ;;
+durability) case_durability ;;
 variants) case_variants ;;
 options) case_options ;;
 launcher) case_launcher ;;
@@ -263,5 +546,6 @@ injection) case_injection ;;
 resume) case_resume ;;
 saves) case_saves ;;
 paths) case_paths ;;
-*) echo "usage: $0 options|launcher|injection|resume|saves|paths|variants GRZO_FINETUNE DATA_DIR WORK_DIR"; exit 1 ;;
+*) echo "usage: $0 options|launcher|injection|resume|saves|paths|variants|foreign|inputs|leftovers|logs|interrupt|collisions|durability"\
+        "GRZO_FINETUNE DATA_DIR WORK_DIR, or hf_folder ... WORK_DIR GRZO_EXPORT"; exit 1 ;;
 esac
