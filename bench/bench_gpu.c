@@ -41,9 +41,13 @@
    overhead, the most a graph could remove. An upper bound on the queued-ahead time: a host
    wait inside a pass (the losses' download at its end, a reused table slot) waits for the
    hold too, and what follows the wait is enqueued at the host's pace again.
-   --quick: a tiny random model, 3 steps (the Meson test's GPU smoke run).
+   --shapes: a comma list of the names smollm2 and llama8b, each exactly (they run in that order).
+   --quick: a tiny random model, 3 steps (the Meson test's GPU smoke run). It sets the model,
+   shapes, batch, context and warm-up itself: --model, --shapes, --batch, --seq-len and
+   --warmup are refused beside it.
    --self-test: the parts that need no GPU (parameter and FLOP counts of both shapes, the
-   median, the report writers); run by Meson. Without a GPU anything else exits 77. */
+   median, the report writers); run by Meson. The arguments are checked first (a bad one:
+   one line, exit 2); then, without a GPU, anything else exits 77. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
@@ -270,12 +274,16 @@ static int report_open(report *r, const char *dir) {
     return 0;
 }
 
+/* the longest --out whose files' names (with "/bench_gpu.csv.tmp") fit write_file's buffers */
+enum { OUT_PATH_CAP = 1100, OUT_DIR_MAX = OUT_PATH_CAP - 32 };
+
 static int write_file(const char *dir, const char *name, const text *t) {
-    char tmp[1100], path[1100];
+    char tmp[OUT_PATH_CAP], path[OUT_PATH_CAP];
     FILE *f;
-    int bad;
-    snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int bad, n_tmp, n_path;
+    n_tmp = snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
+    n_path = snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (n_tmp < 0 || n_tmp >= (int)sizeof tmp || n_path < 0 || n_path >= (int)sizeof path) return 1;   /* never a cut name */
     if (!(f = fopen(tmp, "w"))) return 1;
     bad = fwrite(t->s ? t->s : "", 1, t->len, f) != t->len;
     if (fclose(f) != 0) bad = 1;
@@ -319,7 +327,9 @@ static void report_free(report *r) {
 
 /* ---- the workload -------------------------------------------------------------------------------- */
 typedef struct options {
-    const char *out, *model, *shapes;
+    const char *out, *model;
+    unsigned shapes;              /* bit k: shape_keys[k] runs */
+    const char *not_with_quick;   /* an option --quick would override, when one was given */
     int64_t steps, warmup, batch, seq_len, transient_mb;
     grzo_dtype dtype;
     grzo_cuda_math math;
@@ -599,22 +609,30 @@ done:
     for (k = 0; k < n_ev; k++) cudaEventDestroy(ev[k]);
 }
 
-/* --workloads: a comma list of workload_keys into a bit set; 0 when a name is unknown or the
-   list is empty */
-static unsigned parse_workloads(const char *list) {
+/* A comma list of names, each exactly one of keys[0..n), into a bit set; 0 when a name is
+   unknown or empty or the list is empty. */
+static unsigned parse_name_list(const char *list, const char *const *keys, int n_keys) {
     unsigned set = 0;
     const char *p = list;
     while (*p) {
         size_t n = strcspn(p, ",");
-        int w, found = 0;
-        for (w = 0; w < N_WORKLOADS; w++)
-            if (strlen(workload_keys[w]) == n && !strncmp(p, workload_keys[w], n)) { set |= 1u << w; found = 1; }
+        int k, found = 0;
+        for (k = 0; k < n_keys; k++)
+            if (strlen(keys[k]) == n && !strncmp(p, keys[k], n)) { set |= 1u << k; found = 1; }
         if (!found) return 0;
         p += n;
         if (*p == ',' && !*++p) return 0;   /* a trailing comma: an empty name */
     }
     return set;
 }
+
+/* --workloads: a comma list of workload_keys into a bit set */
+static unsigned parse_workloads(const char *list) { return parse_name_list(list, workload_keys, N_WORKLOADS); }
+
+/* --shapes: a comma list of shape_keys (in any order; they run in this order) */
+enum { SHAPE_SMOLLM2, SHAPE_LLAMA8B, N_SHAPE_KEYS };
+static const char *const shape_keys[N_SHAPE_KEYS] = {"smollm2", "llama8b"};
+static unsigned parse_shapes(const char *list) { return parse_name_list(list, shape_keys, N_SHAPE_KEYS); }
 
 /* ---- self-test: what needs no GPU ------------------------------------------------------------------ */
 static int self_test(void) {
@@ -633,6 +651,9 @@ static int self_test(void) {
        "--workloads: known lists");
     ST(!parse_workloads("") && !parse_workloads("floor,") && !parse_workloads(",floor") && !parse_workloads("flo") &&
        !parse_workloads("floor,mezo"), "--workloads: unknown or empty names must be refused");
+    ST(parse_shapes("smollm2") == 1u && parse_shapes("llama8b,smollm2") == 3u, "--shapes: known lists");
+    ST(!parse_shapes("smollm2,bogus") && !parse_shapes("xsmollm2y") && !parse_shapes("") && !parse_shapes("smollm2,"),
+       "--shapes: a name must be exactly smollm2 or llama8b");
     /* published parameter counts: SmolLM2-135M 134,515,008; Llama-3-8B 8,030,261,248 */
     ST(total_params(&s1.cfg) == 134515008.0, "SmolLM2 params %.0f, expected 134515008", total_params(&s1.cfg));
     ST(total_params(&s2.cfg) == 8030261248.0, "Llama-3-8B params %.0f, expected 8030261248", total_params(&s2.cfg));
@@ -708,7 +729,7 @@ static int parse_options(int argc, char **argv, options *o) {
     int i;
     memset(o, 0, sizeof *o);
     o->out = "bench_gpu_out";
-    o->shapes = "smollm2,llama8b";
+    o->shapes = (1u << N_SHAPE_KEYS) - 1;
     o->steps = 20;
     o->warmup = 3;
     o->batch = 16;
@@ -725,9 +746,24 @@ static int parse_options(int argc, char **argv, options *o) {
         if (!strcmp(a, "--queued")) { o->queued = 1; continue; }
         if (!v) { fprintf(stderr, "bench_gpu: %s needs a value\n", a); return 1; }
         i++;
-        if (!strcmp(a, "--out")) o->out = v;
-        else if (!strcmp(a, "--model")) o->model = v;
-        else if (!strcmp(a, "--shapes")) o->shapes = v;
+        /* what --quick sets for itself: given beside it, one would be silently ignored */
+        if (!o->not_with_quick && (!strcmp(a, "--model") || !strcmp(a, "--shapes") || !strcmp(a, "--batch") ||
+                                   !strcmp(a, "--seq-len") || !strcmp(a, "--warmup")))
+            o->not_with_quick = a;
+        if (!strcmp(a, "--out")) {
+            o->out = v;
+            if (!*v || strlen(v) > OUT_DIR_MAX) {
+                snprintf(err, sizeof err, "--out: expected a folder name of 1 to %d characters", (int)OUT_DIR_MAX);
+                rc = -1;
+            }
+        } else if (!strcmp(a, "--model")) o->model = v;
+        else if (!strcmp(a, "--shapes")) {
+            o->shapes = parse_shapes(v);
+            if (!o->shapes) {
+                snprintf(err, sizeof err, "--shapes: expected a comma list of smollm2, llama8b, got '%.100s'", v);
+                rc = -1;
+            }
+        }
         else if (!strcmp(a, "--steps")) rc = cli_parse_int(a, v, 1, MAX_STEPS, &o->steps, err, sizeof err);
         else if (!strcmp(a, "--warmup")) rc = cli_parse_int(a, v, 0, 100, &o->warmup, err, sizeof err);
         else if (!strcmp(a, "--batch")) rc = cli_parse_int(a, v, 1, MAX_B, &o->batch, err, sizeof err);
@@ -754,6 +790,11 @@ static int parse_options(int argc, char **argv, options *o) {
             }
         } else { fprintf(stderr, "bench_gpu: unknown option %s\n", a); return 1; }
         if (rc) { fprintf(stderr, "bench_gpu: %s\n", err); return 1; }
+    }
+    if (o->quick && o->not_with_quick) {
+        fprintf(stderr, "bench_gpu: --quick sets its own model, shapes, batch, context and warm-up: not with %s\n",
+                o->not_with_quick);
+        return 1;
     }
     if (o->steps < 20 && !o->quick) {
         fprintf(stderr, "bench_gpu: --steps must be >= 20 (medians of fewer steps are not reported; --quick is the smoke run)\n");
@@ -790,9 +831,8 @@ int main(int argc, char **argv) {
         o.batch = 2;
         o.seq_len = 16;
     } else {
-        if (strstr(o.shapes, "smollm2")) shapes[n_shapes++] = shape_smollm2();
-        if (strstr(o.shapes, "llama8b")) shapes[n_shapes++] = shape_llama8b();
-        if (n_shapes == 0) { fprintf(stderr, "bench_gpu: --shapes: expected smollm2 and/or llama8b, got '%s'\n", o.shapes); return 2; }
+        if (o.shapes & (1u << SHAPE_SMOLLM2)) shapes[n_shapes++] = shape_smollm2();
+        if (o.shapes & (1u << SHAPE_LLAMA8B)) shapes[n_shapes++] = shape_llama8b();
     }
     memset(&mw, 0, sizeof mw);
     if (o.model && llm_load(o.model, &mcfg, &mw, NULL, err, sizeof err) != 0) {

@@ -97,7 +97,7 @@ static int parse_lengths(const char *v, linear_opts *o)
 static int parse(int argc, char **argv, linear_opts *o)
 {
     char err[256];
-    int i;
+    int i, rows_given = 0;
     o->op = "grzo";
     o->algo = GRZO_CPU_LINEAR_AUTO;
     o->calls = 10;
@@ -138,6 +138,7 @@ static int parse(int argc, char **argv, linear_opts *o)
         } else if (!strcmp(a, "--lengths")) {
             if (!parse_lengths(v, o)) return 0;
         } else if (slot) {
+            rows_given |= slot == &o->rows;
             if (cli_parse_int(a, v, 1, slot == &o->width || slot == &o->d_out ? 131072 : slot == &o->calls ? 100000 : slot == &o->threads ? 64 : 4096, slot, err,
                                sizeof err)) {
                 fprintf(stderr, "bench_linear: %s\n", err);
@@ -149,6 +150,10 @@ static int parse(int argc, char **argv, linear_opts *o)
         }
     }
     if (o->d_out == 0) o->d_out = o->width;
+    if (o->n_lengths > 0 && rows_given) {   /* --lengths sets every example's rows: --rows would be ignored */
+        fprintf(stderr, "bench_linear: --rows and --lengths both give the rows of each example: pass one\n");
+        return 0;
+    }
     if (o->n_lengths > 0 && o->batch != 0 && o->batch != o->n_lengths) {
         fprintf(stderr, "bench_linear: --batch %lld and --lengths (%lld examples) disagree\n", (long long)o->batch,
                 (long long)o->n_lengths);

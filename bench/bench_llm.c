@@ -474,12 +474,18 @@ static int reset_peak(void) {
     return (fclose(f) != 0 || !ok);
 }
 
+/* the workload a --mem-child MODE names; -1 when none */
+static int workload_of_mode(const char *mode) {
+    int w;
+    for (w = 0; w < N_WORKLOADS; w++)
+        if (!strcmp(mode, workload_modes[w])) return w;
+    return -1;
+}
+
 static int mem_child_main(const options *o) {
     bench b;
-    int w, i, rc = 1, reset;
+    int w = workload_of_mode(o->mem_child), i, rc = 1, reset;
     long setup_kb;
-    for (w = 0; w < N_WORKLOADS && strcmp(o->mem_child, workload_modes[w]); w++) {}
-    if (w == N_WORKLOADS) return 2;
     if (bench_open(o, &b) == 0) {
         setup_kb = bench_proc_status_kb("VmRSS");
         reset = reset_peak();
@@ -604,7 +610,11 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t n)
         if (i + 1 == argc) return refuse(err, n, "%s needs a value; " USAGE, a);
         if (!strcmp(a, "--model")) o->model = v;
         else if (!strcmp(a, "--data")) o->data = v;
-        else if (!strcmp(a, "--mem-child")) o->mem_child = v;
+        else if (!strcmp(a, "--mem-child")) {   /* internal: how run_mem_child runs this program again */
+            if (workload_of_mode(v) < 0)
+                return refuse(err, n, "--mem-child: expected infer, grzo, mezo or fzoo, got '%s' (bench_llm passes it to itself)", v);
+            o->mem_child = v;
+        }
         else if (!strcmp(a, "--dump-tokens")) o->dump_tokens = v;
         else if (!strcmp(a, "--part")) {
             if (strcmp(v, "all") && strcmp(v, "time") && strcmp(v, "memory"))

@@ -20,6 +20,8 @@
 #include <string.h>
 #include <time.h>
 
+#define USAGE "usage: %s [--n N] [--rounds R] [--quick] [--help]"
+
 static double now_s(void)
 {
     struct timespec t;
@@ -84,6 +86,10 @@ int main(int argc, char **argv)
     char err[200];
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            printf(USAGE "\n", argv[0]);
+            return 0;
+        }
         if (strcmp(a, "--quick") == 0) {
             n = (int64_t)1 << 16;
             rounds = 2;
@@ -93,7 +99,7 @@ int main(int argc, char **argv)
                 return 2;
             }
         } else {
-            fprintf(stderr, "usage: %s [--n N] [--rounds R] [--quick]\n", argv[0]);
+            fprintf(stderr, USAGE "\n", argv[0]);
             return 2;
         }
     }

@@ -24,38 +24,77 @@ two layouts of the batch:
   padded: [B, max_len] with right padding and an attention mask;
   packed: all B sequences in one row [1, sum(len)], position_ids restarting at 0 for each
           sequence and a block-diagonal causal mask (sequences never see each other);
-and prints peak RSS (CPU) or peak allocated memory (CUDA).
+and prints the peak memory of each case: on CUDA torch's peak allocated memory (reset before
+the case); on the CPU the process's peak resident memory (VmHWM) while the case ran, reset
+through /proc/self/clear_refs before it (Linux >= 4.0), the model's weights included; where
+that reset fails, the whole process's high-water mark (ru_maxrss), which later cases inherit
+from earlier ones: the output says which.
 
-Without torch or transformers it prints SKIP and exits 77 (grzo's CI does not install torch).
+The arguments and the token batch are checked before torch is imported (one line on stderr,
+exit 2 for a bad value, 1 for an unreadable batch). Without torch or transformers it then
+prints SKIP and exits 77 (grzo's CI does not install torch).
 """
 import argparse
 import json
 import math
 import os
+import re
 import resource
 import statistics
 import sys
 import time
 
 
+PROG = "torch_mezo.py"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its errors on one line (no usage block): grzo's CLIs' convention."""
+
+    def error(self, message):
+        print("%s: %s (try --help)" % (PROG, message), file=sys.stderr)
+        sys.exit(2)
+
+
+def real_number(check, what):
+    """An argparse type: a finite float for which check(x) holds."""
+
+    def convert(text):
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("expected %s, got '%s'" % (what, text))
+        if not math.isfinite(x) or not check(x):
+            raise argparse.ArgumentTypeError("expected %s, got '%s'" % (what, text))
+        return x
+
+    return convert
+
+
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="HuggingFaceTB/SmolLM2-135M-Instruct",
                    help="transformers model id or local folder (default: %(default)s)")
     p.add_argument("--tokens", required=True, help="token batch written by bench_llm --dump-tokens")
     p.add_argument("--rounds", type=int, default=5, help="timed rounds (default %(default)s)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads, 0 = torch default")
-    p.add_argument("--device", default="cpu", help="cpu or cuda (default %(default)s)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default %(default)s)")
     p.add_argument("--dtypes", default="fp32,bf16", help="comma list of fp32, bf16 (default %(default)s)")
     p.add_argument("--layouts", default="padded,packed", help="comma list of padded, packed (default %(default)s)")
-    p.add_argument("--eps", type=float, default=1e-3, help="MeZO's perturbation scale (default %(default)s)")
-    p.add_argument("--lr", type=float, default=1e-7, help="learning rate (default %(default)s)")
-    p.add_argument("--wd", type=float, default=0.0, help="weight decay (default %(default)s)")
+    # eps divides the loss difference; lr and wd scale the update: each finite, eps and lr > 0
+    p.add_argument("--eps", type=real_number(lambda x: x > 0, "a finite number > 0"), default=1e-3,
+                   help="MeZO's perturbation scale (default %(default)s)")
+    p.add_argument("--lr", type=real_number(lambda x: x > 0, "a finite number > 0"), default=1e-7,
+                   help="learning rate (default %(default)s)")
+    p.add_argument("--wd", type=real_number(lambda x: x >= 0, "a finite number >= 0"), default=0.0,
+                   help="weight decay (default %(default)s)")
     a = p.parse_args()
     if a.rounds < 1:
         p.error("--rounds must be at least 1")
     if a.threads < 0:
         p.error("--threads must be 0 or more")
+    if not re.fullmatch(r"cpu|cuda(:[0-9]+)?", a.device):
+        p.error("--device: expected cpu, cuda or cuda:N, got '%s'" % a.device)
     for d in a.dtypes.split(","):
         if d not in ("fp32", "bf16"):
             p.error("--dtypes: unknown dtype '%s'" % d)
@@ -65,13 +104,40 @@ def parse_args():
     return a
 
 
+class BatchError(Exception):
+    """A --tokens file that is not bench_llm's token batch (the message says why)."""
+
+
+def is_token(x):
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
 def load_batch(path):
-    with open(path) as f:
-        doc = json.load(f)
-    cand = [int(c) for c in doc["candidates"]]
-    ex = [(list(map(int, e["tokens"])), int(e["label"])) for e in doc["examples"]]
-    if len(cand) != 2 or not ex or any(len(t) == 0 for t, _ in ex) or any(l not in (0, 1) for _, l in ex):
-        raise ValueError("%s: not a bench_llm token batch" % path)
+    """bench_llm --dump-tokens's file: {"candidates": [a, b], "examples": [{"tokens": [...],
+    "label": 0 or 1}, ...]}. Raises BatchError with one line."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except OSError as e:
+        raise BatchError("cannot read %s: %s" % (path, e.strerror or e))
+    except (ValueError, UnicodeDecodeError) as e:   # json.JSONDecodeError is a ValueError
+        raise BatchError("%s: not JSON (%s)" % (path, e))
+    if not isinstance(doc, dict) or not isinstance(doc.get("candidates"), list) or not isinstance(doc.get("examples"), list):
+        raise BatchError("%s: not a bench_llm token batch (no \"candidates\" and \"examples\" lists)" % path)
+    cand = doc["candidates"]
+    if len(cand) != 2 or not all(is_token(c) for c in cand):
+        raise BatchError("%s: \"candidates\" must be two token ids" % path)
+    if not doc["examples"]:
+        raise BatchError("%s: no examples" % path)
+    ex = []
+    for i, e in enumerate(doc["examples"]):
+        tokens = e.get("tokens") if isinstance(e, dict) else None
+        label = e.get("label") if isinstance(e, dict) else None
+        if not isinstance(tokens, list) or not tokens or not all(is_token(t) for t in tokens):
+            raise BatchError("%s: example %d: \"tokens\" must be a non-empty list of token ids" % (path, i))
+        if label not in (0, 1) or isinstance(label, bool):
+            raise BatchError("%s: example %d: \"label\" must be 0 or 1, got %s" % (path, i, json.dumps(label)))
+        ex.append((tokens, label))
     return cand, ex
 
 
@@ -159,10 +225,63 @@ class MeZO:
         return loss1
 
 
-def peak_memory_mib(torch, device):
+def proc_status_kib(key):
+    """A "Key:  N kB" line of /proc/self/status, in KiB; None where there is none."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+class CpuPeak:
+    """The peak resident memory of one case. reset() sets VmHWM back to the current RSS
+    through /proc/self/clear_refs (Linux >= 4.0), so that a case does not inherit an earlier
+    case's peak; where that fails, mib() falls back to ru_maxrss, the whole process's
+    high-water mark, and self.exact says so."""
+
+    def __init__(self):
+        self.exact = True
+
+    def reset(self):
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        except OSError:
+            self.exact = False
+
+    def mib(self):
+        hwm = proc_status_kib("VmHWM") if self.exact else None
+        if hwm is None:
+            self.exact = False
+            return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0   # Linux: KiB
+        return hwm / 1024.0
+
+
+def reset_peak_memory(torch, device, cpu_peak):
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+    else:
+        cpu_peak.reset()
+
+
+def peak_memory_mib(torch, device, cpu_peak):
     if device.startswith("cuda"):
         return torch.cuda.max_memory_allocated() / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0   # Linux: KiB
+    return cpu_peak.mib()
+
+
+def peak_memory_note(device, cpu_peak):
+    if device.startswith("cuda"):
+        return "peak MiB: torch.cuda.max_memory_allocated() of each case, reset before it"
+    if cpu_peak.exact:
+        return ("peak MiB: the process's peak resident memory (VmHWM) during each case, reset through "
+                "/proc/self/clear_refs before it (the model's weights included)")
+    return ("peak MiB: ru_maxrss, the whole process's high-water mark (/proc/self/clear_refs could not reset "
+            "it): a case's figure includes every earlier case's peak")
 
 
 def sync(torch, device):
@@ -172,6 +291,11 @@ def sync(torch, device):
 
 def main():
     args = parse_args()
+    try:   # before torch: a wrong file is an error, not a skip
+        cand, examples = load_batch(args.tokens)
+    except BatchError as e:
+        print("%s: --tokens: %s" % (PROG, e), file=sys.stderr)
+        return 1
     try:
         import torch
         from transformers import AutoModelForCausalLM
@@ -183,7 +307,7 @@ def main():
         return 77
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    cand, examples = load_batch(args.tokens)
+    cpu_peak = CpuPeak()
     B = len(examples)
     print("## torch %s, transformers MeZO peer of bench_llm\n" % torch.__version__)
     print("model %s, device %s, %d torch threads, B = %d examples, %d tokens, %d rounds, eps %g, lr %g"
@@ -211,8 +335,7 @@ def main():
                 with torch.inference_mode():
                     return candidate_loss(torch, model, batch2, inputs2, cand)
 
-            if args.device.startswith("cuda"):
-                torch.cuda.reset_peak_memory_stats()
+            reset_peak_memory(torch, args.device, cpu_peak)
             inference()           # warm-up
             mezo.step(forward)
             t_inf, t_step, ratios = [], [], []
@@ -231,8 +354,9 @@ def main():
                 t_step.append(times[True])
                 ratios.append(times[True] / times[False])
             print("| %s | %s | %.3f | %.3f | %.2fx | %.0f |" % (dname, layout, statistics.median(t_inf),
-                  statistics.median(t_step), statistics.median(ratios), peak_memory_mib(torch, args.device)))
+                  statistics.median(t_step), statistics.median(ratios), peak_memory_mib(torch, args.device, cpu_peak)))
         del model, mezo
+    print("\n" + peak_memory_note(args.device, cpu_peak))
     print("\nCompare: bench_llm's 'MeZO step' and 'GRZO step' rows on the same token batch "
           "(grzo's MeZO uses Rademacher z by default; the official MeZO uses Gaussian z, as here).")
     return 0

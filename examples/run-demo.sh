@@ -2,22 +2,54 @@
 # The demo command: installs missing build dependencies (Debian 12, as root), builds,
 # fine-tunes a pretrained MLP with GRZO, MeZO and FZOO side by side (arguments go to the
 # demo), and draws the loss curves with gnuplot into build/demo/demo.png.
+# build/demo's files (demo.txt, demo.csv, demo.png) are replaced only once the demo has
+# succeeded: a refused argument or a failed --check leaves the last run's. A --csv FILE of
+# your own is read from the folder you run this in, and then nothing is plotted.
 set -u
-cd "$(dirname "$0")/.."
+caller=$PWD
+cd "$(dirname "$0")/.." || exit 1
 . .ci/deps.sh
 grzo_install_deps || exit 1
 grzo_build || exit 1
 
+# the demo's arguments, a relative --csv FILE made relative to the caller's folder (this
+# script runs from the repository root)
+args=() own_csv=0
+while [ $# -gt 0 ]; do
+    if [ "$1" = --csv ] && [ $# -ge 2 ]; then
+        own_csv=1
+        case $2 in /*|'') args+=(--csv "$2") ;; *) args+=(--csv "$caller/$2") ;; esac
+        shift 2
+    else
+        args+=("$1")
+        shift
+    fi
+done
+
 out=build/demo
 mkdir -p "$out" || exit 1
-rm -f "$out/demo.csv" "$out/demo.png"
-# --csv first: a --csv among the arguments replaces it (and then there is nothing to plot)
-build/examples/demo --csv "$out/demo.csv" "$@" | tee "$out/demo.txt"
+rm -f "$out/demo.txt.new" "$out/demo.csv.new"
+[ "$own_csv" = 1 ] || args=(--csv "$out/demo.csv.new" "${args[@]}")
+build/examples/demo "${args[@]}" | tee "$out/demo.txt.new"
 rc=${PIPESTATUS[0]}
-[ "$rc" -eq 0 ] && [ -f "$out/demo.csv" ] || exit "$rc"
+if [ "$rc" -ne 0 ]; then
+    rm -f "$out/demo.txt.new" "$out/demo.csv.new"
+    exit "$rc"
+fi
+if [ "$own_csv" = 1 ]; then   # the curves went to the caller's file: nothing to plot here
+    mv "$out/demo.txt.new" "$out/demo.txt"
+    exit 0
+fi
+if [ ! -f "$out/demo.csv.new" ]; then   # --help: no run, so nothing to replace
+    rm -f "$out/demo.txt.new"
+    exit 0
+fi
+mv "$out/demo.txt.new" "$out/demo.txt" && mv "$out/demo.csv.new" "$out/demo.csv" || exit 1
 
 c=$(sed -n 's/^  this fine-tuning.*: c = \([0-9.-]*\) .*/\1/p' "$out/demo.txt")
 seeds=$(sed -n 's/^run: \([0-9]*\) seeds.*/\1/p' "$out/demo.txt")
+# an earlier run's plot would not show these curves: it goes whether or not a new one is drawn
+rm -f "$out/demo.png"
 if ! command -v gnuplot >/dev/null; then
     echo "no gnuplot on PATH: the curves are in $out/demo.csv, no plot drawn"
     exit 0

@@ -29,8 +29,9 @@
 # SIGINT (grzo-finetune writes its checkpoint and stops) and a later call with the same OUTDIR
 # and options resumes it (--resume) and goes on, so the whole protocol can be spread over
 # several calls. Finished runs (results.json) are kept, with their checkpoints for the final
-# runs only; a run stopped before its first checkpoint starts over. A call with other options than the first's is refused (OUTDIR's
-# protocol.txt). The report is rewritten at the end of every call.
+# runs only; a run stopped before its first checkpoint starts over. A call with other options than those
+# of the first call whose runs grzo-finetune took is refused (OUTDIR's protocol.txt, written
+# once a run has finished or logged a step). The report is rewritten at the end of every call.
 # Exit status: 0 when everything planned is done, 3 when runs are left for a later call, 1 when
 # a run failed, 2 on usage.
 set -u -o pipefail
@@ -53,7 +54,9 @@ EOF
 }
 say() { local e=$(( $(date +%s) - START )); printf '[%02d:%02d] %s\n' $((e / 60)) $((e % 60)) "$*"; }
 die() { echo "finetune.sh: $*" >&2; exit 1; }
-is_count() { case $1 in ''|*[!0-9]*) return 1 ;; esac; }
+# digits without a leading zero (bash's arithmetic reads 0600 as octal and fails on 090) and
+# at most 18 of them (no 64-bit overflow)
+is_count() { case $1 in ''|*[!0-9]*|0?*) return 1 ;; esac; [ "${#1}" -le 18 ]; }
 is_list() { case $1 in ''|,*|*,|*,,*) return 1 ;; esac; }
 is_rate() { [[ $1 =~ ^[0-9]+(\.[0-9]+)?([eE]-?[0-9]+)?$ ]]; }
 task_folder() {   # grzo-finetune's task name -> the data folder
@@ -217,7 +220,7 @@ write_report() {
         echo
         echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$REPO" rev-parse --short HEAD 2> /dev/null || echo '?')"
         echo
-        echo "Protocol: \`$(head -1 "$OUT/protocol.txt" 2> /dev/null)\`"
+        echo "Protocol: \`$(head -1 "$OUT/protocol.txt" 2> /dev/null || echo "${protocol:-?} (not kept yet: no run has started)")\`"
         echo
         echo "## Zero-shot"
         echo
@@ -281,16 +284,25 @@ while [ $# -gt 0 ]; do
 done
 [ $# -eq 3 ] || usage
 MODEL=$1 DATA=$2 OUT=$3
-for n in BUDGET STEPS GRID_STEPS EVAL_EVERY DIAG_EVERY DIAG_PROBES BATCH N_TRAIN N_DEV N_TEST PARAMS THREADS; do
-    is_count "${!n}" || { echo "finetune.sh: --$(echo "$n" | tr 'A-Z_' 'a-z-'): expected a count, got '${!n}'" >&2; usage; }
+# each count and its least value (0 for the ones where 0 means none or all; grzo-finetune's
+# --diagnose-probes takes 2 or more)
+for n in BUDGET:1 STEPS:1 GRID_STEPS:1 EVAL_EVERY:0 DIAG_EVERY:0 DIAG_PROBES:2 BATCH:1 N_TRAIN:1 N_DEV:1 N_TEST:1 PARAMS:1 THREADS:0; do
+    least=${n#*:} n=${n%%:*}
+    opt=--$(echo "$n" | tr 'A-Z_' 'a-z-')
+    [ "$n" = DIAG_EVERY ] && opt=--diagnose-every
+    [ "$n" = DIAG_PROBES ] && opt=--diagnose-probes
+    is_count "${!n}" || { echo "finetune.sh: $opt: expected a count, got '${!n}'" >&2; usage; }
+    [ "${!n}" -ge "$least" ] || { echo "finetune.sh: $opt: at least $least, got ${!n}" >&2; usage; }
 done
+case $DEVICE in cuda|cpu) ;; *) echo "finetune.sh: --device: expected cuda or cpu, got '$DEVICE'" >&2; usage ;; esac
+case $DTYPE in bf16|f16|f32) ;; *) echo "finetune.sh: --dtype: expected bf16, f16 or f32, got '$DTYPE'" >&2; usage ;; esac
 check_lists || usage
-[ "$PARAMS" -gt 0 ] || { echo "finetune.sh: --params must be positive" >&2; usage; }
 if [ -z "$GRID_GRZO" ]; then   # the paper's grid and the same at this D's update norm
     GRID_GRZO=$(awk -v d="$PARAMS" 'BEGIN { k = sqrt(8e9 / d); printf "1e-7,3e-7,5e-7,%.2g,%.2g,%.2g", 1e-7 * k, 3e-7 * k, 5e-7 * k }')
 fi
 check_grids || usage
 [ -f "$MODEL" ] || die "no such model file: $MODEL"
+[ -z "$TOKENIZER" ] || [ -f "$TOKENIZER" ] || die "no such tokenizer file: $TOKENIZER"
 [ -x "$FT" ] || die "no grzo-finetune at $FT (build with bench/gpu/run.sh, or set GRZO_FINETUNE)"
 for t in ${TASKS//,/ }; do [ -d "$DATA/$(task_folder "$t")" ] || die "no $(task_folder "$t") folder in $DATA"; done
 MODEL=$(cd "$(dirname "$MODEL")" && pwd)/$(basename "$MODEL")
@@ -307,9 +319,14 @@ protocol+=" steps=$STEPS grid_steps=$GRID_STEPS seeds=$SEEDS eval_every=$EVAL_EV
 protocol+=" diagnose_probes=$DIAG_PROBES batch=$BATCH n=$N_TRAIN/$N_DEV/$N_TEST grids=grzo:$GRID_GRZO;mezo:$GRID_MEZO;fzoo:$GRID_FZOO"
 if [ -s "$OUT/protocol.txt" ]; then
     [ "$(head -1 "$OUT/protocol.txt")" = "$protocol" ] || die "$OUT holds another protocol: $(head -1 "$OUT/protocol.txt") (use a new OUTDIR)"
-else
-    printf '%s\n# settings: %s\n' "$protocol" "$settings" > "$OUT/protocol.txt"
 fi
+# The protocol is written once a run has shown that grzo-finetune takes these options (it
+# finished, or its budget stopped it after it logged): a call whose every run is refused
+# (an option grzo-finetune rejects) leaves the OUTDIR free for a corrected call.
+keep_protocol() {
+    [ -s "$OUT/protocol.txt" ] && return 0
+    printf '%s\n# settings: %s\n' "$protocol" "$settings" > "$OUT/protocol.txt.tmp" && mv "$OUT/protocol.txt.tmp" "$OUT/protocol.txt"
+}
 
 # ---- the runs ---------------------------------------------------------------------------------------
 model_args=(--model "$MODEL"); [ -z "$TOKENIZER" ] || model_args+=(--tokenizer "$TOKENIZER")
@@ -335,6 +352,7 @@ run() {
     st=$?
     # the zero-shot and grid runs' weights are not wanted (a SmolLM2 checkpoint is ~270 MB in bf16)
     [ -s "$d/results.json" ] && [ "${name#final-}" = "$name" ] && rm -f "$d/checkpoint.grzo"
+    if [ -s "$d/results.json" ] || [ -s "$d/log.jsonl" ]; then keep_protocol; fi
     if [ -s "$d/results.json" ]; then
         case $name in
             grid-*) say "    done: dev acc $(acc "$d/results.json" dev_acc), $(field "$d/results.json" seconds) s" ;;

@@ -27,7 +27,7 @@
 #              the paper's Table 5 pairs), the eight runs sharing SECONDS more (on
 #              $GRZO_VARIANTS_DEVICE, default cuda; cpu where the CUDA backend lacks the variants)
 #   5. report  OUTDIR/report.md and PNG plots (python3 + matplotlib, else gnuplot, else none)
-# --budget SECONDS (at least 60) is the whole run's time: every stage's cap below is scaled by
+# --budget SECONDS (60 to 86400) is the whole run's time: every stage's cap below is scaled by
 # SECONDS / (the sum of the caps of the stages run), so that the run fits a device lease
 # (bench/gpu/README.md: one call of a 15-minute lease).
 # --stages LIST (a comma list of tests, bench, attention, tune; default tests,bench,tune) runs
@@ -47,8 +47,11 @@ START=$(date +%s)
 # stage caps in seconds (sum 520; the opt-in attention stage adds its own)
 CAP_BUILD=150 CAP_TESTS=90 CAP_BENCH=170 CAP_ATTENTION=0 CAP_TUNE=90 CAP_REPORT=20
 # the variant pairs (opt-in): their own seconds, added to the tune stage
+# seconds as digits without a leading zero (bash's arithmetic reads 0600 as octal, 090 as an
+# error) and at most a day (no overflow)
+is_seconds() { case $1 in ''|*[!0-9]*|0?*) return 1 ;; esac; [ "${#1}" -le 5 ] && [ "$1" -le 86400 ]; }
 CAP_VARIANTS=${GRZO_GPU_VARIANTS:-0}
-case $CAP_VARIANTS in ''|*[!0-9]*) echo "GRZO_GPU_VARIANTS: expected seconds, got '$CAP_VARIANTS'" >&2; exit 2 ;; esac
+is_seconds "$CAP_VARIANTS" || { echo "GRZO_GPU_VARIANTS: expected seconds (0 to 86400, no leading zero), got '$CAP_VARIANTS'" >&2; exit 2; }
 CAP_TUNE=$((CAP_TUNE + CAP_VARIANTS))
 
 # the programs the stages run (ninja's paths): test_cuda, test_llm_cuda and the two CLIs for the
@@ -91,21 +94,39 @@ build_progress() { awk '/^\[[0-9]+\/[0-9]+\]/ { split(substr($1, 2, length($1) -
 record() { printf '%s|%s\n' "$2" "$3" > "$OUT/stage-$1.txt"; }
 stage_field() { local f="$OUT/stage-$1.txt"; [ -s "$f" ] || { [ "$2" = 1 ] && echo "not run"; return; }; cut -d'|' -f"$2" "$f"; }
 
+# What a failed meson setup leaves, so that the next setup starts afresh: the whole folder when
+# this script created it, else (GRZO_GPU_BUILD naming a folder of the user's, whatever else it
+# holds) meson's own subfolders only.
+undo_failed_setup() {
+    if [ "$1" = created ]; then rm -rf "${BUILD:?}"
+    else rm -rf "${BUILD:?}/meson-private" "${BUILD:?}/meson-logs" "${BUILD:?}/meson-info"; fi
+}
+
 # meson setup of $BUILD (nothing when it is configured already). Meson finds the CUDA toolkit
 # through CUDA_PATH or /usr/local/cuda; where neither leads to the nvcc on PATH (a toolkit
 # elsewhere), the setup is tried again with CUDA_PATH set to that nvcc's folder. The toolkit
 # that was found goes into build.log either way, for a failure read from afar.
 configure_gpu_build() {
-    local nvcc_root
+    local nvcc_root origin=created
     [ -f "$BUILD/build.ninja" ] && return 0
+    [ -e "$BUILD" ] && origin=existed   # before meson's first try: a folder it makes is ours to remove
     nvcc_root=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
     echo "nvcc: $(command -v nvcc) ($(nvcc --version | tail -1)); CUDA_PATH=${CUDA_PATH:-unset}; toolkit root $nvcc_root:" \
          "$(ls "$nvcc_root"/lib64/libcublas.so* "$nvcc_root"/lib/libcublas.so* 2> /dev/null | head -1)"
     meson setup "$BUILD" "$REPO" -Dcuda=enabled -Dgpu_archs=90 -Dbuildtype=release && return 0
     [ -z "${CUDA_PATH:-}" ] && [ -f "$nvcc_root/include/cuda_runtime.h" ] || return 1
-    [ -d "$BUILD/meson-private" ] && rm -rf "${BUILD:?}"   # only a folder meson itself left half-configured
+    undo_failed_setup "$origin"
     echo "run.sh: meson setup again with CUDA_PATH=$nvcc_root"
     CUDA_PATH=$nvcc_root meson setup "$BUILD" "$REPO" -Dcuda=enabled -Dgpu_archs=90 -Dbuildtype=release
+}
+
+# a tune-stage model's grzo-finetune arguments, into the array margs (as words, not a string split
+# again: the checkout's and the GGUF's paths may hold spaces)
+model_args() {
+    case $1 in
+        stories260K) margs=(--model "$REPO/tests/data/stories260K.bin" --tokenizer "$REPO/tests/data/tok512.bin") ;;
+        smollm2) margs=(--model "$GGUF") ;;
+    esac
 }
 
 # ---- report (also usable alone, from the files of an earlier run) --------------------------------
@@ -117,6 +138,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 out = sys.argv[1]
 made = []
+def save(fig, fname):   # under a temporary name, renamed once whole
+    tmp = os.path.join(out, fname + ".tmp")
+    fig.savefig(tmp, dpi=110, format="png")
+    os.replace(tmp, os.path.join(out, fname))
 path = os.path.join(out, "bench", "bench_gpu.csv")
 if os.path.exists(path):
     rows = [r for r in csv.DictReader(open(path)) if r["ok"] == "1"]
@@ -127,7 +152,7 @@ if os.path.exists(path):
             rs = [r for r in rows if r["shape"] == shape]
             ax.bar([r["workload"] for r in rs], [float(r[key]) for r in rs], color="tab:blue")
             ax.set_title(shape); ax.set_ylabel(ylabel); ax.tick_params(axis="x", rotation=30)
-        fig.tight_layout(); fig.savefig(os.path.join(out, fname), dpi=110); plt.close(fig); made.append(fname)
+        fig.tight_layout(); save(fig, fname); plt.close(fig); made.append(fname)
 tune = os.path.join(out, "tune")
 runs = sorted(d for d in os.listdir(tune)) if os.path.isdir(tune) else []
 logs = {}
@@ -143,23 +168,43 @@ if logs:
         a.plot([q["step"] for q in pts], [q["loss"] for q in pts], label=d, lw=0.8)
         b.plot([q.get("elapsed", 0) for q in pts], [q["loss"] for q in pts], label=d, lw=0.8)
     a.set_xlabel("step"); b.set_xlabel("seconds"); a.set_ylabel("training loss"); a.legend(fontsize=7)
-    fig.tight_layout(); fig.savefig(os.path.join(out, "tune_loss.png"), dpi=110); plt.close(fig); made.append("tune_loss.png")
+    fig.tight_layout(); save(fig, "tune_loss.png"); plt.close(fig); made.append("tune_loss.png")
 print(" ".join(made))
 PY
 }
 
-plot_gnuplot() {   # the fine-tuning losses only (the bench tables are in the report)
-    local f args=() d
+# a run folder's name as a gnuplot title: letters, digits, '.', '_' and '-' only (the name comes
+# from OUTDIR, which --report-only takes from anywhere, and must not end a gnuplot string)
+plot_title() { printf '%s' "$1" | tr -c 'A-Za-z0-9._-' '_'; }
+
+# The fine-tuning losses only (the bench tables are in the report). gnuplot runs in OUTDIR on a
+# script of fixed names (its data in a temporary folder, its PNG under a temporary name renamed
+# once drawn): no path or folder name is ever part of a gnuplot command line or string.
+plot_gnuplot() {
+    local f d k=0 plots=() data rc
+    data=$(mktemp -d "$OUT/.tune_loss.XXXXXX") || return 0
     for f in "$OUT"/tune/*/log.jsonl; do
         [ -s "$f" ] || continue
         d=$(basename "$(dirname "$f")")
-        sed -n 's/.*"step":\([0-9]*\),"loss":\([-0-9.e+]*\).*"elapsed":\([0-9.]*\).*/\1 \2 \3/p' "$f" > "$OUT/tune/$d.dat"
-        args+=("'$OUT/tune/$d.dat' using 1:2 with lines title '$d'")
+        k=$((k + 1))
+        sed -n 's/.*"step":\([0-9]*\),"loss":\([-0-9.e+]*\).*"elapsed":\([0-9.]*\).*/\1 \2 \3/p' "$f" > "$data/$k.dat"
+        plots+=("'$(basename "$data")/$k.dat' using 1:2 with lines title '$(plot_title "$d")'")
     done
-    [ ${#args[@]} -gt 0 ] || return 0
-    local IFS=,
-    gnuplot -e "set terminal png size 900,400; set output '$OUT/tune_loss.png'; set xlabel 'step'; set ylabel 'training loss'; plot ${args[*]}" \
-        2> "$OUT/gnuplot.log" && echo "tune_loss.png"
+    if [ "$k" -gt 0 ]; then
+        {
+            echo "set terminal png size 900,400"
+            echo "set termoption noenhanced"   # a title's '_' is a character, not a subscript
+            echo "set output 'tune_loss.png.tmp'"
+            echo "set xlabel 'step'"
+            echo "set ylabel 'training loss'"
+            (IFS=,; echo "plot ${plots[*]}")
+        } > "$data/tune_loss.gp"
+        (cd "$OUT" && gnuplot "$(basename "$data")/tune_loss.gp") 2> "$OUT/gnuplot.log" && mv "$OUT/tune_loss.png.tmp" "$OUT/tune_loss.png"
+        rc=$?
+        rm -f "$OUT/tune_loss.png.tmp"
+        [ "$rc" -eq 0 ] && echo "tune_loss.png"
+    fi
+    rm -rf "${data:?}"
 }
 
 tune_table() {
@@ -284,7 +329,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --stages) [ $# -ge 2 ] || usage; select_stages "$2"; shift 2 ;;
         --budget) [ $# -ge 2 ] || usage
-                  case $2 in ''|*[!0-9]*) echo "--budget: expected seconds, got '$2'" >&2; usage ;; esac
+                  is_seconds "$2" || { echo "--budget: expected seconds (60 to 86400, no leading zero), got '$2'" >&2; usage; }
                   [ "$2" -ge 60 ] || { echo "--budget: at least 60 seconds (got $2)" >&2; usage; }
                   BUDGET=$2; shift 2 ;;
         --*) echo "unknown option '$1'" >&2; usage ;;
@@ -414,15 +459,13 @@ if wanted tune; then
     if [ -s "$SST2/train.tsv" ] && [ "$(wc -l < "$SST2/train.tsv")" -gt 1000 ]; then sizes=(--n-train 1000 --n-dev 32 --n-test 64)
     else SST2=$REPO/tests/data/tasks/SST-2; sizes=(--n-dev 2 --n-test 2); fi
     say "    data: $SST2"
-    models=("stories260K|--model $REPO/tests/data/stories260K.bin --tokenizer $REPO/tests/data/tok512.bin")
-    [ -z "$GGUF" ] || models+=("smollm2|--model $GGUF")
+    models=(stories260K); [ -z "$GGUF" ] || models+=(smollm2)
     n_runs=$(( ${#models[@]} * 3 ))
     per_run=$(( ($(budget $((CAP_REPORT + CAP_VARIANTS))) - 5) / n_runs ))
     [ "$per_run" -ge 5 ] || per_run=5   # timeout 0 would mean no limit at all
     tune_ok=1
-    for entry in "${models[@]}"; do
-        name=${entry%%|*}
-        read -r -a margs <<< "${entry#*|}"
+    for name in "${models[@]}"; do
+        model_args "$name"
         for est in grzo mezo fzoo; do
             run=$name-$est
             # the CPU grid's choice (README, fine-tuning results): GRZO's normalized step diverges

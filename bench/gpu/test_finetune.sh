@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/gpu/finetune.sh on the CPU (stories260K, the SST-2 and RTE samples): its argument checks,
-# a whole tiny protocol (zero-shot, grid, choice, final runs over two seeds, the report), the
+# a call whose every run grzo-finetune refuses (which must not fix the OUTDIR's protocol), a
+# whole tiny protocol (zero-shot, grid, choice, final runs over two seeds, the report), the
 # refusal of a changed protocol in the same OUTDIR, and a run stopped by the budget that the
 # next call resumes instead of restarting, its B_eff diagnostics going on.
 # usage: test_finetune.sh GRZO_FINETUNE DATA_DIR WORK_DIR   (DATA_DIR: tests/data)
@@ -26,7 +27,41 @@ fs --grid-mezo 1e-4,../x "$data/stories260K.bin" "$data/tasks" "$work/x" > "$wor
 [ $? -eq 2 ] && grep -q "'../x' is not a learning rate" "$work/e.out" || fail "a learning rate that is a path: $(cat "$work/e.out")"
 fs "$data/no-such.bin" "$data/tasks" "$work/x" > "$work/e.out" 2>&1
 [ $? -eq 1 ] && grep -q "no such model file" "$work/e.out" || fail "missing model: $(cat "$work/e.out")"
+fs --tokenizer "$data/no-such-tok.bin" "$data/stories260K.bin" "$data/tasks" "$work/x" > "$work/e.out" 2>&1
+[ $? -eq 1 ] && grep -q "no such tokenizer file" "$work/e.out" || fail "missing tokenizer: $(cat "$work/e.out")"
+# values the runs would only meet later (or bash's arithmetic would misread: 0600 is octal to
+# it, 090 an error), each a usage error: "OPTION VALUE what the message says"
+while read -r opt val want; do
+    fs "$opt" "$val" "$data/stories260K.bin" "$data/tasks" "$work/x" > "$work/e.out" 2>&1
+    [ $? -eq 2 ] && grep -q -- "$want" "$work/e.out" || fail "$opt $val: $(cat "$work/e.out")"
+done << 'EOF2'
+--device gpu expected cuda or cpu
+--dtype f64 expected bf16, f16 or f32
+--steps 0 at least 1
+--grid-steps 0 at least 1
+--batch 0 at least 1
+--n-dev 0 at least 1
+--budget 0 at least 1
+--diagnose-probes 1 at least 2
+--steps 0600 expected a count
+--budget 090 expected a count
+--threads 01 expected a count
+--seeds 01 not a seed
+EOF2
 [ ! -e "$work/x" ] || fail "a refused call created its OUTDIR"
+
+# a call whose runs grzo-finetune all refuses (a stand-in that rejects its options) fails and
+# keeps no protocol, so that a corrected call with other options may use the OUTDIR
+printf '#!/bin/sh\necho "grzo-finetune: unknown option (stand-in)" >&2\nexit 2\n' > "$work/refusing-ft" && chmod +x "$work/refusing-ft" || exit 1
+o=$work/refused
+GRZO_FINETUNE=$work/refusing-ft fs "${tiny[@]}" --tasks sst2 --estimators grzo --grid-steps 4 --steps 6 --seeds 1 \
+    "$data/stories260K.bin" "$data/tasks" "$o" > "$work/refused.out" 2>&1
+[ $? -eq 1 ] || fail "a call whose runs all fail must exit 1: $(tail -3 "$work/refused.out")"
+[ ! -e "$o/protocol.txt" ] || fail "a call whose every run was refused kept its protocol: $(cat "$o/protocol.txt")"
+fs "${tiny[@]}" --tasks sst2 --estimators grzo --grid-steps 4 --steps 7 --seeds 1 --budget 1 \
+    "$data/stories260K.bin" "$data/tasks" "$o" > "$work/refused2.out" 2>&1
+[ $? -eq 3 ] && ! grep -q "another protocol" "$work/refused2.out" ||
+    fail "the corrected call (every run left to a later call by --budget 1) was refused: $(tail -3 "$work/refused2.out")"
 
 # a whole tiny protocol
 o=$work/full

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The CPU-side logic of bench/gpu/run.sh: usage errors, a missing model file, the report
 # written from an earlier run's files (--report-only) with its stage, test, benchmark and
-# fine-tuning sections, and (given grzo-finetune) a whole run of every stage against
-# stand-ins for the GPU programs, so that the folders, paths and flags the stages hand each
-# other are checked before a GPU machine's scarce minutes are. The GPU programs themselves run
-# only on a GPU machine.
+# fine-tuning sections (and a run folder whose name is gnuplot code, which must stay a name),
+# a failed meson setup in a build folder of the user's (whose files must survive the retry),
+# and (given grzo-finetune) a whole run of every stage against stand-ins for the GPU
+# programs, from a checkout and with a GGUF whose paths hold spaces, so that the folders,
+# paths and flags the stages hand each other are checked before a GPU machine's scarce
+# minutes are. The GPU programs themselves run only on a GPU machine.
 # usage: test_run.sh WORK_DIR [GRZO_FINETUNE [CUDA_BUILD_DIR]]
 # CUDA_BUILD_DIR: a build configured with CUDA, against which the programs run.sh builds
 # (its GPU_TARGETS) are checked by name
@@ -38,9 +40,14 @@ bash "$here/run.sh" --stages bench,,tune "$work/out" > "$work/stages.out" 2>&1
 bash "$here/run.sh" --stages > "$work/stages.out" 2>&1
 [ $? -eq 2 ] && grep -q "usage:" "$work/stages.out" || fail "--stages without a list: $(cat "$work/stages.out")"
 # --budget: seconds, at least 60, in either order with --stages
-for bad in 59 abc '' 1e3; do
+# (0600 and 090: bash's arithmetic would read octal, or fail; a number past 64 bits would wrap)
+for bad in 59 abc '' 1e3 0600 090 99999999999999999999; do
     bash "$here/run.sh" --budget "$bad" "$work/out" > "$work/budget.out" 2>&1
     [ $? -eq 2 ] && grep -q -- "--budget" "$work/budget.out" || fail "--budget '$bad': $(cat "$work/budget.out")"
+done
+for bad in 090 0600 x; do
+    GRZO_GPU_VARIANTS=$bad bash "$here/run.sh" "$work/out" > "$work/variants.out" 2>&1
+    [ $? -eq 2 ] && grep -q "GRZO_GPU_VARIANTS" "$work/variants.out" || fail "GRZO_GPU_VARIANTS=$bad: $(cat "$work/variants.out")"
 done
 bash "$here/run.sh" --budget 300 --stages tests "$work/out" /no/such/model.gguf > "$work/budget.out" 2>&1
 [ $? -eq 1 ] && grep -q "no such model file" "$work/budget.out" || fail "--budget 300 --stages tests: $(cat "$work/budget.out")"
@@ -94,20 +101,74 @@ else
 fi
 [ ! -e "$o/report.md.tmp" ] || fail "temporary report left behind"
 
+# A run folder whose name would end a gnuplot string and call system(): the name stays a
+# title. Through the gnuplot path (matplotlib hidden: its import fails), with the real
+# gnuplot where there is one: a stand-in could not tell code that gnuplot runs.
+if command -v gnuplot > /dev/null; then
+    o=$work/inject
+    evil="x'.system('touch PWNED').'"
+    mkdir -p "$o/tune/$evil" "$work/no-matplotlib/matplotlib" "$work/inject-cwd" || exit 1
+    echo 'raise ImportError("hidden by test_run.sh: the gnuplot path is under test")' > "$work/no-matplotlib/matplotlib/__init__.py"
+    for s in 0 1 2; do printf '{"step":%d,"loss":%d.5,"lr":1e-4,"elapsed":%d.0}\n' "$s" $((3 - s)) $((s + 1)); done > "$o/tune/$evil/log.jsonl"
+    (cd "$work/inject-cwd" && PYTHONPATH=$work/no-matplotlib bash "$here/run.sh" --report-only "$o") > "$work/inject.out" 2>&1 ||
+        fail "--report-only with an odd run name: $(cat "$work/inject.out")"
+    [ -z "$(find "$work" -name PWNED)" ] || fail "a run folder's name ran as gnuplot code: $(find "$work" -name PWNED)"
+    [ -s "$o/tune_loss.png" ] && grep -q '!\[tune_loss.png\]' "$o/report.md" ||
+        fail "gnuplot drew no tune_loss.png for an odd run name: $(cat "$o/gnuplot.log" 2> /dev/null)"
+    [ -z "$(find "$o" -name '*.tmp' -o -name '.tune_loss.*')" ] || fail "the plot left temporaries: $(find "$o" -name '*.tmp' -o -name '.tune_loss.*')"
+else
+    echo "note: no gnuplot here: a run name's way into gnuplot is not checked"
+fi
+
+# A failed meson setup in GRZO_GPU_BUILD: a folder of the user's keeps its files through the
+# retry with CUDA_PATH; a folder the script created is removed before it. Stand-ins: an nvcc
+# in a toolkit folder with cuda_runtime.h, an nvidia-smi, and a meson whose setup always fails
+# after making its meson-private (as a real one does) and logs what the build folder held.
+sb=$work/setup-bin tk=$work/toolkit
+mkdir -p "$sb" "$tk/bin" "$tk/include" || exit 1
+: > "$tk/include/cuda_runtime.h"
+printf '#!/bin/sh\necho "Cuda compilation tools, stand-in"\n' > "$tk/bin/nvcc"
+printf '#!/bin/sh\necho "Stand-in GPU, 81559 MiB, 0.0"\n' > "$sb/nvidia-smi"
+printf '#!/bin/sh\nexit 0\n' > "$sb/ninja"
+cat > "$sb/meson" << EOF2
+#!/bin/sh
+[ "\$1" = setup ] || exit 1
+echo "setup CUDA_PATH=\${CUDA_PATH:-unset}: \$(ls "\$2" 2> /dev/null | tr '\\n' ' ')" >> "$work/setup.log"
+mkdir -p "\$2/meson-private" "\$2/meson-logs"
+echo "meson stand-in: Dependency cuda not found" >&2
+exit 1
+EOF2
+chmod +x "$sb"/* "$tk/bin/nvcc" || exit 1
+mkdir -p "$work/user build" && echo "my notes" > "$work/user build/thesis.txt" || exit 1
+: > "$work/setup.log"
+env -u CUDA_PATH PATH="$sb:$tk/bin:$PATH" GRZO_GPU_BUILD="$work/user build" bash "$here/run.sh" --stages tests "$work/setup-out" > "$work/setup.out" 2>&1
+[ $? -eq 1 ] && grep -q "build failed" "$work/setup.out" || fail "a failed setup: want exit 1: $(tail -3 "$work/setup.out")"
+[ "$(cat "$work/user build/thesis.txt" 2> /dev/null)" = "my notes" ] || fail "a failed meson setup removed the user's build folder"
+[ "$(grep -c "^setup CUDA_PATH=$tk: thesis.txt $" "$work/setup.log")" -eq 1 ] ||
+    fail "the retry must run with CUDA_PATH, in the user's folder without meson's leftovers: $(cat "$work/setup.log")"
+: > "$work/setup.log"
+env -u CUDA_PATH PATH="$sb:$tk/bin:$PATH" GRZO_GPU_BUILD="$work/new build" bash "$here/run.sh" --stages tests "$work/setup-out" > "$work/setup.out" 2>&1
+[ $? -eq 1 ] || fail "a failed setup in a new folder: want exit 1: $(tail -3 "$work/setup.out")"
+[ "$(grep -c "^setup CUDA_PATH=$tk: $" "$work/setup.log")" -eq 1 ] ||
+    fail "the retry in a folder the script created must start from nothing: $(cat "$work/setup.log")"
+
 # ---- every stage, end to end, against stand-ins ---------------------------------------------------
 # On PATH: nvcc and nvidia-smi that say a GPU is here, a meson whose 'test' reports one
 # passing cuda test, and a ninja that builds nothing but, given CUDA_BUILD_DIR, refuses a
 # target that build does not have. In the build folder: a ninja file, a test_cuda, a
 # bench_gpu that refuses an option bench_gpu.c does not parse and, as the real one does,
 # creates only the last folder of --out; and a grzo-finetune that runs the real CPU one with
-# --device cpu --dtype f32 and 3 steps, so that the tune stage's flags meet the real parser.
+# --device cpu --dtype f32 and 3 steps, so that the tune stage's flags meet the real parser
+# (a GGUF, which it checks is there, becomes stories260K). The checkout (a copy of run.sh
+# beside the real tests/), the build folder and the GGUF all have a space in their paths.
 if [ -z "$real_ft" ]; then
     echo "ok: run.sh CPU-side logic (the stand-in run of every stage needs grzo-finetune: not built here)"
     exit 0
 fi
 [ -x "$real_ft" ] || fail "no grzo-finetune at $real_ft"
-sb=$work/standin-bin B=$work/standin-build
-mkdir -p "$sb" "$B/tests" "$B/bench" "$B/examples/finetune" || exit 1
+sb=$work/standin-bin B="$work/standin build" repo="$work/a checkout" gguf="$work/models dir/smol.gguf"
+mkdir -p "$sb" "$B/tests" "$B/bench" "$B/examples/finetune" "$repo/bench/gpu" "$(dirname "$gguf")" || exit 1
+cp "$here/run.sh" "$repo/bench/gpu/run.sh" && ln -s "$(cd "$here/../../tests" && pwd)" "$repo/tests" && echo "GGUF" > "$gguf" || exit 1
 printf '#!/bin/sh\nexit 0\n' > "$sb/nvcc"
 if [ -n "$real_build" ]; then
     ninja -C "$real_build" -t query tests/test_cuda > /dev/null 2>&1 || fail "$real_build: no tests/test_cuda (not a CUDA build)"
@@ -155,12 +216,15 @@ echo "  S floor 8.0 ms"
 EOF2
 cat > "$B/examples/finetune/grzo-finetune" << EOF2
 #!/usr/bin/env bash
-real="$real_ft"
+real="$real_ft" data="$(cd "$here/../../tests/data" && pwd)"
 EOF2
 cat >> "$B/examples/finetune/grzo-finetune" << 'EOF2'
 args=()
 while [ $# -gt 0 ]; do
     case $1 in
+        --model) [ -f "$2" ] || { echo "grzo-finetune stand-in: no such model file '$2'" >&2; exit 1; }
+                 case $2 in *.gguf) args+=(--model "$data/stories260K.bin" --tokenizer "$data/tok512.bin") ;; *) args+=("$1" "$2") ;; esac
+                 shift 2 ;;
         --device) args+=(--device cpu); shift 2 ;;
         --dtype) args+=(--dtype f32); shift 2 ;;
         --steps) args+=(--steps 3); shift 2 ;;
@@ -172,7 +236,7 @@ EOF2
 chmod +x "$sb"/* "$B/tests/test_cuda" "$B/bench/bench_gpu" "$B/examples/finetune/grzo-finetune" || exit 1
 o=$work/standin-out
 PATH=$sb:$PATH GRZO_GPU_BUILD=$B GRZO_SST2_DIR="$here/../../tests/data/tasks/SST-2" OMP_NUM_THREADS=1 \
-    bash "$here/run.sh" --budget 300 --stages tests,bench,attention,tune "$o" > "$work/standin.out" 2>&1
+    bash "$repo/bench/gpu/run.sh" --budget 300 --stages tests,bench,attention,tune "$o" "$gguf" > "$work/standin.out" 2>&1
 st=$?
 r=$o/report.md
 [ $st -eq 0 ] || fail "stand-in run: exit $st: $(tail -15 "$work/standin.out")"
@@ -184,9 +248,9 @@ for s in build tests bench attention tune; do
     grep -q "^| $s | passed | [0-9]* |$" "$r" || fail "stand-in run: stage $s did not pass: $(grep "^| $s " "$r")"
 done
 grep -q '^| S | 8.00 | 7.50 | 8.00 | 7.50 | 1.000 |$' "$r" || fail "stand-in run: attention table: $(grep '^| S ' "$r")"
-for est in grzo mezo fzoo; do
-    [ "$(cat "$o/tune/stories260K-$est.status")" = done ] || fail "stand-in run: $est: $(cat "$o/tune/stories260K-$est.status")"
-    [ "$(grep -c '"loss"' "$o/tune/stories260K-$est/log.jsonl")" -eq 3 ] || fail "stand-in run: $est did not log 3 steps"
+for run in stories260K-grzo stories260K-mezo stories260K-fzoo smollm2-grzo smollm2-mezo smollm2-fzoo; do
+    [ "$(cat "$o/tune/$run.status")" = "done" ] || fail "stand-in run: $run: $(cat "$o/tune/$run.status")"
+    [ "$(grep -c '"loss"' "$o/tune/$run/log.jsonl")" -eq 3 ] || fail "stand-in run: $run did not log 3 steps"
 done
 grep -q '"diagnose"' "$o/tune/stories260K-grzo/log.jsonl" || fail "stand-in run: GRZO's run logged no B_eff"
 echo "ok: run.sh CPU-side logic, and every stage against stand-ins${real_build:+ (the targets to build checked against $real_build)}"

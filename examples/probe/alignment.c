@@ -158,7 +158,7 @@ static int write_csv(const probe_opts *o, const align_row *rows, int n, int prob
                 w->z, w->first.c_w_exact, w->first.c_w, w->first.var_ratio, w->first.cos_ratio, w->first.cos_lo,
                 w->first.cos_hi, repeats, w->coverage, w->mean_abs_z);
     }
-    return fclose(f) == 0 ? 0 : -1;
+    return out_close(f, path);
 }
 
 static double pooled_coverage(const align_row *rows, int n) {
@@ -216,7 +216,7 @@ int probe_alignment(const probe_opts *o) {
     align_row rows[N_TASKS * N_B];
     int t, b, n = 0, rc = PROBE_EXIT_OK;
     double t0 = now_seconds();
-    char csv[1200];
+    char csv[OUT_PATH_MAX];
     memset(&j, 0, sizeof j);
     j.o = o;
     j.probes = o->quick ? ALIGN_PROBES_QUICK : ALIGN_PROBES;

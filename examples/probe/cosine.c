@@ -146,7 +146,7 @@ static int write_csv(const probe_opts *o, const cosine_row *rows, double c, char
                 w->mezo, w->mezo_se, w->ratio, w->ratio_se, c, w->b_eff, sqrt(w->b_eff), w->theory, PAPER_RATIO[b],
                 PAPER_GRZO[b], PAPER_MEZO[b]);
     }
-    return fclose(f) == 0 ? 0 : -1;
+    return out_close(f, path);
 }
 
 /* printf format: the pool's c goes into the title */
@@ -227,9 +227,9 @@ int probe_cosine(const probe_opts *o) {
     cosine_job j;
     cosine_row rows[N_B];
     grad_geometry geo;
-    int trials = o->quick ? COS_TRIALS_QUICK : COS_TRIALS, n_units, b, rc = PROBE_EXIT_OK;
+    int trials = o->quick ? COS_TRIALS_QUICK : COS_TRIALS, n_units, b, rc = PROBE_EXIT_OK, plotted;
     double t0 = now_seconds();
-    char csv[1200], plot[4096];
+    char csv[OUT_PATH_MAX], plot[4096];
     memset(&j, 0, sizeof j);
     j.o = o;
     j.D = mlp_layout_of(COS_SHAPE).n;
@@ -258,8 +258,9 @@ int probe_cosine(const probe_opts *o) {
     if (rc == PROBE_EXIT_OK) {
         printf("\nCSV: %s\n", csv);
         snprintf(plot, sizeof plot, PLOT_FMT, geo.mean_cos);
-        if (run_gnuplot(o, "probe_cosine", plot) == 0) printf("PNG: %s/probe_cosine.png\n", o->out_dir);
+        plotted = run_gnuplot(o, "probe_cosine", plot);
         if (o->check) rc = check_claims(rows);
+        if (plotted < 0) rc = PROBE_EXIT_ERROR;   /* outranks a failed claim, as in main */
         printf("(cosine: %.1f s, %d threads)\n\n", now_seconds() - t0, o->threads);
     }
     dataset_free(&j.data);

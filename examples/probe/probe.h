@@ -199,14 +199,24 @@ int md_row(md_table *t, const char *first, ...);      /* exactly `cols` strings 
 void md_print(const md_table *t, FILE *f);
 void md_free(md_table *t);
 
-/* Creates out_dir when missing and checks that it is writable. 0 or -1 (message printed). */
+/* room for out_dir (1023 characters), a slash and a file name */
+#define OUT_PATH_MAX 1200
+
+/* Creates out_dir when missing and checks that it is a writable folder. 0 or -1 (message printed). */
 int out_prepare(const probe_opts *o);
 /* out_dir/name into buf; creates out_dir when missing. 0 or -1 (message printed). */
 int out_path(const probe_opts *o, const char *name, char *buf, size_t cap);
-FILE *out_open(const probe_opts *o, const char *name, char *path, size_t cap);   /* prints errors */
+/* Opens out_dir/name.tmp for writing and puts out_dir/name into path; NULL on failure
+   (message printed). Every file so opened is finished with out_close. */
+FILE *out_open(const probe_opts *o, const char *name, char *path, size_t cap);
+/* Closes f and renames its temporary over path: 0, or -1 when a write, the close or the
+   rename failed (one line printed, the temporary removed, an earlier file at path kept). */
+int out_close(FILE *f, const char *path);
 
-/* Writes script to out_dir/<name>.gp and runs gnuplot on it. 0 ok, 1 skipped (no gnuplot
-   or --no-plot), -1 failed. */
+/* Writes script to out_dir/<name>.gp and runs gnuplot on it; the script must set its output
+   to '<name>.png', which appears only when gnuplot succeeded ("PNG: path" printed). 0 ok,
+   1 skipped (no gnuplot or --no-plot), -1 failed (message printed: the run's exit is an
+   error). */
 int run_gnuplot(const probe_opts *o, const char *name, const char *script);
 
 double now_seconds(void);

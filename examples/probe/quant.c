@@ -128,7 +128,7 @@ static int write_csv(const probe_opts *o, const quant_row *rows, char *path, siz
                 w->spread[1], w->spread[1] / w->spread[0], w->norm[0], w->norm_se[0], w->norm[1], w->norm_se[1],
                 w->norm[1] / w->norm[0], PAPER_CHANGE[e]);
     }
-    return fclose(f) == 0 ? 0 : -1;
+    return out_close(f, path);
 }
 
 static int check_claims(const quant_row *rows) {
@@ -163,7 +163,7 @@ int probe_quant(const probe_opts *o) {
     quant_row rows[N_EST];
     int trials = o->quick ? Q_TRIALS_QUICK : Q_TRIALS, n_units, e, rc = PROBE_EXIT_OK;
     double t0 = now_seconds();
-    char csv[1200];
+    char csv[OUT_PATH_MAX];
     memset(&j, 0, sizeof j);
     j.o = o;
     j.D = mlp_layout_of(Q_SHAPE).n;

@@ -286,7 +286,7 @@ static int write_curves(const probe_opts *o, const char *name, const run_grid *g
         for (c = 0; c < g->n_curves; c++) fprintf(f, ",%.6g,%.4g", point_mean(g, c, p), point_sd(g, c, p));
         fprintf(f, "\n");
     }
-    return fclose(f) == 0 ? 0 : -1;
+    return out_close(f, path);
 }
 
 static void fmt_loss(char *buf, size_t cap, const run_grid *g, int curve, int p) {
@@ -364,10 +364,11 @@ int probe_batch(const probe_opts *o) {
     run_grid g;
     dataset d;
     int steps = o->quick ? T_STEPS_QUICK : T_STEPS, seeds = o->quick ? T_SEEDS_QUICK : T_SEEDS, c;
-    int rc = PROBE_EXIT_OK;
+    int rc = PROBE_EXIT_OK, plotted;
     double t0 = now_seconds();
-    char csv[1200], plot[2048];
+    char csv[OUT_PATH_MAX], plot[2048];
     memset(&d, 0, sizeof d);
+    memset(&g, 0, sizeof g);   /* grid_free runs on every path, also when dataset_make fails first */
     if (dataset_make(T_SHAPE, &DIVERSE_DATA, seed_mix(o->seed, 50), &d) != 0 || grid_alloc(&g, N_BATCH, seeds, steps) != 0) {
         fprintf(stderr, "grzo-probe: out of memory\n");
         rc = PROBE_EXIT_ERROR;
@@ -392,8 +393,9 @@ int probe_batch(const probe_opts *o) {
     if (rc == PROBE_EXIT_OK) {
         printf("\nCSV: %s\n", csv);
         snprintf(plot, sizeof plot, BATCH_PLOT_FMT, (double)BATCH_LR, seeds);
-        if (run_gnuplot(o, "probe_batch", plot) == 0) printf("PNG: %s/probe_batch.png\n", o->out_dir);
+        plotted = run_gnuplot(o, "probe_batch", plot);
         if (o->check) rc = batch_check(&g);
+        if (plotted < 0) rc = PROBE_EXIT_ERROR;   /* outranks a failed claim, as in main */
         printf("(batch: %.1f s, %d threads)\n\n", now_seconds() - t0, o->threads);
     }
     grid_free(&g);
@@ -479,7 +481,7 @@ int probe_ablation(const probe_opts *o) {
     float lrs[N_TASKS][N_ABL];
     double c[N_TASKS];
     int steps = o->quick ? T_STEPS_QUICK : T_STEPS, seeds = o->quick ? T_SEEDS_QUICK : T_SEEDS, task, v;
-    int rc = PROBE_EXIT_OK;
+    int rc = PROBE_EXIT_OK, plotted;
     double t0 = now_seconds();
     memset(d, 0, sizeof d);
     memset(&g, 0, sizeof g);
@@ -515,8 +517,9 @@ int probe_ablation(const probe_opts *o) {
     if (rc == PROBE_EXIT_OK) {
         printf("\nCSV: %s\n", csv);
         snprintf(plot, sizeof plot, ABLATION_PLOT_FMT, seeds, c[0], (double)ABL_LR_GRZO[0], c[1], (double)ABL_LR_GRZO[1]);
-        if (run_gnuplot(o, "probe_ablation", plot) == 0) printf("PNG: %s/probe_ablation.png\n", o->out_dir);
+        plotted = run_gnuplot(o, "probe_ablation", plot);
         if (o->check) rc = ablation_check(&g);
+        if (plotted < 0) rc = PROBE_EXIT_ERROR;   /* outranks a failed claim, as in main */
         printf("(ablation: %.1f s, %d threads)\n\n", now_seconds() - t0, o->threads);
     }
     grid_free(&g);

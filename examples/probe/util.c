@@ -176,8 +176,19 @@ static int make_dirs(const char *path) {
     return 0;
 }
 
+/* stat, not access(): a regular file named by --out passes access(W_OK) and would fail only
+   when the first CSV is written, after the whole subcommand ran */
 int out_prepare(const probe_opts *o) {
-    if (make_dirs(o->out_dir) != 0 || access(o->out_dir, W_OK) != 0) {
+    struct stat st;
+    if (make_dirs(o->out_dir) != 0 || stat(o->out_dir, &st) != 0) {
+        fprintf(stderr, "grzo-probe: cannot write to output folder '%s': %s\n", o->out_dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "grzo-probe: --out '%s' is not a folder\n", o->out_dir);
+        return -1;
+    }
+    if (access(o->out_dir, W_OK) != 0) {
         fprintf(stderr, "grzo-probe: cannot write to output folder '%s': %s\n", o->out_dir, strerror(errno));
         return -1;
     }
@@ -198,29 +209,89 @@ int out_path(const probe_opts *o, const char *name, char *buf, size_t cap) {
     return 0;
 }
 
+/* path.tmp: where out_open writes until out_close renames it over path */
+static int tmp_path_of(const char *path, char *tmp, size_t cap) {
+    int n = snprintf(tmp, cap, "%s.tmp", path);
+    return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+/* A file is written under a temporary name and renamed by out_close once every byte is
+   out, so that a failed write (a full disk, a file size limit) leaves the previous file,
+   not a truncated one. */
 FILE *out_open(const probe_opts *o, const char *name, char *path, size_t cap) {
+    char tmp[OUT_PATH_MAX + 8];
     FILE *f;
     if (out_path(o, name, path, cap) != 0) return NULL;
-    f = fopen(path, "w");
-    if (!f) fprintf(stderr, "grzo-probe: cannot write '%s': %s\n", path, strerror(errno));
+    if (tmp_path_of(path, tmp, sizeof tmp) != 0) {
+        fprintf(stderr, "grzo-probe: output path too long\n");
+        return NULL;
+    }
+    f = fopen(tmp, "w");
+    if (!f) fprintf(stderr, "grzo-probe: cannot write '%s': %s\n", tmp, strerror(errno));
     return f;
+}
+
+int out_close(FILE *f, const char *path) {
+    char tmp[OUT_PATH_MAX + 8];
+    int write_failed = ferror(f), e = errno;
+    if (fclose(f) != 0 && !write_failed) { write_failed = 1; e = errno; }
+    if (tmp_path_of(path, tmp, sizeof tmp) != 0) return -1;   /* out_open refused it already */
+    if (!write_failed && rename(tmp, path) == 0) return 0;
+    if (!write_failed) e = errno;
+    fprintf(stderr, "grzo-probe: cannot write '%s': %s\n", path, strerror(e ? e : EIO));
+    remove(tmp);
+    return -1;
+}
+
+/* The script names its PNG "<name>.png"; the copy gnuplot runs, <name>.run.gp (its path into
+   run_path), names "<name>.png.tmp" instead, which is renamed only when gnuplot succeeded: a
+   failed plot leaves no partial PNG, and the .gp file kept beside the CSV still draws
+   <name>.png when run by hand. */
+static int write_run_script(const probe_opts *o, const char *name, const char *script, char *run_path, size_t cap) {
+    char line[300], run_name[300];
+    const char *at;
+    FILE *f;
+    snprintf(line, sizeof line, "set output '%s.png'\n", name);
+    snprintf(run_name, sizeof run_name, "%s.run.gp", name);
+    at = strstr(script, line);
+    if (!at) {
+        fprintf(stderr, "grzo-probe: the %s plot script does not set its output to %s.png\n", name, name);
+        return -1;
+    }
+    f = out_open(o, run_name, run_path, cap);
+    if (!f) return -1;
+    fprintf(f, "%.*sset output '%s.png.tmp'\n%s", (int)(at - script), script, name, at + strlen(line));
+    return out_close(f, run_path);
 }
 
 /* gnuplot runs in the output folder on the script's fixed name, without a shell, so the
    folder's name never passes through a command line (gnuplot_run.h). */
 int run_gnuplot(const probe_opts *o, const char *name, const char *script) {
-    char gp_name[256], gp_path[1200], err[1400];
+    char file[300], gp_path[OUT_PATH_MAX], run_path[OUT_PATH_MAX], png[OUT_PATH_MAX], png_tmp[OUT_PATH_MAX + 8],
+        err[1400];
     FILE *f;
     int rc;
     if (!o->plot) return 1;
-    snprintf(gp_name, sizeof gp_name, "%s.gp", name);
-    f = out_open(o, gp_name, gp_path, sizeof gp_path);
+    snprintf(file, sizeof file, "%s.gp", name);
+    f = out_open(o, file, gp_path, sizeof gp_path);
     if (!f) return -1;
     fprintf(f, "%s", script);
-    if (fclose(f) != 0) return -1;
-    rc = gnuplot_run(o->out_dir, gp_name, err, sizeof err);
+    if (out_close(f, gp_path) != 0) return -1;
+    snprintf(file, sizeof file, "%s.png", name);
+    if (out_path(o, file, png, sizeof png) != 0 || tmp_path_of(png, png_tmp, sizeof png_tmp) != 0 ||
+        write_run_script(o, name, script, run_path, sizeof run_path) != 0)
+        return -1;
+    snprintf(file, sizeof file, "%s.run.gp", name);
+    rc = gnuplot_run(o->out_dir, file, err, sizeof err);
+    remove(run_path);
+    if (rc == 0 && rename(png_tmp, png) != 0) {
+        snprintf(err, sizeof err, "cannot write '%s': %s", png, strerror(errno));
+        rc = -1;
+    }
+    if (rc != 0) remove(png_tmp);
     if (rc == 1) printf("(gnuplot not found: %s.png not drawn)\n", name);
     else if (rc != 0) fprintf(stderr, "grzo-probe: %s\n", err);
+    else printf("PNG: %s\n", png);
     return rc;
 }
 

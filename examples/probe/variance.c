@@ -162,7 +162,7 @@ static int write_csv(const probe_opts *o, const variance_row *rows, int n, char 
                 NOISE_NAMES[w->noise], w->B, w->c, w->c_w, w->b_eff, w->theory, w->v_mezo, w->se_mezo, w->v_can,
                 w->se_can, w->ratio, w->ratio_se, w->ratio / w->theory, w->v_mezo_exact, w->v_can_exact);
     }
-    return fclose(f) == 0 ? 0 : -1;
+    return out_close(f, path);
 }
 
 static void print_table(const variance_row *rows, int n) {
@@ -282,9 +282,9 @@ static void release(variance_job *j) {
 int probe_variance(const probe_opts *o) {
     variance_job j;
     variance_row rows[N_REGIMES * N_NOISE * N_B];
-    int draws = o->quick ? VAR_DRAWS_QUICK : VAR_DRAWS, n_units, r, nz, b, n = 0, rc = PROBE_EXIT_OK;
+    int draws = o->quick ? VAR_DRAWS_QUICK : VAR_DRAWS, n_units, r, nz, b, n = 0, rc = PROBE_EXIT_OK, plotted;
     double t0 = now_seconds();
-    char csv[1200];
+    char csv[OUT_PATH_MAX];
     memset(&j, 0, sizeof j);
     j.o = o;
     j.chunks = draws / VAR_CHUNK;
@@ -306,8 +306,9 @@ int probe_variance(const probe_opts *o) {
     print_absolute_agreement(rows, n);
     if (write_csv(o, rows, n, csv, sizeof csv) != 0) { release(&j); return PROBE_EXIT_ERROR; }
     printf("\nCSV: %s\n", csv);
-    if (run_gnuplot(o, "probe_variance", PLOT) == 0) printf("PNG: %s/probe_variance.png\n", o->out_dir);
+    plotted = run_gnuplot(o, "probe_variance", PLOT);
     if (o->check) rc = check_claims(rows, n);
+    if (plotted < 0) rc = PROBE_EXIT_ERROR;   /* outranks a failed claim, as in main */
     printf("(variance: %.1f s, %d threads)\n\n", now_seconds() - t0, o->threads);
     release(&j);
     return rc;

@@ -203,7 +203,7 @@ static const char *PLOT =
     "unset multiplot\n";
 
 static int write_outputs(const probe_opts *o, const vcos_job *cj, const vt_job *tj) {
-    char path[1200];
+    char path[OUT_PATH_MAX];
     FILE *f = out_open(o, "probe_variants_cosine.csv", path, sizeof path);
     int v, c, p;
     if (!f) return -1;
@@ -213,7 +213,7 @@ static int write_outputs(const probe_opts *o, const vcos_job *cj, const vt_job *
         fprintf(f, "%s,%.6g,%.3g,%.6g,%.3g,%.4f,%.6g,%.6g,%.1f\n", VAR_KEY[v], stat_mean(&m), stat_se(&m), stat_mean(&g), stat_se(&g),
                 stat_mean(&g) / stat_mean(&m), vt_mean(tj, v, 0, tj->n_points - 1), vt_mean(tj, v, 1, tj->n_points - 1), PAPER_GAIN[v]);
     }
-    if (fclose(f) != 0) return -1;
+    if (out_close(f, path) != 0) return -1;
     printf("CSV: %s\n", path);
     f = out_open(o, "probe_variants_curves.csv", path, sizeof path);
     if (!f) return -1;
@@ -226,10 +226,9 @@ static int write_outputs(const probe_opts *o, const vcos_job *cj, const vt_job *
             for (c = 0; c < N_CORE; c++) fprintf(f, ",%.6g", vt_mean(tj, v, c, p));
         fprintf(f, "\n");
     }
-    if (fclose(f) != 0) return -1;
+    if (out_close(f, path) != 0) return -1;
     printf("CSV: %s\n", path);
-    if (run_gnuplot(o, "probe_variants", PLOT) == 0) printf("PNG: %s/probe_variants.png\n", o->out_dir);
-    return 0;
+    return run_gnuplot(o, "probe_variants", PLOT) < 0 ? -1 : 0;
 }
 
 static void print_table(const vcos_job *cj, const vt_job *tj) {
