@@ -2932,8 +2932,6 @@ static grzo_status grzo__prepare_op(grzo_ctx *ctx, const char *who, grzo_block b
         return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "%s: segments from %lld (%lld of them; 0 = to the last) are not within the pass's %lld",
                           who, (long long)first, (long long)rows->n_segments, (long long)all);
     segs = rows->n_segments ? rows->n_segments : all - first;
-    /* in-place MeZO: the parameters themselves are perturbed; the rows matter only per segment */
-    if (grzo__inplace(ctx) && !op->per_segment) return GRZO_OK;
     if (segs == 0) {   /* a rank without examples this step (section 4b) */
         if (rows->n_rows != 0) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "%s: %lld rows, but this rank has no segments this step", who, (long long)rows->n_rows);
         op->per_segment = 0;
@@ -2955,6 +2953,8 @@ static grzo_status grzo__prepare_op(grzo_ctx *ctx, const char *who, grzo_block b
         op->pt.offsets = ctx->even_offsets;
     }
     op->pt.n_segments = segs;
+    /* in-place MeZO: the parameters themselves are perturbed; the rows (checked above, as for
+       every estimator) matter only per segment */
     if (grzo__inplace(ctx)) return GRZO_OK;
     op->pt.base = grzo__base_noise(ctx, b.id - 1, ctx->pass);
     op->pt.sigma = ctx->desc.sigma;
@@ -3095,6 +3095,15 @@ GRZO__DEF grzo_status grzo_embedding(grzo_ctx *ctx, grzo_block e, const int32_t 
     be = ctx->desc.backend;
     if (op.per_segment) {
         int64_t c, first, count;
+        /* one backend call a segment: a bad id in a later segment would be refused after the
+           earlier calls marked their rows touched. Host ids are checked here first, so that a
+           refused op marks nothing (a device backend checks on the device and reports at
+           grzo_pass_end, which abandons the step) */
+        if (!ctx->caps.device_memory && a.touched)
+            for (c = 0; c < rows->n_rows; c++)
+                if (ids[c] < 0 || ids[c] >= op.blk->p.rows)
+                    return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_embedding: token id %lld at row %lld out of range [0, %lld)",
+                                      (long long)ids[c], (long long)c, (long long)op.blk->p.rows);
         for (c = 0; c < op.pt.n_segments; c++) {
             a.perturb = grzo__segment(&op, c, &first, &count);
             if (count == 0) continue;

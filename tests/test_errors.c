@@ -19,7 +19,8 @@
      - overflowing_settings: sigma too large for in-place MeZO, lr * weight_decay not finite;
      - clear_fails: the update applied, the row maps' clearing fails: the step counts, the
        next step clears them first;
-     - refused_ops_touch_nothing: a refused embedding or tied-head linear marks no row. */
+     - refused_ops_touch_nothing: a refused embedding (batched or one call a segment) or
+       tied-head linear marks no row. */
 #include <float.h>
 
 #define GRZO_IMPLEMENTATION
@@ -906,7 +907,7 @@ static grzo_status failing_linear(void *self, const grzo_linear_args *a)
 static void test_refused_ops_touch_nothing(void)
 {
     int mode;
-    for (mode = 0; mode < 2; mode++) {
+    for (mode = 0; mode < 3; mode++) {   /* 0: embedding, 1: tied head, 2: embedding one call a segment */
         grzo_backend_i iface;
         grzo_backend be;
         grzo_desc d;
@@ -921,6 +922,7 @@ static void test_refused_ops_touch_nothing(void)
         iface.linear = failing_linear;
         d = tu_desc(&be, GRZO_ESTIMATOR_GRZO, 53, 0.1f, 0.1f);
         d.weight_decay = 0.5f;
+        if (mode == 2) d.per_example_ops = 1;   /* row 1's segment runs before the bad id's */
         ctx = tu_ctx(&d);
         tu_fill_unif(E, 30, 652, -1, 1);
         e = tu_block(ctx, GRZO_BLOCK_EMBEDDING, 10, 3, E, "emb", 0);
@@ -929,7 +931,7 @@ static void test_refused_ops_touch_nothing(void)
         REQUIRE_OK(grzo_pass_begin(ctx, &pi));
         rows.n_rows = 4;
         CHECK_ST(grzo_perturbed_params(ctx, e, 0, E + 5), GRZO_ERR_INVALID_ARG);   /* over the block's own values */
-        if (mode == 0) {
+        if (mode != 1) {
             CHECK_ST(grzo_embedding(ctx, e, ids, y, &rows), GRZO_ERR_INVALID_ARG);
         } else {
             CHECK_ST(grzo_linear(ctx, e, x, y, &rows), GRZO_ERR_BACKEND);   /* the tied head's product, refused */
