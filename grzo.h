@@ -317,7 +317,11 @@
      folds what the ranks' passes must share (step, pass, B, copies, estimator, and whether
      the pass is a step's or the alignment diagnostic's) into 24 bits: ranks that differ (a caller's error, a checkpoint that failed to load
      on one node) all get GRZO_ERR_COMM naming a rank that differs, instead of reading each
-     other's losses at the wrong places.
+     other's losses at the wrong places. A failure before a pass's gather (grzo_step_begin or
+     grzo_align_begin out of memory, or a backend that cannot read a sparse threshold or clear
+     the row maps) is this rank's alone: the others would wait in that gather, so a sharded
+     program ends the job on a failure it does not recover from (MPI_Abort, as grzo-finetune
+     does).
      Divergence guard. Every desc.replica_check_every steps (default 100; -1 never) grzo_step_end
      all-reduces an FNV-1a-64 checksum of every parameter (the checkpoint payload's) and fails
      with GRZO_ERR_COMM, naming the step, when any two ranks differ; grzo_check_replicas runs
