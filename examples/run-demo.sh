@@ -45,6 +45,7 @@ if [ ! -f "$out/demo.csv.new" ]; then   # --help: no run, so nothing to replace
     exit 0
 fi
 mv "$out/demo.txt.new" "$out/demo.txt" && mv "$out/demo.csv.new" "$out/demo.csv" || exit 1
+echo "curves renamed to $out/demo.csv (written under a temporary name until the demo succeeded)"
 
 c=$(sed -n 's/^  this fine-tuning.*: c = \([0-9.-]*\) .*/\1/p' "$out/demo.txt")
 seeds=$(sed -n 's/^run: \([0-9]*\) seeds.*/\1/p' "$out/demo.txt")
