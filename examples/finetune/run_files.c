@@ -280,6 +280,13 @@ static char *read_text_file(const char *path, size_t *size, char *err, size_t er
     return buf;
 }
 
+/* Where a run's manifest (root; NULL: none) keeps a file: its "key", else `name` in --out.
+   malloc'd. */
+static char *recorded_path(const run *r, const json_value *root, const char *key, const char *name) {
+    const json_value *v = root ? json_get(root, key) : NULL;
+    return v && v->type == JSON_STRING ? copy_text(v->string) : path_join(r->o.str[OPT_OUT], name);
+}
+
 /* Where the run in --out (its run.json) keeps its log and checkpoint; the defaults in --out
    when it records none or cannot be read. malloc'd. */
 static void earlier_run_paths(const run *r, char **log, char **ckpt) {
@@ -287,13 +294,10 @@ static void earlier_run_paths(const run *r, char **log, char **ckpt) {
     size_t size, at = 0;
     char *text = read_text_file(r->path_manifest, &size, err, sizeof err);
     json_value root;
-    const json_value *v;
     int parsed = text && json_parse(text, size, &root, &at, err, sizeof err) == 0;
     free(text);
-    v = parsed ? json_get(&root, "log") : NULL;
-    *log = v && v->type == JSON_STRING ? copy_text(v->string) : path_join(r->o.str[OPT_OUT], "log.jsonl");
-    v = parsed ? json_get(&root, "checkpoint") : NULL;
-    *ckpt = v && v->type == JSON_STRING ? copy_text(v->string) : path_join(r->o.str[OPT_OUT], "checkpoint.grzo");
+    *log = recorded_path(r, parsed ? &root : NULL, "log", "log.jsonl");
+    *ckpt = recorded_path(r, parsed ? &root : NULL, "checkpoint", "checkpoint.grzo");
     if (parsed) json_free(&root);
 }
 
@@ -688,12 +692,6 @@ static int read_checkpoint_record(run *r, const json_value *root, char *err, siz
     return 0;
 }
 
-/* Where the run kept a file until now (run.json's key; null: name in --out), malloc'd. */
-static char *recorded_path(const run *r, const char *key, const char *name) {
-    const json_value *v = json_get(&r->manifest, key);
-    return v && v->type == JSON_STRING ? copy_text(v->string) : path_join(r->o.str[OPT_OUT], name);
-}
-
 /* The recorded value of one setting, as text for messages. */
 static void recorded_text(const json_value *v, char *buf, size_t n) {
     if (v->type == JSON_STRING) snprintf(buf, n, "%s", v->string);
@@ -792,8 +790,8 @@ int resume_settings(run *r, char *err, size_t errlen) {
         if ((v = json_get(root, "zero_shot_test_em")) && v->type == JSON_NUMBER) r->zs_test_em = v->number;
     }
     if (read_checkpoint_record(r, root, err, errlen)) return -1;
-    r->recorded_ckpt = recorded_path(r, "checkpoint", "checkpoint.grzo");
-    r->recorded_log = recorded_path(r, "log", "log.jsonl");
+    r->recorded_ckpt = recorded_path(r, root, "checkpoint", "checkpoint.grzo");
+    r->recorded_log = recorded_path(r, root, "log", "log.jsonl");
     if (!r->recorded_ckpt || !r->recorded_log) { snprintf(err, errlen, "out of memory"); return -1; }
     return 0;
 }
