@@ -367,7 +367,10 @@
      reads both (version 1: every variant off). The low-rank V needs no state (it is keyed
      by the refresh step), the mask none (recomputed from theta), the thresholds are in the
      table, so a resumed run continues bit-identically.
-     Saving writes "<path>.tmp", fsyncs it and renames it over <path>. Loading checks the
+     Saving writes "<path>.tmp" (whatever was there removed first, then created exclusively,
+     mode 0666 less the umask: never written through a symbolic link), fsyncs it, renames it
+     over <path> and syncs the folder on POSIX systems, so a crash leaves the old file or
+     the new one. Loading checks the
      whole file (sizes, checksums, each block's kind, dtype, shape and name) before it
      writes any parameter; the
      checkpoint's optimizer settings (seed, step, schedule, lr, ...) replace the context's.
@@ -1090,12 +1093,17 @@ GRZO__RNG_FN float grzo__variant_base(const grzo_param *p, const grzo_noise *bas
 #error "grzo: the implementation needs IEEE arithmetic (bit-identical RNG, NaN guards); do not build it with -ffast-math"
 #endif
 
+#include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if !defined(_WIN32)
+#include <fcntl.h>    /* open, O_EXCL: a checkpoint's temporary is created exclusively */
+#include <unistd.h>   /* close, unlink */
+#endif
 
 #ifndef GRZO_ASSERT
 #include <assert.h>
@@ -3172,10 +3180,58 @@ extern "C" {
 #endif
 extern int fsync(int fd);
 extern int fileno(FILE *stream);
+extern FILE *fdopen(int fd, const char *mode);
 #ifdef __cplusplus
 }
 #endif
 #endif
+
+/* The temporary a checkpoint is written to before its rename, "<path>.tmp": whatever is at
+   that name is removed first (a stale temporary of a killed save; a folder there makes the
+   save fail), then the file is created with O_EXCL, so that it is never opened through a
+   symbolic link (in a shared folder such as /tmp, a link at that predictable name would make
+   the save overwrite the file it points to; one made again between the removal and the
+   creation makes the creation fail). Mode 0666: the umask applies, as to any file the
+   caller creates. tmp holds GRZO__TEMP_EXTRA bytes more than path. */
+#define GRZO__TEMP_EXTRA 8
+static FILE *grzo__create_temp(const char *path, char *tmp, size_t cap) {
+#if !defined(_WIN32)
+    int fd;
+    FILE *f;
+    snprintf(tmp, cap, "%s.tmp", path);
+    if (unlink(tmp) != 0 && errno != ENOENT) return NULL;
+    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666)) < 0) return NULL;
+    if (!(f = fdopen(fd, "wb"))) {
+        close(fd);
+        unlink(tmp);
+    }
+    return f;
+#else
+    snprintf(tmp, cap, "%s.tmp", path);
+    return fopen(tmp, "wb");
+#endif
+}
+
+/* Syncs the folder that holds path, so that a rename into it survives a crash. Best effort:
+   a system or file system that cannot open or sync a folder (Windows; some network file
+   systems) keeps the rename in its own time. buf holds path's length + 2. */
+static void grzo__sync_folder(const char *path, char *buf) {
+#if !defined(_WIN32)
+    size_t n = strlen(path);
+    int fd;
+    while (n > 0 && path[n - 1] != '/') n--;       /* keep up to the last slash */
+    while (n > 1 && path[n - 1] == '/') n--;       /* "dir//file" -> "dir", "/file" -> "/" */
+    if (n == 0) memcpy(buf, ".", 2);
+    else { memcpy(buf, path, n); buf[n] = 0; }
+    fd = open(buf, O_RDONLY);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+#else
+    (void)path; (void)buf;
+#endif
+}
 
 static uint64_t grzo__fnv1a(uint64_t h, const uint8_t *p, size_t n) {
     size_t i;
@@ -3289,20 +3345,22 @@ GRZO__DEF grzo_status grzo_checkpoint_save(grzo_ctx *ctx, const char *path) {
     uint64_t sum = 0, payload;
     FILE *f;
     grzo_status s;
+    int create_errno = 0;
     if (!ctx) return GRZO_ERR_INVALID_ARG;
     if (!path || !path[0]) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_checkpoint_save: path is empty");
     if (ctx->state != GRZO__IDLE) return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_checkpoint_save: not allowed during a step");
     plen = strlen(path);
     buf = (uint8_t *)grzo__alloc(ctx, GRZO__CKPT_CHUNK);
-    tmp = (char *)grzo__alloc(ctx, plen + 5);
+    tmp = (char *)grzo__alloc(ctx, plen + GRZO__TEMP_EXTRA);
     if (!buf || !tmp) { grzo__free(ctx, buf); grzo__free(ctx, tmp); return grzo__fail(ctx, GRZO_ERR_OUT_OF_MEMORY, "grzo_checkpoint_save: out of memory"); }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
     payload = grzo__payload_bytes(ctx, ctx->desc.sparse_density > 0.0f);
     /* the header carries the payload hash, so hash first, then write header + payload */
     s = grzo__write_payload(ctx, NULL, buf, &sum);
-    f = s == GRZO_OK ? fopen(tmp, "wb") : NULL;
-    if (s == GRZO_OK && !f) s = GRZO_ERR_IO;
+    f = s == GRZO_OK ? grzo__create_temp(path, tmp, plen + GRZO__TEMP_EXTRA) : NULL;
+    if (s == GRZO_OK && !f) {
+        create_errno = errno ? errno : EIO;
+        s = GRZO_ERR_IO;
+    }
     if (s == GRZO_OK) {
         uint64_t sum2 = 0;
         grzo__encode_header(ctx, payload, sum, header);
@@ -3320,8 +3378,12 @@ GRZO__DEF grzo_status grzo_checkpoint_save(grzo_ctx *ctx, const char *path) {
 #endif
     if (s == GRZO_OK && rename(tmp, path) != 0) s = GRZO_ERR_IO;
     if (s != GRZO_OK && f) remove(tmp);
+    if (s == GRZO_OK) grzo__sync_folder(path, tmp);   /* tmp is longer than path + 2 */
     grzo__free(ctx, buf);
     grzo__free(ctx, tmp);
+    if (create_errno)
+        return grzo__fail(ctx, s, "grzo_checkpoint_save: could not write '%s': cannot create '%s.tmp': %s; any previous file there is intact",
+                          path, path, strerror(create_errno));
     if (s != GRZO_OK)
         return grzo__fail(ctx, s, "grzo_checkpoint_save: could not write '%s' (%s); any previous file there is intact", path, grzo_status_str(s));
     return GRZO_OK;

@@ -65,6 +65,7 @@
 #include "grzo.h"
 #include "backends/grzo_cuda.h"
 #include "cli_args.h"
+#include "files.h"
 #include "llm.h"
 #include "model.h"
 
@@ -280,16 +281,17 @@ enum { OUT_PATH_CAP = 1100, OUT_DIR_MAX = OUT_PATH_CAP - 32 };
 static int write_file(const char *dir, const char *name, const text *t) {
     char tmp[OUT_PATH_CAP], path[OUT_PATH_CAP];
     FILE *f;
-    int bad, n_tmp, n_path;
+    int n_tmp, n_path;
     n_tmp = snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
     n_path = snprintf(path, sizeof path, "%s/%s", dir, name);
     if (n_tmp < 0 || n_tmp >= (int)sizeof tmp || n_path < 0 || n_path >= (int)sizeof path) return 1;   /* never a cut name */
-    if (!(f = fopen(tmp, "w"))) return 1;
-    bad = fwrite(t->s ? t->s : "", 1, t->len, f) != t->len;
-    if (fclose(f) != 0) bad = 1;
-    if (!bad && rename(tmp, path) != 0) bad = 1;
-    if (bad) remove(tmp);
-    return bad;
+    if (!(f = file_open_temp(tmp, NULL, 0))) return 1;   /* files.h */
+    if (fwrite(t->s ? t->s : "", 1, t->len, f) != t->len) {
+        fclose(f);
+        remove(tmp);
+        return 1;
+    }
+    return file_finish_temp(f, tmp, path, NULL, 0) != 0;
 }
 
 /* Write (or rewrite) both files from what is reported so far: called after each shape, so a

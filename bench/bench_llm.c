@@ -46,6 +46,7 @@
 #include "grzo.h"
 #include "backends/grzo_cpu.h"
 #include "cli_args.h"
+#include "files.h"
 #include "cpu_env.h"
 #include "llm.h"
 #include "model.h"
@@ -676,12 +677,15 @@ static void print_context(int argc, char **argv, const options *o, const bench *
 
 /* {"candidates": [id, id], "examples": [{"tokens": [...], "label": l}, ...]}; 0 ok, 1 on error */
 static int dump_tokens(const char *path, const workload *wl) {
-    FILE *f = fopen(path, "w");
+    file_out o;
+    char err[1200];
+    FILE *f;
     int32_t e, k;
-    if (!f) {
-        fprintf(stderr, "bench_llm: cannot write %s\n", path);
+    if (file_out_begin(&o, path, err, sizeof err) != 0) {   /* files.h: whole or not at all */
+        fprintf(stderr, "bench_llm: %s\n", err);
         return 1;
     }
+    f = o.f;
     fprintf(f, "{\"candidates\": [%d, %d], \"synthetic\": %s, \"examples\": [", (int)wl->cand[0], (int)wl->cand[1],
             wl->synthetic ? "true" : "false");
     for (e = 0; e < wl->B; e++) {
@@ -690,9 +694,8 @@ static int dump_tokens(const char *path, const workload *wl) {
         fprintf(f, "]}");
     }
     fprintf(f, "\n]}\n");
-    if (fclose(f) != 0) {
-        fprintf(stderr, "bench_llm: cannot write %s\n", path);
-        remove(path);
+    if (file_out_commit(&o, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_llm: %s\n", err);
         return 1;
     }
     printf("bench_llm: wrote the token batch (%d examples) to %s\n", (int)wl->B, path);

@@ -70,6 +70,7 @@
 #include "grzo.h"
 #include "backends/grzo_cpu.h"
 #include "cli_args.h"
+#include "files.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -957,18 +958,16 @@ static void ratio_summary(const curves *c, int64_t point, double *mean, double *
    half-written file */
 static int write_csv(const char *path, const curves *c, int64_t batch)
 {
-    size_t len = strlen(path) + 5;
-    char *tmp = xcalloc(len, 1);
+    file_out out;
     FILE *f;
     int64_t r;
-    int e, ok;
-    snprintf(tmp, len, "%s.tmp", path);
-    f = fopen(tmp, "w");
-    if (f == NULL) {
-        fprintf(stderr, "demo: cannot write %s\n", tmp);
-        free(tmp);
+    int e;
+    char err[1024];
+    if (file_out_begin(&out, path, err, sizeof err) != 0) {
+        fprintf(stderr, "demo: %s\n", err);
         return -1;
     }
+    f = out.f;
     fprintf(f, "step,forward_rows");
     for (e = 0; e < N_ESTIMATORS; e++)
         fprintf(f, ",%s_mean,%s_min,%s_max", estimator_names[e], estimator_names[e],
@@ -987,15 +986,10 @@ static int write_csv(const char *path, const curves *c, int64_t batch)
             fprintf(f, ",%.6g,%.6g,%.6g\n", mean, lo, hi);
         }
     }
-    ok = !ferror(f);
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        fprintf(stderr, "demo: cannot write %s\n", path);
-        remove(tmp);
-        free(tmp);
+    if (file_out_commit(&out, err, sizeof err) != 0) {
+        fprintf(stderr, "demo: %s\n", err);
         return -1;
     }
-    free(tmp);
     return 0;
 }
 

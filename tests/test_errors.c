@@ -20,8 +20,13 @@
      - clear_fails: the update applied, the row maps' clearing fails: the step counts, the
        next step clears them first;
      - refused_ops_touch_nothing: a refused embedding (batched or one call a segment) or
-       tied-head linear marks no row. */
+       tied-head linear marks no row;
+     - checkpoint_temp: a save never writes through a symbolic link at its temporary's name,
+       replaces a stale temporary, and says why it could not create its temporary. */
+#include <errno.h>
 #include <float.h>
+#include <sys/stat.h>
+#include <unistd.h>   /* symlink */
 
 #define GRZO_IMPLEMENTATION
 #include "grzo.h"
@@ -1248,6 +1253,68 @@ static void test_checkpoint_settings(void)
     remove(path);
 }
 
+/* ---- where a checkpoint is written before its rename ---------------------------------------------
+   Saving opened "<path>.tmp" with fopen, which follows a symbolic link: in a shared folder
+   such as /tmp anyone could put a link at that predictable name and have the save overwrite
+   the file the link points to. Now whatever is at that name is removed and the temporary
+   created exclusively. */
+static void test_checkpoint_temp(void)
+{
+    static const unsigned char precious[8] = { 'p', 'r', 'e', 'c', 'i', 'o', 'u', 's' };
+    env a, b;
+    grzo_step_report rep;
+    snap sa;
+    char path[256], victim[300], tmp[300];
+    unsigned char *got, *saved;
+    size_t n, n_saved;
+    struct stat st;
+    int s;
+    tu_tmp_path(path, sizeof path, "errors_temp");
+    snprintf(victim, sizeof victim, "%s.victim", path);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    REQUIRE(tu_write_file(victim, precious, sizeof precious));
+    REQUIRE(symlink(victim, tmp) == 0);
+
+    env_init(&a, GRZO_ESTIMATOR_GRZO, 41);
+    for (s = 0; s < 2; s++) REQUIRE_OK(env_step(&a, 3, &rep));
+    REQUIRE_OK(grzo_checkpoint_save(a.ctx, path));
+    got = tu_read_file(victim, &n);
+    CHECK(got && n == sizeof precious && memcmp(got, precious, n) == 0);   /* not written through the link */
+    free(got);
+    CHECK(lstat(tmp, &st) != 0);                                          /* renamed into place */
+    /* what was saved is the context's state */
+    env_init(&b, GRZO_ESTIMATOR_GRZO, 42);
+    take(&a, &sa);
+    REQUIRE_OK(grzo_checkpoint_load(b.ctx, path));
+    CHECK(same(&b, &sa));
+    env_free(&b);
+
+    /* a stale temporary (a killed save's) is replaced */
+    REQUIRE(tu_write_file(tmp, precious, sizeof precious));
+    REQUIRE_OK(env_step(&a, 3, &rep));
+    REQUIRE_OK(grzo_checkpoint_save(a.ctx, path));
+    CHECK(lstat(tmp, &st) != 0);
+    saved = tu_read_file(path, &n_saved);
+    REQUIRE(saved != NULL);
+    /* a folder at the temporary's name: the save fails, says why, and the file is intact */
+    REQUIRE(mkdir(tmp, 0700) == 0);
+    REQUIRE_OK(env_step(&a, 3, &rep));
+    CHECK_ST(grzo_checkpoint_save(a.ctx, path), GRZO_ERR_IO);
+    CHECK(strstr(grzo_last_error(a.ctx), tmp) != NULL);
+    got = tu_read_file(path, &n);
+    CHECK(got && n == n_saved && memcmp(got, saved, n) == 0);
+    free(got);
+    free(saved);
+    rmdir(tmp);
+    /* a folder that does not exist: the reason, not just "I/O error" */
+    CHECK_ST(grzo_checkpoint_save(a.ctx, "/nonexistent-dir/x.ckpt"), GRZO_ERR_IO);
+    CHECK(strstr(grzo_last_error(a.ctx), "/nonexistent-dir/x.ckpt") != NULL);
+    CHECK(strstr(grzo_last_error(a.ctx), strerror(ENOENT)) != NULL);
+    env_free(&a);
+    remove(path);
+    remove(victim);
+}
+
 /* ---- grzo_group_normalize at the ends of the double range -------------------------------------
    Finite deltas near +-DBL_MAX used to overflow the sum of squares (a = 0 with GRZO_OK), and
    deltas near 1e-200 underflowed it (a = 0 again). a is scale-invariant (eps 0), so every
@@ -1318,6 +1385,7 @@ int main(int argc, char **argv)
     if (tu_case("refused_ops_touch_nothing")) test_refused_ops_touch_nothing();
     if (tu_case("checkpoints")) test_checkpoints();
     if (tu_case("checkpoint_settings")) test_checkpoint_settings();
+    if (tu_case("checkpoint_temp")) test_checkpoint_temp();
     if (tu_case("normalize_range")) test_normalize_range();
     return tu_finish("test_errors");
 }

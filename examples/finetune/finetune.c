@@ -59,6 +59,7 @@
 #include "tasks.h"
 #include "finetune_internal.h"   /* the run's state: options.h, tok_examples.h */
 #include "run_files.h"
+#include "files.h"
 
 /* ---- the run ---------------------------------------------------------------------------------- */
 #define EVAL_CHUNK 8          /* examples scored per forward during evaluation */
@@ -588,10 +589,13 @@ int main(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     if (r.o.resume ? start_resumed(&r, err, sizeof err) : r.ranks.rank == 0 && start_fresh(&r, err, sizeof err))
         return fail(&r, interrupted ? 130 : 1, err);
-    if (r.ranks.rank == 0 && !(logf = fopen(r.path_log, r.o.resume ? "a" : "w"))) {
+    /* a new run's log is created exclusively (files.h: never through a link someone left at
+       its name; an earlier run's was refused or removed above) */
+    if (r.ranks.rank == 0 && r.o.resume && !(logf = fopen(r.path_log, "a"))) {
         snprintf(err, sizeof err, "cannot open the log %s: %s", r.path_log, strerror(errno));
         return fail(&r, 1, err);
     }
+    if (r.ranks.rank == 0 && !r.o.resume && !(logf = file_create_new(r.path_log, err, sizeof err))) return fail(&r, 1, err);
     /* a resumed run's first diagnostic is already one during training */
     if (r.o.diagnose && diagnose(&r, logf, grzo_get_step(r.ctx) > 0, err, sizeof err)) { if (logf) fclose(logf); return fail(&r, 1, err); }
     t_train0 = last_save = now();

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "run_files.h"
+#include "files.h"
 #include "gnuplot_run.h"
 
 /* ---- files ------------------------------------------------------------------------------------- */
@@ -420,40 +421,14 @@ void remove_unsaved_run(const run *r) {
     if (r->created_out) rmdir(r->o.str[OPT_OUT]);   /* empty now, unless someone else wrote there */
 }
 
-/* Flushes f to the disk and closes it: 0, or the errno of the first failure (EIO where the
-   library left none, so a message never says "Success"). */
-static int close_synced(FILE *f) {
-    int e = 0;
-    if (fflush(f) != 0 || ferror(f)) e = errno ? errno : EIO;
-    else if (fsync(fileno(f)) != 0) e = errno;
-    if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
-    return e;
-}
-
-/* Writes path through path.tmp, fsync and a rename, so a crash never leaves half a file. */
+/* Writes path whole or not at all (files.h: path.tmp created exclusively, fsync, rename). */
 typedef void (*file_writer)(FILE *f, const run *r);
 static int write_atomically(const char *path, file_writer write, const run *r, char *err, size_t errlen) {
-    char *tmp = tmp_name(path);
-    FILE *f;
-    int e;
-    if (!tmp) { snprintf(err, errlen, "out of memory"); return -1; }
-    if (!(f = fopen(tmp, "w"))) {
-        snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
-        free(tmp);
-        return -1;
-    }
-    errno = 0;   /* a failed write sets it; close_synced reports it */
-    write(f, r);
-    e = close_synced(f);
-    if (!e && rename(tmp, path) != 0) e = errno ? errno : EIO;
-    if (e) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
-        remove(tmp);
-        free(tmp);
-        return -1;
-    }
-    free(tmp);
-    return 0;
+    file_out o;
+    if (file_out_begin(&o, path, err, errlen) != 0) return -1;
+    errno = 0;   /* a failed write sets it; file_out_commit reports it */
+    write(o.f, r);
+    return file_out_commit(&o, err, errlen);
 }
 
 /* The shortest decimal that reads back as the same float ("0.001", not "0.00100000005"). */
@@ -958,17 +933,16 @@ int check_checkpoint_is_the_runs(run *r, char *err, size_t errlen) {
 /* Keep the log lines of steps before `step` (a resume discards anything logged after the
    checkpoint, and a last line cut short) and return the elapsed seconds of the last kept line. */
 int trim_log(const char *path, int64_t step, double *elapsed, char *err, size_t errlen) {
-    FILE *f = fopen(path, "r"), *g;
-    char *line = NULL, *tmp;
+    FILE *f = fopen(path, "r");
+    file_out g;
+    char *line = NULL;
     size_t cap = 0;
     ssize_t len;
     int e = 0;
     *elapsed = 0;
     if (!f) return 0;
-    if (!(tmp = tmp_name(path))) { fclose(f); snprintf(err, errlen, "out of memory"); return -1; }
-    if (!(g = fopen(tmp, "w"))) {
-        snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
-        fclose(f); free(tmp);
+    if (file_out_begin(&g, path, err, errlen) != 0) {
+        fclose(f);
         return -1;
     }
     errno = 0;
@@ -979,26 +953,17 @@ int trim_log(const char *path, int64_t step, double *elapsed, char *err, size_t 
         if (p) s = atoll(p + 7);
         if (s < 0 || s >= step) continue;
         if (q) *elapsed = atof(q + 10);
-        fputs(line, g);
+        fputs(line, g.f);
     }
     if (ferror(f)) e = errno ? errno : EIO;
     free(line);
     fclose(f);
     if (e) {
-        fclose(g);
+        file_out_abandon(&g);
         snprintf(err, errlen, "cannot read %s: %s", path, strerror(e));
-        remove(tmp); free(tmp);
         return -1;
     }
-    e = close_synced(g);
-    if (!e && rename(tmp, path) != 0) e = errno ? errno : EIO;
-    if (e) {
-        snprintf(err, errlen, "cannot rewrite %s: %s", path, strerror(e));
-        remove(tmp); free(tmp);
-        return -1;
-    }
-    free(tmp);
-    return 0;
+    return file_out_commit(&g, err, errlen);
 }
 
 /* The log's lines reach the file now, or the run stops: a log that silently lost its end
@@ -1068,21 +1033,20 @@ static void write_plot_script(FILE *f, const run *r) {
    gnuplot is a note, not an error: the run's results are already written */
 void plot_loss(const run *r) {
     const char *out = r->o.str[OPT_OUT];
-    char *gp = path_join(out, "loss.gp"), *tmp = path_join(out, "loss.png.tmp"), err[1024] = "";
+    char *gp = path_join(out, "loss.gp"), err[1024] = "";
+    file_out png = {0};
     int rc = -1;
-    if (gp && tmp && write_atomically(gp, write_plot_script, r, err, sizeof err) == 0) {
+    /* loss.png.tmp (the script's output) made here, exclusively, for gnuplot to write into */
+    if (gp && write_atomically(gp, write_plot_script, r, err, sizeof err) == 0 &&
+        file_out_begin(&png, r->path_png, err, sizeof err) == 0 && file_out_close_temp(&png, err, sizeof err) == 0) {
         rc = gnuplot_run(out, "loss.gp", err, sizeof err);
-        if (rc == 0 && rename(tmp, r->path_png) != 0) {
-            snprintf(err, sizeof err, "cannot write %s: %s", r->path_png, strerror(errno));
-            rc = -1;
-        }
+        if (rc == 0) rc = file_out_commit(&png, err, sizeof err);
     }
+    file_out_abandon(&png);   /* nothing when committed */
     if (rc == 1) fprintf(stderr, "note: gnuplot not found: no %s\n", r->path_png);
     else if (rc != 0) fprintf(stderr, "note: no %s: %s\n", r->path_png, err[0] ? err : "out of memory");
-    if (tmp) remove(tmp);
     if (gp) remove(gp);
     free(gp);
-    free(tmp);
 }
 
 /* results.json: what actually ran (after a resume, the recorded settings and the new budget) */

@@ -6,6 +6,7 @@
 #include "json.h"
 #include "text.h"
 #include "qa_score.h"
+#include "files.h"
 
 #include <errno.h>
 #include <float.h>
@@ -1953,9 +1954,9 @@ void tasks_free(tasks_set *set)
 
 int tasks_write_indices(const char *path, const tasks_set *set, char *err, size_t errlen)
 {
-    char *tmp;
+    file_out out;
     FILE *f;
-    int s, ok;
+    int s;
     size_t i;
     if (!path || !set || !set->task) {
         set_err(err, errlen, "tasks_write_indices: a path and a loaded set are required");
@@ -1966,18 +1967,8 @@ int tasks_write_indices(const char *path, const tasks_set *set, char *err, size_
             set_err(err, errlen, "%s: a data path contains a newline and cannot be recorded", path);
             return -1;
         }
-    tmp = (char *)malloc(strlen(path) + 5);
-    if (!tmp) {
-        set_err(err, errlen, "out of memory");
-        return -1;
-    }
-    sprintf(tmp, "%s.tmp", path);
-    f = fopen(tmp, "wb");
-    if (!f) {
-        set_err(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
-        free(tmp);
-        return -1;
-    }
+    if (file_out_begin(&out, path, err, errlen) != 0) return -1;
+    f = out.f;
     fprintf(f, "grzo-tasks-indices 1\ntask %s\nseed %" PRIu64 "\ndev_from_train %d\n", set->task->name, set->seed,
             set->dev_from_train);
     for (s = 0; s < 3; s++)
@@ -1989,25 +1980,7 @@ int tasks_write_indices(const char *path, const tasks_set *set, char *err, size_
         for (i = 0; i < sp->n; i++) fprintf(f, "%lu\n", (unsigned long)sp->ex[i].source_index);
     }
     fprintf(f, "end\n");
-    ok = fflush(f) == 0 && !ferror(f);
-#if !defined(_WIN32)
-    ok = ok && fsync(fileno(f)) == 0;   /* on the disk before the rename: a crash leaves the old file or the new */
-#endif
-    ok = (fclose(f) == 0) && ok;
-    if (!ok) {
-        set_err(err, errlen, "%s: write failed: %s", tmp, strerror(errno));
-        remove(tmp);
-        free(tmp);
-        return -1;
-    }
-    if (rename(tmp, path) != 0) {
-        set_err(err, errlen, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
-        remove(tmp);
-        free(tmp);
-        return -1;
-    }
-    free(tmp);
-    return 0;
+    return file_out_commit(&out, err, errlen);
 }
 
 /* Strict unsigned decimal; *end gets the first byte after it. */

@@ -237,7 +237,7 @@ void tasks_describe(const tasks_set *set, FILE *out);
        split dev <n>      ...
        split test <n>     ...
        end
-   Written to path + ".tmp" and renamed, so a crash never leaves half a file. The reader
+   Written to path + ".tmp" and renamed (files.h), so a crash never leaves half a file. The reader
    trusts no count: a split's count must fit its file's examples and the bytes left in the
    indices file, before anything is allocated. */
 int tasks_write_indices(const char *path, const tasks_set *set, char *err, size_t errlen);

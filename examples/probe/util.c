@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "probe.h"
 #include "../common/gnuplot_run.h"
+#include "files.h"
 
 #include <errno.h>
 #include <math.h>
@@ -219,27 +220,26 @@ static int tmp_path_of(const char *path, char *tmp, size_t cap) {
    out, so that a failed write (a full disk, a file size limit) leaves the previous file,
    not a truncated one. */
 FILE *out_open(const probe_opts *o, const char *name, char *path, size_t cap) {
-    char tmp[OUT_PATH_MAX + 8];
+    char tmp[OUT_PATH_MAX + 8], err[OUT_PATH_MAX + 64];
     FILE *f;
     if (out_path(o, name, path, cap) != 0) return NULL;
     if (tmp_path_of(path, tmp, sizeof tmp) != 0) {
         fprintf(stderr, "grzo-probe: output path too long\n");
         return NULL;
     }
-    f = fopen(tmp, "w");
-    if (!f) fprintf(stderr, "grzo-probe: cannot write '%s': %s\n", tmp, strerror(errno));
+    f = file_open_temp(tmp, err, sizeof err);   /* files.h: never through a link at tmp */
+    if (!f) fprintf(stderr, "grzo-probe: %s\n", err);
     return f;
 }
 
 int out_close(FILE *f, const char *path) {
-    char tmp[OUT_PATH_MAX + 8];
-    int write_failed = ferror(f), e = errno;
-    if (fclose(f) != 0 && !write_failed) { write_failed = 1; e = errno; }
-    if (tmp_path_of(path, tmp, sizeof tmp) != 0) return -1;   /* out_open refused it already */
-    if (!write_failed && rename(tmp, path) == 0) return 0;
-    if (!write_failed) e = errno;
-    fprintf(stderr, "grzo-probe: cannot write '%s': %s\n", path, strerror(e ? e : EIO));
-    remove(tmp);
+    char tmp[OUT_PATH_MAX + 8], err[OUT_PATH_MAX + 64];
+    if (tmp_path_of(path, tmp, sizeof tmp) != 0) {   /* out_open refused it already */
+        fclose(f);
+        return -1;
+    }
+    if (file_finish_temp(f, tmp, path, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "grzo-probe: %s\n", err);
     return -1;
 }
 
@@ -281,13 +281,17 @@ int run_gnuplot(const probe_opts *o, const char *name, const char *script) {
     if (out_path(o, file, png, sizeof png) != 0 || tmp_path_of(png, png_tmp, sizeof png_tmp) != 0 ||
         write_run_script(o, name, script, run_path, sizeof run_path) != 0)
         return -1;
+    /* the PNG's temporary made here, exclusively, for gnuplot to write into */
+    if (!(f = file_open_temp(png_tmp, err, sizeof err))) {
+        remove(run_path);
+        fprintf(stderr, "grzo-probe: %s\n", err);
+        return -1;
+    }
+    fclose(f);
     snprintf(file, sizeof file, "%s.run.gp", name);
     rc = gnuplot_run(o->out_dir, file, err, sizeof err);
     remove(run_path);
-    if (rc == 0 && rename(png_tmp, png) != 0) {
-        snprintf(err, sizeof err, "cannot write '%s': %s", png, strerror(errno));
-        rc = -1;
-    }
+    if (rc == 0 && file_finish_temp(NULL, png_tmp, png, err, sizeof err) != 0) rc = -1;
     if (rc != 0) remove(png_tmp);
     if (rc == 1) printf("(gnuplot not found: %s.png not drawn)\n", name);
     else if (rc != 0) fprintf(stderr, "grzo-probe: %s\n", err);

@@ -36,7 +36,7 @@ case $target in
     inc=-I$root
     seeds=$root/tests/fuzz/corpus/checkpoint ;;
   tasks)
-    src="$root/tests/fuzz/fuzz_tasks.c $root/examples/finetune/tasks.c $root/examples/finetune/qa_score.c $root/examples/common/json.c $root/examples/common/text.c"
+    src="$root/tests/fuzz/fuzz_tasks.c $root/examples/finetune/tasks.c $root/examples/finetune/qa_score.c $root/examples/common/json.c $root/examples/common/text.c $root/examples/common/files.c"
     inc="-I$root/examples/finetune -I$root/examples/common"
     seeds=$root/tests/fuzz/corpus/tasks ;;
   *) echo "fuzz.sh: unknown target '$target' (loaders, hf, checkpoint or tasks)" >&2; exit 2 ;;
