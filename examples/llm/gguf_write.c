@@ -9,19 +9,13 @@
 
    References: the GGUF v3 spec (ggml docs/gguf.md), ggml's Q8_0 block and
    quantize_row_q8_0_ref, llama.cpp's llama_ftype numbers; no code is taken from them. */
-#if !defined(_WIN32)
-#define _POSIX_C_SOURCE 200809L   /* fsync, fdopen */
-#endif
-
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "gguf_write.h"
+#include "files.h"
 #include "llm_internal.h"
 
 /* GGUF value types the writer emits */
@@ -287,41 +281,14 @@ static void write_gguf(FILE *f, const gguf_out *o)
     }
 }
 
-/* Write through a temporary file in out_path's directory and a rename. The temporary is
-   created with open(O_EXCL) and mode 0666 rather than mkstemp, whose 0600 would make the
-   export unreadable to other users whatever the umask says. */
+/* Whole or not at all: files.h (out_path.tmp created exclusively, fsync, rename). */
 static int write_file_atomically(const char *out_path, const gguf_out *o, char *err, size_t errlen)
 {
-    size_t len = strlen(out_path);
-    char *tmp = (char *)malloc(len + 32);
-    FILE *f = NULL;
-    int fd, ok;
-    int attempt;
-    if (!tmp) return llm__errf(err, errlen, "out of memory");
-    /* a name that another run left behind (a killed one, with this pid in another container)
-       is not ours to remove: take the next */
-    for (attempt = 0, fd = -1; attempt < 100 && fd < 0; attempt++) {
-        snprintf(tmp, len + 32, "%s.tmp-%ld-%d", out_path, (long)getpid(), attempt);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0 || !(f = fdopen(fd, "wb"))) {
-        int e = errno;
-        if (fd >= 0) close(fd), unlink(tmp);
-        llm__errf(err, errlen, "%s: cannot create the temporary %s: %s", out_path, tmp, strerror(e));
-        free(tmp);
-        return 1;
-    }
-    write_gguf(f, o);
-    ok = fflush(f) == 0 && !ferror(f) && fsync(fileno(f)) == 0;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, out_path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        free(tmp);
-        return llm__errf(err, errlen, "%s: cannot write: %s", out_path, strerror(e));
-    }
-    free(tmp);
+    file_out f;
+    char why[1200];
+    if (file_out_begin(&f, out_path, why, sizeof why) != 0) return llm__errf(err, errlen, "%s", why);
+    write_gguf(f.f, o);
+    if (file_out_commit(&f, why, sizeof why) != 0) return llm__errf(err, errlen, "%s", why);
     return 0;
 }
 

@@ -57,7 +57,7 @@ rc=$?
 [ "$(wc -l < "$work/refused.err")" -eq 1 ] && grep -q "^grzo-export: .*checkpoint" "$work/refused.err" ||
     fail "not one line naming the checkpoint: $(cat "$work/refused.err")"
 [ ! -e "$work/refused.gguf" ] || fail "a refused export left a file"
-ls "$work" | grep -q '\.tmp-' && fail "a temporary file was left behind"
+ls "$work" | grep -q '\.tmp' && fail "a temporary file was left behind"
 
 # 4. a safetensors folder exported from a llama2.c original has no tokenizer.json: grzo-generate
 #    takes --tokenizer for it, and writes the original + checkpoint's text

@@ -100,7 +100,7 @@ static int temporaries_left(void)
     DIR *d = opendir(dir);
     struct dirent *e;
     int n = 0;
-    while (d && (e = readdir(d)) != NULL) n += strstr(e->d_name, ".tmp-") != NULL;
+    while (d && (e = readdir(d)) != NULL) n += strstr(e->d_name, ".tmp") != NULL;   /* a file's .tmp, a folder's .tmp-PID-N */
     if (d) closedir(d);
     return n;
 }
