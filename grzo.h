@@ -517,7 +517,7 @@ typedef struct grzo_noise {   /* block = registration index (grzo_block.id - 1) 
 #define GRZO_MAX_INDEX ((uint64_t)1 << 48)   /* elements per (block, stream) */
 
 GRZO_API void grzo_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
-GRZO_API float grzo_noise_at(const grzo_noise *n, uint64_t index);
+GRZO_API float grzo_noise_at(const grzo_noise *n, uint64_t index);   /* 0 for NULL */
 GRZO_API void grzo_noise_fill(const grzo_noise *n, uint64_t first, size_t count, float *out);
 /* uniform double in [0, 1) with 53 random bits: for user-side sampling (data order) */
 GRZO_API double grzo_uniform_at(uint64_t seed, uint32_t step, uint32_t block, uint32_t stream,
@@ -773,8 +773,8 @@ GRZO_API grzo_status grzo_create(const grzo_desc *desc, grzo_ctx **out);
 GRZO_API void grzo_destroy(grzo_ctx *ctx);
 GRZO_API const char *grzo_last_error(const grzo_ctx *ctx);
 GRZO_API grzo_status grzo_get_desc(const grzo_ctx *ctx, grzo_desc *out);
-GRZO_API int64_t grzo_get_step(const grzo_ctx *ctx);
-GRZO_API float grzo_lr_at(const grzo_ctx *ctx, int64_t step);
+GRZO_API int64_t grzo_get_step(const grzo_ctx *ctx);             /* steps taken; -1 for NULL */
+GRZO_API float grzo_lr_at(const grzo_ctx *ctx, int64_t step);     /* the schedule's lr; 0 for NULL or step < 0 */
 
 GRZO_API grzo_status grzo_block_add(grzo_ctx *ctx, const grzo_block_desc *desc, grzo_block *out);
 GRZO_API grzo_status grzo_block_param(const grzo_ctx *ctx, grzo_block b, grzo_param *out);

@@ -248,6 +248,11 @@ static void test_misuse(void)
     CHECK_ST(grzo_align_begin(m.ctx, GRZO_ALIGN_MAX_EXAMPLES + 1, 8, NULL), GRZO_ERR_INVALID_ARG);
     CHECK_ST(grzo_align_begin(m.ctx, B, GRZO_ALIGN_MAX_PROBES + 1, NULL), GRZO_ERR_INVALID_ARG);
     CHECK_ST(grzo_align_begin(NULL, B, 8, NULL), GRZO_ERR_INVALID_ARG);
+    /* the largest B and K are taken (then abandoned: nothing ran) */
+    CHECK_OK(grzo_align_begin(m.ctx, GRZO_ALIGN_MAX_EXAMPLES, 2, NULL));
+    CHECK_OK(grzo_step_abort(m.ctx));
+    CHECK_OK(grzo_align_begin(m.ctx, B, GRZO_ALIGN_MAX_PROBES, NULL));
+    CHECK_OK(grzo_step_abort(m.ctx));
     CHECK_ST(grzo_align_end(m.ctx, NULL, &rep), GRZO_ERR_STATE);
     CHECK_ST(grzo_align(m.ctx, B, 8, NULL, NULL, NULL, &rep), GRZO_ERR_INVALID_ARG);
     /* during a step: no diagnostic; during a diagnostic: no step, no step_end, no checkpoint */
@@ -262,9 +267,17 @@ static void test_misuse(void)
     CHECK_ST(grzo_checkpoint_save(m.ctx, path), GRZO_ERR_STATE);
     CHECK_ST(grzo_align_end(m.ctx, NULL, &rep), GRZO_ERR_STATE);    /* probes remain */
     for (k = 0; k < 3; k++) {
-        float losses[2 * AMAXB];
+        float losses[2 * AMAXB], wk[AD];
+        grzo_noise u;
+        int i, wrong = 0;
         CHECK_OK(grzo_pass_begin(m.ctx, &pi));
         CHECK(pi.n_segments == 2 * B && pi.sign[0] == 1 && pi.sign[B] == -1 && pi.example[B] == 0);
+        /* probe k's U is the documented stream's (section 3b: GRZO_STREAM_ALIGN0 + k), not
+           another probe's or a training stream's: the "+" copy moved along its signs */
+        u.seed = 77; u.step = 0; u.block = 0; u.stream = GRZO_STREAM_ALIGN0 + (uint32_t)k; u.dist = GRZO_NOISE_DEFAULT;
+        CHECK_OK(grzo_perturbed_params(m.ctx, m.w, 0, wk));
+        for (i = 0; i < AD; i++) wrong += (wk[i] > m.W[i]) != (grzo_noise_at(&u, (uint64_t)i) > 0.0f);
+        CHECKF(wrong == 0, "probe %d: %d of %d weights moved against stream 0x%x's signs", k, wrong, AD, u.stream);
         CHECK_ST(grzo_align_end(m.ctx, NULL, &rep), GRZO_ERR_STATE); /* a pass in flight */
         CHECK_OK(lin_forward(m.ctx, &pi, losses, &m));
         CHECK_OK(grzo_pass_end(m.ctx, losses));

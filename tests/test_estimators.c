@@ -575,6 +575,14 @@ static void test_formula_grzo_family(grzo_estimator est, int dist)
         CHECK_NEAR(rep.loss, loss / (double)(2 * B), 1e-6 * fabs(loss));
         if (est == GRZO_ESTIMATOR_GRZO) CHECK_NEAR(rep.delta_std, sd, 1e-6 * sd);
         CHECK(rep.degenerate == 0);
+        {   /* the report's update scale: the rms of the B coefficients lr a_i / (2 sigma B) */
+            double c2 = 0, c;
+            for (i = 0; i < B; i++) {
+                c = (double)m->d.lr / (2.0 * m->d.sigma * (double)B) * a[i];
+                c2 += c * c / (double)B;
+            }
+            CHECK_NEAR(rep.coeff_rms, sqrt(c2), 1e-6 * sqrt(c2));
+        }
         for (b = 0; b < NBLK; b++) {
             int64_t n = m->rows[b] * m->cols[b], j, k, bad = 0;
             int flip = est != GRZO_ESTIMATOR_SHARED;

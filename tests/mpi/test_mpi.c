@@ -261,8 +261,13 @@ static void case_desc(void) {
     bad.n_ranks = 0;
     CHECK_ST(grzo_create(&d, &ctx), GRZO_ERR_INVALID_ARG);
     bad = comm;
+    bad.iface = NULL;
+    CHECK_ST(grzo_create(&d, &ctx), GRZO_ERR_INVALID_ARG);
     bad.iface = &iface;
     iface.allgather_f32 = NULL;
+    CHECK_ST(grzo_create(&d, &ctx), GRZO_ERR_INVALID_ARG);
+    iface = *comm.iface;
+    iface.allreduce_max_u64 = NULL;
     CHECK_ST(grzo_create(&d, &ctx), GRZO_ERR_INVALID_ARG);
     iface = *comm.iface;
     iface.api_version = GRZO_COMM_API_VERSION + 1;
