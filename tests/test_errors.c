@@ -944,6 +944,8 @@ static void test_refused_ops_touch_nothing(void)
         REQUIRE_OK(grzo_pass_begin(ctx, &pi));
         CHECK_ST(grzo_perturbed_params(ctx, e, 0, E + 5), GRZO_ERR_INVALID_ARG);   /* over the block's own values */
         if (mode == 0 || mode == 2) {
+            CHECK_ST(grzo_embedding(ctx, e, NULL, y, &rows), GRZO_ERR_INVALID_ARG);
+            CHECK_ST(grzo_embedding(ctx, e, ids, NULL, &rows), GRZO_ERR_INVALID_ARG);
             CHECK_ST(grzo_embedding(ctx, e, ids, y, &rows), GRZO_ERR_INVALID_ARG);
         } else if (mode == 1) {
             CHECK_ST(grzo_linear(ctx, e, x, y, &rows), GRZO_ERR_BACKEND);   /* the tied head's product, refused */
