@@ -834,8 +834,8 @@ GRZO_API grzo_status grzo_align(grzo_ctx *ctx, int64_t n_examples, int32_t n_pro
 GRZO_API double grzo_align_cos_ratio(double b_eff, int64_t n_examples);
 
 /* Section 4b: all ranks compare a checksum of their parameters (a collective: every rank
-   calls it at the same point, between steps). GRZO_ERR_COMM when they differ; GRZO_OK
-   without desc.comm. */
+   calls it at the same point, between steps: GRZO_ERR_STATE during a step, with or without
+   ranks). GRZO_ERR_COMM when they differ; GRZO_OK without desc.comm. */
 GRZO_API grzo_status grzo_check_replicas(grzo_ctx *ctx);
 
 GRZO_API grzo_status grzo_checkpoint_save(grzo_ctx *ctx, const char *path);
@@ -3534,9 +3534,10 @@ GRZO__DEF grzo_status grzo_check_replicas(grzo_ctx *ctx) {
     uint64_t sum = 0, v[5];
     grzo_status s;
     if (!ctx) return GRZO_ERR_INVALID_ARG;
+    /* between steps with or without ranks, so that a misplaced call shows in a single process */
+    if (ctx->state != GRZO__IDLE) return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_check_replicas: not allowed during a step");
     cm = ctx->desc.comm;
     if (!cm) return GRZO_OK;
-    if (ctx->state != GRZO__IDLE) return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_check_replicas: not allowed during a step");
     buf = (uint8_t *)grzo__alloc(ctx, GRZO__CKPT_CHUNK);
     s = buf ? grzo__write_payload(ctx, NULL, buf, &sum) : GRZO_ERR_OUT_OF_MEMORY;
     grzo__free(ctx, buf);

@@ -697,6 +697,7 @@ static void test_state(void)
         CHECK_ST(grzo_perturbed_params(v.ctx, v.blk[0], 0, v.scratch[0]), GRZO_ERR_STATE);
         CHECK(grzo_last_error(v.ctx)[0] != 0);
         CHECK(same(&v, &s));
+        CHECK_OK(grzo_check_replicas(v.ctx));   /* one process: nothing to compare */
         /* in a step, before its first pass */
         REQUIRE_OK(grzo_step_begin(v.ctx, 2, &si));
         CHECK_ST(grzo_step_begin(v.ctx, 2, &si), GRZO_ERR_STATE);
@@ -709,6 +710,7 @@ static void test_state(void)
         CHECK_ST(grzo_block_add(v.ctx, &bd, &b), GRZO_ERR_STATE);
         CHECK_ST(grzo_checkpoint_save(v.ctx, path), GRZO_ERR_STATE);
         CHECK_ST(grzo_checkpoint_load(v.ctx, path), GRZO_ERR_STATE);
+        CHECK_ST(grzo_check_replicas(v.ctx), GRZO_ERR_STATE);   /* between steps, ranks or not */
         {
             fwd_ud u;
             u.v = &v;
