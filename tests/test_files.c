@@ -2,7 +2,8 @@
      - a symbolic link at PATH.tmp (someone's, in a shared folder) is never written through:
        the file it points to is unchanged, PATH gets the new contents;
      - a stale PATH.tmp (a killed run's) is replaced; a folder there fails with its name;
-     - a failed or abandoned write leaves PATH as it was and no temporary;
+     - a failed or abandoned write leaves PATH as it was and no temporary, and a write that
+       failed (a file size limit) is reported with its reason;
      - a file written by another program into the temporary (gnuplot) is renamed into place;
      - file_create_new refuses any name already there, a link included. */
 #define _POSIX_C_SOURCE 200809L
@@ -10,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -141,6 +144,32 @@ static void test_written_elsewhere(void) {
     CHECK(holds(path, "image"));
 }
 
+/* a write that fails (a file size limit) is reported with its reason at the commit, and the
+   path keeps its old contents */
+static void test_failed_write(void) {
+    char path[300], tmp[300], err[512], block[4096];
+    struct rlimit old, lim;
+    file_out o;
+    size_t i;
+    at(path, sizeof path, "big.txt");
+    at(tmp, sizeof tmp, "big.txt.tmp");
+    put(path, "old");
+    memset(block, 'x', sizeof block);
+    signal(SIGXFSZ, SIG_IGN);
+    if (getrlimit(RLIMIT_FSIZE, &old) != 0) return;
+    lim = old;
+    lim.rlim_cur = 10000;
+    if (setrlimit(RLIMIT_FSIZE, &lim) != 0) return;
+    CHECK(file_out_begin(&o, path, err, sizeof err) == 0);
+    setvbuf(o.f, NULL, _IONBF, 0);   /* the failure at the write, nothing left for the flush */
+    for (i = 0; i < 8; i++) fwrite(block, 1, sizeof block, o.f);
+    err[0] = 0;
+    CHECK(file_out_commit(&o, err, sizeof err) != 0);
+    setrlimit(RLIMIT_FSIZE, &old);
+    CHECK(strstr(err, strerror(EFBIG)) != NULL);
+    CHECK(holds(path, "old") && !exists(tmp));
+}
+
 static void test_create_new(void) {
     char path[300], target[300], err[512];
     FILE *f;
@@ -173,9 +202,10 @@ int main(void) {
     test_stale_and_folder();
     test_abandon_and_failure();
     test_written_elsewhere();
+    test_failed_write();
     test_create_new();
     {
-        static const char *const names[] = {"a.json", "a.json.tmp", "victim", "b.txt", "c.txt", "p.png", "log.jsonl", "log-target"};
+        static const char *const names[] = {"a.json", "a.json.tmp", "victim", "b.txt", "c.txt", "p.png", "big.txt", "log.jsonl", "log-target"};
         size_t i;
         char p[300];
         for (i = 0; i < sizeof names / sizeof names[0]; i++) {

@@ -35,6 +35,7 @@ FILE *file_open_temp(const char *tmp, char *err, size_t errlen) {
         unlink(tmp);
     }
     if (!f) set_err(err, errlen, "cannot create", tmp, e);
+    else errno = 0;   /* so that what a failed write sets is what the commit reports */
     return f;
 }
 
@@ -56,9 +57,7 @@ static int sync_by_name(const char *path) {
 }
 
 int file_finish_temp(FILE *f, const char *tmp, const char *path, char *err, size_t errlen) {
-    int e;
-    errno = 0;
-    e = f ? close_synced(f) : sync_by_name(tmp);
+    int e = f ? close_synced(f) : sync_by_name(tmp);   /* errno as the writes left it (files.h) */
     if (!e && rename(tmp, path) != 0) e = errno ? errno : EIO;
     if (e) {
         set_err(err, errlen, "cannot write", path, e);

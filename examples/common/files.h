@@ -11,7 +11,8 @@
    so a crash or a full disk leaves the old file or the new one, never half of one.
 
    Every function that can fail returns 0, or -1 with a one-line reason in err (naming the
-   path). */
+   path). A write that failed earlier (its FILE's error flag) is reported at the commit with
+   errno's reason: the temporary's creation leaves errno 0, so the reason is the write's. */
 #ifndef GRZO_FILES_H
 #define GRZO_FILES_H
 
