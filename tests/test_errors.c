@@ -22,7 +22,9 @@
      - refused_ops_touch_nothing: a refused embedding (batched or one call a segment) or
        tied-head linear marks no row;
      - checkpoint_temp: a save never writes through a symbolic link at its temporary's name,
-       replaces a stale temporary, and says why it could not create its temporary. */
+       replaces a stale temporary, and says why it could not create its temporary;
+     - allocation_failures: each allocation of a run (create, blocks, sparse steps, a save)
+       failing in turn gives GRZO_ERR_OUT_OF_MEMORY, changes nothing, leaks nothing. */
 #include <errno.h>
 #include <float.h>
 #include <sys/stat.h>
@@ -1328,6 +1330,94 @@ static void test_checkpoint_temp(void)
     remove(victim);
 }
 
+/* ---- every allocation failing in turn ---------------------------------------------------------
+   The N-th call of the context's allocator fails, for N = 1, 2, ... until a run needs fewer
+   calls: create, 20 blocks (the block table grows past 16), two steps with the sparse
+   variant (its thresholds), a checkpoint save. Each call either succeeds or returns
+   GRZO_ERR_OUT_OF_MEMORY; a failed step changes no parameter; nothing is left allocated. */
+typedef struct countdown { long calls, fail_at, live; } countdown;
+static void *countdown_alloc(size_t bytes, void *user)
+{
+    countdown *c = (countdown *)user;
+    void *p;
+    if (++c->calls == c->fail_at) return NULL;
+    p = malloc(bytes);
+    if (p) c->live++;
+    return p;
+}
+static void countdown_free(void *p, void *user)
+{
+    ((countdown *)user)->live--;
+    free(p);
+}
+#define OOM_BLOCKS 20
+static double oom_loss(int64_t e, float *const *p, void *ud)
+{
+    double l = 0;
+    int b;
+    (void)ud;
+    for (b = 0; b < OOM_BLOCKS; b++) l += (double)p[b][0] * (double)p[b][1] * (double)(e + 1) + (double)p[b][2];
+    return l;
+}
+static void test_allocation_failures(void)
+{
+    char path[256];
+    long n;
+    int completed = 0;
+    tu_tmp_path(path, sizeof path, "errors_oom");
+    for (n = 1; n < 400 && !completed; n++) {
+        countdown c = { 0, 0, 0 };
+        grzo_backend be;
+        grzo_desc d;
+        grzo_ctx *ctx = NULL;
+        grzo_block blk[OOM_BLOCKS];
+        float data[OOM_BLOCKS][6], before[OOM_BLOCKS][6], scratch_store[OOM_BLOCKS][6], *scratch[OOM_BLOCKS];
+        grzo_status st;
+        int b, k, ok = 1;
+        c.fail_at = n;
+        REQUIRE_OK(grzo_backend_ref_create(&be));
+        d = tu_desc(&be, GRZO_ESTIMATOR_GRZO, 61, 0.05f, 0.01f);
+        d.sparse_density = 0.5f;
+        d.allocator.alloc_fn = countdown_alloc;
+        d.allocator.free_fn = countdown_free;
+        d.allocator.user_data = &c;
+        st = grzo_create(&d, &ctx);
+        CHECKF(st == GRZO_OK || st == GRZO_ERR_OUT_OF_MEMORY, "allocation %ld failing: grzo_create returned %d", n, (int)st);
+        if (st != GRZO_OK) ok = 0;
+        for (b = 0; b < OOM_BLOCKS && ok; b++) {
+            grzo_block_desc bd;
+            tu_fill_unif(data[b], 6, 700 + (uint32_t)b, -1, 1);
+            memset(&bd, 0, sizeof bd);
+            bd.kind = GRZO_BLOCK_MATRIX; bd.rows = 2; bd.cols = 3; bd.data = data[b];
+            st = grzo_block_add(ctx, &bd, &blk[b]);
+            CHECKF(st == GRZO_OK || st == GRZO_ERR_OUT_OF_MEMORY, "allocation %ld failing: block %d returned %d", n, b, (int)st);
+            if (st != GRZO_OK) ok = 0;
+            scratch[b] = scratch_store[b];
+        }
+        for (k = 0; k < 2 && ok; k++) {
+            memcpy(before, data, sizeof data);
+            st = tu_bb_step(ctx, OOM_BLOCKS, blk, scratch, 3, oom_loss, 1.0, NULL, NULL, NULL);
+            CHECKF(st == GRZO_OK || st == GRZO_ERR_OUT_OF_MEMORY, "allocation %ld failing: step %d returned %d", n, k, (int)st);
+            if (st != GRZO_OK) {
+                CHECKF(memcmp(before, data, sizeof data) == 0, "allocation %ld failing: a failed step changed parameters", n);
+                (void)grzo_step_abort(ctx);   /* whatever state the failure left (idle: refused) */
+                ok = 0;
+            }
+        }
+        if (ok) {
+            st = grzo_checkpoint_save(ctx, path);
+            CHECKF(st == GRZO_OK || st == GRZO_ERR_OUT_OF_MEMORY, "allocation %ld failing: save returned %d", n, (int)st);
+            if (st != GRZO_OK) ok = 0;
+        }
+        grzo_destroy(ctx);
+        grzo_backend_destroy(&be);
+        CHECKF(c.live == 0, "allocation %ld failing: %ld blocks still allocated", n, c.live);
+        completed = ok && c.calls < n;   /* the whole run needed fewer calls: every one has failed once */
+    }
+    CHECKF(completed, "the run still reached a failing allocation after %ld", n);
+    remove(path);
+}
+
 /* ---- grzo_group_normalize at the ends of the double range -------------------------------------
    Finite deltas near +-DBL_MAX used to overflow the sum of squares (a = 0 with GRZO_OK), and
    deltas near 1e-200 underflowed it (a = 0 again). a is scale-invariant (eps 0), so every
@@ -1399,6 +1489,7 @@ int main(int argc, char **argv)
     if (tu_case("checkpoints")) test_checkpoints();
     if (tu_case("checkpoint_settings")) test_checkpoint_settings();
     if (tu_case("checkpoint_temp")) test_checkpoint_temp();
+    if (tu_case("allocation_failures")) test_allocation_failures();
     if (tu_case("normalize_range")) test_normalize_range();
     return tu_finish("test_errors");
 }
