@@ -180,6 +180,27 @@ static int same_report(const grzo_step_report *a, const grzo_step_report *b)
            a->degenerate_total == b->degenerate_total;
 }
 
+/* A low-rank checkpoint edited to rank 1 and nu = 0 (its header checksum recomputed) is
+   refused as a corrupt file and changes nothing: nu = 0 is "the default" only in a desc
+   given to grzo_create, never in a file, where the saved nu is always the one in use. */
+static void check_refuses_lowrank_every_0(const char *path, const net *fresh, const net *saved)
+{
+    size_t size;
+    unsigned char *f = tu_read_file(path, &size);
+    char bad[300];
+    REQUIRE(f != NULL && size >= 256);
+    snprintf(bad, sizeof bad, "%s.every0", path);
+    tu_put_le32(f + 108, 1);
+    tu_put_le32(f + 112, 0);
+    tu_put_le64(f + 248, tu_fnv1a64(f, 248));
+    REQUIRE(tu_write_file(bad, f, size));
+    CHECK_ST(grzo_checkpoint_load(fresh->ctx, bad), GRZO_ERR_FORMAT);
+    CHECK(strstr(grzo_last_error(fresh->ctx), "lowrank_every") != NULL);
+    CHECK(grzo_get_step(fresh->ctx) == 0 && !net_same(fresh, saved));
+    free(f);
+    remove(bad);
+}
+
 /* ---- the checkpoint layout ------------------------------------------------------------------ */
 static void check_layout(const char *path, const net *n, const grzo_desc *d, int64_t step)
 {
@@ -306,6 +327,7 @@ static void test_resume(grzo_estimator est, int dist, int cpu_threads)
         net_init(&fresh, &SMALL, cpu_threads, &d2, 730);
     }
     CHECK(!net_same(&fresh, &part));
+    if (d.lowrank_rank > 0) check_refuses_lowrank_every_0(path, &fresh, &part);
     CHECK_OK(grzo_checkpoint_load(fresh.ctx, path));
     CHECKF(net_same(&fresh, &part), "%s est %d: loaded parameters differ from the saved ones", bk, (int)est);
     CHECK(grzo_get_step(fresh.ctx) == KSTEPS);
