@@ -36,10 +36,16 @@
 
 /* layout 0: seven copies (the packed-panel path); layout 1: shared Z, one run of one sign,
    i.e. one copy (the path that forms straight from W, as in a MeZO pass); flipout, one
-   example's "+" and "-" copies */
-static const int64_t seg_rows[2][N_SEG] = { { 13, 37, 0, 1, 5, 13, 37, 9 }, { 13, 37, 5, 1, 13, 37, 5, 1 } };
-static const int8_t seg_sign[2][N_SEG] = { { 1, 1, 1, -1, -1, -1, 0, 1 }, { -1, -1, -1, -1, -1, -1, -1, -1 } };
-static const int64_t seg_example[2][N_SEG] = { { 0, 1, 2, 0, 1, 2, 0, 3 }, { 0, 0, 0, 0, 0, 0, 0, 0 } };
+   example's "+" and "-" copies; layout 2: "+" copies of tail rows only (1, 4 and 3 rows, and
+   an empty one) paired with long "-" mirrors (13, 37), so that a pair's first copy has no
+   rows of its own in the formed weight while its mirror does */
+#define N_LAYOUTS 3
+static const int64_t seg_rows[N_LAYOUTS][N_SEG] = { { 13, 37, 0, 1, 5, 13, 37, 9 }, { 13, 37, 5, 1, 13, 37, 5, 1 },
+                                                    { 1, 4, 0, 3, 13, 37, 2, 6 } };
+static const int8_t seg_sign[N_LAYOUTS][N_SEG] = { { 1, 1, 1, -1, -1, -1, 0, 1 }, { -1, -1, -1, -1, -1, -1, -1, -1 },
+                                                   { 1, 1, 1, 1, -1, -1, -1, -1 } };
+static const int64_t seg_example[N_LAYOUTS][N_SEG] = { { 0, 1, 2, 0, 1, 2, 0, 3 }, { 0, 0, 0, 0, 0, 0, 0, 0 },
+                                                       { 0, 1, 2, 3, 0, 1, 2, 3 } };
 
 static void run_linear_fma(grzo_cpu_linear_algo algo, int threads, int form_fma, const grzo_linear_args *a0, float *y);
 static void run_linear(grzo_cpu_linear_algo algo, int threads, const grzo_linear_args *a0, float *y)
@@ -708,6 +714,32 @@ static int check_bad_blis_env(void)
     return tu_finish("test_fused --bad-blis-env");
 }
 
+#ifdef GRZO_USE_BLIS
+/* The scratch area the fused path keeps between calls: every request, larger or smaller
+   than the last, gets a 64-byte aligned span of at least its bytes inside the area, and a
+   request that fits reuses it. */
+static void check_kept_area(void)
+{
+    static const size_t sizes[] = { 1000, 1100, 1100, 50, 1163, 1164, 1165, 1228, 4096, 4000, 100000, 1, 100063 };
+    grzo__cpu cpu;
+    size_t i;
+    memset(&cpu, 0, sizeof cpu);
+    for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const void *before = cpu.kept;
+        size_t before_bytes = cpu.kept_bytes;
+        char *p = (char *)grzo__cpu_kept(&cpu, sizes[i]);
+        REQUIRE(p != NULL);
+        CHECKF(((uintptr_t)p & 63u) == 0, "kept area: request %u not 64-byte aligned", (unsigned)sizes[i]);
+        CHECKF(p >= (char *)cpu.kept && p + sizes[i] <= (char *)cpu.kept + cpu.kept_bytes,
+               "kept area: request %u overruns the area of %u bytes", (unsigned)sizes[i], (unsigned)cpu.kept_bytes);
+        if (before && sizes[i] + 64 <= before_bytes)
+            CHECKF(cpu.kept == before, "kept area: request %u fits but the area was replaced", (unsigned)sizes[i]);
+        memset(p, 0xA5, sizes[i]);   /* the ASan build sees an overrun too */
+    }
+    free(cpu.kept);
+}
+#endif
+
 int main(int argc, char **argv)
 {
     grzo_backend be;
@@ -742,11 +774,12 @@ int main(int argc, char **argv)
     check_form_ukr();
     check_u_bits();
 #ifdef GRZO_USE_BLIS
+    check_kept_area();
     check_auto_choice();
 #endif
     {
         int layout, flip, gauss;
-        for (layout = 0; layout < 2; layout++)
+        for (layout = 0; layout < N_LAYOUTS; layout++)
             for (flip = 0; flip < 2; flip++)
                 for (gauss = 0; gauss < 2; gauss++)
                     check_case(layout, flip, gauss ? GRZO_NOISE_GAUSSIAN : GRZO_NOISE_RADEMACHER);

@@ -18,7 +18,7 @@
      refused         invalid values and combinations, a backend without the capability (at
                      grzo_create and at checkpoint load), the alignment diagnostic.
      chunks          the CPU's chunked variant linears (a 1-byte transient budget) against the
-                     reference, perturbed and plain.
+                     reference, perturbed (GRZO's and MeZO's Z) and plain.
      cpu_vs_ref      a model through grzo_embedding, grzo_linear and grzo_vector on the CPU
                      and the reference backends, each variant and core: the same losses and
                      parameters (to rounding) over three steps; the CPU's low-rank linear runs
@@ -750,11 +750,14 @@ static void test_cpu_vs_ref(void)
 }
 
 /* ---- chunks: the CPU backend's chunked paths (a 1-byte transient budget: 16 output rows or
-   columns at a time) against the reference, inside a GRZO pass and a plain call ------------------- */
+   columns at a time) against the reference, inside a pass (GRZO's per-example Z; MeZO's
+   shared Z, one run of one sign) and a plain call ------------------------------------------------ */
 static void test_chunks(void)
 {
     enum { DO = 40, DI = 12, B = 3, ROWS = 2 * B * 2 };
-    int v;
+    static const grzo_estimator ests[2] = { GRZO_ESTIMATOR_GRZO, GRZO_ESTIMATOR_MEZO };
+    int v, ei;
+    for (ei = 0; ei < 2; ei++)
     for (v = 0; v < V_COUNT; v++) {
         grzo_backend be[2];
         grzo_ctx *ctx[2];
@@ -770,7 +773,7 @@ static void test_chunks(void)
         REQUIRE_OK(grzo_backend_cpu_create(&cd, &be[0]));
         REQUIRE_OK(grzo_backend_ref_create(&be[1]));
         for (k = 0; k < 2; k++) {
-            grzo_desc d = tu_desc(&be[k], GRZO_ESTIMATOR_GRZO, 5, 0.01f, 0.05f);
+            grzo_desc d = tu_desc(&be[k], ests[ei], 5, 0.01f, 0.05f);
             grzo_step_info si;
             grzo_pass_info pi;
             set_variant(&d, v);
@@ -793,7 +796,8 @@ static void test_chunks(void)
             diff = fmax(diff, fabs((double)y[0][i] - y[1][i]));
             mag = fmax(mag, fabs((double)y[1][i]));
         }
-        CHECKF(diff <= 1e-5 * mag, "%s: chunked CPU linear differs from the reference by %.3g (of %.3g)", VNAME[v], diff, mag);
+        CHECKF(diff <= 1e-5 * mag, "%s, estimator %d: chunked CPU linear differs from the reference by %.3g (of %.3g)", VNAME[v],
+               (int)ests[ei], diff, mag);
         for (k = 0; k < 2; k++) {
             grzo_destroy(ctx[k]);
             grzo_backend_free(&be[k], W[k]);
