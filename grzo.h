@@ -120,6 +120,12 @@
      - a non-finite loss, a failed forward or grzo_step_abort restores the parameters by the
        opposite shift: every weight returns to within that rounding of its value before the
        step (not bitwise), the step counter does not advance and no update is applied;
+     - each block records the shift written into it, so a shift that the backend fails
+       part-way (out of memory) is undone block by block. A restore that itself fails
+       leaves the blocks still shifted on record, with an error that says so; the next
+       grzo_step_abort, grzo_step_begin, grzo_align_begin, grzo_checkpoint_save or plain
+       operation restores them first (and fails, changing nothing else, while it cannot),
+       grzo_checkpoint_load replaces them, grzo_destroy tries once more;
      - the parameters are perturbed between grzo_pass_begin and grzo_step_end/abort: do not
        checkpoint or evaluate then; grzo_perturbed_params returns the current (perturbed)
        values. Embeddings are perturbed in every row (the rows a pass will read are unknown
@@ -1764,6 +1770,7 @@ typedef struct grzo__block {
     char name[GRZO__NAME_MAX];
     int no_decay;
     uint8_t *touched;            /* embeddings: backend memory, one byte per row */
+    int32_t shift;               /* in-place MeZO: the sigma z multiple now written into it */
     int full_touch;              /* embedding read as a whole this step (linear, ask/tell) */
     int sparse_ready;            /* sparse variant: sparse_h has been set (first step, or a checkpoint) */
     float sparse_h;              /* its magnitude threshold h_b */
@@ -1782,7 +1789,6 @@ struct grzo_ctx {
     int state;
     int64_t B;
     int32_t n_passes, copies, pass;
-    int32_t inplace_shift;       /* in-place MeZO: sigma z multiple now written into theta */
     float *losses;               /* n_passes * copies * B */
     int64_t *seg_example;        /* copies * B, for the current pass */
     int8_t *seg_sign;
@@ -2185,37 +2191,62 @@ static grzo_status grzo__ensure_buffers(grzo_ctx *ctx, int64_t segs, int64_t n_l
     return GRZO_OK;
 }
 
-/* In-place MeZO: theta += k sigma z in every block and every row, z the step's U regenerated
-   from the seed, through the backend's update entry (theta -= coeff U with coeff = -k sigma,
-   exact since k is +-1 or -2). round_stream keeps the 16-bit rounding bits of the three
-   shifts of a step independent. Stops at the first failure: earlier blocks stay shifted. */
-static grzo_status grzo__inplace_shift(grzo_ctx *ctx, int32_t k, uint32_t round_stream) {
+/* In-place MeZO: move every block, every row, to theta + target sigma z, z the step's U
+   regenerated from the seed, through the backend's update entry (theta -= coeff U with
+   coeff = -(target - shift) sigma, exact since a move is +-1 or -2). round_stream keeps the
+   16-bit rounding bits of the three moves of a step independent. Each block records its
+   shift as soon as it has moved, so a move that fails part-way leaves an exact record: the
+   restore then moves back the blocks that moved, and only those. */
+static grzo_status grzo__inplace_move(grzo_ctx *ctx, int32_t target, uint32_t round_stream) {
     const grzo_backend *be = ctx->desc.backend;
-    float coeff = -(float)k * ctx->desc.sigma;
     uint32_t i;
     for (i = 0; i < ctx->n_blocks; i++) {
+        grzo__block *b = &ctx->blocks[i];
         grzo_update_args u;
         grzo_status s;
+        float coeff = -(float)(target - b->shift) * ctx->desc.sigma;
+        if (b->shift == target) continue;
         memset(&u, 0, sizeof u);
-        u.p = ctx->blocks[i].p;
+        u.p = b->p;
         u.base = grzo__base_noise(ctx, i, 0);
         u.n_examples = 1;
         u.coeff = &coeff;
         u.round_stream = round_stream;
         s = be->iface->update(be->self, &u);
         if (s != GRZO_OK) return s;
+        b->shift = target;
     }
-    ctx->inplace_shift += k;
     return GRZO_OK;
 }
 
-/* Write theta back (in-place MeZO): the opposite of whatever shift is applied now. */
+/* What a failed restore says: the parameters' state and what restores them. */
+#define GRZO__STILL_SHIFTED "parameters still perturbed, on record: grzo_step_abort, grzo_step_begin, grzo_checkpoint_save " \
+    "and plain operations restore them first"
+
+/* Write theta back (in-place MeZO): every block still shifted moves back. A block that
+   fails to stays on record (grzo__settle tries again). */
 static grzo_status grzo__inplace_restore(grzo_ctx *ctx) {
+    return grzo__inplace_move(ctx, 0, GRZO_STREAM_ROUND_INPLACE + 2u);
+}
+
+static int grzo__inplace_pending(const grzo_ctx *ctx) {
+    uint32_t i;
+    for (i = 0; i < ctx->n_blocks; i++)
+        if (ctx->blocks[i].shift != 0) return 1;
+    return 0;
+}
+
+/* Before anything that reads the parameters outside a step (a step, the diagnostic, a
+   checkpoint, a plain operation): restore the in-place shifts a failed restore left. */
+static grzo_status grzo__settle(grzo_ctx *ctx, const char *who) {
+    char what[192];
     grzo_status s;
-    if (ctx->inplace_shift == 0) return GRZO_OK;
-    s = grzo__inplace_shift(ctx, -ctx->inplace_shift, GRZO_STREAM_ROUND_INPLACE + 2u);
-    ctx->inplace_shift = 0;   /* on failure the parameters are lost anyway: never shift twice */
-    return s;
+    if (ctx->state != GRZO__IDLE || !grzo__inplace_pending(ctx)) return GRZO_OK;
+    s = grzo__inplace_restore(ctx);
+    if (s == GRZO_OK) return GRZO_OK;
+    snprintf(what, sizeof what, "%s: restoring in-place MeZO's parameters, which a failure left perturbed "
+             "(still perturbed; nothing else done)", who);
+    return grzo__backend_fail(ctx, s, what);
 }
 
 /* k-th smallest of a[0..n) (0-based), reordering a: Hoare quickselect, no NaN in a */
@@ -2294,6 +2325,10 @@ GRZO__DEF grzo_status grzo_step_begin(grzo_ctx *ctx, int64_t n_examples, grzo_st
         return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_step_begin: n_examples must be in [1, 2^30] (got %lld)", (long long)n_examples);
     if (ctx->step >= (int64_t)UINT32_MAX)
         return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_step_begin: the RNG step counter is exhausted (2^32 steps)");
+    {
+        grzo_status s = grzo__settle(ctx, "grzo_step_begin");
+        if (s != GRZO_OK) return s;
+    }
     if (grzo__ensure_step_buffers(ctx, n_examples) != GRZO_OK)
         return grzo__fail(ctx, GRZO_ERR_OUT_OF_MEMORY, "grzo_step_begin: out of memory");
     if (grzo__clear_stale_touched(ctx, "grzo_step_begin: clearing the row maps the last step left") != GRZO_OK) return GRZO_ERR_BACKEND;
@@ -2326,12 +2361,14 @@ GRZO__DEF grzo_status grzo_pass_begin(grzo_ctx *ctx, grzo_pass_info *out) {
     if (ctx->state != GRZO__IN_STEP || ctx->pass >= ctx->n_passes)
         return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_pass_begin: no pass is due (call grzo_step_begin, or grzo_step_end after the last pass)");
     if (grzo__inplace(ctx)) {   /* pass 0: theta + sigma z; pass 1: theta - sigma z */
-        grzo_status s = grzo__inplace_shift(ctx, ctx->pass == 0 ? 1 : -2, GRZO_STREAM_ROUND_INPLACE + (uint32_t)ctx->pass);
+        grzo_status s = grzo__inplace_move(ctx, ctx->pass == 0 ? 1 : -1, GRZO_STREAM_ROUND_INPLACE + (uint32_t)ctx->pass);
         if (s != GRZO_OK) {
+            grzo_status r;
             grzo__pass_layout(ctx);
             ctx->state = GRZO__IN_PASS;     /* the other ranks expect this pass's gather */
-            grzo__abort_pass(ctx, s);
-            return grzo__backend_fail(ctx, s, "grzo_pass_begin: in-place perturbation (step abandoned; parameters may be partly perturbed)");
+            r = grzo__abort_pass(ctx, s);   /* moves back the blocks that moved */
+            return grzo__backend_fail(ctx, s, r == GRZO_OK ? "grzo_pass_begin: in-place perturbation (step abandoned, parameters restored)"
+                                                           : "grzo_pass_begin: in-place perturbation (step abandoned; " GRZO__STILL_SHIFTED ")");
         }
     }
     grzo__pass_layout(ctx);
@@ -2379,13 +2416,13 @@ static grzo_status grzo__clear_stale_touched(grzo_ctx *ctx, const char *who) {
 /* Abandon the step (or diagnostic) on this rank. */
 static grzo_status grzo__abandon(grzo_ctx *ctx) {
     grzo_status s;
-    if (ctx->state == GRZO__IDLE) return GRZO_OK;
+    if (ctx->state == GRZO__IDLE) return grzo__settle(ctx, "grzo_step_abort");
     ctx->state = GRZO__IDLE;
     grzo__align_free(ctx);
     s = grzo__inplace_restore(ctx);
     if (s != GRZO_OK) {
         grzo__clear_touched(ctx);
-        return grzo__backend_fail(ctx, s, "grzo_step_abort: restoring in-place MeZO's parameters (they are lost)");
+        return grzo__backend_fail(ctx, s, "grzo_step_abort: restoring in-place MeZO's parameters (" GRZO__STILL_SHIFTED ")");
     }
     s = grzo__clear_touched(ctx);
     return s == GRZO_OK ? GRZO_OK : grzo__backend_fail(ctx, s, "grzo_step_abort");
@@ -2732,8 +2769,9 @@ GRZO__DEF grzo_status grzo_step_end(grzo_ctx *ctx, grzo_step_report *out) {
     }
     s = grzo__inplace_restore(ctx);
     if (s != GRZO_OK) {
-        grzo_step_abort(ctx);
-        return grzo__backend_fail(ctx, s, "grzo_step_end: restoring in-place MeZO's parameters (they are lost)");
+        grzo_status r = grzo_step_abort(ctx);   /* tries the restore again */
+        return grzo__backend_fail(ctx, s, r == GRZO_OK ? "grzo_step_end: restoring in-place MeZO's parameters (step abandoned; restored at a second try)"
+                                                       : "grzo_step_end: restoring in-place MeZO's parameters (step abandoned; " GRZO__STILL_SHIFTED ")");
     }
     for (i = 0; i < ctx->n_blocks; i++) {
         s = grzo__update_block(ctx, i, lr);
@@ -2820,6 +2858,10 @@ GRZO__DEF grzo_status grzo_align_begin(grzo_ctx *ctx, int64_t n_examples, int32_
     if (grzo__variants_on(&ctx->desc))
         return grzo__fail(ctx, GRZO_ERR_UNSUPPORTED, "grzo_align_begin: the diagnostic measures dense directions; it does not run with "
                           "the sparse, low-rank or quantized variant (use a context without them)");
+    {
+        grzo_status s = grzo__settle(ctx, "grzo_align_begin");
+        if (s != GRZO_OK) return s;
+    }
     ctx->align_gram = (double *)grzo__alloc(ctx, (size_t)n_examples * (size_t)n_examples * sizeof(double));
     ctx->align_ab = (double *)grzo__alloc(ctx, (size_t)n_probes * 2 * sizeof(double));
     if (!ctx->align_gram || !ctx->align_ab || grzo__ensure_buffers(ctx, 2 * n_examples, 2 * n_examples, 2 * n_examples) != GRZO_OK) {
@@ -2935,7 +2977,7 @@ static grzo_status grzo__prepare_op(grzo_ctx *ctx, const char *who, grzo_block b
     if (rows->n_rows < 0) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "%s: n_rows < 0", who);
     if (ctx->state == GRZO__IN_STEP) return grzo__fail(ctx, GRZO_ERR_STATE, "%s: between passes (call grzo_pass_begin)", who);
     op->variant = grzo__block_variant(ctx, b.id - 1, ctx->state == GRZO__IN_PASS, &op->var);
-    if (ctx->state != GRZO__IN_PASS) return GRZO_OK;                /* plain evaluation */
+    if (ctx->state != GRZO__IN_PASS) return grzo__settle(ctx, who);   /* plain evaluation */
     op->per_segment = ctx->desc.per_example_ops == 1;
     all = grzo__local_segments(ctx);
     first = rows->first_segment;
@@ -3349,6 +3391,7 @@ GRZO__DEF grzo_status grzo_checkpoint_save(grzo_ctx *ctx, const char *path) {
     if (!ctx) return GRZO_ERR_INVALID_ARG;
     if (!path || !path[0]) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_checkpoint_save: path is empty");
     if (ctx->state != GRZO__IDLE) return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_checkpoint_save: not allowed during a step");
+    if ((s = grzo__settle(ctx, "grzo_checkpoint_save")) != GRZO_OK) return s;
     plen = strlen(path);
     buf = (uint8_t *)grzo__alloc(ctx, GRZO__CKPT_CHUNK);
     tmp = (char *)grzo__alloc(ctx, plen + GRZO__TEMP_EXTRA);
@@ -3524,6 +3567,10 @@ GRZO__DEF grzo_status grzo_checkpoint_load(grzo_ctx *ctx, const char *path) {
     ctx->desc = hd.d;
     ctx->step = (int64_t)hd.step;
     ctx->degenerate_total = (int64_t)hd.degenerate_total;
+    {   /* the loaded values replace whatever an in-place shift left in the blocks */
+        uint32_t i;
+        for (i = 0; i < ctx->n_blocks; i++) ctx->blocks[i].shift = 0;
+    }
     return GRZO_OK;
 }
 
@@ -3538,8 +3585,9 @@ GRZO__DEF grzo_status grzo_check_replicas(grzo_ctx *ctx) {
     if (ctx->state != GRZO__IDLE) return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_check_replicas: not allowed during a step");
     cm = ctx->desc.comm;
     if (!cm) return GRZO_OK;
-    buf = (uint8_t *)grzo__alloc(ctx, GRZO__CKPT_CHUNK);
-    s = buf ? grzo__write_payload(ctx, NULL, buf, &sum) : GRZO_ERR_OUT_OF_MEMORY;
+    s = grzo__settle(ctx, "grzo_check_replicas");   /* on failure this rank still joins the collective */
+    buf = s == GRZO_OK ? (uint8_t *)grzo__alloc(ctx, GRZO__CKPT_CHUNK) : NULL;
+    if (s == GRZO_OK) s = buf ? grzo__write_payload(ctx, NULL, buf, &sum) : GRZO_ERR_OUT_OF_MEMORY;
     grzo__free(ctx, buf);
     /* max over ranks of x and of ~x gives max and min: they agree iff every rank has x.
        A rank that could not read its parameters still takes part (v[2] = 1). */
