@@ -18,7 +18,8 @@
      refused         invalid values and combinations, a backend without the capability (at
                      grzo_create and at checkpoint load), the alignment diagnostic.
      chunks          the CPU's chunked variant linears (a 1-byte transient budget) against the
-                     reference, perturbed (GRZO's and MeZO's Z) and plain.
+                     reference, perturbed (GRZO's Z, a call per example or per copy; MeZO's
+                     Z) and plain.
      cpu_vs_ref      a model through grzo_embedding, grzo_linear and grzo_vector on the CPU
                      and the reference backends, each variant and core: the same losses and
                      parameters (to rounding) over three steps; the CPU's low-rank linear runs
@@ -750,14 +751,15 @@ static void test_cpu_vs_ref(void)
 }
 
 /* ---- chunks: the CPU backend's chunked paths (a 1-byte transient budget: 16 output rows or
-   columns at a time) against the reference, inside a pass (GRZO's per-example Z; MeZO's
-   shared Z, one run of one sign) and a plain call ------------------------------------------------ */
+   columns at a time) against the reference, inside a pass (GRZO's per-example Z, each
+   example's two copies in one call, or one call per copy as desc.per_example_ops makes them;
+   MeZO's shared Z, one run of one sign) and a plain call ------------------------------------------ */
 static void test_chunks(void)
 {
     enum { DO = 40, DI = 12, B = 3, ROWS = 2 * B * 2 };
-    static const grzo_estimator ests[2] = { GRZO_ESTIMATOR_GRZO, GRZO_ESTIMATOR_MEZO };
+    static const grzo_estimator ests[3] = { GRZO_ESTIMATOR_GRZO, GRZO_ESTIMATOR_MEZO, GRZO_ESTIMATOR_GRZO };
     int v, ei;
-    for (ei = 0; ei < 2; ei++)
+    for (ei = 0; ei < 3; ei++)
     for (v = 0; v < V_COUNT; v++) {
         grzo_backend be[2];
         grzo_ctx *ctx[2];
@@ -777,6 +779,7 @@ static void test_chunks(void)
             grzo_step_info si;
             grzo_pass_info pi;
             set_variant(&d, v);
+            if (ei == 2) d.per_example_ops = 1;   /* a lone copy per backend call */
             ctx[k] = tu_ctx(&d);
             W[k] = (float *)tu_alloc(&be[k], DO * DI * sizeof(float));
             x[k] = (float *)tu_alloc(&be[k], ROWS * DI * sizeof(float));
@@ -796,8 +799,8 @@ static void test_chunks(void)
             diff = fmax(diff, fabs((double)y[0][i] - y[1][i]));
             mag = fmax(mag, fabs((double)y[1][i]));
         }
-        CHECKF(diff <= 1e-5 * mag, "%s, estimator %d: chunked CPU linear differs from the reference by %.3g (of %.3g)", VNAME[v],
-               (int)ests[ei], diff, mag);
+        CHECKF(diff <= 1e-5 * mag, "%s, estimator %d%s: chunked CPU linear differs from the reference by %.3g (of %.3g)",
+               VNAME[v], (int)ests[ei], ei == 2 ? " (a call per copy)" : "", diff, mag);
         for (k = 0; k < 2; k++) {
             grzo_destroy(ctx[k]);
             grzo_backend_free(&be[k], W[k]);
