@@ -24,7 +24,9 @@
      - checkpoint_temp: a save never writes through a symbolic link at its temporary's name,
        replaces a stale temporary, and says why it could not create its temporary;
      - allocation_failures: each allocation of a run (create, blocks, sparse steps, a save)
-       failing in turn gives GRZO_ERR_OUT_OF_MEMORY, changes nothing, leaks nothing. */
+       failing in turn gives GRZO_ERR_OUT_OF_MEMORY, changes nothing, leaks nothing;
+     - inplace_update_fails: in-place MeZO's shift failing part-way is undone; its restore
+       failing leaves the parameters on record, restored by the next call that reads them. */
 #include <errno.h>
 #include <float.h>
 #include <sys/stat.h>
@@ -46,12 +48,12 @@ typedef struct env {
     grzo_desc d;
 } env;
 
-/* a context with the given settings; al (may be NULL) is its host allocator */
-static void env_init_with(env *v, grzo_estimator est, int32_t fzoo_probes, grzo_noise_dist noise, uint64_t seed,
-                          const grzo_allocator *al)
+/* a context with the given settings on the backend in v->be; al (may be NULL) is its host
+   allocator */
+static void env_init_on(env *v, grzo_estimator est, int32_t fzoo_probes, grzo_noise_dist noise, uint64_t seed,
+                        const grzo_allocator *al)
 {
     int b;
-    REQUIRE_OK(tu_backend(TU_REF, 1, &v->be));
     tu_require_host_memory(&v->be, "test_errors");
     v->d = tu_desc(&v->be, est, seed, 0.05f, 0.0625f);
     v->d.fzoo_probes = fzoo_probes;
@@ -66,6 +68,13 @@ static void env_init_with(env *v, grzo_estimator est, int32_t fzoo_probes, grzo_
         v->blk[b] = tu_block(v->ctx, b == 1 ? GRZO_BLOCK_VECTOR : GRZO_BLOCK_MATRIX, PR[b], PC[b], v->data[b],
                              b == 1 ? "bias" : "w", 0);
     }
+}
+
+static void env_init_with(env *v, grzo_estimator est, int32_t fzoo_probes, grzo_noise_dist noise, uint64_t seed,
+                          const grzo_allocator *al)
+{
+    REQUIRE_OK(tu_backend(TU_REF, 1, &v->be));
+    env_init_on(v, est, fzoo_probes, noise, seed, al);
 }
 
 static void env_init(env *v, grzo_estimator est, uint64_t seed)
@@ -869,6 +878,108 @@ static grzo_status failing_upload(void *self, void *dst, const void *src, size_t
     if (g_fail_upload) return GRZO_ERR_BACKEND;
     return g_inner.iface->upload(g_inner.self, dst, src, n);
 }
+/* ---- in-place MeZO when the backend's update fails ------------------------------------------
+   Its shifts and restore go through the update entry. A shift that fails part-way is undone
+   block by block; a restore that fails leaves the blocks still shifted on record, and every
+   later call that reads the parameters (step_abort, step_begin, checkpoint_save, a plain op)
+   restores them first, or fails changing nothing else. Here the 3 x 4 matrix and the bias of
+   the environment are blocks 0 and 1; g_update_fail_from = the first failing update call. */
+static long g_update_calls, g_update_fail_from, g_update_fail_count;
+static grzo_status failing_update(void *self, const grzo_update_args *a)
+{
+    (void)self;
+    ++g_update_calls;
+    if (g_update_fail_from > 0 && g_update_calls >= g_update_fail_from && g_update_calls < g_update_fail_from + g_update_fail_count)
+        return GRZO_ERR_OUT_OF_MEMORY;
+    return g_inner.iface->update(g_inner.self, a);
+}
+static void update_fails(long from, long count)
+{
+    g_update_calls = 0;
+    g_update_fail_from = from;
+    g_update_fail_count = count;
+}
+
+/* every parameter within a few roundings of the snapshot (in-place MeZO's restore is not
+   bitwise), and at least one moved by sigma when `shifted` */
+static int near_snapshot(const env *v, const snap *s, int shifted)
+{
+    int b, far = 0;
+    int64_t i;
+    for (b = 0; b < NP; b++)
+        for (i = 0; i < PR[b] * PC[b]; i++) {
+            double d = fabs((double)v->data[b][i] - s->d[b][i]);
+            if (d > 0.5 * v->d.sigma) far++;
+            else if (d > 4.0 * ldexp(1.0, -24) * (fabs((double)s->d[b][i]) + v->d.sigma)) return 0;
+        }
+    return shifted ? far > 0 : far == 0;
+}
+
+static void test_inplace_update_fails(void)
+{
+    grzo_backend_i iface;
+    env v;
+    snap s0;
+    grzo_step_info si;
+    grzo_pass_info pi;
+    float losses[4] = { 1.0f, 2.0f, 3.0f, 4.0f }, x[4] = { 1, 2, 3, 4 }, y[3];
+    grzo_rows rows;
+    char path[256];
+    int p;
+    tu_tmp_path(path, sizeof path, "errors_inplace");
+    remove(path);
+    wrap_ref(&iface, &v.be);
+    iface.update = failing_update;
+    update_fails(0, 0);
+    env_init_on(&v, GRZO_ESTIMATOR_MEZO_INPLACE, 3, GRZO_NOISE_DEFAULT, 61, NULL);
+    take(&v, &s0);
+    memset(&rows, 0, sizeof rows);
+    rows.n_rows = 1;
+
+    /* pass 0's shift fails at the second block: the first is moved back */
+    update_fails(2, 1);
+    REQUIRE_OK(grzo_step_begin(v.ctx, 2, &si));
+    CHECK_ST(grzo_pass_begin(v.ctx, &pi), GRZO_ERR_OUT_OF_MEMORY);
+    CHECK(strstr(grzo_last_error(v.ctx), "parameters restored") != NULL);
+    CHECK(g_update_calls == 3);   /* block 0 +, block 1 fails, block 0 back */
+    CHECK(near_snapshot(&v, &s0, 0) && grzo_get_step(v.ctx) == 0);
+
+    /* the restore at step end fails at the second block, and again when step_end retries it */
+    REQUIRE_OK(grzo_step_begin(v.ctx, 2, &si));
+    for (p = 0; p < si.n_passes; p++) {
+        REQUIRE_OK(grzo_pass_begin(v.ctx, &pi));
+        REQUIRE_OK(grzo_pass_end(v.ctx, losses));
+    }
+    update_fails(2, 1000);
+    CHECK_ST(grzo_step_end(v.ctx, NULL), GRZO_ERR_OUT_OF_MEMORY);
+    CHECK(strstr(grzo_last_error(v.ctx), "still perturbed") != NULL);
+    CHECK(near_snapshot(&v, &s0, 1) && grzo_get_step(v.ctx) == 0);
+    /* while the update fails, each call that reads the parameters refuses, changing nothing */
+    CHECK_ST(grzo_checkpoint_save(v.ctx, path), GRZO_ERR_OUT_OF_MEMORY);
+    CHECK(access(path, F_OK) != 0);
+    CHECK_ST(grzo_linear(v.ctx, v.blk[0], x, y, &rows), GRZO_ERR_OUT_OF_MEMORY);
+    CHECK(strstr(grzo_last_error(v.ctx), "grzo_linear: restoring in-place MeZO's parameters") != NULL);
+    CHECK_ST(grzo_step_begin(v.ctx, 2, &si), GRZO_ERR_OUT_OF_MEMORY);
+    CHECK_ST(grzo_step_abort(v.ctx), GRZO_ERR_OUT_OF_MEMORY);
+    CHECK(near_snapshot(&v, &s0, 1));
+    /* the update works again: the next reader restores first */
+    update_fails(0, 0);
+    CHECK_OK(grzo_linear(v.ctx, v.blk[0], x, y, &rows));
+    CHECK(near_snapshot(&v, &s0, 0) && grzo_get_step(v.ctx) == 0);
+    CHECK_OK(grzo_step_abort(v.ctx));   /* nothing left to restore */
+    CHECK(near_snapshot(&v, &s0, 0));
+    /* and a step runs from there */
+    REQUIRE_OK(grzo_step_begin(v.ctx, 2, &si));
+    for (p = 0; p < si.n_passes; p++) {
+        REQUIRE_OK(grzo_pass_begin(v.ctx, &pi));
+        REQUIRE_OK(grzo_pass_end(v.ctx, losses));
+    }
+    CHECK_OK(grzo_step_end(v.ctx, NULL));
+    CHECK(grzo_get_step(v.ctx) == 1);
+    env_free(&v);
+    remove(path);
+}
+
 static void test_clear_fails(void)
 {
     grzo_backend_i iface;
@@ -1490,6 +1601,7 @@ int main(int argc, char **argv)
     if (tu_case("checkpoint_settings")) test_checkpoint_settings();
     if (tu_case("checkpoint_temp")) test_checkpoint_temp();
     if (tu_case("allocation_failures")) test_allocation_failures();
+    if (tu_case("inplace_update_fails")) test_inplace_update_fails();
     if (tu_case("normalize_range")) test_normalize_range();
     return tu_finish("test_errors");
 }
