@@ -273,6 +273,10 @@
      Bad input changes nothing. A pass whose losses are not all finite returns
      GRZO_ERR_NONFINITE, abandons the step and leaves every parameter bitwise unchanged
      (and the step counter too); in-place MeZO restores them within rounding (section 3).
+     So does a backend failure (out of memory, say) anywhere before grzo_step_end's update:
+     the step can be taken again and gives the same result. One inside the update may leave
+     the parameters partly updated, as its message says (reload a checkpoint).
+     tests/test_cpu_oom.c fails each allocation of a CPU-backend run in turn.
      grzo never aborts or exits and has no mutable globals.
      Memory: parameters and activations live in backend memory (grzo_backend_alloc: the
      CPU backend's is 64-byte aligned, which its kernels run fastest on); per
