@@ -1023,7 +1023,10 @@ static void case_malformed(void)
     expect_load_error("SST-2", data("RTE/train.jsonl"), data("SST-2/dev.tsv"), data("RTE/train.jsonl"), 0, "cannot read this file");
     expect_load_error("CB", data("SST-5/train.csv"), data("CB/val.jsonl"), data("SST-5/train.csv"), 0, "cannot read this file");
     CHECK(tasks_load("SST-9", data("SST-2/train.tsv"), data("SST-2/dev.tsv"), 1, -1, -1, -1, &s, err, sizeof err) != 0 &&
-          strstr(err, "unknown task \"SST-9\""));
+          strstr(err, "unknown task \"SST-9\" (known: SST-2, "));
+    /* a JSON error names its line and column: the '}' after the trailing comma is column 59 */
+    expect_load_error("RTE", data("malformed/json_trailing_comma.jsonl"), valid_val("RTE"),
+                      data("malformed/json_trailing_comma.jsonl"), 2, ":2:59: ");
     CHECK(tasks_load("SST-2", NULL, data("SST-2/dev.tsv"), 1, -1, -1, -1, &s, err, sizeof err) != 0 && strstr(err, "required"));
     CHECK(tasks_load("SST-2", data("SST-2/train.tsv"), NULL, 1, -1, -1, -1, &s, NULL, 0) != 0); /* err may be NULL */
     CHECK(tasks_load_ex(NULL, &s, err, sizeof err) != 0);
@@ -1205,6 +1208,9 @@ static void case_qa_score(void)
     CHECK_NORM(qa_squad_normalize, "\xc2\xa0the\xe2\x80\x83" "cat ", "cat");
     CHECK_NORM(qa_squad_normalize, "\xe2\x80\x9cthe\xe2\x80\x9d cat", "\xe2\x80\x9c \xe2\x80\x9d cat");
     CHECK_NORM(qa_squad_normalize, "\xc4\xb0stanbul", "i\xcc\x87stanbul");
+    /* str.lower() at the edges of its ranges: U+00DE, U+0100, U+014A, U+0179 -> U+00FE, U+0101,
+       U+014B, U+017A */
+    CHECK_NORM(qa_squad_normalize, "\xc3\x9e \xc4\x80 \xc5\x8a \xc5\xb9", "\xc3\xbe \xc4\x81 \xc5\x8b \xc5\xba");
     /* exact match and F1, maxima over the golds */
     squad_known("the Denver Broncos", broncos, 2, 1, 1);
     squad_known("Broncos", broncos, 2, 0, 2.0 / 3.0);
@@ -1217,6 +1223,16 @@ static void case_qa_score(void)
         /* Python: b"a\xff\xc3\xa9\xe2\x80z\xed\xa0\x80".decode(errors="replace") == "a\ufffd\xe9\ufffdz\ufffd\ufffd\ufffd" */
         char *fixed = qa_utf8_repair("a\xff\xc3\xa9\xe2\x80z\xed\xa0\x80", 10);
         CHECK_STR(fixed, "a\xef\xbf\xbd\xc3\xa9\xef\xbf\xbdz\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+        free(fixed);
+        /* the last continuation byte (U+00BF) is valid; one continuation too many is not:
+           b"\xc2\xbf\xc2\xa9\xa9".decode(errors="replace") == "\xbf\xa9\ufffd" */
+        fixed = qa_utf8_repair("\xc2\xbf\xc2\xa9\xa9", 5);
+        CHECK_STR(fixed, "\xc2\xbf\xc2\xa9\xef\xbf\xbd");
+        free(fixed);
+        /* a cut sequence whose second byte is the largest its lead allows is one U+FFFD:
+           b"a\xe0\xbf".decode(errors="replace") == "a\ufffd" */
+        fixed = qa_utf8_repair("a\xe0\xbf", 3);
+        CHECK_STR(fixed, "a\xef\xbf\xbd");
         free(fixed);
     }
     /* Python's float() and str(float) */
@@ -1233,6 +1249,8 @@ static void case_qa_score(void)
     qa_py_float_repr(0.1, buf); CHECK_STR(buf, "0.1");
     qa_py_float_repr(-2.5e-300, buf); CHECK_STR(buf, "-2.5e-300");
     qa_py_float_repr(123456789012345678.0, buf); CHECK_STR(buf, "1.2345678901234568e+17");
+    qa_py_float_repr(12.5, buf); CHECK_STR(buf, "12.5");
+    qa_py_float_repr(-3.25, buf); CHECK_STR(buf, "-3.25");
     /* DROP _normalize_answer: allennlp's tests (TestDropEvalNormalize), then Python's values */
     CHECK_NORM(qa_drop_normalize, "12.0", "12.0");
     CHECK_NORM(qa_drop_normalize, "12.0  ", "12.0");
