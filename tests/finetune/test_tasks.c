@@ -186,6 +186,8 @@ static void case_table(void)
     fclose(f);
     for (i = 0; i < tasks_count(); i++) CHECKF(strstr(buf, want[i]) != NULL, "%s missing from the table", want[i]);
     CHECK(strstr(buf, "\" terrible\" | \" great\"") != NULL);
+    CHECK(strstr(buf, "candidates:   the example's choices") != NULL);   /* COPA's */
+    CHECK(strstr(buf, "candidates:   none: a generation task") != NULL);   /* SQuAD's, DROP's */
     CHECK(strstr(buf, "Does this mean that") != NULL);
     /* where users get the QA files */
     CHECK(strstr(buf, "train-v1.1.json") && strstr(buf, "dev-v1.1.json") && strstr(buf, "rajpurkar.github.io/SQuAD-explorer"));
