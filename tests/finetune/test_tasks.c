@@ -1024,6 +1024,8 @@ static void case_malformed(void)
     expect_load_error("RTE", data("RTE/train.jsonl"), data("RTE"), data("RTE"), 0, "");
     expect_load_error("SST-2", data("RTE/train.jsonl"), data("SST-2/dev.tsv"), data("RTE/train.jsonl"), 0, "cannot read this file");
     expect_load_error("CB", data("SST-5/train.csv"), data("CB/val.jsonl"), data("SST-5/train.csv"), 0, "cannot read this file");
+    /* headerless "label,sentence" .csv is SST-5's (LM-BFF's) form, not SST-2's */
+    expect_load_error("SST-2", data("SST-5/train.csv"), data("SST-2/dev.tsv"), data("SST-5/train.csv"), 0, "cannot read this file");
     CHECK(tasks_load("SST-9", data("SST-2/train.tsv"), data("SST-2/dev.tsv"), 1, -1, -1, -1, &s, err, sizeof err) != 0 &&
           strstr(err, "unknown task \"SST-9\" (known: SST-2, "));
     /* a JSON error names its line and column: the '}' after the trailing comma is column 59 */
