@@ -2233,8 +2233,12 @@ static grzo_status grzo__inplace_restore(grzo_ctx *ctx) {
     return grzo__inplace_move(ctx, 0, GRZO_STREAM_ROUND_INPLACE + 2u);
 }
 
+/* Whether a block is still shifted. Only an in-place context shifts (a checkpoint that
+   changes the estimator resets the record), so every other context, on every plain op,
+   answers without looking at its blocks. */
 static int grzo__inplace_pending(const grzo_ctx *ctx) {
     uint32_t i;
+    if (ctx->desc.estimator != GRZO_ESTIMATOR_MEZO_INPLACE) return 0;
     for (i = 0; i < ctx->n_blocks; i++)
         if (ctx->blocks[i].shift != 0) return 1;
     return 0;
