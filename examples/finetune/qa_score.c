@@ -320,6 +320,7 @@ static void lower_in_place(cps *s)
 {
     cps t = {NULL, 0, 0, 0};
     size_t i;
+    if (s->oom) return;   /* s is cut short: keep its mark (a fresh t would drop it) */
     for (i = 0; i < s->n; i++) {
         if (s->v[i] == 0x130) { cps_push(&t, 'i'); cps_push(&t, 0x307); }
         else if (s->v[i] == 0x3A3 && final_sigma(s, i)) cps_push(&t, 0x3C2);

@@ -1646,8 +1646,9 @@ static int render_example(const task_def *t, const pool *p, const unit *u, size_
     rb->n = 0;
     sb_put(&rb->enc, "", 0);
     t->render(t, u, rb);
+    if (rb->enc.oom) goto oom;   /* then enc.p may be NULL */
     ctx = mezo_assemble(slice_of(rb->enc.p));
-    if (rb->enc.oom || !(ctx_copy = arena_strndup(a, ctx.p, ctx.n))) goto oom;
+    if (!(ctx_copy = arena_strndup(a, ctx.p, ctx.n))) goto oom;
     memset(ex, 0, sizeof *ex);
     ex->context = ctx_copy;
     ex->n_candidates = rb->n;
@@ -2202,8 +2203,8 @@ static char *join_path(const char *dir, const char *name)
     return p;
 }
 
-/* Is this test file labeled? Headerless SST-5/TREC files always are; a headed TSV is when
-   its header names the task's label column (GLUE's test.tsv does not). */
+/* Is this test file labeled (1, 0; -1: no memory)? Headerless SST-5/TREC files always are;
+   a headed TSV is when its header names the task's label column (GLUE's test.tsv does not). */
 static int test_file_labeled(const task_def *t, const char *path)
 {
     char line[4096];
@@ -2219,6 +2220,8 @@ static int test_file_labeled(const task_def *t, const char *path)
         if (split_tabs(line, &names, &h.n, &cap) == 0) {
             h.name = names;
             labeled = column(&h, t->tsv_label_column) >= 0;
+        } else {
+            labeled = -1;
         }
         free(names);
     }
@@ -2226,22 +2229,31 @@ static int test_file_labeled(const task_def *t, const char *path)
     return labeled;
 }
 
-/* The first existing file of names[] the task can read (and, for tests, labeled). */
-static char *first_existing(const task_def *t, const char *dir, const char *const *names, int need_labels,
-                            const char **chosen)
+/* *out: the first existing file of names[] the task can read (and, for tests, labeled), or
+   NULL when there is none. Returns -1 when memory ran out: the answer is then unknown, and
+   taking the next name instead would choose another file silently. */
+static int first_existing(const task_def *t, const char *dir, const char *const *names, int need_labels,
+                          const char **chosen, char **out)
 {
     int i;
+    *out = NULL;
     for (i = 0; names[i]; i++) {
         char *p;
+        int labeled = 1;
         if (!task_reads(t, names[i])) continue;
-        if (!(p = join_path(dir, names[i]))) return NULL;
-        if (file_exists(p) && (!need_labels || test_file_labeled(t, p))) {
+        if (!(p = join_path(dir, names[i]))) return -1;
+        if (file_exists(p) && (!need_labels || (labeled = test_file_labeled(t, p)) != 0)) {
+            if (labeled < 0) {
+                free(p);
+                return -1;
+            }
             *chosen = names[i];
-            return p;
+            *out = p;
+            return 0;
         }
         free(p);
     }
-    return NULL;
+    return 0;
 }
 
 int tasks_resolve_dir(const char *task, const char *dir, tasks_paths *out, char *err, size_t errlen)
@@ -2255,6 +2267,7 @@ int tasks_resolve_dir(const char *task, const char *dir, tasks_paths *out, char 
     const task_def *t = find_task(task);
     const char *train_name = NULL, *test_name = NULL, *dev_name = NULL;
     size_t used = 0;
+    int oom = 0;
     if (out) memset(out, 0, sizeof *out);
     if (!dir || !out) {
         set_err(err, errlen, "tasks_resolve_dir: a directory and out are required");
@@ -2267,17 +2280,22 @@ int tasks_resolve_dir(const char *task, const char *dir, tasks_paths *out, char 
     if (t->from_doc) {   /* SQuAD, DROP: the released names, or train.json / dev.json */
         const char *const doc_train[] = {t->doc_files[0], "train.json", NULL};
         const char *const doc_val[] = {t->doc_files[1], "dev.json", NULL};
-        out->train = first_existing(t, dir, doc_train, 0, &train_name);
-        out->test = first_existing(t, dir, doc_val, 0, &test_name);
+        oom = first_existing(t, dir, doc_train, 0, &train_name, &out->train) ||
+              first_existing(t, dir, doc_val, 0, &test_name, &out->test);
     } else {
-        out->train = first_existing(t, dir, train_names, 0, &train_name);
-        if (!out->train) out->train = first_existing(t, dir, fewglue_names, 0, &train_name);
-        out->test = first_existing(t, dir, val_names, 0, &test_name);
+        oom = first_existing(t, dir, train_names, 0, &train_name, &out->train) ||
+              (!out->train && first_existing(t, dir, fewglue_names, 0, &train_name, &out->train)) ||
+              first_existing(t, dir, val_names, 0, &test_name, &out->test);
     }
-    if (!out->test && !t->from_doc) {
-        out->test = first_existing(t, dir, test_names, 1, &test_name);
-        if (out->test) out->dev = first_existing(t, dir, dev_names, 0, &dev_name);
-        else out->test = first_existing(t, dir, devval_names, 0, &test_name);
+    if (!oom && !out->test && !t->from_doc) {
+        oom = first_existing(t, dir, test_names, 1, &test_name, &out->test);
+        if (!oom && out->test) oom = first_existing(t, dir, dev_names, 0, &dev_name, &out->dev);
+        else if (!oom) oom = first_existing(t, dir, devval_names, 0, &test_name, &out->test);
+    }
+    if (oom) {
+        set_err(err, errlen, "%s: out of memory while looking for %s's files", dir, t->info.name);
+        tasks_free_paths(out);
+        return -1;
     }
     if (!out->train || !out->test) {
         set_err(err, errlen, "%s: no %s file for %s found (reads: %s)", dir, !out->train ? "train" : "validation",
