@@ -336,21 +336,23 @@ static int key_cmp(const void *a, const void *b)
 }
 
 /* Sorting a copy of the key pointers finds duplicates in n log n, so a hostile line with
-   many keys cannot make this quadratic. */
-static const char *first_duplicate_key(char **keys, size_t n)
+   many keys cannot make this quadratic. Returns 1 with the key in *dup, 0 when the keys are
+   distinct, -1 when the copy cannot be allocated: out of memory is an error, not "no
+   duplicates" (an object with a duplicate key was once accepted when this allocation failed). */
+static int find_duplicate_key(char **keys, size_t n, const char **dup)
 {
     char **sorted;
-    const char *dup = NULL;
     size_t i;
-    if (n < 2) return NULL;
+    *dup = NULL;
+    if (n < 2) return 0;
     sorted = (char **)malloc(n * sizeof *sorted);
-    if (!sorted) return NULL;
+    if (!sorted) return -1;
     memcpy(sorted, keys, n * sizeof *sorted);
     qsort(sorted, n, sizeof *sorted, key_cmp);
-    for (i = 1; i < n && !dup; i++)
-        if (strcmp(sorted[i - 1], sorted[i]) == 0) dup = sorted[i];
+    for (i = 1; i < n && !*dup; i++)
+        if (strcmp(sorted[i - 1], sorted[i]) == 0) *dup = sorted[i];
     free(sorted);
-    return dup;
+    return *dup != NULL;
 }
 
 static int jp_object(jparser *p, json_value *out)
@@ -393,9 +395,10 @@ static int jp_object(jparser *p, json_value *out)
         }
     }
     {
-        const char *dup = first_duplicate_key(a.keys, a.n);
-        if (dup) {
-            int r = jp_fail(p, open, "duplicate key \"%s\"", dup);
+        const char *dup;
+        int found = find_duplicate_key(a.keys, a.n, &dup);
+        if (found) {
+            int r = found < 0 ? jp_fail(p, open, "out of memory") : jp_fail(p, open, "duplicate key \"%s\"", dup);
             jvec_free(&a);
             return r;
         }

@@ -23,13 +23,14 @@ static int apply_checkpoint(const char *checkpoint, const llm_config *cfg, llm_w
     grzo_desc d;
     grzo_ctx *ctx = NULL;
     llm_model m;
+    grzo_status s;
     int rc = 1;
     memset(&m, 0, sizeof m);
     if (llm_backend_create("cpu", 1, GRZO_DTYPE_F32, &be, err, errlen) != GRZO_OK) return 1;
     memset(&d, 0, sizeof d);
     d.backend = &be;
-    if (grzo_create(&d, &ctx) != GRZO_OK) {
-        llm__errf(err, errlen, "cannot create a grzo context");
+    if ((s = grzo_create(&d, &ctx)) != GRZO_OK) {
+        llm__errf(err, errlen, "cannot create a grzo context: %s", grzo_status_str(s));   /* why: out of memory, say */
     } else if (llm_model_register(ctx, &m, cfg, w) != GRZO_OK) {
         llm__errf(err, errlen, "%s", llm_model_error(&m));
     } else if (grzo_checkpoint_load(ctx, checkpoint) != GRZO_OK) {

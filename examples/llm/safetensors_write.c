@@ -224,7 +224,9 @@ int llm_safetensors_write_ex(const llm_config *cfg, const llm_weights *w, llm_st
         return llm__errf(err, errlen, "%s already exists: the safetensors export writes a new folder", out_dir);
     len = strlen(out_dir);
     while (len > 1 && out_dir[len - 1] == '/') len--;   /* "out/" names the folder out: its temporary is out.tmp-... */
-    if (len > sizeof path - 64 || !(tmp = (char *)malloc(len + 32))) return llm__errf(err, errlen, "%s: path too long", out_dir);
+    if (len > sizeof path - 64) return llm__errf(err, errlen, "%s: path too long", out_dir);
+    /* its own message: a failed allocation once read as "path too long" */
+    if (!(tmp = (char *)malloc(len + 32))) return llm__errf(err, errlen, "%s: out of memory", out_dir);
     /* not mkdtemp: its 0700 would ignore the umask; a name another run left behind (a killed
        one, with this pid in another container) is not ours to remove: take the next */
     for (attempt = 0, made = -1; attempt < 100 && made != 0; attempt++) {
