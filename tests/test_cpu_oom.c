@@ -1,9 +1,9 @@
 /* test_cpu_oom.c - the CPU backend's out-of-memory paths, each allocation failing in turn.
 
-   Linked with -Wl,--wrap=malloc,--wrap=calloc (tests/meson.build): the allocations this
-   program's own code makes (grzo.h and the CPU backend are compiled into it; BLAS, BLIS and
-   OpenMP are not) come to the wrappers below, and while a run is armed its N-th one returns
-   NULL. For each configuration (the CPU backend's linear paths: AUTO with the fused kernel,
+   Linked with -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc (tests/meson.build): the
+   allocations this program's own code makes (grzo.h and the CPU backend are compiled into
+   it; BLAS, BLIS and OpenMP are not) come to the wrappers of oom_wrap.h, and while a run is
+   armed its N-th one returns NULL. For each configuration (the CPU backend's linear paths: AUTO with the fused kernel,
    PER_EXAMPLE, TWO_GEMM with a small transient budget; MeZO, FZOO and in-place MeZO; the
    sparse, low-rank and int8 variants) and N = 1, 2, ... until a run needs fewer than N
    allocations, a run (backend, context, blocks, two steps of a small model through
@@ -23,22 +23,9 @@
 #include "backends/grzo_cpu.h"
 #include "test_util.h"
 
-/* ---- an allocator that fails on request ---------------------------------------------------- */
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t size);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t size);
+#include "oom_wrap.h"
 
-typedef struct countdown { int armed; long calls, fail_at, n_fail, still_perturbed; } countdown;
-static countdown oom;   /* the wrappers have no other way to reach it */
-
-/* allocations fail_at .. fail_at + n_fail - 1 fail */
-static int oom_fails_now(void)
-{
-    return oom.armed && ++oom.calls >= oom.fail_at && oom.calls < oom.fail_at + oom.n_fail;
-}
-void *__wrap_malloc(size_t n) { return oom_fails_now() ? NULL : __real_malloc(n); }
-void *__wrap_calloc(size_t n, size_t size) { return oom_fails_now() ? NULL : __real_calloc(n, size); }
+static long still_perturbed;   /* restores that failed twice, per configuration */
 
 /* ---- the configurations ------------------------------------------------------------------ */
 typedef struct config {
@@ -181,10 +168,7 @@ static float *one_run(const config *cf, long fail_at, long n_fail, failure *wher
     int b, s, retried = 0;
     memset(&r, 0, sizeof r);
     *where = FAILED_NONE;
-    oom.calls = 0;
-    oom.fail_at = fail_at;
-    oom.n_fail = n_fail;
-    oom.armed = 1;
+    oom_arm(fail_at, n_fail);
     st = setup(&r, cf);
     if (st != GRZO_OK) *where = FAILED_SETUP;
     for (s = 0; st == GRZO_OK && s < STEPS; s++) {
@@ -195,7 +179,7 @@ static float *one_run(const config *cf, long fail_at, long n_fail, failure *wher
                    grzo_status_str(st), grzo_last_error(r.ctx));
             CHECKF(grzo_last_error(r.ctx)[0] != 0, "%s, allocation %ld fails: no message", cf->name, fail_at);
             if (*where != FAILED_UPDATE) *where = w;
-            if (strstr(grzo_last_error(r.ctx), "still perturbed")) oom.still_perturbed++;
+            if (strstr(grzo_last_error(r.ctx), "still perturbed")) still_perturbed++;
             CHECKF(retried < n_fail, "%s: %d failed steps with %ld allocations failing", cf->name, retried + 1, n_fail);
             if (retried++ == n_fail) break;
             grzo_step_abort(r.ctx);   /* restores what a failed restore left, or nothing */
@@ -220,7 +204,7 @@ static float *one_run(const config *cf, long fail_at, long n_fail, failure *wher
         CHECKF(st == GRZO_ERR_OUT_OF_MEMORY, "%s, allocation %ld fails: setup returned %s", cf->name, fail_at,
                grzo_status_str(st));
     }
-    oom.armed = 0;
+    oom_disarm();
     *calls = oom.calls;
     if (*where != FAILED_SETUP) {
         for (b = 0; b < N_BLK; b++) total += (size_t)(BLK_ROWS[b] * BLK_COLS[b]);
@@ -259,7 +243,7 @@ static void check_config(const config *cf, long n_fail)
     float *want;
     int b;
     for (b = 0; b < N_BLK; b++) total += (size_t)(BLK_ROWS[b] * BLK_COLS[b]);
-    oom.still_perturbed = 0;
+    still_perturbed = 0;
     want = one_run(cf, 0, 0, &where, &calls);
     REQUIRE(want != NULL && where == FAILED_NONE);
     for (n = 1; n <= calls; n++) {
@@ -278,7 +262,7 @@ static void check_config(const config *cf, long n_fail)
            failed_at[FAILED_UPDATE], failed_at[FAILED_NONE]);
     CHECKF(failed_at[FAILED_STEP] > 0, "%s: no allocation inside a step failed: the test reaches none", cf->name);
     if (cf->est == GRZO_ESTIMATOR_MEZO_INPLACE && n_fail > 1)   /* the restore failed twice somewhere */
-        CHECKF(oom.still_perturbed > 0, "%s, %ld in a row: no restore failed twice: the test reaches none", cf->name, n_fail);
+        CHECKF(still_perturbed > 0, "%s, %ld in a row: no restore failed twice: the test reaches none", cf->name, n_fail);
     free(want);
 }
 

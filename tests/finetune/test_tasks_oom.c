@@ -5,8 +5,8 @@
 
    Linked with -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc (tests/finetune/meson.build):
    the allocations of the code compiled into this program (tasks.c, qa_score.c, json.c,
-   text.c, files.c; not the C library's own) come to the wrappers below, and while a run is
-   armed its N-th one fails. For each sample task of tests/data/tasks and N = 1, 2, ... until
+   text.c, files.c; not the C library's own) come to the wrappers of tests/oom_wrap.h, and
+   while a run is armed its N-th one fails. For each sample task of tests/data/tasks and N = 1, 2, ... until
    a run needs fewer than N allocations, one run (find the files, load the task, score every
    generation example's made-up prediction, write its indices file, read it back, load again
    from it) must:
@@ -24,27 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- an allocator that fails on request ---------------------------------------------------- */
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t size);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t size);
-void *__wrap_realloc(void *p, size_t n);
-
-typedef struct countdown { int armed; long calls, fail_at, failed; } countdown;
-static countdown oom;   /* the wrappers have no other way to reach it */
-
-static int oom_fails_now(void)
-{
-    if (!oom.armed || ++oom.calls != oom.fail_at) return 0;
-    oom.failed = 1;
-    return 1;
-}
-void *__wrap_malloc(size_t n) { return oom_fails_now() ? NULL : __real_malloc(n); }
-void *__wrap_calloc(size_t n, size_t size) { return oom_fails_now() ? NULL : __real_calloc(n, size); }
-/* a failing realloc leaves the block as it was, as the C library's does */
-void *__wrap_realloc(void *p, size_t n) { return oom_fails_now() ? NULL : __real_realloc(p, n); }
+#include "../oom_wrap.h"
 
 /* ---- what one run computes --------------------------------------------------------------- */
 typedef struct outcome {
@@ -195,12 +175,9 @@ static void report(const char *what, long n, const char *msg)
 /* Arms the countdown at n (0: nothing fails) and runs one task. */
 static void run_task_armed(const char *task, const char *dir, const char *ix, long n, outcome *o)
 {
-    oom.armed = n > 0;
-    oom.calls = 0;
-    oom.fail_at = n;
-    oom.failed = 0;
+    if (n > 0) oom_arm(n, 1);
     run_once(task, dir, ix, o);
-    oom.armed = 0;
+    oom_disarm();
 }
 
 /* Returns how many allocations the run makes. */
@@ -217,11 +194,9 @@ static long check_task(const char *task, const char *data_dir, const char *scrat
         return 0;
     }
     /* count them: armed at an index no run reaches */
-    oom.armed = 1;
-    oom.calls = 0;
-    oom.fail_at = -1;
+    oom_arm(0, 1);
     run_once(task, dir, ix, &o);
-    oom.armed = 0;
+    oom_disarm();
     total = oom.calls;
     for (n = 1; n <= total; n++) {
         run_task_armed(task, dir, ix, n, &o);
@@ -247,22 +222,17 @@ static long check_scorers(void)
         report("scorers", 0, "failed with nothing failing");
         return 0;
     }
-    oom.armed = 1;
-    oom.calls = 0;
-    oom.fail_at = -1;
+    oom_arm(0, 1);
     h = 14695981039346656037ull;
     run_scorers(&h);
-    oom.armed = 0;
+    oom_disarm();
     total = oom.calls;
     for (n = 1; n <= total; n++) {
         int rc;
         h = 14695981039346656037ull;
-        oom.armed = 1;
-        oom.calls = 0;
-        oom.fail_at = n;
-        oom.failed = 0;
+        oom_arm(n, 1);
         rc = run_scorers(&h);
-        oom.armed = 0;
+        oom_disarm();
         if (!oom.failed) report("scorers", n, "fewer allocations than the count");
         else if (rc == 0 && h != ref) report("scorers", n, "succeeded with other results");
     }

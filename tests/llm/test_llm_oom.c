@@ -6,8 +6,9 @@
    Linked with -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc (tests/llm/meson.build): the
    allocations of the code compiled into this program (the module's loaders, tokenizers,
    forward, writers and export; json.c, text.c, files.c; grzo.h and its CPU backend) come to
-   the wrappers below, and while a run is armed its N-th one fails. The scenario is cut into
-   parts, each prepared once with nothing failing (so a part's runs repeat only its own work):
+   the wrappers of tests/oom_wrap.h, and while a run is armed its N-th one fails. The
+   scenario is cut into parts, each prepared once with nothing failing (so a part's runs
+   repeat only its own work):
      llama2c   stories260K.bin and tok512.bin loaded, a prompt encoded and decoded, a
                forward's logits, llm_sequence_logprob, greedy generation; the same on a model
                of that shape whose weights it makes itself (random init in backend memory);
@@ -59,27 +60,7 @@
 #include "model.h"
 #include "toy_model.h"
 
-/* ---- an allocator that fails on request ---------------------------------------------------- */
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t size);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t size);
-void *__wrap_realloc(void *p, size_t n);
-
-typedef struct countdown { int armed; long calls, fail_at, failed; } countdown;
-static countdown oom;   /* the wrappers have no other way to reach it */
-
-static int oom_fails_now(void)
-{
-    if (!oom.armed || ++oom.calls != oom.fail_at) return 0;
-    oom.failed = 1;
-    return 1;
-}
-void *__wrap_malloc(size_t n) { return oom_fails_now() ? NULL : __real_malloc(n); }
-void *__wrap_calloc(size_t n, size_t size) { return oom_fails_now() ? NULL : __real_calloc(n, size); }
-/* a failing realloc leaves the block as it was, as the C library's does */
-void *__wrap_realloc(void *p, size_t n) { return oom_fails_now() ? NULL : __real_realloc(p, n); }
+#include "../oom_wrap.h"
 
 /* The ASan copy's leak check, run after each part (absent from the plain build). */
 #if defined(__GNUC__) || defined(__clang__)
@@ -191,7 +172,7 @@ static long retried;   /* such calls, per part */
 static int retry_after_oom(const llm_model *m, grzo_status s)
 {
     if (s != GRZO_ERR_OUT_OF_MEMORY || !oom.failed || !says_out_of_memory(llm_model_error(m))) return 0;
-    oom.armed = 0;
+    oom_disarm();
     retried++;
     return 1;
 }
@@ -689,12 +670,9 @@ static void run_armed(const part *pt, long n, outcome *o)
     memset(o, 0, sizeof *o);
     o->ok = 1;
     o->print = FNV0;
-    oom.armed = n != 0;
-    oom.calls = 0;
-    oom.fail_at = n;   /* -1: count only */
-    oom.failed = 0;
+    if (n != 0) oom_arm(n, 1);   /* -1: count only */
     pt->run(o);
-    oom.armed = 0;
+    oom_disarm();
 }
 
 static double now(void)
