@@ -562,9 +562,29 @@ static void test_vocab_only_file(void)
     toy_free(&m);
 }
 
+/* BOS may be token 0 (the files say so; no id is special): add_bos must still add it. */
+static void test_bos_zero(void)
+{
+    toy_opts o = tiny_opts();
+    toy_model m;
+    llm_tokenizer *tok = NULL;
+    int32_t ids[16], n = 0;
+    char err[256] = "";
+    o.no_model = 1;
+    o.bos = 0;
+    toy_build(&o, &m);
+    CHECKF(llm_tokenizer_load_gguf_memory(m.file, m.size, &tok, err, sizeof err) == 0, "bos 0: %s", err);
+    CHECK(tok && llm_tokenizer_bos(tok) == 0);
+    CHECKF(tok && llm_tokenize(tok, "", 1, ids, 16, &n, err, sizeof err) == 0 && n == 1 && ids[0] == 0,
+           "bos 0: add_bos gave %d ids, the first %d (%s)", (int)n, n > 0 ? (int)ids[0] : -1, err);
+    llm_tokenizer_free(tok);
+    toy_free(&m);
+}
+
 int main(void)
 {
     test_every_type();
+    test_bos_zero();
     test_file_path();
     test_f16_corner_cases();
     test_vocab_only_file();
