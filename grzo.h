@@ -274,8 +274,11 @@
      GRZO_ERR_NONFINITE, abandons the step and leaves every parameter bitwise unchanged
      (and the step counter too); in-place MeZO restores them within rounding (section 3).
      So does a backend failure (out of memory, say) anywhere before grzo_step_end's update:
-     the step can be taken again and gives the same result. One inside the update may leave
-     the parameters partly updated, as its message says (reload a checkpoint).
+     the step can be taken again and gives the same result. One inside the update leaves the
+     step in flight with the blocks before the failing one updated, as its message says:
+     grzo_step_end called again resumes at that block and ends the step exactly as an
+     update without a failure would (grzo_step_begin and grzo_step refuse until then);
+     grzo_step_abort instead leaves the parameters partly updated (reload a checkpoint).
      tests/test_cpu_oom.c fails each allocation of a CPU-backend run in turn.
      grzo never aborts or exits and has no mutable globals.
      Memory: parameters and activations live in backend memory (grzo_backend_alloc: the
@@ -607,7 +610,9 @@ typedef struct grzo_embedding_args {  /* y[n x d] = E[ids[n]] (+ perturbation) *
    that share a stream in one step (FZOO's N probe updates) are told apart by round_draw:
    element i of draw k takes the stream's group k * rows * cols + i (the k-th run of
    rows * cols groups, as if the draws followed one another; the 48-bit group wraps, so
-   draws could meet only for k * rows * cols >= 2^48, past any memory). */
+   draws could meet only for k * rows * cols >= 2^48, past any memory).
+   An update that fails leaves the block as it was (allocate before writing): grzo_step_end
+   then resumes the step's update at that block (section 4). */
 typedef struct grzo_update_args {
     grzo_param p;
     grzo_noise base;
@@ -1809,6 +1814,12 @@ struct grzo_ctx {
     float *gathered;             /* receive (copies * B + 2 n_ranks), then the pass in global order (copies * B) */
     int64_t *gather_counts;      /* n_ranks */
     int touched_dirty;           /* the row maps' last clearing failed: the next step clears them first */
+    /* an update that failed part-way (section 4): grzo_step_end resumes it at block
+       update_block, FZOO probe update_probe, with the report formed before it began */
+    int updating;
+    uint32_t update_block;
+    int32_t update_probe;
+    grzo_step_report update_report;
     char err[256];
 };
 
@@ -2328,7 +2339,9 @@ static grzo_status grzo__clear_stale_touched(grzo_ctx *ctx, const char *who);
 
 GRZO__DEF grzo_status grzo_step_begin(grzo_ctx *ctx, int64_t n_examples, grzo_step_info *out) {
     if (!ctx) return GRZO_ERR_INVALID_ARG;
-    if (ctx->state != GRZO__IDLE) return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_step_begin: a step is already in flight (end or abort it)");
+    if (ctx->state != GRZO__IDLE)
+        return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_step_begin: a step is already in flight (%s)",
+                          ctx->updating ? "its update failed part-way: grzo_step_end finishes it" : "end or abort it");
     if (n_examples < 1 || n_examples > ((int64_t)1 << 30))
         return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_step_begin: n_examples must be in [1, 2^30] (got %lld)", (long long)n_examples);
     if (ctx->step >= (int64_t)UINT32_MAX)
@@ -2426,6 +2439,7 @@ static grzo_status grzo__abandon(grzo_ctx *ctx) {
     grzo_status s;
     if (ctx->state == GRZO__IDLE) return grzo__settle(ctx, "grzo_step_abort");
     ctx->state = GRZO__IDLE;
+    ctx->updating = 0;   /* an update that failed part-way stays partly applied (section 4) */
     grzo__align_free(ctx);
     s = grzo__inplace_restore(ctx);
     if (s != GRZO_OK) {
@@ -2726,7 +2740,10 @@ static const grzo_variant *grzo__block_variant(const grzo_ctx *ctx, uint32_t i, 
     return (out->sparse || out->lowrank_rank || out->quant_bits) ? out : NULL;
 }
 
-static grzo_status grzo__update_block(grzo_ctx *ctx, uint32_t index, float lr) {
+/* Block index's update from FZOO probe *probe on (0: all of it). On failure *probe names the
+   update that failed, which left the block as it was (the backend's contract), so that the
+   update can resume there; on success it is 0 again. */
+static grzo_status grzo__update_block(grzo_ctx *ctx, uint32_t index, float lr, int32_t *probe) {
     grzo__block *b = &ctx->blocks[index];
     const grzo_backend *be = ctx->desc.backend;
     grzo_update_args u;
@@ -2739,7 +2756,7 @@ static grzo_status grzo__update_block(grzo_ctx *ctx, uint32_t index, float lr) {
     u.flipout = grzo__flipout(ctx);
     u.n_examples = grzo__is_grzo_family(ctx->desc.estimator) ? ctx->B : 1;
     if (ctx->desc.estimator == GRZO_ESTIMATOR_FZOO) n_updates = ctx->desc.fzoo_probes;
-    for (k = 0; k < n_updates; k++) {
+    for (k = *probe; k < n_updates; k++) {
         grzo_status s;
         /* FZOO's probes are passes 1..N; everyone else's U is the pass-0 stream */
         u.base = grzo__base_noise(ctx, index, ctx->desc.estimator == GRZO_ESTIMATOR_FZOO ? k + 1 : 0);
@@ -2747,24 +2764,21 @@ static grzo_status grzo__update_block(grzo_ctx *ctx, uint32_t index, float lr) {
         u.decay = (k == 0 && b->p.kind != GRZO_BLOCK_VECTOR && !b->no_decay) ? lr * ctx->desc.weight_decay : 0.0f;
         u.round_draw = (uint32_t)k;   /* FZOO's probes round independently of one another */
         s = be->iface->update(be->self, &u);
-        if (s != GRZO_OK) return s;
+        if (s != GRZO_OK) {
+            *probe = k;
+            return s;
+        }
     }
+    *probe = 0;
     return GRZO_OK;
 }
 
-GRZO__DEF grzo_status grzo_step_end(grzo_ctx *ctx, grzo_step_report *out) {
-    grzo_step_report rep;
-    float lr;
-    uint32_t i;
+/* The step's coefficients, and in-place MeZO's restore before its update; on failure the step
+   is abandoned with no parameter changed. */
+static grzo_status grzo__prepare_update(grzo_ctx *ctx, float lr, grzo_step_report *rep) {
     grzo_status s;
-    if (!ctx) return GRZO_ERR_INVALID_ARG;
-    if (ctx->align) return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_step_end: an alignment diagnostic is in flight (grzo_align_end)");
-    if (ctx->state != GRZO__IN_STEP || ctx->pass != ctx->n_passes)
-        return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_step_end: %s", ctx->state == GRZO__IN_PASS ? "a pass is in flight (grzo_pass_end first)"
-                          : ctx->state == GRZO__IDLE ? "no step in flight" : "passes remain to be run");
-    memset(&rep, 0, sizeof rep);
-    lr = grzo_lr_at(ctx, ctx->step);
-    s = grzo__coefficients(ctx, lr, &rep);
+    memset(rep, 0, sizeof *rep);
+    s = grzo__coefficients(ctx, lr, rep);
     if (s == GRZO_OK && !isfinite(lr * ctx->desc.weight_decay)) {   /* each accepted, their product overflows */
         grzo_step_abort(ctx);
         return grzo__fail(ctx, GRZO_ERR_NONFINITE, "grzo_step_end: the weight decay lr * weight_decay = %g * %g is not finite: "
@@ -2781,13 +2795,40 @@ GRZO__DEF grzo_status grzo_step_end(grzo_ctx *ctx, grzo_step_report *out) {
         return grzo__backend_fail(ctx, s, r == GRZO_OK ? "grzo_step_end: restoring in-place MeZO's parameters (step abandoned; restored at a second try)"
                                                        : "grzo_step_end: restoring in-place MeZO's parameters (step abandoned; " GRZO__STILL_SHIFTED ")");
     }
-    for (i = 0; i < ctx->n_blocks; i++) {
-        s = grzo__update_block(ctx, i, lr);
+    return GRZO_OK;
+}
+
+GRZO__DEF grzo_status grzo_step_end(grzo_ctx *ctx, grzo_step_report *out) {
+    grzo_step_report rep;
+    float lr;
+    uint32_t i;
+    grzo_status s;
+    if (!ctx) return GRZO_ERR_INVALID_ARG;
+    if (ctx->align) return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_step_end: an alignment diagnostic is in flight (grzo_align_end)");
+    if (ctx->state != GRZO__IN_STEP || ctx->pass != ctx->n_passes)
+        return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_step_end: %s", ctx->state == GRZO__IN_PASS ? "a pass is in flight (grzo_pass_end first)"
+                          : ctx->state == GRZO__IDLE ? "no step in flight" : "passes remain to be run");
+    lr = grzo_lr_at(ctx, ctx->step);
+    if (!ctx->updating) {   /* else an update that failed part-way resumes where it stopped */
+        s = grzo__prepare_update(ctx, lr, &rep);
+        if (s != GRZO_OK) return s;
+        ctx->updating = 1;
+        ctx->update_block = 0;
+        ctx->update_probe = 0;
+        ctx->update_report = rep;
+    }
+    for (i = ctx->update_block; i < ctx->n_blocks; i++) {
+        s = grzo__update_block(ctx, i, lr, &ctx->update_probe);
         if (s != GRZO_OK) {
-            grzo_step_abort(ctx);
-            return grzo__backend_fail(ctx, s, "grzo_step_end: update (parameters may be partly updated)");
+            char what[200];
+            ctx->update_block = i;
+            snprintf(what, sizeof what, "grzo_step_end: update of block %u of %u (step %lld in flight, the blocks before it "
+                     "updated: grzo_step_end again finishes it)", (unsigned)i, (unsigned)ctx->n_blocks, (long long)ctx->step);
+            return grzo__backend_fail(ctx, s, what);
         }
     }
+    ctx->updating = 0;
+    rep = ctx->update_report;
     /* the update is applied: the step counts, whatever the clearing below does (a step not
        counted would repeat its noise) */
     ctx->state = GRZO__IDLE;
