@@ -124,22 +124,24 @@ static char *plain_path(const char *p) {
 static int same_inode(const struct stat *a, const struct stat *b) { return a->st_dev == b->st_dev && a->st_ino == b->st_ino; }
 
 /* Whether folders a and b are one: the same existing folder, or the same spelling of one
-   that does not exist yet (--out before it is created). */
+   that does not exist yet (--out before it is created). -1: it cannot be told (no memory,
+   or no current folder; errno says which). Not "different": a caller that took it so would
+   create, refuse or remove files by a wrong answer. */
 static int same_folder(const char *a, const char *b) {
     struct stat sa, sb;
     char *pa, *pb;
     int same;
     if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return same_inode(&sa, &sb);
     pa = plain_path(a);
-    pb = plain_path(b);
-    same = pa && pb && strcmp(pa, pb) == 0;
+    pb = pa ? plain_path(b) : NULL;
+    same = pa && pb ? strcmp(pa, pb) == 0 : -1;
     free(pa);
     free(pb);
     return same;
 }
 
 /* Whether paths a and b name one file: the same existing file (links and other spellings
-   of the path count), or the same name in the same folder. */
+   of the path count), or the same name in the same folder. -1: it cannot be told (errno). */
 static int same_file(const char *a, const char *b) {
     struct stat sa, sb;
     const char *ba = strrchr(a, '/'), *bb = strrchr(b, '/');
@@ -148,8 +150,8 @@ static int same_file(const char *a, const char *b) {
     if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return same_inode(&sa, &sb);
     if (strcmp(ba ? ba + 1 : a, bb ? bb + 1 : b) != 0) return 0;
     da = folder_of(a);
-    db = folder_of(b);
-    same = da && db && same_folder(da, db);
+    db = da ? folder_of(b) : NULL;
+    same = da && db ? same_folder(da, db) : -1;
     free(da);
     free(db);
     return same;
@@ -182,41 +184,47 @@ static const char *const OUT_TEMPORARIES[] = {"loss.gp", "loss.png.tmp"};
 #define N_OUT_TEMPORARIES (sizeof OUT_TEMPORARIES / sizeof OUT_TEMPORARIES[0])
 
 /* Whether a and b, or one of them and the other's temporary (path.tmp, where trim_log,
-   write_atomically and grzo_checkpoint_save write), name one file. */
+   write_atomically and grzo_checkpoint_save write), name one file. -1: it cannot be told. */
 static int same_or_temporary(const char *a, const char *b) {
-    char *ta = tmp_name(a), *tb = tmp_name(b);
-    int same = same_file(a, b) || (ta && same_file(ta, b)) || (tb && same_file(a, tb));
+    char *ta = tmp_name(a), *tb = ta ? tmp_name(b) : NULL;
+    int same = ta && tb ? same_file(a, b) : -1;
+    if (same == 0) same = same_file(ta, b);
+    if (same == 0) same = same_file(a, tb);
     free(ta);
     free(tb);
     return same;
 }
 
 /* "" when path (--log, --checkpoint or --export: self) is none of the run's other files
-   (nor a temporary of one, nor has one as its temporary); else which file it is. */
+   (nor a temporary of one, nor has one as its temporary); else which file it is; NULL when
+   it cannot be told (errno). */
 static const char *file_taken(const run *r, const char *path, opt_id self) {
     const char *fixed[5];
     static char what[64];
     char *p;
     size_t i;
+    int same;
     fixed[0] = r->path_manifest; fixed[1] = r->path_indices; fixed[2] = r->path_results; fixed[3] = r->path_predictions;
     fixed[4] = r->path_png;
     for (i = 0; i < 5; i++)
-        if (same_or_temporary(path, fixed[i])) {
+        if ((same = same_or_temporary(path, fixed[i])) != 0) {
             const char *base = strrchr(fixed[i], '/');
+            if (same < 0) return NULL;
             snprintf(what, sizeof what, "the run's %s", base ? base + 1 : fixed[i]);
             return what;
         }
-    for (i = 0; i < N_OUT_TEMPORARIES; i++)   /* the plot's script and image before its rename */
-        if ((p = path_join(r->o.str[OPT_OUT], OUT_TEMPORARIES[i]))) {
-            int same = same_or_temporary(path, p);
-            free(p);
-            if (same) {
-                snprintf(what, sizeof what, "the run's %s", OUT_TEMPORARIES[i]);
-                return what;
-            }
+    for (i = 0; i < N_OUT_TEMPORARIES; i++) {   /* the plot's script and image before its rename */
+        if (!(p = path_join(r->o.str[OPT_OUT], OUT_TEMPORARIES[i]))) return NULL;
+        same = same_or_temporary(path, p);
+        free(p);
+        if (same < 0) return NULL;
+        if (same) {
+            snprintf(what, sizeof what, "the run's %s", OUT_TEMPORARIES[i]);
+            return what;
         }
-    if (self != OPT_LOG && same_or_temporary(path, r->path_log)) return "the log";
-    if (self != OPT_CHECKPOINT && same_or_temporary(path, r->path_ckpt)) return "the checkpoint";
+    }
+    if (self != OPT_LOG && (same = same_or_temporary(path, r->path_log)) != 0) return same < 0 ? NULL : "the log";
+    if (self != OPT_CHECKPOINT && (same = same_or_temporary(path, r->path_ckpt)) != 0) return same < 0 ? NULL : "the checkpoint";
     return "";
 }
 
@@ -241,7 +249,10 @@ int check_paths(const run *r, char *err, size_t errlen) {
         const char *path = id == OPT_LOG ? r->path_log : id == OPT_CHECKPOINT ? r->path_ckpt : r->o.str[OPT_EXPORT];
         const char *taken;
         if (!path || !r->o.str[id]) continue;   /* not given: the run's own name, which takes no other */
-        taken = file_taken(r, path, id);
+        if (!(taken = file_taken(r, path, id))) {
+            snprintf(err, errlen, "%s '%s': cannot compare it with the run's other files: %s", OPTS[id].flag, path, strerror(errno));
+            return -1;
+        }
         if (taken[0]) {
             snprintf(err, errlen, "%s '%s' is %s: give it a path of its own", OPTS[id].flag, path, taken);
             return -1;
@@ -289,33 +300,44 @@ static char *recorded_path(const run *r, const json_value *root, const char *key
 }
 
 /* Where the run in --out (its run.json) keeps its log and checkpoint; the defaults in --out
-   when it records none or cannot be read. malloc'd. */
-static void earlier_run_paths(const run *r, char **log, char **ckpt) {
-    char err[256];
+   when it records none or cannot be read. malloc'd. -1: out of memory; not the defaults,
+   which would refuse the run's own --log or --checkpoint as another file. */
+static int earlier_run_paths(const run *r, char **log, char **ckpt, char *err, size_t errlen) {
+    char why[256];
     size_t size, at = 0;
-    char *text = read_text_file(r->path_manifest, &size, err, sizeof err);
+    char *text;
     json_value root;
-    int parsed = text && json_parse(text, size, &root, &at, err, sizeof err) == 0;
+    int parsed;
+    errno = 0;   /* ENOMEM after a failure: the reader or the parser ran out of memory */
+    text = read_text_file(r->path_manifest, &size, why, sizeof why);
+    parsed = text && json_parse(text, size, &root, &at, why, sizeof why) == 0;
     free(text);
+    if (!parsed && errno == ENOMEM) {
+        snprintf(err, errlen, "%s: out of memory", r->path_manifest);
+        return -1;
+    }
     *log = recorded_path(r, parsed ? &root : NULL, "log", "log.jsonl");
     *ckpt = recorded_path(r, parsed ? &root : NULL, "checkpoint", "checkpoint.grzo");
     if (parsed) json_free(&root);
+    if (*log && *ckpt) return 0;
+    snprintf(err, errlen, "out of memory");
+    return -1;
 }
 
 /* Whether the file at path belongs to the run in --out: a run file's name in --out, or the
-   log or checkpoint its run.json names. */
+   log or checkpoint its run.json names. -1: it cannot be told (errno). */
 static int earlier_runs_file(const run *r, const char *path, const char *earlier_log, const char *earlier_ckpt) {
     static const char *const names[] = {"run.json", "log.jsonl", "checkpoint.grzo", "indices.txt", "results.json",
                                         "loss.png", "predictions.jsonl"};
     size_t i;
-    if ((earlier_log && same_file(path, earlier_log)) || (earlier_ckpt && same_file(path, earlier_ckpt))) return 1;
-    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+    int own = earlier_log ? same_file(path, earlier_log) : 0;
+    if (own == 0 && earlier_ckpt) own = same_file(path, earlier_ckpt);
+    for (i = 0; own == 0 && i < sizeof names / sizeof names[0]; i++) {
         char *p = path_join(r->o.str[OPT_OUT], names[i]);
-        int own = p && same_file(path, p);
+        own = p ? same_file(path, p) : -1;
         free(p);
-        if (own) return 1;
     }
-    return 0;
+    return own;
 }
 
 /* A new run never mixes its files with an earlier run's: it refuses a folder that holds
@@ -330,14 +352,20 @@ int refuse_earlier_run(const run *r, char *err, size_t errlen) {
     int i, n = run_files(r, files), rc = 0;
     size_t used = 0;
     if (r->o.overwrite) {
-        earlier_run_paths(r, &earlier_log, &earlier_ckpt);
-        for (i = 0; i < n && rc == 0; i++)
-            if (lstat(files[i], &sb) == 0 && !earlier_runs_file(r, files[i], earlier_log, earlier_ckpt)) {
+        if (earlier_run_paths(r, &earlier_log, &earlier_ckpt, err, errlen)) rc = -1;
+        for (i = 0; i < n && rc == 0; i++) {
+            int own = lstat(files[i], &sb) == 0 ? earlier_runs_file(r, files[i], earlier_log, earlier_ckpt) : 1;
+            if (own < 0) {
+                snprintf(err, errlen, "--overwrite: cannot tell whether '%s' is a file of the run in '%s': %s", files[i],
+                         r->o.str[OPT_OUT], strerror(errno));
+                rc = -1;
+            } else if (!own) {
                 snprintf(err, errlen, "--overwrite: %s '%s' is not a file of the run in '%s', so it is not replaced (give "
                          "another path, or remove it yourself)", files[i] == r->path_log ? "--log" : "--checkpoint", files[i],
                          r->o.str[OPT_OUT]);
                 rc = -1;
             }
+        }
         free(earlier_log);
         free(earlier_ckpt);
         return rc;
@@ -383,15 +411,14 @@ int make_out_dir(run *r, char *err, size_t errlen) {
    not at its first save hours later. --out itself, before a new run creates it, passes. */
 static int check_folder_writable(const run *r, const char *path, const char *flag, char *err, size_t errlen) {
     char *dir = folder_of(path), *probe = dir ? path_join(dir, ".grzo-finetune-probe-XXXXXX") : NULL;
-    int fd, rc = 0;
-    if (probe && !r->o.resume && !is_directory(dir) && same_folder(dir, r->o.str[OPT_OUT])) {
-        free(dir);
-        free(probe);
-        return 0;
-    }
-    fd = probe ? mkstemp(probe) : -1;
+    int fd, rc = 0, new_out;
     if (!probe) { snprintf(err, errlen, "out of memory"); rc = -1; }
-    else if (fd < 0) {
+    else if (!r->o.resume && !is_directory(dir) && (new_out = same_folder(dir, r->o.str[OPT_OUT])) != 0) {
+        if (new_out < 0) {   /* not "cannot create a file in it": nothing was tried */
+            snprintf(err, errlen, "%s '%s': cannot tell whether '%s' is --out: %s", flag, path, dir, strerror(errno));
+            rc = -1;
+        }
+    } else if ((fd = mkstemp(probe)) < 0) {
         snprintf(err, errlen, "%s '%s': cannot create a file in '%s': %s", flag, path, dir, strerror(errno));
         rc = -1;
     } else {
@@ -891,7 +918,11 @@ static int logged_steps(const char *path, int64_t *steps, char *err, size_t errl
 int check_checkpoint_is_the_runs(run *r, char *err, size_t errlen) {
     int64_t step, logged;
     uint64_t sum;
-    int own_file = same_file(r->path_ckpt, r->recorded_ckpt);
+    int own_file = same_file(r->path_ckpt, r->recorded_ckpt), own_log;
+    if (own_file < 0) {
+        snprintf(err, errlen, "--resume: cannot tell whether %s is the run's checkpoint: %s", r->path_ckpt, strerror(errno));
+        return -1;
+    }
     if (checkpoint_stamp(r->path_ckpt, &step, &sum) != 0) {
         snprintf(err, errlen, "--resume: cannot read the header of the checkpoint %s", r->path_ckpt);
         return -1;
@@ -912,7 +943,11 @@ int check_checkpoint_is_the_runs(run *r, char *err, size_t errlen) {
         snprintf(err, errlen, "--resume: --checkpoint %s is not the run's checkpoint %s", r->path_ckpt, r->recorded_ckpt);
         return -1;
     }
-    if (!same_file(r->path_log, r->recorded_log) && access(r->recorded_log, F_OK) == 0) {
+    if ((own_log = same_file(r->path_log, r->recorded_log)) < 0) {
+        snprintf(err, errlen, "--resume: cannot tell whether %s is the run's log: %s", r->path_log, strerror(errno));
+        return -1;
+    }
+    if (!own_log && access(r->recorded_log, F_OK) == 0) {
         snprintf(err, errlen, "--resume: --log %s is not the run's log %s", r->path_log, r->recorded_log);
         return -1;
     }
