@@ -92,11 +92,11 @@ static int find_text(struct dl_phdr_info *info, size_t size, void *user) {
 static int program_is(const char *want) {
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    const char *base;
+    const char *slash;
     if (n <= 0) return 0;
     self[n] = '\0';
-    base = strrchr(self, '/');
-    return strcmp(base ? base + 1 : self, want) == 0;
+    slash = strrchr(self, '/');
+    return strcmp(slash ? slash + 1 : self, want) == 0;
 }
 
 /* Set up before the program's own code runs (the preloaded library initializes before the
@@ -160,8 +160,8 @@ void *realloc(void *p, size_t n) {
     resolve();
     if (!real_realloc || in_boot(p)) {   /* out of the bootstrap buffer: moved to the heap */
         void *q = real_malloc ? real_malloc(n) : boot_alloc(n);
-        size_t room = p ? (size_t)(boot + sizeof boot - (unsigned char *)p) : 0;   /* the old size is not kept */
-        if (q && p) memcpy(q, p, n < room ? n : room);
+        size_t room = in_boot(p) ? (size_t)(boot + sizeof boot - (unsigned char *)p) : 0;   /* the old size is not kept */
+        if (q && room) memcpy(q, p, n < room ? n : room);
         return q;
     }
     return fails(__builtin_return_address(0)) ? NULL : real_realloc(p, n);
