@@ -34,15 +34,6 @@ typedef struct outcome {
     uint64_t print;      /* fingerprint of the loaded splits, the scores, the reloaded splits */
 } outcome;
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = (const unsigned char *)p;
-    size_t i;
-    for (i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-static uint64_t fnv_str(uint64_t h, const char *s) { return fnv(h, s ? s : "(null)", s ? strlen(s) + 1 : 7); }
-
 static uint64_t fingerprint_set(uint64_t h, const tasks_set *set)
 {
     int s, c, a, k;
@@ -96,7 +87,7 @@ static void run_once(const char *task, const char *dir, const char *indices_path
     int have_paths = 0, have_set = 0, have_again = 0, have_idx = 0;
     memset(o, 0, sizeof *o);
     o->ok = 1;
-    o->print = 14695981039346656037ull;
+    o->print = FNV0;
     memset(&d, 0, sizeof d);
     if (tasks_resolve_dir(task, dir, &paths, o->err, sizeof o->err)) { fail_at(o, "resolve"); goto done; }
     have_paths = 1;
@@ -216,20 +207,20 @@ static long check_task(const char *task, const char *data_dir, const char *scrat
 
 static long check_scorers(void)
 {
-    uint64_t ref = 14695981039346656037ull, h;
+    uint64_t ref = FNV0, h;
     long n, total;
     if (run_scorers(&ref)) {
         report("scorers", 0, "failed with nothing failing");
         return 0;
     }
     oom_arm(0, 1);
-    h = 14695981039346656037ull;
+    h = FNV0;
     run_scorers(&h);
     oom_disarm();
     total = oom.calls;
     for (n = 1; n <= total; n++) {
         int rc;
-        h = 14695981039346656037ull;
+        h = FNV0;
         oom_arm(n, 1);
         rc = run_scorers(&h);
         oom_disarm();

@@ -117,56 +117,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 #ifndef FUZZ_WITH_LIBFUZZER
 
-#define U2581 "\xe2\x96\x81"
-#define GD "\xc4\xa0"
+#include "hf_fixtures.h"
 
-/* Small tokenizer.json files, one per supported pipeline (the config after a NUL). */
-#define HF_VOCAB_BL "\"vocab\":{\"a\":0,\"b\":1,\"\u0120\":2,\"1\":3,\"'\":4,\"ab\":5,\"\u0120a\":6,\"\u0120ab\":7,\"ba\":8}"
-#define HF_MERGES_BL "\"merges\":[\"a b\",[\"\u0120\",\"a\"],\"\u0120a b\",[\"b\",\"a\"]]"
-#define HF_SPECIALS "\"added_tokens\":[{\"id\":9,\"content\":\"<s>\",\"special\":true,\"normalized\":false}," \
-                    "{\"id\":10,\"content\":\"<x>\",\"special\":false,\"normalized\":false}]"
-#define HF_BOS_STEP "{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\"}}," \
-                    "{\"Sequence\":{\"id\":\"A\"}}]}"
-#define HF_BOS "\"post_processor\":" HF_BOS_STEP
-#define HF_SPLIT(re) "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"" re "\"},\"behavior\":\"Isolated\",\"invert\":false}"
-#define HF_LLAMA3_RE "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+"
-#define HF_BYTES "\"<0x20>\":3,\"<0x31>\":4,\"<0xC3>\":5,\"<0xA9>\":6"
-#define HF_VOCAB_CH "\"vocab\":{\"<unk>\":0,\"<s>\":1,\"</s>\":2," HF_BYTES ",\"\u2581\":7,\"a\":8,\"b\":9,\"\u2581a\":10,\"ab\":11}"
-#define HF_MERGES_CH "\"merges\":[\"\u2581 a\",\"a b\"]"
-#define HF_SPECIALS_CH "\"added_tokens\":[{\"id\":1,\"content\":\"<s>\",\"special\":true,\"normalized\":false}]"
-
-#define HF_LLAMA3_TOKENIZER                                                                                            \
-    "{" HF_SPECIALS ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[" HF_SPLIT(HF_LLAMA3_RE)                  \
-    ",{\"type\":\"ByteLevel\",\"use_regex\":false}]},\"post_processor\":{\"type\":\"Sequence\","                          \
-    "\"processors\":[{\"type\":\"ByteLevel\"}," HF_BOS_STEP "]},\"model\":{\"type\":\"BPE\","                             \
-    "\"ignore_merges\":true," HF_VOCAB_BL "," HF_MERGES_BL "}}"
-
+/* The tokenizer.json seeds (hf_fixtures.h): the config, where there is one, after a NUL. */
 static int write_hf_corpus(const char *dir)
 {
-    static const char *const files[][2] = {
-        {"hf_gpt2.json", "{" HF_SPECIALS ",\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,"
-                         "\"use_regex\":true}," HF_BOS ",\"model\":{\"type\":\"BPE\"," HF_VOCAB_BL "," HF_MERGES_BL "}}"},
-        {"hf_llama3.json", HF_LLAMA3_TOKENIZER "\0{\"bos_token\":\"<s>\","
-                           "\"eos_token\":{\"content\":\"<x>\"},\"chat_template\":\"{{x}}\"}"},
-        {"hf_smollm.json", "{" HF_SPECIALS ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":"
-                           "\"Digits\",\"individual_digits\":true},{\"type\":\"ByteLevel\"}]},\"model\":{\"type\":\"BPE\","
-                           HF_VOCAB_BL "," HF_MERGES_BL "}}"},
-        {"hf_llama2.json", "{" HF_SPECIALS_CH ",\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":"
-                           "\"Prepend\",\"prepend\":\"\u2581\"},{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},"
-                           "\"content\":\"\u2581\"}]}," HF_BOS ",\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,"
-                           "\"unk_token\":\"<unk>\",\"fuse_unk\":true," HF_VOCAB_CH "," HF_MERGES_CH "}}\0{\"add_bos_token\":false}"},
-        {"hf_metaspace.json", "{\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"\u2581\",\"prepend_scheme\":"
-                              "\"first\",\"split\":true},\"model\":{\"type\":\"BPE\",\"unk_token\":\"<unk>\",\"fuse_unk\":true,"
-                              HF_VOCAB_CH "," HF_MERGES_CH "}}"},
-    };
     size_t i;
     int rc = 0;
-    for (i = 0; i < sizeof files / sizeof files[0]; i++) {
-        /* the config follows an embedded NUL: the length runs to the config's end */
-        const char *json = files[i][1];
-        size_t n = strlen(json), m = n;
-        if (strstr(files[i][0], "llama3") || strstr(files[i][0], "llama2")) m = n + 1 + strlen(json + n + 1);
-        rc |= fuzz_write_file(dir, files[i][0], json, m);
+    for (i = 0; i < HF_N_FIXTURES; i++) {
+        const hf_fixture *f = &HF_FIXTURES[i];
+        size_t n = strlen(f->json), m = f->config ? strlen(f->config) : 0;
+        char *seed = (char *)malloc(n + 1 + m);
+        if (!seed) return 1;
+        memcpy(seed, f->json, n);
+        if (f->config) {
+            seed[n] = '\0';
+            memcpy(seed + n + 1, f->config, m);
+        }
+        rc |= fuzz_write_file(dir, f->name, seed, f->config ? n + 1 + m : n);
+        free(seed);
     }
     return rc;
 }
@@ -206,13 +175,13 @@ static int write_exported_gguf(const char *dir)
 /* The seed corpus: small valid files of every kind the loaders read. */
 static int write_corpus(const char *dir)
 {
-    static const char *const spm_tokens[] = {"<unk>", "<s>", "</s>", U2581, "a", "b", U2581 "a", "ab", "<0x0A>", "<x>"};
+    static const char *const spm_tokens[] = {"<unk>", "<s>", "</s>", HF_U2581, "a", "b", HF_U2581 "a", "ab", "<0x0A>", "<x>"};
     static const float spm_scores[] = {0, 0, 0, -1, -2, -3, -0.5f, -0.25f, 0, 0};
     static const int32_t spm_types[] = {2, 3, 3, 1, 1, 1, 1, 1, 6, 4};
-    static const char *const bpe_tokens[] = {"h", "e", "l", "o", GD, "w", "1", "he", "ll", "llo", "hello", GD "w",
+    static const char *const bpe_tokens[] = {"h", "e", "l", "o", HF_G_SP, "w", "1", "he", "ll", "llo", "hello", HF_G_SP "w",
                                              "<|im_start|>", "<|im_end|>"};
     static const int32_t bpe_types[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3};
-    static const char *const bpe_merges[] = {"h e", "l l", "ll o", "he llo", GD " w"};
+    static const char *const bpe_merges[] = {"h e", "l l", "ll o", "he llo", HF_G_SP " w"};
     toy_model m;
     toy_opts o = toy_defaults();
     uint8_t *p;

@@ -59,6 +59,7 @@
 #include "llm_internal.h"
 #include "model.h"
 #include "toy_model.h"
+#include "hf_fixtures.h"
 
 #include "../oom_wrap.h"
 
@@ -70,16 +71,7 @@ int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
 #define HAVE_LEAK_CHECK 0
 #endif
 
-/* ---- fingerprints ---------------------------------------------------------------------------- */
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = (const unsigned char *)p;
-    size_t i;
-    for (i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-static uint64_t fnv_str(uint64_t h, const char *s) { return fnv(h, s ? s : "(null)", s ? strlen(s) + 1 : 7); }
-#define FNV0 14695981039346656037ull
+/* ---- fingerprints (fnv, fnv_str, FNV0: oom_wrap.h) ------------------------------------------------ */
 
 /* A file's bytes, read through a static buffer (nothing allocated: the wrappers would count
    it); the hash of "(missing)" when it cannot be read. */
@@ -435,58 +427,12 @@ static void part_refusals(outcome *o)
 }
 
 /* ---- the variants: the other tokenizer pipelines, GGUF SentencePiece, llama3 scaling ---- */
-#define U2581 "\xe2\x96\x81"
-#define G_SP "\xc4\xa0"   /* GPT-2's spelling of a space */
-/* tokenizer.json pipelines (tests/llm/fuzz_loaders.c's seeds): byte-level vocabulary and merges,
-   character BPE with byte fallback, special tokens, the Llama-3 Split regex */
-#define HF_VOCAB_BL "\"vocab\":{\"a\":0,\"b\":1,\"" G_SP "\":2,\"1\":3,\"'\":4,\"ab\":5,\"" G_SP "a\":6,\"" G_SP "ab\":7,\"ba\":8}"
-#define HF_MERGES_BL "\"merges\":[\"a b\",[\"" G_SP "\",\"a\"],\"" G_SP "a b\",[\"b\",\"a\"]]"
-#define HF_SPECIALS "\"added_tokens\":[{\"id\":9,\"content\":\"<s>\",\"special\":true,\"normalized\":false}," \
-                    "{\"id\":10,\"content\":\"<x>\",\"special\":false,\"normalized\":false}]"
-#define HF_BOS_STEP "{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\"}}," \
-                    "{\"Sequence\":{\"id\":\"A\"}}]}"
-#define HF_LLAMA3_RE "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| " \
-                     "?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+"
-#define HF_VOCAB_CH "\"vocab\":{\"<unk>\":0,\"<s>\":1,\"</s>\":2,\"<0x20>\":3,\"<0x31>\":4,\"<0xC3>\":5,\"<0xA9>\":6," \
-                    "\"" U2581 "\":7,\"a\":8,\"b\":9,\"" U2581 "a\":10,\"ab\":11}"
-#define HF_MERGES_CH "\"merges\":[\"" U2581 " a\",\"a b\"]"
-#define HF_SPECIALS_CH "\"added_tokens\":[{\"id\":1,\"content\":\"<s>\",\"special\":true,\"normalized\":false}]"
-
-static const char llama3_json[] =
-    "{" HF_SPECIALS ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
-    "{\"Regex\":\"" HF_LLAMA3_RE "\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\",\"use_regex\":"
-    "false}]},\"post_processor\":{\"type\":\"Sequence\",\"processors\":[{\"type\":\"ByteLevel\"}," HF_BOS_STEP "]},"
-    "\"model\":{\"type\":\"BPE\",\"ignore_merges\":true," HF_VOCAB_BL "," HF_MERGES_BL "}}";
+/* (the tokenizer.json pipelines: hf_fixtures.h, fuzz_loaders.c's seeds) */
 
 /* texts within the variants' vocabularies: the byte-level ones have no byte tokens but their
    letters, the others fall back to bytes (or <unk>) */
 #define TEXT_BL "a ab ba 1'ab<x><s> 11 ba'a"
 #define TEXT_CH "a ab ba 1'ab<x><s> \xc3\xa9" "b 11 a\n"
-
-typedef struct hf_case {
-    const char *json, *config;   /* config: tokenizer_config.json or NULL */
-    const char *text;
-} hf_case;
-
-static const hf_case hf_cases[] = {
-    {llama3_json, "{\"bos_token\":\"<s>\",\"eos_token\":{\"content\":\"<x>\"},\"chat_template\":\"{{x}}\"}", TEXT_BL},
-    /* GPT-2's ByteLevel with add_prefix_space */
-    {"{" HF_SPECIALS ",\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"use_regex\":true},"
-     "\"post_processor\":" HF_BOS_STEP ",\"model\":{\"type\":\"BPE\"," HF_VOCAB_BL "," HF_MERGES_BL "}}", NULL, TEXT_BL},
-    /* SmolLM2: Digits, then ByteLevel */
-    {"{" HF_SPECIALS ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\","
-     "\"individual_digits\":true},{\"type\":\"ByteLevel\"}]},\"model\":{\"type\":\"BPE\"," HF_VOCAB_BL "," HF_MERGES_BL "}}",
-     NULL, TEXT_BL},
-    /* Llama-2: normalizers, character BPE with byte fallback */
-    {"{" HF_SPECIALS_CH ",\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":"
-     "\"" U2581 "\"},{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"" U2581 "\"}]},"
-     "\"post_processor\":" HF_BOS_STEP ",\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,\"unk_token\":\"<unk>\","
-     "\"fuse_unk\":true," HF_VOCAB_CH "," HF_MERGES_CH "}}", "{\"add_bos_token\":false}", TEXT_CH},
-    /* Metaspace */
-    {"{\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"" U2581 "\",\"prepend_scheme\":\"first\","
-     "\"split\":true},\"model\":{\"type\":\"BPE\",\"unk_token\":\"<unk>\",\"fuse_unk\":true," HF_VOCAB_CH ","
-     HF_MERGES_CH "}}", NULL, TEXT_CH},
-};
 
 /* Encode text and fold ids and decoded pieces into the fingerprint. */
 static int encode_variant(const llm_tokenizer *t, const char *text, outcome *o)
@@ -525,14 +471,14 @@ static int load_gguf_variant(const uint8_t *image, size_t size, const char *text
 static void part_variants(outcome *o)
 {
     size_t i;
-    for (i = 0; i < sizeof hf_cases / sizeof hf_cases[0]; i++) {
-        const hf_case *c = &hf_cases[i];
+    for (i = 0; i < HF_N_FIXTURES; i++) {
+        const hf_fixture *c = &HF_FIXTURES[i];
         llm_tokenizer *tok = NULL;
         int rc;
         if (llm_tokenizer_load_hf_memory(c->json, strlen(c->json), c->config, c->config ? strlen(c->config) : 0, &tok, o->err,
                                          sizeof o->err))
             return (void)fail_at(o, "llm_tokenizer_load_hf_memory");
-        rc = encode_variant(tok, c->text, o);
+        rc = encode_variant(tok, c->byte_level ? TEXT_BL : TEXT_CH, o);
         llm_tokenizer_free(tok);
         if (rc) return;
     }
@@ -885,8 +831,8 @@ static int make_malformed(void)
    tokenizer with llama3 rotary scaling (rope_freqs.weight), as grzo-export writes them. */
 static int make_variant_ggufs(void)
 {
-    static const char *const spm_tokens[] = {"<unk>", "<s>", "</s>", U2581, "a", "b", U2581 "a", "ab", "<0x0A>", "<x>",
-                                             "<0xC3>", "<0xA9>", "1", U2581 "b"};
+    static const char *const spm_tokens[] = {"<unk>", "<s>", "</s>", HF_U2581, "a", "b", HF_U2581 "a", "ab", "<0x0A>", "<x>",
+                                             "<0xC3>", "<0xA9>", "1", HF_U2581 "b"};
     static const float spm_scores[] = {0, 0, 0, -1, -2, -3, -0.5f, -0.25f, 0, 0, 0, 0, -4, -0.75f};
     static const int32_t spm_types[] = {2, 3, 3, 1, 1, 1, 1, 1, 6, 4, 6, 6, 1, 1};
     toy_opts t = toy_defaults();
@@ -902,7 +848,7 @@ static int make_variant_ggufs(void)
     t.tok_model = "llama", t.n_tokens = 14, t.tokens = spm_tokens, t.scores = spm_scores, t.types = spm_types;
     t.bos = 1, t.eos = 2;
     toy_build(&t, &S.spm);
-    if (llm_tokenizer_load_hf_memory(llama3_json, strlen(llama3_json), NULL, 0, &tok, err, sizeof err))
+    if (llm_tokenizer_load_hf_memory(HF_LLAMA3_TOKENIZER, strlen(HF_LLAMA3_TOKENIZER), NULL, 0, &tok, err, sizeof err))
         return fprintf(stderr, "prepare: the Llama-3 tokenizer: %s\n", err), 1;
     memset(&c, 0, sizeof c);
     c.dim = 32, c.hidden_dim = 32, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 1, c.head_dim = 8;
