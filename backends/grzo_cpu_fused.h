@@ -13,7 +13,7 @@
        pack every copy's rows of X into NR-wide (or MR-wide) slivers, once; a copy's last
          rows (fewer than half a sliver) go to the tail set instead (copies of the forming
          kernels, below: only a lone last row goes there; a copy of 12 rows or more is
-         packed into 24-wide slivers, a shorter one read in place; on Intel's cores a copy
+         packed into 24-wide slivers, a shorter one read in place; on all but Zen 4 a copy
          of 5 rows or more is packed 12 wide instead)
        for each block of weight rows (about MC/4 rows; one thread each)
          pack W of the block into slivers, and U, regenerated from the counter RNG: a
@@ -25,7 +25,7 @@
                         in L1; or, where U and s are signs on an AVX-512 CPU with skx's
                         packing, run grzo's forming kernels (grzo__form_ukr_16x24 for
                         copies of 12 rows or more, each weight sliver as two halves;
-                        grzo__form_ukr_32x12 for shorter ones; on Intel's cores
+                        grzo__form_ukr_32x12 for shorter ones; on all but Zen 4
                         grzo__form_ukr_fma_32xn for copies of 5 rows or more, U then also
                         as floats), which form W + f_c (.) U in registers as they multiply
                         (same bits), each X sliver against every weight sliver of the block
@@ -57,6 +57,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define GRZO__FORM_UKR 1   /* grzo__form_ukr_32x12 (below) is compiled */
 #include <immintrin.h>
+#include <cpuid.h>    /* the CPU family: grzo__form_by_fma */
 #endif
 
 #define GRZO__PACK_MAX_WIDTH 64 /* the widest sliver it takes (skx: MR 32) */
@@ -65,18 +66,31 @@
 
 #ifdef GRZO__FORM_UKR
 /* Which forming kernels suit this CPU. Forming a weight vector in registers takes vector
-   operations beside the FMAs. On AMD's Zen 4 the FP-add and logic operations it needs run on
-   pipes of their own, so the kernels below form with them (a xor, a shift, a ternary-logic op
-   and an add, or a blend and an add) and lose 3.5 % to an unformed kernel. Intel's cores run
-   every 512-bit vector operation on the same two ports as the FMAs, so there each forming
-   operation takes an FMA's slot, and a copy's weight is formed in one FMA per 16 weights
-   instead, from U as floats (grzo__form_ukr_fma_32xn). Measured on an Intel Xeon (family 6,
-   model 207), 1 thread, a K block of 384 and 96 weight rows in L2, 24 or 12 rows of X in L1
-   (best of 200): BLIS's skx kernel on an unformed panel 175.7 GFLOP/s, the 16-row kernel
-   150.8, the 32-row blend kernel 140.2, the FMA-forming kernel 162.0. */
+   operations beside the FMAs. AMD's Zen 4 runs a 512-bit FMA as two halves on its 256-bit
+   pipes and the FP-add and logic operations forming needs on pipes of their own, so the
+   kernels below form with those (a xor, a shift, a ternary-logic op and an add, or a blend
+   and an add) and lose 3.5 % to an unformed kernel. Cores with full-width 512-bit FMA pipes
+   (Intel's, AMD's Zen 5) are fed by the FMAs alone, and every other vector operation costs
+   an FMA's slot (on Intel's cores it runs on the same two ports), so there a copy's weight
+   is formed in one FMA per 16 weights instead, from U as floats (grzo__form_ukr_fma_32xn).
+   Measured on an Intel Xeon (family 6, model 207), 1 thread, a K block of 384 and 96 weight
+   rows in L2, 24 or 12 rows of X in L1 (best of 200): BLIS's skx kernel on an unformed
+   panel 175.7 GFLOP/s, the 16-row kernel 150.8, the 32-row blend kernel 140.2, the
+   FMA-forming kernel 162.0. On a Zen 5 (AMD family 26), bench/ab_linear.py, GRZO's linear
+   with the FMA-forming kernels against the blend ones, 1 thread: 0.90 at 1024 wide with 64
+   rows a copy, 0.87 at SmolLM2's shapes with 36 rows (2 threads: 0.88; 0.83). The FMA
+   kernels have not been measured on a Zen 4, whose kernels stay as they were tuned. */
+static unsigned grzo__cpu_family(void) {
+    unsigned a, b, c, d, family;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    family = (a >> 8) & 0xfu;
+    if (family == 0xfu) family += (a >> 20) & 0xffu;   /* AMD's extended family */
+    return family;
+}
+
 static int grzo__form_by_fma(void) {
     __builtin_cpu_init();
-    return __builtin_cpu_is("intel");
+    return !(__builtin_cpu_is("amd") && grzo__cpu_family() == 25);   /* Zen 3 / Zen 4 */
 }
 #endif
 
@@ -89,7 +103,7 @@ struct grzo__ukr {
     int form_in_kernel;       /* grzo__form_ukr_32x12 runs GRZO passes: BLIS skx's packing
                                  (32-row weight slivers as A, 12-row X slivers) and AVX-512F */
     int form_fma;             /* copies of 5 rows or more go through grzo__form_ukr_fma_32xn
-                                 (Intel cores: grzo__form_by_fma) */
+                                 (all but Zen 4: grzo__form_by_fma) */
     int long_single_kc;       /* a single-copy op takes grzo__copies_kc's K block too (an L2 of
                                  2 MiB or more: grzo__copies_kc) */
     const char *arch;
@@ -988,15 +1002,15 @@ static const grzo__form_ukr_wide_fn grzo__form_ukr_16xn[GRZO__WIDE_X + 1] = {
 #undef GRZO__WIDE_ARGS
 
 /* A 32-row weight sliver against `cols` (1-12) rows of X packed 12 wide (x[12 k + j]), the
-   weight formed by one FMA per 16 elements (grzo__form_by_fma: on Intel's cores every other
-   vector operation would take an FMA's port): w + u fs_k, with u the block's U as floats
-   (+-1, packed like w) and fs_k the 32 scales f_i where s_k = +1 and -f_i where s_k = -1
-   (fs: f then -f; sw[k] & 32 picks the half). u fs_k is +-f_i exactly, so the formed
-   element is grzo__form_ukr_32x12's w + f_i or w - f_i, bit for bit (for f_i != 0: a row
-   past the weight, f = 0, is never stored), and the products go in the same order: the same
-   bits (tests/test_fused.c, check_form_ukr). k + 1's weights are formed before k's FMAs, as
-   in grzo__form_ukr_body: without that the probe in grzo__form_by_fma's comment ran at 151
-   GFLOP/s instead of 162. */
+   weight formed by one FMA per 16 elements (grzo__form_by_fma: on cores with full-width FMA
+   pipes every other vector operation would take an FMA's slot): w + u fs_k, with u the
+   block's U as floats (+-1, packed like w) and fs_k the 32 scales f_i where s_k = +1 and
+   -f_i where s_k = -1 (fs: f then -f; sw[k] & 32 picks the half). u fs_k is +-f_i exactly,
+   so the formed element is grzo__form_ukr_32x12's w + f_i or w - f_i, bit for bit (for f_i
+   != 0: a row past the weight, f = 0, is never stored), and the products go in the same
+   order: the same bits (tests/test_fused.c, check_form_ukr). k + 1's weights are formed
+   before k's FMAs, as in grzo__form_ukr_body: without that the probe in grzo__form_by_fma's
+   comment ran at 151 GFLOP/s instead of 162. */
 #define GRZO__FMA_FMA(j, v0, v1)                          \
     if (j < cols) {                                        \
         __m512 xv = _mm512_set1_ps(xk[j]);                 \

@@ -5,7 +5,7 @@
    flipout and shared Z ("+" and "-" copies formed together, and one without its mirror),
    Rademacher U (formed from its sign bits) and Gaussian U (from floats); and the pieces
    bit for bit: the packer, the former, the kernels that form while they multiply (against
-   forming, then BLIS's kernel; the FMA-forming one that Intel's CPUs run too, wherever
+   forming, then BLIS's kernel; the FMA-forming one that all but Zen 4 run too, wherever
    AVX-512 is), U's bits against grzo_noise_at; and the fused path's bits with either choice
    of forming kernels.
 
@@ -146,7 +146,7 @@ static void check_case(int layout, int flipout, uint32_t dist)
     run_linear(GRZO_CPU_LINEAR_PER_EXAMPLE, 1, &a, ype);
     CHECKF(memcmp(y1, y2, sizeof(float) * (size_t)(n_rows * D_OUT)) == 0,
            "layout %d flipout %d dist %u: 1 and 2 threads differ", layout, flipout, (unsigned)dist);
-    {   /* the FMA-forming kernels (Intel's choice) and the others give the same bits, whichever the CPU */
+    {   /* the FMA-forming kernels (all but Zen 4's choice) and the others give the same bits, whichever the CPU */
         int fma, nt;
         for (fma = 0; fma < 2; fma++)
             for (nt = 1; nt <= 2; nt++) {
