@@ -1625,7 +1625,9 @@ GRZO__DEF grzo_status grzo_backend_cpu_create(const grzo_cpu_desc *desc, grzo_ba
     if (cpu->ukr && cpu->ukr->form_in_kernel) {   /* which kernel multiplies a GRZO pass */
         size_t k = strlen(cpu->kernels);
         snprintf(cpu->kernels + k, sizeof cpu->kernels - k, " + grzo's AVX-512 forming kernel%s",
-                 cpu->ukr->form_fma ? " (forming by FMA)" : "");
+                 cpu->ukr->forming == GRZO__FORM_FMA    ? " (forming by FMA)"
+                 : cpu->ukr->forming == GRZO__FORM_WIDE ? " (16-row halves)"
+                                                        : "");
     }
 #endif
     out->iface = &grzo__cpu_iface;

@@ -12,9 +12,9 @@
        BLIS's KC for one copy, up to 1.5 KC split evenly for many: grzo__copies_kc)
        pack every copy's rows of X into NR-wide (or MR-wide) slivers, once; a copy's last
          rows (fewer than half a sliver) go to the tail set instead (copies of the forming
-         kernels, below: only a lone last row goes there; a copy of 12 rows or more is
-         packed into 24-wide slivers, a shorter one read in place; on all but Zen 4 a copy
-         of 5 rows or more is packed 12 wide instead)
+         kernels, below: only a lone last row goes there, and the rows are read in place,
+         except on a Zen 4 a copy of 12 rows or more, packed into 24-wide slivers, and on
+         Intel's cores a copy of 5 rows or more, packed 12 wide)
        for each block of weight rows (about MC/4 rows; one thread each)
          pack W of the block into slivers, and U, regenerated from the counter RNG: a
            Rademacher U (the default) as one sign bit per element, a Gaussian one as floats
@@ -23,14 +23,15 @@
                         and "-" copies together, from one load), then run the
                         micro-kernel on it and each of the copy's X slivers while it is
                         in L1; or, where U and s are signs on an AVX-512 CPU with skx's
-                        packing, run grzo's forming kernels (grzo__form_ukr_16x24 for
-                        copies of 12 rows or more, each weight sliver as two halves;
-                        grzo__form_ukr_32x12 for shorter ones; on all but Zen 4
+                        packing, run grzo's forming kernels (grzo__form_ukr_32x12; on a
+                        Zen 4 grzo__form_ukr_16x24 for copies of 12 rows or more, each
+                        weight sliver as two halves; on Intel's cores
                         grzo__form_ukr_fma_32xn for copies of 5 rows or more, U then also
-                        as floats), which form W + f_c (.) U in registers as they multiply
-                        (same bits), each X sliver against every weight sliver of the block
-                        (the FMA-forming kernel forms in a copy's first X sliver and keeps
-                        the weights for its others: grzo__form_fma_block)
+                        as floats: grzo__forming_kernels), which form W + f_c (.) U in
+                        registers as they multiply (same bits), each X sliver against
+                        every weight sliver of the block (the FMA-forming kernel forms in
+                        a copy's first X sliver and keeps the weights for its others:
+                        grzo__form_fma_block)
          the tail set: X_t W^T and (X_t (.) s) U^T on the same panels (U as floats), added
            into Y
 
@@ -57,29 +58,41 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define GRZO__FORM_UKR 1   /* grzo__form_ukr_32x12 (below) is compiled */
 #include <immintrin.h>
-#include <cpuid.h>    /* the CPU family: grzo__form_by_fma */
+#include <cpuid.h>    /* the CPU family: grzo__forming_kernels */
 #endif
 
 #define GRZO__PACK_MAX_WIDTH 64 /* the widest sliver it takes (skx: MR 32) */
 #define GRZO__WIDE_X 24          /* rows of a packed X sliver of the 16-row forming kernels */
 #define GRZO__WIDE_MIN 12        /* the fewest rows of a copy that takes them */
 
+/* Which of grzo's forming kernels run a GRZO pass's copies (grzo__ukr.forming) */
+enum {
+    GRZO__FORM_SLIVERS = 0,   /* grzo__form_ukr_32x12, every X sliver of a copy forming its weights */
+    GRZO__FORM_WIDE = 1,      /* copies of GRZO__WIDE_MIN rows or more through the 16-row kernels
+                                 (grzo__form_ukr_16x24), their rows packed 24 wide */
+    GRZO__FORM_FMA = 2        /* copies of 5 rows or more through grzo__form_ukr_fma_32xn, forming
+                                 in their first X sliver and keeping the weights for the others */
+};
+
 #ifdef GRZO__FORM_UKR
 /* Which forming kernels suit this CPU. Forming a weight vector in registers takes vector
-   operations beside the FMAs. AMD's Zen 4 runs a 512-bit FMA as two halves on its 256-bit
-   pipes and the FP-add and logic operations forming needs on pipes of their own, so the
-   kernels below form with those (a xor, a shift, a ternary-logic op and an add, or a blend
-   and an add) and lose 3.5 % to an unformed kernel. Cores with full-width 512-bit FMA pipes
-   (Intel's, AMD's Zen 5) are fed by the FMAs alone, and every other vector operation costs
-   an FMA's slot (on Intel's cores it runs on the same two ports), so there a copy's weight
-   is formed in one FMA per 16 weights instead, from U as floats (grzo__form_ukr_fma_32xn).
-   Measured on an Intel Xeon (family 6, model 207), 1 thread, a K block of 384 and 96 weight
-   rows in L2, 24 or 12 rows of X in L1 (best of 200): BLIS's skx kernel on an unformed
-   panel 175.7 GFLOP/s, the 16-row kernel 150.8, the 32-row blend kernel 140.2, the
-   FMA-forming kernel 162.0. On a Zen 5 (AMD family 26), bench/ab_linear.py, GRZO's linear
-   with the FMA-forming kernels against the blend ones, 1 thread: 0.90 at 1024 wide with 64
-   rows a copy, 0.87 at SmolLM2's shapes with 36 rows (2 threads: 0.88; 0.83). The FMA
-   kernels have not been measured on a Zen 4, whose kernels stay as they were tuned. */
+   operations beside the FMAs. AMD's Zen cores run the FP-add and logic operations forming
+   needs (a xor, a shift, a ternary-logic op and an add, or a blend and an add) on pipes of
+   their own, so there every X sliver forms its weights in the kernel. A Zen 4 runs a 512-bit
+   FMA as two halves on 256-bit pipes; the 16-row kernels, which form a weight vector once for
+   up to 24 rows, were the faster there (GRZO__FORM_WIDE, 9200e37: bench_linear --op grzo 1024
+   wide, 64 rows a copy, 46.1-49.9 -> 42.0-43.4 ms). A Zen 5's full-width FMA pipes run them
+   below the 32-row kernel, whose two weight vectors meet 12 rows of X (GRZO__FORM_SLIVERS;
+   bench/ab_linear.py, 1 thread, GRZO's linear against the 16-row kernels: 0.90 at 1024 wide
+   with 64 rows a copy, 0.87 at SmolLM2's 576 x 1536 with 36; 2 threads 0.88; 0.83; against
+   the FMA-forming kernels 0.95; 0.94; 2 threads 0.95; 0.94). Intel's cores run every
+   512-bit vector operation on the same two ports as the FMAs, so there each forming
+   operation takes an FMA's slot, and a copy's weight is formed in one FMA per 16 weights
+   instead, from U as floats, once per copy (GRZO__FORM_FMA). Measured on an Intel Xeon
+   (family 6, model 207), 1 thread, a K block of 384 and 96 weight rows in L2, 24 or 12 rows
+   of X in L1 (best of 200): BLIS's skx kernel on an unformed panel 175.7 GFLOP/s, the 16-row
+   kernel 150.8, the 32-row kernel 140.2, the FMA-forming kernel 162.0. Other CPUs take
+   Intel's choice; AMD's later families the Zen 5's. */
 static unsigned grzo__cpu_family(void) {
     unsigned a, b, c, d, family;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
@@ -88,9 +101,10 @@ static unsigned grzo__cpu_family(void) {
     return family;
 }
 
-static int grzo__form_by_fma(void) {
+static int grzo__forming_kernels(void) {
     __builtin_cpu_init();
-    return !(__builtin_cpu_is("amd") && grzo__cpu_family() == 25);   /* Zen 3 / Zen 4 */
+    if (!__builtin_cpu_is("amd")) return GRZO__FORM_FMA;
+    return grzo__cpu_family() == 25 ? GRZO__FORM_WIDE : GRZO__FORM_SLIVERS;   /* 25: Zen 3 / Zen 4 */
 }
 #endif
 
@@ -102,8 +116,8 @@ struct grzo__ukr {
     int weight_is_a;          /* kernel prefers column-stored C: the weight is operand A */
     int form_in_kernel;       /* grzo__form_ukr_32x12 runs GRZO passes: BLIS skx's packing
                                  (32-row weight slivers as A, 12-row X slivers) and AVX-512F */
-    int form_fma;             /* copies of 5 rows or more go through grzo__form_ukr_fma_32xn
-                                 (all but Zen 4: grzo__form_by_fma) */
+    int forming;              /* with form_in_kernel, GRZO__FORM_SLIVERS, _WIDE or _FMA: which
+                                 forming kernels (grzo__forming_kernels) */
     int long_single_kc;       /* a single-copy op takes grzo__copies_kc's K block too (an L2 of
                                  2 MiB or more: grzo__copies_kc) */
     const char *arch;
@@ -165,7 +179,7 @@ static int grzo__ukr_init(grzo__ukr *u) {
     u->long_single_kc = grzo__l2_bytes() >= 2L * 1024 * 1024;
 #ifdef GRZO__FORM_UKR
     u->form_in_kernel = u->weight_is_a && u->wp == 32 && u->xp == 12 && grzo__cpu_simd_level() >= 3;
-    u->form_fma = u->form_in_kernel && grzo__form_by_fma();
+    if (u->form_in_kernel) u->forming = grzo__forming_kernels();
 #endif
     return 1;
 }
@@ -1002,15 +1016,15 @@ static const grzo__form_ukr_wide_fn grzo__form_ukr_16xn[GRZO__WIDE_X + 1] = {
 #undef GRZO__WIDE_ARGS
 
 /* A 32-row weight sliver against `cols` (1-12) rows of X packed 12 wide (x[12 k + j]), the
-   weight formed by one FMA per 16 elements (grzo__form_by_fma: on cores with full-width FMA
-   pipes every other vector operation would take an FMA's slot): w + u fs_k, with u the
-   block's U as floats (+-1, packed like w) and fs_k the 32 scales f_i where s_k = +1 and
-   -f_i where s_k = -1 (fs: f then -f; sw[k] & 32 picks the half). u fs_k is +-f_i exactly,
-   so the formed element is grzo__form_ukr_32x12's w + f_i or w - f_i, bit for bit (for f_i
-   != 0: a row past the weight, f = 0, is never stored), and the products go in the same
-   order: the same bits (tests/test_fused.c, check_form_ukr). k + 1's weights are formed
-   before k's FMAs, as in grzo__form_ukr_body: without that the probe in grzo__form_by_fma's
-   comment ran at 151 GFLOP/s instead of 162. */
+   weight formed by one FMA per 16 elements (GRZO__FORM_FMA: on Intel's cores every other
+   vector operation would take an FMA's port): w + u fs_k, with u the block's U as floats
+   (+-1, packed like w) and fs_k the 32 scales f_i where s_k = +1 and -f_i where s_k = -1
+   (fs: f then -f; sw[k] & 32 picks the half). u fs_k is +-f_i exactly, so the formed
+   element is grzo__form_ukr_32x12's w + f_i or w - f_i, bit for bit (for f_i != 0: a row
+   past the weight, f = 0, is never stored), and the products go in the same order: the same
+   bits (tests/test_fused.c, check_form_ukr). k + 1's weights are formed before k's FMAs, as
+   in grzo__form_ukr_body: without that the probe in grzo__forming_kernels' comment ran at
+   151 GFLOP/s instead of 162. */
 #define GRZO__FMA_FMA(j, v0, v1)                          \
     if (j < cols) {                                        \
         __m512 xv = _mm512_set1_ps(xk[j]);                 \
@@ -1148,9 +1162,11 @@ static const grzo__kept_ukr_fn grzo__kept_ukr_32xn[13] = {NULL, GRZO__EACH_1_TO_
 #endif
 
 /* A copy of at least GRZO__WIDE_MIN rows formed inside the kernel goes through the 16-row
-   kernels: its rows packed into slivers of GRZO__WIDE_X floats a k (grzo__pack_even_sliver),
-   of near-equal widths (12-24 rows each) */
-static int grzo__wide(int64_t n_rows) { return n_rows >= GRZO__WIDE_MIN; }
+   kernels where they are chosen (GRZO__FORM_WIDE): its rows packed into slivers of
+   GRZO__WIDE_X floats a k (grzo__pack_even_sliver), of near-equal widths (12-24 rows each) */
+static int grzo__wide(const grzo__ukr *u, int64_t n_rows) {
+    return u->forming == GRZO__FORM_WIDE && n_rows >= GRZO__WIDE_MIN;
+}
 
 /* How many slivers of at most `width` rows a copy of n_rows rows packs into */
 static int64_t grzo__even_slivers(int64_t n_rows, int64_t width) { return (n_rows + width - 1) / width; }
@@ -1173,10 +1189,10 @@ static void grzo__pack_even_sliver(const float *x, int64_t ldx, int64_t n_rows, 
     grzo__pack_sliver(x + first * ldx, ldx, NULL, n, kc, width, stage, out + t * width * kc);
 }
 
-/* A copy formed inside the FMA-forming kernels (u->form_fma): one of 5 rows or more (shorter
+/* A copy formed inside the FMA-forming kernels (GRZO__FORM_FMA): one of 5 rows or more (shorter
    ones keep the 32- and 64-row kernels, whose rows are read in place and which give a copy
    of 2-4 rows more FMA chains), its rows packed 12 wide (5-12 rows a sliver) */
-static int grzo__fma_rows(const grzo__ukr *u, int64_t n_rows) { return u->form_fma && n_rows >= 5; }
+static int grzo__fma_rows(const grzo__ukr *u, int64_t n_rows) { return u->forming == GRZO__FORM_FMA && n_rows >= 5; }
 
 /* How many of a copy's n_rows rows go to the tail set (its last ones). A copy formed inside
    the forming kernel splits its rows into slivers of near-equal widths, nothing padded, so only
@@ -1441,7 +1457,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     grzo__fused_pair_mirrors(cp, n_copies, mate);
     for (c = 0; c < n_copies; c++) {
         cp[c].fma = cp[c].in_kernel && grzo__fma_rows(u, cp[c].n_main);
-        cp[c].wide = cp[c].in_kernel && !cp[c].fma && grzo__wide(cp[c].n_main);
+        cp[c].wide = cp[c].in_kernel && grzo__wide(u, cp[c].n_main);
         any_fma |= cp[c].fma;
         cp[c].x_off = x_elems;
         /* packed X slivers; the rows of an in-kernel copy too short for the wide kernels are

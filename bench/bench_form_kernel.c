@@ -1,4 +1,4 @@
-/* bench_form_kernel.c - the FMA-forming micro-kernel of a GRZO pass on all but AMD's Zen 4
+/* bench_form_kernel.c - the FMA-forming micro-kernel of a GRZO pass on Intel's cores
    (grzo__form_ukr_fma_32xn, backends/grzo_cpu_fused.h) against BLIS's own kernel on an
    unformed weight panel (what MeZO's pass runs, once its block is formed), on 1 thread, with
    the fp32 peak of an FMA loop beside them: how far forming a copy's weight in the kernel
@@ -193,7 +193,7 @@ int main(int argc, char **argv) {
         }
         printf("## grzo bench_form_kernel (1 thread, best of %d rounds, kernels alternated)\n\n", (int)rounds);
         printf("BLIS %s kernel %lldx%lld; grzo chooses the FMA-forming kernel on this CPU: %s; fp32 peak (FMA loop) "
-               "%.1f GFLOP/s\n\n", uk.arch, (long long)uk.wp, (long long)uk.xp, uk.form_fma ? "yes" : "no (Zen 4)",
+               "%.1f GFLOP/s\n\n", uk.arch, (long long)uk.wp, (long long)uk.xp, uk.forming == GRZO__FORM_FMA ? "yes" : "no (AMD)",
                cpu_env_peak_gflops(1));
         printf("| layout | forming in every X sliver, GFLOP/s (64 rows a copy) | the fused path's block (forming in the "
                "first, kept after) | BLIS unformed (72 rows) | time a FLOP against BLIS's: every sliver | fused block "

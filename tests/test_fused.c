@@ -5,7 +5,7 @@
    flipout and shared Z ("+" and "-" copies formed together, and one without its mirror),
    Rademacher U (formed from its sign bits) and Gaussian U (from floats); and the pieces
    bit for bit: the packer, the former, the kernels that form while they multiply (against
-   forming, then BLIS's kernel; the FMA-forming one that all but Zen 4 run too, wherever
+   forming, then BLIS's kernel; the FMA-forming one that Intel's CPUs run too, wherever
    AVX-512 is), U's bits against grzo_noise_at; and the fused path's bits with either choice
    of forming kernels.
 
@@ -47,15 +47,15 @@ static const int8_t seg_sign[N_LAYOUTS][N_SEG] = { { 1, 1, 1, -1, -1, -1, 0, 1 }
 static const int64_t seg_example[N_LAYOUTS][N_SEG] = { { 0, 1, 2, 0, 1, 2, 0, 3 }, { 0, 0, 0, 0, 0, 0, 0, 0 },
                                                        { 0, 1, 2, 3, 0, 1, 2, 3 } };
 
-static void run_linear_fma(grzo_cpu_linear_algo algo, int threads, int form_fma, const grzo_linear_args *a0, float *y);
+static void run_linear_forming(grzo_cpu_linear_algo algo, int threads, int forming, const grzo_linear_args *a0, float *y);
 static void run_linear(grzo_cpu_linear_algo algo, int threads, const grzo_linear_args *a0, float *y)
 {
-    run_linear_fma(algo, threads, -1, a0, y);
+    run_linear_forming(algo, threads, -1, a0, y);
 }
 
-/* form_fma 0 or 1: the fused path's choice of forming kernels set so (where the forming
-   kernels run), -1: the backend's own */
-static void run_linear_fma(grzo_cpu_linear_algo algo, int threads, int form_fma, const grzo_linear_args *a0, float *y)
+/* forming GRZO__FORM_SLIVERS, _WIDE or _FMA: the fused path's choice of forming kernels set so
+   (where the forming kernels run), -1: the backend's own */
+static void run_linear_forming(grzo_cpu_linear_algo algo, int threads, int forming, const grzo_linear_args *a0, float *y)
 {
     grzo_backend be;
     grzo_cpu_desc cd;
@@ -65,10 +65,10 @@ static void run_linear_fma(grzo_cpu_linear_algo algo, int threads, int form_fma,
     cd.linear_algo = algo;
     REQUIRE(grzo_backend_cpu_create(&cd, &be) == GRZO_OK);
 #ifdef GRZO_USE_BLIS
-    if (form_fma >= 0 && ((grzo__cpu *)be.self)->ukr && ((grzo__cpu *)be.self)->ukr->form_in_kernel)
-        ((grzo__cpu *)be.self)->ukr->form_fma = form_fma;
+    if (forming >= 0 && ((grzo__cpu *)be.self)->ukr && ((grzo__cpu *)be.self)->ukr->form_in_kernel)
+        ((grzo__cpu *)be.self)->ukr->forming = forming;
 #else
-    (void)form_fma;
+    (void)forming;
 #endif
     a.y = y;
     CHECK(be.iface->linear(be.self, &a) == GRZO_OK);
@@ -146,14 +146,14 @@ static void check_case(int layout, int flipout, uint32_t dist)
     run_linear(GRZO_CPU_LINEAR_PER_EXAMPLE, 1, &a, ype);
     CHECKF(memcmp(y1, y2, sizeof(float) * (size_t)(n_rows * D_OUT)) == 0,
            "layout %d flipout %d dist %u: 1 and 2 threads differ", layout, flipout, (unsigned)dist);
-    {   /* the FMA-forming kernels (all but Zen 4's choice) and the others give the same bits, whichever the CPU */
-        int fma, nt;
-        for (fma = 0; fma < 2; fma++)
+    {   /* each CPU's forming kernels (Zen 5's, Zen 4's, Intel's) give the same bits, whichever the CPU */
+        int forming, nt;
+        for (forming = 0; forming < 3; forming++)
             for (nt = 1; nt <= 2; nt++) {
-                run_linear_fma(GRZO_CPU_LINEAR_FUSED, nt, fma, &a, y2);
+                run_linear_forming(GRZO_CPU_LINEAR_FUSED, nt, forming, &a, y2);
                 CHECKF(memcmp(y1, y2, sizeof(float) * (size_t)(n_rows * D_OUT)) == 0,
-                       "layout %d flipout %d dist %u: the fused path with form_fma %d at %d threads differs", layout,
-                       flipout, (unsigned)dist, fma, nt);
+                       "layout %d flipout %d dist %u: the fused path with forming kernels %d at %d threads differs",
+                       layout, flipout, (unsigned)dist, forming, nt);
             }
     }
     for (c = 0; c < n_seg; c++)
@@ -487,7 +487,7 @@ static void check_form_ukr(void)
                                    "FMA-forming kernel: kc %lld n %lld h %lld accumulate %d s %d mirror %d differs",
                                    (long long)kc, (long long)n, (long long)h, acc, form, mirror);
                             n_cases++;
-                            if (!grzo__wide(n)) continue;
+                            if (n < GRZO__WIDE_MIN) continue;
                             reset_c(c_got, c0, 12 * LDC, acc);
                             pack_even(xr, XLD, n, GRZO__WIDE_X, kc, xw);
                             grzo__form_ukr_block(&u, w, ub, sw, mirror ? fneg : f, 0, h, xr, XLD, xw, n, kc, acc,
