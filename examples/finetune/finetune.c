@@ -543,6 +543,12 @@ static int fail(run *r, int code, const char *err) {
     return ft_ranks_fail(&r->ranks, code);
 }
 
+/* The exit status of a check of the command line that failed (run_files.h): 2 when the
+   command line is wrong, 1 when the system failed (no memory, a file that cannot be read),
+   so that a script that retries on 1 does not retry a command that can never run, nor give
+   up on one that can. */
+static int refusal_status(int rc) { return rc == RUN_FAILED ? 1 : 2; }
+
 /* mpirun: Ctrl-C reaches the ranks at different moments; they stop at the first step boundary
    where any has seen it, together (a collective per step). -1: the ranks lost each other. */
 static int stop_requested(run *r) {
@@ -556,7 +562,7 @@ int main(int argc, char **argv) {
     char err[2048] = "";
     FILE *logf = NULL;
     int64_t step, first_step;
-    int stop = 0;
+    int stop = 0, rc;
     double t_train0, last_save;
     grzo_status s = GRZO_OK;
     struct sigaction sa;
@@ -568,12 +574,12 @@ int main(int argc, char **argv) {
     if (ft_ranks_init(&argc, &argv, &r.ranks, err, sizeof err)) return fail(&r, 1, err);
     if (parse_options(argc, argv, &r.o, err, sizeof err)) return fail(&r, 2, err);
     if (!(r.path_manifest = path_join(r.o.str[OPT_OUT], "run.json"))) return fail(&r, 1, "out of memory");
-    if (r.o.resume && resume_settings(&r, err, sizeof err)) return fail(&r, 2, err);
+    if (r.o.resume && (rc = resume_settings(&r, err, sizeof err)) != 0) return fail(&r, refusal_status(rc), err);
     if (check_required(&r.o, err, sizeof err)) return fail(&r, 2, err);
     resolve_counts(&r.o);
-    if (make_paths_absolute(&r, err, sizeof err) || make_paths(&r, err, sizeof err) || check_paths(&r, err, sizeof err))
-        return fail(&r, 2, err);
-    if (!r.o.resume && refuse_earlier_run(&r, err, sizeof err)) return fail(&r, 2, err);
+    if ((rc = make_paths_absolute(&r, err, sizeof err)) != 0 || (rc = make_paths(&r, err, sizeof err)) != 0 ||
+        (rc = check_paths(&r, err, sizeof err)) != 0 || (!r.o.resume && (rc = refuse_earlier_run(&r, err, sizeof err)) != 0))
+        return fail(&r, refusal_status(rc), err);
     if (r.o.resume && check_checkpoint_readable(r.path_ckpt, err, sizeof err)) return fail(&r, 1, err);
     /* the folders the run writes to take files (rank 0 writes), before the model loads */
     if (r.ranks.rank == 0 && check_folders_writable(&r, err, sizeof err)) return fail(&r, 1, err);

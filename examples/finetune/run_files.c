@@ -93,14 +93,14 @@ int make_paths_absolute(run *r, char *err, size_t errlen) {
         if (!(abs = absolute_path(given))) {
             snprintf(err, errlen, "%s: cannot tell the current folder, to record the path %s in full: %s", d->flag, given,
                      strerror(errno));
-            return -1;
+            return RUN_FAILED;
         }
         r->absolute[ids[i]] = abs;
         r->o.str[ids[i]] = abs;
         if (!path_is_utf8(abs)) {   /* run.json holds UTF-8 only */
             snprintf(err, errlen, "%s: the current folder's path is not valid UTF-8: give %s as an absolute path", d->flag,
                      d->flag);
-            return -1;
+            return RUN_REFUSED;
         }
     }
     return 0;
@@ -168,7 +168,7 @@ int make_paths(run *r, char *err, size_t errlen) {
     r->path_predictions = path_join(out, "predictions.jsonl");
     if (!r->path_log || !r->path_ckpt || !r->path_indices || !r->path_results || !r->path_png || !r->path_predictions) {
         snprintf(err, errlen, "out of memory");
-        return -1;
+        return RUN_FAILED;
     }
     return 0;
 }
@@ -237,13 +237,16 @@ int check_paths(const run *r, char *err, size_t errlen) {
     struct stat sb;
     const char *data = r->o.str[OPT_DATA];
     size_t i;
-    if (is_directory(r->path_log)) { snprintf(err, errlen, "--log '%s' is a directory", r->path_log); return -1; }
-    if (is_directory(r->path_ckpt)) { snprintf(err, errlen, "--checkpoint '%s' is a directory", r->path_ckpt); return -1; }
+    if (is_directory(r->path_log)) { snprintf(err, errlen, "--log '%s' is a directory", r->path_log); return RUN_REFUSED; }
+    if (is_directory(r->path_ckpt)) { snprintf(err, errlen, "--checkpoint '%s' is a directory", r->path_ckpt); return RUN_REFUSED; }
     if (stat(r->o.str[OPT_OUT], &sb) == 0 && !S_ISDIR(sb.st_mode)) {
         snprintf(err, errlen, "--out '%s' is not a directory", r->o.str[OPT_OUT]);
-        return -1;
+        return RUN_REFUSED;
     }
-    if (data && strchr(data, '\n')) { snprintf(err, errlen, "--data: a path with a newline cannot be recorded in indices.txt"); return -1; }
+    if (data && strchr(data, '\n')) {
+        snprintf(err, errlen, "--data: a path with a newline cannot be recorded in indices.txt");
+        return RUN_REFUSED;
+    }
     for (i = 0; i < sizeof chosen / sizeof chosen[0]; i++) {
         opt_id id = chosen[i];
         const char *path = id == OPT_LOG ? r->path_log : id == OPT_CHECKPOINT ? r->path_ckpt : r->o.str[OPT_EXPORT];
@@ -251,11 +254,11 @@ int check_paths(const run *r, char *err, size_t errlen) {
         if (!path || !r->o.str[id]) continue;   /* not given: the run's own name, which takes no other */
         if (!(taken = file_taken(r, path, id))) {
             snprintf(err, errlen, "%s '%s': cannot compare it with the run's other files: %s", OPTS[id].flag, path, strerror(errno));
-            return -1;
+            return RUN_FAILED;
         }
         if (taken[0]) {
             snprintf(err, errlen, "%s '%s' is %s: give it a path of its own", OPTS[id].flag, path, taken);
-            return -1;
+            return RUN_REFUSED;
         }
     }
     return 0;
@@ -352,18 +355,18 @@ int refuse_earlier_run(const run *r, char *err, size_t errlen) {
     int i, n = run_files(r, files), rc = 0;
     size_t used = 0;
     if (r->o.overwrite) {
-        if (earlier_run_paths(r, &earlier_log, &earlier_ckpt, err, errlen)) rc = -1;
+        if (earlier_run_paths(r, &earlier_log, &earlier_ckpt, err, errlen)) rc = RUN_FAILED;
         for (i = 0; i < n && rc == 0; i++) {
             int own = lstat(files[i], &sb) == 0 ? earlier_runs_file(r, files[i], earlier_log, earlier_ckpt) : 1;
             if (own < 0) {
                 snprintf(err, errlen, "--overwrite: cannot tell whether '%s' is a file of the run in '%s': %s", files[i],
                          r->o.str[OPT_OUT], strerror(errno));
-                rc = -1;
+                rc = RUN_FAILED;
             } else if (!own) {
                 snprintf(err, errlen, "--overwrite: %s '%s' is not a file of the run in '%s', so it is not replaced (give "
                          "another path, or remove it yourself)", files[i] == r->path_log ? "--log" : "--checkpoint", files[i],
                          r->o.str[OPT_OUT]);
-                rc = -1;
+                rc = RUN_REFUSED;
             }
         }
         free(earlier_log);
@@ -378,7 +381,7 @@ int refuse_earlier_run(const run *r, char *err, size_t errlen) {
     }
     if (!used) return 0;
     if (used < errlen) snprintf(err + used, errlen - used, "): continue it with --resume, or start over with --overwrite");
-    return -1;
+    return RUN_REFUSED;
 }
 
 /* --overwrite: the earlier run's files go (refuse_earlier_run has checked that every file at
@@ -655,18 +658,29 @@ static void add_changed_input(char *list, size_t n, const char *what, const char
     snprintf(list + used, n - used, "%sthe %s at %.200s is another file than the run started with", used ? ", " : "", what, path);
 }
 
-/* The run's input at path (--model or --tokenizer, run.json's "KEY_id") is the file the run
-   recorded; its identity goes to ident. A folder recorded before folders had an identity
-   (the id of an empty read, FNV-1a's initial value, which said nothing) is taken as it is:
-   it cannot be checked. */
+/* Whether the run's input at path (--model or --tokenizer, run.json's "KEY_id") is the file
+   the run recorded; its identity goes to ident. A folder recorded before folders had an
+   identity (the id of an empty read, FNV-1a's initial value, which said nothing) is taken as
+   it is: it cannot be checked. -1: the file (or a file of the folder) cannot be read, or
+   memory ran out (errno): not "another file", which would send the user after a change
+   that was never made. */
 static int is_recorded_input(const json_value *root, const char *key, const char *path, char *ident, size_t n) {
     char want_key[32];
     const json_value *want;
     snprintf(want_key, sizeof want_key, "%s_id", key);
     want = json_get(root, want_key);
-    if (!want || want->type != JSON_STRING || input_identity(path, ident, n) != 0) return 0;
+    if (!want || want->type != JSON_STRING) return 0;
+    errno = 0;
+    if (input_identity(path, ident, n) != 0) return -1;
     if (!strncmp(ident, "folder:", 7) && ends_with(want->string, ":cbf29ce484222325")) return 1;
     return strcmp(ident, want->string) == 0;
+}
+
+/* resume_settings' message when is_recorded_input could not read an input */
+static int input_unreadable(const opt_def *d, const char *path, char *err, size_t errlen) {
+    snprintf(err, errlen, "--resume: %s %s: cannot read it, to check that it is the file the run started with: %s", d->flag,
+             path, strerror(errno ? errno : EIO));
+    return RUN_FAILED;
 }
 
 /* run.json's record of the checkpoint the run saved last (absent in runs made before it:
@@ -713,22 +727,24 @@ int resume_settings(run *r, char *err, size_t errlen) {
     int id;
     if (access(r->path_manifest, F_OK) != 0 && errno == ENOENT) {
         snprintf(err, errlen, "--resume: no run to continue in '%s' (no run.json)", o->str[OPT_OUT]);
-        return -1;
+        return RUN_REFUSED;
     }
-    if (!(text = read_text_file(r->path_manifest, &size, err, errlen))) return -1;
+    if (!(text = read_text_file(r->path_manifest, &size, err, errlen))) return RUN_FAILED;
+    errno = 0;   /* ENOMEM after a failure: the parser ran out of memory, the file may be sound */
     if (json_parse(text, size, &r->manifest, &at, err, errlen)) {
         char why[512];
+        int no_memory = errno == ENOMEM;
         snprintf(why, sizeof why, "%s", err);
         snprintf(err, errlen, "%s: %s", r->path_manifest, why);
         free(text);
-        return -1;
+        return no_memory ? RUN_FAILED : RUN_REFUSED;
     }
     free(text);
     r->have_manifest = 1;
     root = &r->manifest;
     if (!(v = json_get(root, "grzo_finetune_run")) || !v->is_integer || v->integer != 1) {
         snprintf(err, errlen, "%s: not a grzo-finetune run manifest", r->path_manifest);
-        return -1;
+        return RUN_REFUSED;
     }
     for (id = 0; id < OPT_COUNT; id++) {
         const opt_def *d = &OPTS[id];
@@ -738,7 +754,7 @@ int resume_settings(run *r, char *err, size_t errlen) {
         if (!(v = json_get(root, d->key))) {
             if (id >= OPT_SPARSE_DENSITY && id <= OPT_NOISE && !given) continue;   /* recorded before the variants: dense, Rademacher */
             snprintf(err, errlen, "%s: no \"%s\"", r->path_manifest, d->key);
-            return -1;
+            return RUN_REFUSED;
         }
         recorded_text(v, rec, sizeof rec);
         if (v->type == JSON_NULL) {   /* no tokenizer was given */
@@ -748,7 +764,7 @@ int resume_settings(run *r, char *err, size_t errlen) {
         if ((d->kind == KIND_INT && !v->is_integer) || (d->kind == KIND_FLOAT && v->type != JSON_NUMBER) ||
             (d->kind != KIND_INT && d->kind != KIND_FLOAT && v->type != JSON_STRING)) {
             snprintf(err, errlen, "%s: \"%s\" has the wrong type", r->path_manifest, d->key);
-            return -1;
+            return RUN_REFUSED;
         }
         if (given && d->may_change) continue;   /* the new value runs, and is recorded */
         if (!given) {
@@ -757,11 +773,13 @@ int resume_settings(run *r, char *err, size_t errlen) {
             const char *t = v->type == JSON_STRING ? v->string : num;
             if (d->kind == KIND_INT) snprintf(num, sizeof num, "%lld", v->integer);
             else snprintf(num, sizeof num, "%.9g", v->number);
-            if (set_option(o, (opt_id)id, t, err, errlen)) return -1;
+            if (set_option(o, (opt_id)id, t, err, errlen)) return RUN_REFUSED;
             /* the file at the recorded path must still be the one the run started with */
-            if ((id == OPT_MODEL || id == OPT_TOKENIZER) &&
-                !is_recorded_input(root, d->key, v->string, r->input_id[id == OPT_MODEL ? 0 : 1], sizeof r->input_id[0]))
-                add_changed_input(conflicts, sizeof conflicts, d->key, v->string);
+            if (id == OPT_MODEL || id == OPT_TOKENIZER) {
+                int same = is_recorded_input(root, d->key, v->string, r->input_id[id == OPT_MODEL ? 0 : 1], sizeof r->input_id[0]);
+                if (same < 0) return input_unreadable(d, v->string, err, errlen);
+                if (!same) add_changed_input(conflicts, sizeof conflicts, d->key, v->string);
+            }
             continue;
         }
         switch (d->kind) {
@@ -770,7 +788,9 @@ int resume_settings(run *r, char *err, size_t errlen) {
         case KIND_SEED: differs = strtoull(v->string, NULL, 10) != o->seed; break;
         case KIND_TEXT: differs = strcmp(o->str[id], v->string) != 0; break;
         case KIND_PATH:   /* --model, --tokenizer: the same file, wherever it is now */
-            differs = !is_recorded_input(root, d->key, given, r->input_id[id == OPT_MODEL ? 0 : 1], sizeof r->input_id[0]);
+            differs = is_recorded_input(root, d->key, given, r->input_id[id == OPT_MODEL ? 0 : 1], sizeof r->input_id[0]);
+            if (differs < 0) return input_unreadable(d, given, err, errlen);
+            differs = !differs;
             if (differs) snprintf(rec, sizeof rec, "%s, a different file", v->string);
             break;
         }
@@ -778,7 +798,7 @@ int resume_settings(run *r, char *err, size_t errlen) {
     }
     if (conflicts[0]) {
         snprintf(err, errlen, "--resume: %s was made with other settings: %s", r->path_manifest, conflicts);
-        return -1;
+        return RUN_REFUSED;
     }
     {   /* the task (so the score's name) is known now */
         const tasks_info *t = tasks_find(o->str[OPT_TASK]);
@@ -791,10 +811,10 @@ int resume_settings(run *r, char *err, size_t errlen) {
         if ((v = json_get(root, "zero_shot_dev_em")) && v->type == JSON_NUMBER) r->zs_dev_em = v->number;
         if ((v = json_get(root, "zero_shot_test_em")) && v->type == JSON_NUMBER) r->zs_test_em = v->number;
     }
-    if (read_checkpoint_record(r, root, err, errlen)) return -1;
+    if (read_checkpoint_record(r, root, err, errlen)) return RUN_REFUSED;
     r->recorded_ckpt = recorded_path(r, root, "checkpoint", "checkpoint.grzo");
     r->recorded_log = recorded_path(r, root, "log", "log.jsonl");
-    if (!r->recorded_ckpt || !r->recorded_log) { snprintf(err, errlen, "out of memory"); return -1; }
+    if (!r->recorded_ckpt || !r->recorded_log) { snprintf(err, errlen, "out of memory"); return RUN_FAILED; }
     return 0;
 }
 

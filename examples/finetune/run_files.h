@@ -1,7 +1,10 @@
 /* run_files.h - the files of a grzo-finetune run, in --out unless --log or --checkpoint put
    them elsewhere: run.json (the settings --resume compares and reuses), the checkpoint, the
    log, indices.txt, results.json, predictions.jsonl and loss.png. Functions that can fail
-   return 0 or -1 with one line in err. */
+   return 0 or -1 with one line in err; those that check the command line before anything
+   is written (make_paths_absolute to refuse_earlier_run, resume_settings) tell a wrong
+   command line (RUN_REFUSED: grzo-finetune exits 2) from a failure of the system
+   (RUN_FAILED: no memory, a file that cannot be read; exit 1). */
 #ifndef GRZO_FINETUNE_RUN_FILES_H
 #define GRZO_FINETUNE_RUN_FILES_H
 
@@ -10,6 +13,9 @@
 #include <stdio.h>
 
 #include "finetune_internal.h"
+
+#define RUN_REFUSED (-1)
+#define RUN_FAILED (-2)
 
 char *path_join(const char *dir, const char *name);   /* malloc'd "dir/name"; NULL: out of memory */
 int make_paths_absolute(run *r, char *err, size_t errlen);   /* the recorded paths, before make_paths */

@@ -347,6 +347,13 @@ case_inputs() {
     run 2 --out o --resume --steps 3; one_line "another tokenizer at the recorded path"
     grep -q "the tokenizer at .*/t.bin is another file" err.txt || fail "changed tokenizer: $(cat err.txt)"
     cp t.orig t.bin
+    # a model that cannot be read is not "another file" (the user would look for a change
+    # never made), and not a wrong command line (exit 2): exit 1 with the reason
+    rm m.bin
+    run 1 --out o --resume --steps 3; one_line "the recorded model gone"
+    grep -q -- "--resume: --model .*/m.bin: cannot read it, to check that it is the file the run started with: No such file" err.txt ||
+        fail "a model gone: $(cat err.txt)"
+    cp m.orig m.bin
     mkdir elsewhere
     (cd elsewhere && run 0 --out ../o --resume --steps 3) || exit 1
     [ "$(wc -l < o/log.jsonl)" -eq 3 ] || fail "the resume from another folder did not continue the run"
@@ -389,6 +396,11 @@ PY
     grep -q "the model at .*/hf is another file" err.txt || fail "another folder: $(cat err.txt)"
     run 2 --out o --resume --steps 3 --model hf; one_line "another folder given"
     mv hf hf-other; mv hf.orig hf
+    # a file of the folder that cannot be read (here a link to nothing): exit 1, with why
+    mv hf/tokenizer.json tokenizer.json.orig; ln -s /no/such/file hf/tokenizer.json
+    run 1 --out o --resume --steps 3 --model hf; one_line "a folder with a file that cannot be read"
+    grep -q -- "--resume: --model hf: cannot read it, .*: No such file" err.txt || fail "an unreadable folder: $(cat err.txt)"
+    rm hf/tokenizer.json; mv tokenizer.json.orig hf/tokenizer.json
     run 0 --out o --resume --steps 3
     echo "ok: a Hugging Face folder is identified by its files"
 }

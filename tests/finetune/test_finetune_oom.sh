@@ -9,12 +9,13 @@
 # between (150 runs). Each armed run must either
 #   - exit 0 with the clean run's outputs (stdout, run.json, indices.txt, the log and
 #     results.json without their elapsed times, the checkpoint), or
-#   - exit 1 or 2, not by a signal and not hung, with one line on stderr besides the clean
-#     run's own lines, and that line says "memory"; and leave no *.tmp or probe file, no file
-#     the clean run does not write, and only whole files: a run that stops before its first
-#     checkpoint leaves nothing, else run.json parses and records the checkpoint that is
-#     there (and has the clean run's size), indices.txt is the clean run's, the log is a
-#     beginning of the clean run's, and every JSON(L) file parses.
+#   - exit 1 (2 would say the command line is wrong), not by a signal and not hung, with one
+#     line on stderr besides the clean run's own lines, and that line says "memory"; and
+#     leave no *.tmp or probe file, no file the clean run does not write, and only whole
+#     files: a run that stops before its first checkpoint leaves nothing, else run.json
+#     parses and records the checkpoint that is there (and has the clean run's size),
+#     indices.txt is the clean run's, the log is a beginning of the clean run's, and every
+#     JSON(L) file parses.
 # For time, gnuplot is kept off the runs' PATH (it is not grzo's code; the plot's own files
 # are still made and removed) and GRZO_KERNEL_ENV_SET=1 saves the re-execution (cpu_env.h;
 # it allocates nothing counted); each run is a fresh folder.
@@ -89,6 +90,7 @@ check() {
     fi
     [ "$rc" -eq 124 ] && { echo "hung (killed after 60 s)"; return; }
     [ "$rc" -gt 2 ] && { echo "exit $rc (a signal?): $(tail -2 "$dir/err.txt")"; return; }
+    [ "$rc" -eq 2 ] && { echo "exit 2, which says the command line is wrong: $(tail -1 "$dir/err.txt")"; return; }
     # the error: the one stderr line the clean run does not print, and the last one
     extra=$(plain_err "$dir/err.txt" | grep -v -x -F -f "$clean/err.plain")
     [ "$(printf '%s\n' "$extra" | grep -c .)" -eq 1 ] || { echo "exit $rc with $(printf '%s\n' "$extra" | grep -c .) new stderr lines: $extra"; return; }
