@@ -92,7 +92,8 @@ enum {
    (family 6, model 207), 1 thread, a K block of 384 and 96 weight rows in L2, 24 or 12 rows
    of X in L1 (best of 200): BLIS's skx kernel on an unformed panel 175.7 GFLOP/s, the 16-row
    kernel 150.8, the 32-row kernel 140.2, the FMA-forming kernel 162.0. Other CPUs take
-   Intel's choice; AMD's later families the Zen 5's. */
+   Intel's choice; AMD's later families the Zen 5's (measured on an EPYC; the Zen 5 laptop
+   cores that run 512-bit FMAs as two halves, as a Zen 4 does, have not been). */
 static unsigned grzo__cpu_family(void) {
     unsigned a, b, c, d, family;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
