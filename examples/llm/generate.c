@@ -162,8 +162,9 @@ static int open_session(const options *o, session *s) {
     }
     memset(&d, 0, sizeof d);
     d.backend = &s->be;
-    if (grzo_create(&d, &s->ctx) != GRZO_OK) {
-        fprintf(stderr, "grzo-generate: cannot create the grzo context\n");
+    if ((gs = grzo_create(&d, &s->ctx)) != GRZO_OK) {
+        /* the status says why (out of memory, say): there is no context to ask */
+        fprintf(stderr, "grzo-generate: cannot create the grzo context: %s\n", grzo_status_str(gs));
         return 1;
     }
     memset(&md, 0, sizeof md);

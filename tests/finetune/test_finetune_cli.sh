@@ -38,6 +38,8 @@
 # usage: test_finetune_cli.sh CASE GRZO_FINETUNE DATA_DIR WORK_DIR [GRZO_EXPORT (hf_folder)]
 set -u
 case_=$1 bin=$(realpath "$2") data=$(realpath "$3") work=$4/$1 export_bin=${5:+$(realpath "$5")}
+# the Hugging Face folders' tokenizer.json (case_hf_folder)
+toy_tokenizer=$(cd "$(dirname "$0")/../llm" && pwd)/write_toy_tokenizer.py
 rm -rf "$work" && mkdir -p "$work" && work=$(realpath "$work") || exit 1
 cd "$work" || exit 1   # the runs' relative paths (and any stray file) land here
 common=(--model "$data/stories260K.bin" --tokenizer "$data/tok512.bin" --task sst2 --data "$data/tasks/SST-2"
@@ -371,24 +373,7 @@ case_hf_folder() {
     "$export" --model "$data/stories260K.bin" --checkpoint base/checkpoint.grzo --out hf --format safetensors > x.txt 2>&1 &&
         "$export" --model "$data/stories260K.bin" --checkpoint tuned/checkpoint.grzo --out hf-other --format safetensors > x.txt 2>&1 ||
         fail "grzo-export: $(cat x.txt)"
-    python3 - hf hf-other << 'PY' || fail "cannot write tokenizer.json"
-import json, sys
-bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))   # GPT-2's bytes_to_unicode
-cs, n = bs[:], 0
-for b in range(256):
-    if b not in bs: bs.append(b); cs.append(256 + n); n += 1
-vocab = {chr(c): i for i, c in enumerate(cs)}
-vocab["\u0120t"] = 256; vocab["he"] = 257
-tok = {"version": "1.0", "added_tokens": [{"id": 258, "content": "<|endoftext|>", "single_word": False, "lstrip": False,
-       "rstrip": False, "normalized": False, "special": True}], "normalizer": None,
-       "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
-       "post_processor": None, "decoder": {"type": "ByteLevel"},
-       "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None, "end_of_word_suffix": None,
-                 "fuse_unk": False, "byte_fallback": False, "ignore_merges": False, "vocab": vocab, "merges": [["\u0120", "t"], ["h", "e"]]}}
-for d in sys.argv[1:]:
-    json.dump(tok, open(d + "/tokenizer.json", "w"))
-    json.dump({"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}, open(d + "/tokenizer_config.json", "w"))
-PY
+    python3 "$toy_tokenizer" hf hf-other || fail "cannot write tokenizer.json"
     run 0 --model hf "${common[@]:4}" --steps 2 --out o   # no --tokenizer: the folder has one
     grep -q '"model_id":"folder:' o/run.json || fail "the folder has no identity of its own: $(grep model_id o/run.json)"
     mv hf hf.orig; mv hf-other hf   # another model in a folder of the same name

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # grzo-finetune when memory runs out: the whole process, one allocation failing at a time.
-# The LD_PRELOAD shim oom_shim.c fails the N-th allocation that the program's own code asks
-# for (grzo.h, the backend, the LLM, task and file modules; not the C library's, OpenBLAS's
-# or libgomp's). A tiny run (stories260K on the SST-2 sample, B = 2, 3 steps: a dev
+# The LD_PRELOAD shim tests/oom_shim.c fails the N-th allocation that the program's own
+# code asks for (grzo.h, the backend, the LLM, task and file modules; not the C library's,
+# OpenBLAS's or libgomp's). A tiny run (stories260K on the SST-2 sample, B = 2, 3 steps: a dev
 # evaluation and a checkpoint at step 2, a checkpoint and results.json at the end) is made
 # once clean, which tells the number of counted allocations T, then again with allocation N
 # failing, for every N when T <= 150, else N = 1..60, the last 40, and an even stride in

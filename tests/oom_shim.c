@@ -1,5 +1,6 @@
 /* oom_shim.c - an LD_PRELOAD shim that fails one chosen allocation of a program's own code,
-   for test_finetune_oom.sh (the whole grzo-finetune process when memory runs out).
+   for the whole-process out-of-memory tests: finetune/test_finetune_oom.sh (grzo-finetune)
+   and llm/test_tools_oom.sh (grzo-generate, grzo-export).
 
    Environment:
      GRZO_OOM_FAIL_AT=N      the N-th counted allocation (1-based) returns NULL; unset or 0:
