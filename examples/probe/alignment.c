@@ -120,12 +120,13 @@ static align_row summarize(const align_job *j, int t, int b) {
     return w;
 }
 
-static void print_table(const align_row *rows, int n, int repeats) {
+/* 0, or -1 when the table could not be stored (message printed) */
+static int print_table(const align_row *rows, int n, int repeats) {
     static const char *const head[] = {"task", "B", "B_eff exact", "B_eff forward-only (95% CI)", "z", "c_w exact",
                                        "c_w estimate", "Var(MeZO)/Var(GRZO)", "cos(GRZO)/cos(MeZO)", "coverage", "mean |z|"};
     md_table t;
     int i;
-    if (md_begin(&t, 11, head) != 0) return;
+    if (md_begin(&t, 11, head) != 0) return -1;
     for (i = 0; i < n; i++) {
         const align_row *w = &rows[i];
         char b[16], ex[16], est[64], z[16], cwe[16], cw[32], vr[16], cr[48], cov[32], mz[16];
@@ -139,10 +140,14 @@ static void print_table(const align_row *rows, int n, int repeats) {
         snprintf(cr, sizeof cr, "%.2f [%.2f, %.2f]", w->first.cos_ratio, w->first.cos_lo, w->first.cos_hi);
         snprintf(cov, sizeof cov, "%.1f%% of %d", 100.0 * w->coverage, repeats);
         snprintf(mz, sizeof mz, "%.2f", w->mean_abs_z);
-        md_row(&t, TASKS[w->task].name, b, ex, est, z, cwe, cw, vr, cr, cov, mz);
+        if (md_row(&t, TASKS[w->task].name, b, ex, est, z, cwe, cw, vr, cr, cov, mz) != 0) {
+            md_free(&t);
+            return -1;
+        }
     }
     md_print(&t, stdout);
     md_free(&t);
+    return 0;
 }
 
 static int write_csv(const probe_opts *o, const align_row *rows, int n, int probes, int repeats, char *path, size_t cap) {
@@ -235,7 +240,7 @@ int probe_alignment(const probe_opts *o) {
            "whose 95%% interval holds the exact value. Predicted ratios from the estimate (grzo.h section 3b).\n\n",
            ALIGN_SHAPE.d_in, ALIGN_SHAPE.d_hid, ALIGN_SHAPE.d_out, (long long)j.D, ALIGN_POOL, j.probes, j.probes,
            (double)ALIGN_SIGMA, j.repeats);
-    print_table(rows, n, j.repeats);
+    if (print_table(rows, n, j.repeats) != 0) { release(&j); return PROBE_EXIT_ERROR; }
     printf("\npooled coverage of the 95%% intervals: %.1f%% over %d estimates\n", 100.0 * pooled_coverage(rows, n),
            n * j.repeats);
     if (write_csv(o, rows, n, j.probes, j.repeats, csv, sizeof csv) != 0) { release(&j); return PROBE_EXIT_ERROR; }

@@ -65,7 +65,7 @@ static grzo_status cosine_unit(int u, void *user) {
     grzo_status s;
     memset(&mg, 0, sizeof mg);   /* both are destroyed below, created or not */
     memset(&mm, 0, sizeof mm);
-    if (!G) return GRZO_ERR_OUT_OF_MEMORY;
+    if (!G) return probe_report(GRZO_ERR_OUT_OF_MEMORY, "malloc", NULL);
     g_bar = G + COS_MAX_B * j->D;   /* after the check: NULL + n is undefined */
     g_grzo = g_bar + j->D;
     g_mezo = g_grzo + j->D;
@@ -112,12 +112,13 @@ static cosine_row summarize(const cosine_job *j, int b, double c) {
     return w;
 }
 
-static void print_table(const cosine_row *rows) {
+/* 0, or -1 when the table could not be stored (message printed) */
+static int print_table(const cosine_row *rows) {
     static const char *const head[] = {"B", "GRZO cos (×10⁻³)", "MeZO cos (×10⁻³)", "ratio", "paper ratio",
                                        "sqrt(B_eff)", "theory"};
     md_table t;
     int b;
-    if (md_begin(&t, 7, head) != 0) return;
+    if (md_begin(&t, 7, head) != 0) return -1;
     for (b = 0; b < N_B; b++) {
         const cosine_row *w = &rows[b];
         char B[8], g[40], m[40], r[32], p[16], sb[16], th[16];
@@ -128,10 +129,11 @@ static void print_table(const cosine_row *rows) {
         snprintf(p, sizeof p, "%.2f", PAPER_RATIO[b]);
         snprintf(sb, sizeof sb, "%.2f", sqrt(w->b_eff));
         snprintf(th, sizeof th, "%.2f", w->theory);
-        md_row(&t, B, g, m, r, p, sb, th);
+        if (md_row(&t, B, g, m, r, p, sb, th) != 0) { md_free(&t); return -1; }
     }
     md_print(&t, stdout);
     md_free(&t);
+    return 0;
 }
 
 static int write_csv(const probe_opts *o, const cosine_row *rows, double c, char *path, size_t cap) {
@@ -252,8 +254,7 @@ int probe_cosine(const probe_opts *o) {
                "measured on a Llama3-8B decoder block with c = 0.83.\n\n",
                COS_SHAPE.d_in, COS_SHAPE.d_hid, COS_SHAPE.d_out, (long long)j.D, trials, COS_POOL, (double)COS_SIGMA,
                geo.mean_cos);
-        print_table(rows);
-        if (write_csv(o, rows, geo.mean_cos, csv, sizeof csv) != 0) rc = PROBE_EXIT_ERROR;
+        if (print_table(rows) != 0 || write_csv(o, rows, geo.mean_cos, csv, sizeof csv) != 0) rc = PROBE_EXIT_ERROR;
     }
     if (rc == PROBE_EXIT_OK) {
         printf("\nCSV: %s\n", csv);

@@ -194,6 +194,13 @@ void draw_batch(uint64_t seed, uint32_t draw, int n, int B, int *idx, int *scrat
 }
 
 /* ---- per-example gradient geometry ------------------------------------------------------------ */
+enum { NORM_KEPT = 256 };   /* cosine's pool, the largest batch_gradients is given */
+
+/* |G_i|, from kept when batch_gradients could keep it */
+static double row_norm(const double *G, int64_t n, int i, const double *kept) {
+    return i < NORM_KEPT ? kept[i] : sqrt(dot(G + (int64_t)i * n, G + (int64_t)i * n, n));
+}
+
 void batch_gradients(const dataset *d, const float *theta, const int *idx, int B, double *G, double *g_bar,
                      grad_geometry *geo) {
     mlp_shape s = d->shape;
@@ -209,24 +216,26 @@ void batch_gradients(const dataset *d, const float *theta, const int *idx, int B
     if (!geo) return;
     {
         double cos_sum = 0.0, cross = 0.0, sq = 0.0;
-        double *norm = (double *)malloc((size_t)B * sizeof(double));
-        if (!norm) { memset(geo, 0, sizeof *geo); return; }
+        /* the norms kept on the stack, not in a buffer from malloc: no allocation here, so no
+           failure that would read as zero geometry (the probe's B is at most NORM_KEPT; a larger
+           one has its norms recomputed per pair) */
+        double kept[NORM_KEPT];
         for (i = 0; i < B; i++) {
             double q = dot(G + (int64_t)i * n, G + (int64_t)i * n, n);
-            norm[i] = sqrt(q);
+            if (i < NORM_KEPT) kept[i] = sqrt(q);
             sq += q;
         }
         for (i = 0; i < B; i++)
             for (j = i + 1; j < B; j++) {
                 double p = dot(G + (int64_t)i * n, G + (int64_t)j * n, n);
+                double ni = row_norm(G, n, i, kept), nj = row_norm(G, n, j, kept);
                 cross += 2.0 * p;
-                cos_sum += norm[i] > 0.0 && norm[j] > 0.0 ? p / (norm[i] * norm[j]) : 0.0;
+                cos_sum += ni > 0.0 && nj > 0.0 ? p / (ni * nj) : 0.0;
             }
         geo->mean_cos = B > 1 ? cos_sum / (0.5 * B * (B - 1)) : 1.0;
         geo->weighted_cos = B > 1 && sq > 0.0 ? cross / ((B - 1) * sq) : 1.0;
         geo->mean_sq_norm = sq / B;
         geo->batch_sq_norm = dot(g_bar, g_bar, n);
-        free(norm);
     }
 }
 

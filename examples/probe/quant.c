@@ -52,7 +52,7 @@ static grzo_status quant_unit(int u, void *user) {
     probe_model m;
     grzo_desc desc;
     grzo_status s;
-    if (!g_hat) return GRZO_ERR_OUT_OF_MEMORY;
+    if (!g_hat) return probe_report(GRZO_ERR_OUT_OF_MEMORY, "malloc", NULL);
     memset(&desc, 0, sizeof desc);
     desc.estimator = j->o->sabotage && Q_EST[e] == GRZO_ESTIMATOR_GRZO ? GRZO_ESTIMATOR_MEZO : Q_EST[e];
     /* the seed leaves out the mode: quantized and plain trials see the same perturbations */
@@ -94,12 +94,13 @@ static quant_row summarize(const quant_job *j, int e) {
     return w;
 }
 
-static void print_table(const quant_row *rows) {
+/* 0, or -1 when the table could not be stored (message printed) */
+static int print_table(const quant_row *rows) {
     static const char *const head[] = {"estimator", "std(δ) no quant", "std(δ) W4", "std(δ) change",
                                        "update norm no quant", "update norm W4", "change", "paper change"};
     md_table t;
     int e;
-    if (md_begin(&t, 8, head) != 0) return;
+    if (md_begin(&t, 8, head) != 0) return -1;
     for (e = 0; e < N_EST; e++) {
         const quant_row *w = &rows[e];
         char s0[24], s1[24], sc[16], n0[32], n1[32], nc[16], pc[16];
@@ -110,10 +111,11 @@ static void print_table(const quant_row *rows) {
         snprintf(n1, sizeof n1, "%.4g", w->norm[1]);
         snprintf(nc, sizeof nc, "%.3fx", w->norm[1] / w->norm[0]);
         snprintf(pc, sizeof pc, "%.2fx", PAPER_CHANGE[e]);
-        md_row(&t, Q_EST_NAME[e], s0, s1, sc, n0, n1, nc, pc);
+        if (md_row(&t, Q_EST_NAME[e], s0, s1, sc, n0, n1, nc, pc) != 0) { md_free(&t); return -1; }
     }
     md_print(&t, stdout);
     md_free(&t);
+    return 0;
 }
 
 static int write_csv(const probe_opts *o, const quant_row *rows, char *path, size_t cap) {
@@ -185,8 +187,7 @@ int probe_quant(const probe_opts *o) {
                "std(δ) 0.0119 -> 0.0493 (4.15x); update norm MeZO 66.6 -> 274.8, canonical 75.6 -> 313.9,\n"
                "GRZO 13.42 -> 13.44.\n\n",
                Q_SHAPE.d_in, Q_SHAPE.d_hid, Q_SHAPE.d_out, (long long)j.D, Q_B, trials, (double)Q_SIGMA);
-        print_table(rows);
-        if (write_csv(o, rows, csv, sizeof csv) != 0) rc = PROBE_EXIT_ERROR;
+        if (print_table(rows) != 0 || write_csv(o, rows, csv, sizeof csv) != 0) rc = PROBE_EXIT_ERROR;
     }
     if (rc == PROBE_EXIT_OK) {
         printf("\nCSV: %s\n", csv);

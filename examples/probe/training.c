@@ -93,7 +93,7 @@ static grzo_status create_student(probe_model *m, grzo_estimator e, float lr, ui
     float *theta0 = (float *)malloc((size_t)L.n * sizeof(float));
     grzo_status s;
     memset(m, 0, sizeof *m);
-    if (!theta0) return GRZO_ERR_OUT_OF_MEMORY;
+    if (!theta0) return probe_report(GRZO_ERR_OUT_OF_MEMORY, "malloc", NULL);
     mlp_init(T_SHAPE, seed_mix(seed, 1), 1.0f, theta0);
     memset(&desc, 0, sizeof desc);
     desc.estimator = e;
@@ -111,7 +111,8 @@ static grzo_status train_run(const run_spec *rs, run_result *out) {
     uint64_t order = seed_mix(rs->seed, 2);
     double *norms = (double *)malloc((size_t)(rs->steps > 0 ? rs->steps : 1) * sizeof(double));
     double scale = sqrt((double)mlp_layout_of(T_SHAPE).n * rs->B);
-    grzo_status s = norms ? create_student(&m, rs->estimator, rs->lr, rs->seed) : GRZO_ERR_OUT_OF_MEMORY;
+    grzo_status s = norms ? create_student(&m, rs->estimator, rs->lr, rs->seed)
+                          : probe_report(GRZO_ERR_OUT_OF_MEMORY, "malloc", NULL);
     if (!norms) return s;
     out->diverged_at = -1;
     for (t = 0; s == GRZO_OK && t <= rs->steps; t++) {
@@ -144,7 +145,7 @@ static grzo_status initial_update_norm(const dataset *d, grzo_estimator e, int B
     double *g_hat = (double *)malloc((size_t)n * sizeof(double));
     int idx[T_MAX_B], scratch[T_POOL], k;
     running_stat norm = {0, 0, 0};
-    grzo_status s = g_hat ? create_student(&m, e, 1.0f, seed) : GRZO_ERR_OUT_OF_MEMORY;
+    grzo_status s = g_hat ? create_student(&m, e, 1.0f, seed) : probe_report(GRZO_ERR_OUT_OF_MEMORY, "malloc", NULL);
     for (k = 0; s == GRZO_OK && k < CALIBRATION_DRAWS; k++) {
         draw_batch(seed_mix(seed, 5), (uint32_t)k, T_POOL, B, idx, scratch);
         s = model_draw(&m, d, idx, B, NULL, g_hat, NULL, NULL);
@@ -157,21 +158,25 @@ static grzo_status initial_update_norm(const dataset *d, grzo_estimator e, int B
 }
 
 /* Mean pairwise cosine of the first GEOMETRY_EXAMPLES examples at seed `seed`'s start. */
-static double initial_cosine(const dataset *d, uint64_t seed) {
+/* into *c; 0, or -1 out of memory (message printed: a NaN in the table would pass for a result) */
+static int initial_cosine(const dataset *d, uint64_t seed, double *c) {
     mlp_layout L = mlp_layout_of(T_SHAPE);
     float *theta0 = (float *)malloc((size_t)L.n * sizeof(float));
     double *G = (double *)malloc((size_t)(GEOMETRY_EXAMPLES + 1) * (size_t)L.n * sizeof(double));
     grad_geometry geo;
-    int idx[GEOMETRY_EXAMPLES], i;
-    geo.mean_cos = NAN;
+    int idx[GEOMETRY_EXAMPLES], i, rc = -1;
     if (theta0 && G) {
         mlp_init(T_SHAPE, seed_mix(seed, 1), 1.0f, theta0);
         for (i = 0; i < GEOMETRY_EXAMPLES; i++) idx[i] = i;
         batch_gradients(d, theta0, idx, GEOMETRY_EXAMPLES, G, G + (int64_t)GEOMETRY_EXAMPLES * L.n, &geo);
+        *c = geo.mean_cos;
+        rc = 0;
+    } else {
+        probe_report(GRZO_ERR_OUT_OF_MEMORY, "malloc", NULL);
     }
     free(theta0);
     free(G);
-    return geo.mean_cos;
+    return rc;
 }
 
 /* ---- a grid of runs: curves x seeds, run in parallel ----------------------------------------------- */
@@ -334,12 +339,13 @@ static int batch_check(const run_grid *g) {
     return failed ? PROBE_EXIT_CHECK_FAILED : PROBE_EXIT_OK;
 }
 
-static void batch_table(const run_grid *g) {
+/* 0, or -1 when the table could not be stored (message printed) */
+static int batch_table(const run_grid *g) {
     static const char *const head[] = {"B", "start", "10% of steps", "50% of steps", "final (± s.d.)", "best",
                                        "final - best", "median step", "largest / median step"};
     md_table t;
     int c, n10 = (g->n_points - 1) / 10, n50 = (g->n_points - 1) / 2;
-    if (md_begin(&t, 9, head) != 0) return;
+    if (md_begin(&t, 9, head) != 0) return -1;
     for (c = 0; c < N_BATCH; c++) {
         char b[8], s0[16], s10[16], s50[16], fin[40], best[16], rise[16], med[16], tail[16];
         double median, max_over_median;
@@ -353,10 +359,11 @@ static void batch_table(const run_grid *g) {
         snprintf(rise, sizeof rise, "%+.4f", point_mean(g, c, g->n_points - 1) - best_mean(g, c));
         snprintf(med, sizeof med, "%.3f", median);
         snprintf(tail, sizeof tail, "%.1f", max_over_median);
-        md_row(&t, b, s0, s10, s50, fin, best, rise, med, tail);
+        if (md_row(&t, b, s0, s10, s50, fin, best, rise, med, tail) != 0) { md_free(&t); return -1; }
     }
     md_print(&t, stdout);
     md_free(&t);
+    return 0;
 }
 
 int probe_batch(const probe_opts *o) {
@@ -383,7 +390,9 @@ int probe_batch(const probe_opts *o) {
                "B >= 16 converges.\n\n",
                T_SHAPE.d_in, T_SHAPE.d_hid, T_SHAPE.d_out, (long long)mlp_layout_of(T_SHAPE).n, steps,
                (double)BATCH_LR, (double)T_SIGMA, seeds);
-        batch_table(&g);
+        if (batch_table(&g) != 0) rc = PROBE_EXIT_ERROR;
+    }
+    if (rc == PROBE_EXIT_OK) {
         report_abandoned_runs(&g);
         printf("\nstep: |Δθ| of one update (≈ sqrt(D B) x grzo's coeff_rms), median over the run and largest over\n"
                "median, averaged over seeds: at one lr GRZO's step is ~ lr sqrt(D/B) / (2 sigma), and at small B the\n"
@@ -442,12 +451,13 @@ static int ablation_check(const run_grid *g) {
     return failed ? PROBE_EXIT_CHECK_FAILED : PROBE_EXIT_OK;
 }
 
-static void ablation_table(const run_grid *g, const float lrs[N_TASKS][N_ABL], const double c[N_TASKS]) {
+/* 0, or -1 when the table could not be stored (message printed) */
+static int ablation_table(const run_grid *g, const float lrs[N_TASKS][N_ABL], const double c[N_TASKS]) {
     static const char *const head[] = {"task", "c at start", "variant", "lr", "10% of steps", "50% of steps",
                                        "final (± s.d.)"};
     md_table t;
     int task, v, n10 = (g->n_points - 1) / 10, n50 = (g->n_points - 1) / 2;
-    if (md_begin(&t, 7, head) != 0) return;
+    if (md_begin(&t, 7, head) != 0) return -1;
     for (task = 0; task < N_TASKS; task++)
         for (v = 0; v < N_ABL; v++) {
             int curve = task * N_ABL + v;
@@ -457,10 +467,11 @@ static void ablation_table(const run_grid *g, const float lrs[N_TASKS][N_ABL], c
             fmt_loss(s10, sizeof s10, g, curve, n10);
             fmt_loss(s50, sizeof s50, g, curve, n50);
             fmt_final(fin, sizeof fin, g, curve);
-            md_row(&t, TASK_NAME[task], cc, ABL_NAME[v], lr, s10, s50, fin);
+            if (md_row(&t, TASK_NAME[task], cc, ABL_NAME[v], lr, s10, s50, fin) != 0) { md_free(&t); return -1; }
         }
     md_print(&t, stdout);
     md_free(&t);
+    return 0;
 }
 
 /* GRZO's lr for the task; the others' scaled so their mean initial update norm matches */
@@ -493,8 +504,11 @@ int probe_ablation(const probe_opts *o) {
     }
     for (task = 0; rc == PROBE_EXIT_OK && task < N_TASKS; task++) {
         uint64_t first_seed = seed_mix(o->seed, 500);   /* the seed of run 0, as grid_set derives it */
-        c[task] = initial_cosine(&d[task], first_seed);
-        if (matched_learning_rates(&d[task], task, first_seed, lrs[task]) != 0) { rc = PROBE_EXIT_ERROR; break; }
+        if (initial_cosine(&d[task], first_seed, &c[task]) != 0 ||
+            matched_learning_rates(&d[task], task, first_seed, lrs[task]) != 0) {
+            rc = PROBE_EXIT_ERROR;
+            break;
+        }
         for (v = 0; v < N_ABL; v++) {
             int curve = task * N_ABL + v;
             snprintf(key_buf[curve], sizeof key_buf[curve], "%s_%s", TASK_NAME[task], ABL_KEY[v]);
@@ -510,7 +524,9 @@ int probe_ablation(const probe_opts *o) {
                "update norm of GRZO's at the start. c: mean pairwise cosine of per-example gradients at the start.\n\n",
                T_SHAPE.d_in, T_SHAPE.d_hid, T_SHAPE.d_out, (long long)mlp_layout_of(T_SHAPE).n, ABL_B, steps,
                (double)T_SIGMA, seeds);
-        ablation_table(&g, (const float(*)[N_ABL])lrs, c);
+        if (ablation_table(&g, (const float(*)[N_ABL])lrs, c) != 0) rc = PROBE_EXIT_ERROR;
+    }
+    if (rc == PROBE_EXIT_OK) {
         report_abandoned_runs(&g);
         if (write_curves(o, "probe_ablation.csv", &g, keys, csv, sizeof csv) != 0) rc = PROBE_EXIT_ERROR;
     }

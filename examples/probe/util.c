@@ -64,15 +64,34 @@ static uint64_t splitmix64(uint64_t x) {
 uint64_t seed_mix(uint64_t seed, uint64_t tag) { return splitmix64(splitmix64(seed) ^ (tag * 0xD6E8FEB86659FD93ull)); }
 
 /* ---- parallel work units ------------------------------------------------------------------------------ */
+/* Once a unit has failed (its message printed) the units not yet started are skipped: the run
+   is an error whatever they find, and a failure, out of memory above all, should not cost the
+   rest of the run's minutes. The units are handed out in order, so a skipped one comes after
+   one that started before the failure, and the first failure in unit order is still among
+   those that ran. */
 grzo_status run_units(int n, int threads, unit_fn unit, void *user) {
     grzo_status *status = (grzo_status *)calloc((size_t)(n > 0 ? n : 1), sizeof *status);
     grzo_status first = GRZO_OK;
-    int i;
-    if (!status) return GRZO_ERR_OUT_OF_MEMORY;
+    int i, failed = 0;
+    if (!status) return probe_report(GRZO_ERR_OUT_OF_MEMORY, "malloc", NULL);
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
 #endif
-    for (i = 0; i < n; i++) status[i] = unit(i, user);
+    for (i = 0; i < n; i++) {
+        int stop;
+#ifdef _OPENMP
+#pragma omp atomic read
+#endif
+        stop = failed;
+        if (stop) continue;
+        status[i] = unit(i, user);
+        if (status[i] != GRZO_OK) {
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+            failed = 1;
+        }
+    }
     (void)threads;
     for (i = 0; i < n && first == GRZO_OK; i++) first = status[i];
     free(status);
@@ -104,10 +123,16 @@ static int md_append(md_table *t, const char *const *cells) {
     return 0;
 }
 
+/* md_begin and md_row print their one-line error, so that a caller only stops */
+static int md_stored(int rc) {
+    if (rc != 0) fprintf(stderr, "grzo-probe: out of memory (table)\n");
+    return rc;
+}
+
 int md_begin(md_table *t, int cols, const char *const *header) {
     memset(t, 0, sizeof *t);
     t->cols = cols;
-    return md_append(t, header);
+    return md_stored(md_append(t, header));
 }
 
 int md_row(md_table *t, const char *first, ...) {
@@ -119,7 +144,7 @@ int md_row(md_table *t, const char *first, ...) {
     va_start(ap, first);
     for (c = 1; c < t->cols; c++) cells[c] = va_arg(ap, const char *);
     va_end(ap);
-    return md_append(t, cells);
+    return md_stored(md_append(t, cells));
 }
 
 /* characters, not bytes, so that "±" pads like one column */

@@ -82,7 +82,7 @@ static grzo_status variance_unit(int u, void *user) {
     grzo_status s;
     unit_coords(j, u, &r, &nz, &b, &e, &chunk);
     B = VAR_B[b];
-    if (!g_hat) return GRZO_ERR_OUT_OF_MEMORY;
+    if (!g_hat) return probe_report(GRZO_ERR_OUT_OF_MEMORY, "malloc", NULL);
     for (k = 0; k < B; k++) idx[k] = k;
     memset(&desc, 0, sizeof desc);
     desc.estimator = estimator_of(j->o, e);
@@ -165,12 +165,13 @@ static int write_csv(const probe_opts *o, const variance_row *rows, int n, char 
     return out_close(f, path);
 }
 
-static void print_table(const variance_row *rows, int n) {
+/* 0, or -1 when the table could not be stored (message printed) */
+static int print_table(const variance_row *rows, int n) {
     static const char *const head[] = {"regime", "noise", "B", "c", "c_w", "B_eff", "theory", "Var(MeZO)",
                                        "Var(canonical)", "ratio", "ratio / theory"};
     md_table t;
     int i;
-    if (md_begin(&t, 11, head) != 0) return;
+    if (md_begin(&t, 11, head) != 0) return -1;
     for (i = 0; i < n; i++) {
         const variance_row *w = &rows[i];
         char b[16], c[16], cw[16], be[16], th[16], vm[32], vc[32], ra[32], rt[16];
@@ -183,10 +184,14 @@ static void print_table(const variance_row *rows, int n) {
         snprintf(vc, sizeof vc, "%.4g", w->v_can);
         snprintf(ra, sizeof ra, "%.2f ± %.2f", w->ratio, w->ratio_se);
         snprintf(rt, sizeof rt, "%.3f", w->ratio / w->theory);
-        md_row(&t, REGIMES[w->regime].name, NOISE_NAMES[w->noise], b, c, cw, be, th, vm, vc, ra, rt);
+        if (md_row(&t, REGIMES[w->regime].name, NOISE_NAMES[w->noise], b, c, cw, be, th, vm, vc, ra, rt) != 0) {
+            md_free(&t);
+            return -1;
+        }
     }
     md_print(&t, stdout);
     md_free(&t);
+    return 0;
 }
 
 static const char *PLOT =
@@ -302,7 +307,7 @@ int probe_variance(const probe_opts *o) {
            "norm-weighted cosine, for which 1 + (B-1) c_w is the exact Rademacher ratio. theory = B_eff\n"
            "(Rademacher) or (D+1) B_eff / (D - 1 + 2 B_eff) (Gaussian: the shared base adds a floor).\n\n",
            VAR_SHAPE.d_in, VAR_SHAPE.d_hid, VAR_SHAPE.d_out, (long long)j.D, (double)VAR_SIGMA, draws);
-    print_table(rows, n);
+    if (print_table(rows, n) != 0) { release(&j); return PROBE_EXIT_ERROR; }
     print_absolute_agreement(rows, n);
     if (write_csv(o, rows, n, csv, sizeof csv) != 0) { release(&j); return PROBE_EXIT_ERROR; }
     printf("\nCSV: %s\n", csv);

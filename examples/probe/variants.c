@@ -78,7 +78,7 @@ static grzo_status vcos_unit(int u, void *user) {
     double *G = (double *)malloc((size_t)(VAR_MAX_B + 2) * (size_t)j->D * sizeof(double));
     double *g_bar = G ? G + VAR_MAX_B * j->D : NULL, *g_hat = g_bar ? g_bar + j->D : NULL;
     probe_model m[N_CORE];
-    grzo_status s = G ? GRZO_OK : GRZO_ERR_OUT_OF_MEMORY;
+    grzo_status s = G ? GRZO_OK : probe_report(GRZO_ERR_OUT_OF_MEMORY, "malloc", NULL);
     memset(m, 0, sizeof m);
     for (c = 0; s == GRZO_OK && c < N_CORE; c++)
         s = variant_model(j->o, &m[c], VCOS_SHAPE, v, c, 1.0f, seed_mix(j->o->seed, 0x7661720000ull + 2 * (uint64_t)u + (uint64_t)c),
@@ -128,7 +128,8 @@ static grzo_status update_norm(const vt_job *j, int v, int c, double *out) {
     int idx[VAR_MAX_B], scratch[VT_POOL], k;
     running_stat norm = {0, 0, 0};
     probe_model m;
-    grzo_status s = g_hat && theta0 ? variant_model(j->o, &m, VT_SHAPE, v, c, 1.0f, seed_mix(seed, 3), theta0) : GRZO_ERR_OUT_OF_MEMORY;
+    grzo_status s = g_hat && theta0 ? variant_model(j->o, &m, VT_SHAPE, v, c, 1.0f, seed_mix(seed, 3), theta0)
+                                    : probe_report(GRZO_ERR_OUT_OF_MEMORY, "malloc", NULL);
     for (k = 0; s == GRZO_OK && k < CAL_DRAWS; k++) {
         draw_batch(seed_mix(seed, 5), (uint32_t)k, VT_POOL, VAR_B, idx, scratch);
         s = model_draw(&m, &j->data, idx, VAR_B, NULL, g_hat, NULL, NULL);
@@ -149,7 +150,8 @@ static grzo_status vt_unit(int u, void *user) {
     int idx[VAR_MAX_B], scratch[VT_POOL];
     float *theta0 = student(seed);
     probe_model m;
-    grzo_status s = theta0 ? variant_model(j->o, &m, VT_SHAPE, v, c, j->lr[v][c], seed_mix(seed, 3), theta0) : GRZO_ERR_OUT_OF_MEMORY;
+    grzo_status s = theta0 ? variant_model(j->o, &m, VT_SHAPE, v, c, j->lr[v][c], seed_mix(seed, 3), theta0)
+                           : probe_report(GRZO_ERR_OUT_OF_MEMORY, "malloc", NULL);
     j->diverged[u] = -1;
     for (t = 0; s == GRZO_OK && t <= j->steps; t++) {
         grzo_step_report rep;
@@ -231,12 +233,13 @@ static int write_outputs(const probe_opts *o, const vcos_job *cj, const vt_job *
     return run_gnuplot(o, "probe_variants", PLOT) < 0 ? -1 : 0;
 }
 
-static void print_table(const vcos_job *cj, const vt_job *tj) {
+/* 0, or -1 when the table could not be stored (message printed) */
+static int print_table(const vcos_job *cj, const vt_job *tj) {
     static const char *const head[] = {"X", "MeZO+X cos (×10⁻³)", "GRZO+X cos (×10⁻³)", "ratio", "start loss", "MeZO+X loss",
                                        "GRZO+X loss", "MeZO+X lr", "paper: GRZO+X − MeZO+X"};
     md_table t;
     int v;
-    if (md_begin(&t, 9, head) != 0) return;
+    if (md_begin(&t, 9, head) != 0) return -1;
     for (v = 0; v < N_VAR; v++) {
         running_stat m = vcos_merged(cj, v, 0), g = vcos_merged(cj, v, 1);
         char mc[40], gc[40], r[16], st[24], ml[24], gl[24], lr[24], pg[40];
@@ -249,10 +252,11 @@ static void print_table(const vcos_job *cj, const vt_job *tj) {
         snprintf(lr, sizeof lr, "%.3g", (double)tj->lr[v][0]);
         if (isnan(PAPER_GAIN[v])) snprintf(pg, sizeof pg, "%s", v == 0 ? "(GRZO − MeZO: see README)" : "not in the paper");
         else snprintf(pg, sizeof pg, "+%.1f points (5-task mean)", PAPER_GAIN[v]);
-        md_row(&t, VAR_NAME[v], mc, gc, r, st, ml, gl, lr, pg);
+        if (md_row(&t, VAR_NAME[v], mc, gc, r, st, ml, gl, lr, pg) != 0) { md_free(&t); return -1; }
     }
     md_print(&t, stdout);
     md_free(&t);
+    return 0;
 }
 
 static int check_claims(const vcos_job *cj) {
@@ -315,11 +319,12 @@ int probe_variants(const probe_opts *o) {
                "five tasks on Llama3-8B (accuracy/F1 points), a different quantity: the sign is what compares.\n\n",
                VCOS_SHAPE.d_in, VCOS_SHAPE.d_hid, VCOS_SHAPE.d_out, (long long)cj.D, trials, VAR_B, (double)VAR_SIGMA,
                VT_SHAPE.d_in, VT_SHAPE.d_hid, VT_SHAPE.d_out, tj.steps, tj.seeds, (double)VT_LR_GRZO);
-        print_table(&cj, &tj);
-        printf("\n");
-        if (write_outputs(o, &cj, &tj) != 0) rc = PROBE_EXIT_ERROR;
+        if (print_table(&cj, &tj) != 0) rc = PROBE_EXIT_ERROR;
+        else printf("\n");
+        if (rc == PROBE_EXIT_OK && write_outputs(o, &cj, &tj) != 0) rc = PROBE_EXIT_ERROR;
         if (rc == PROBE_EXIT_OK && o->check) rc = check_claims(&cj);
-        printf("(variants: %.1f s, %d threads)\n\n", now_seconds() - t0, o->threads);
+        /* after a runtime error the error is the run's last word, as in the other subcommands */
+        if (rc != PROBE_EXIT_ERROR) printf("(variants: %.1f s, %d threads)\n\n", now_seconds() - t0, o->threads);
     }
     dataset_free(&cj.data);
     dataset_free(&tj.data);

@@ -109,10 +109,7 @@ plain_err() { sed -E '/^generated [0-9]+ tokens in /s/ in .*/ in (time)/' "$1"; 
 # clean SCENARIO: the run every armed run is held to
 clean() {
     local c=$work/$1/clean
-    run "$1" 0
-    [ "$(cat "$c/rc")" -eq 0 ] || fail "$1: the clean run exited $(cat "$c/rc"): $(tail -3 "$c/err.txt")"
-    [ -s "$c/count" ] || fail "$1: the shim counted nothing: is $shim preloaded?"
-    [ "$(cat "$c/count")" -gt 10 ] || fail "$1: only $(cat "$c/count") counted allocations: the shim does not see the program's own"
+    oom_clean_run "$1"
     if [ "$tool" = generate ]; then
         [ "$(wc -c < "$c/out.txt")" -gt 20 ] || fail "$1: the clean run wrote no text"
     else
@@ -120,13 +117,6 @@ clean() {
     fi
     plain_err "$c/err.txt" > "$c/err.plain"
     mkdir -p "$work/$1/before" && before "$1" "$work/$1/before"
-}
-
-# where DIR: the function that made the failed allocation (addr2line, when it can tell)
-where() {
-    local at
-    at=$(cat "$1/where" 2> /dev/null) || { echo "no allocation failed"; return; }
-    if command -v addr2line > /dev/null; then echo "$at in $(addr2line -f -i -e "$bin" "$at" | head -1)"; else echo "$at"; fi
 }
 
 # check SCENARIO N: the verdict on the armed run ("" when it passes)
@@ -154,55 +144,13 @@ check() {
         { echo "the failed run changed its folder: $(diff -r -q "$work/$1/before" "$dir/run" | head -3 | tr '\n' ' ')"; return; }
 }
 
-# schedule T: the N to run
-schedule() {
-    local t=$1
-    if [ "$t" -le 28 ] || [ "${GRZO_OOM_ALL:-0}" = 1 ]; then
-        seq 1 "$t"
-    else
-        (seq 1 20; seq $((t - 3)) "$t"; for i in $(seq 1 4); do echo $((20 + i * (t - 24) / 5)); done) | sort -n -u
-    fi
-}
-
+# the shared driver (tests/oom_driver.sh): which N, the parallel runs, the checks
+oom_bin=$bin
+oom_self=("$0" "$tool" "$generate" "$export" "$finetune" "$data" "${work%/*}" "$shim")
+. "$(cd "$(dirname "$0")" && pwd)/../oom_driver.sh"
 if [ -n "$only_scen" ]; then
-    [ -n "$only_n" ] || fail "SCENARIO needs N"
-    args "$only_scen"
-    [ -s "$work/$only_scen/clean/count" ] || clean "$only_scen"
-    run "$only_scen" "$only_n"
-    verdict=$(check "$only_scen" "$only_n")
-    echo "$only_scen N = $only_n of $(cat "$work/$only_scen/clean/count"): exit $(cat "$work/$only_scen/n$only_n/rc"), failed allocation: $(where "$work/$only_scen/n$only_n")"
-    cat "$work/$only_scen/n$only_n/err.txt"
-    [ -z "$verdict" ] || fail "$only_scen N = $only_n: $verdict"
-    echo "ok"
+    args "$only_scen"   # an unknown scenario is refused
+    oom_reproduce "$only_scen" "$only_n"
     exit 0
 fi
-
-start=$SECONDS
-jobs=()
-for s in $scenarios; do
-    clean "$s"
-    for n in $(schedule "$(cat "$work/$s/clean/count")"); do jobs+=("$s:$n"); done
-done
-printf '%s\n' "${jobs[@]}" | xargs -P "${GRZO_OOM_JOBS:-2}" -I{} bash "$0" "$tool" "$generate" "$export" "$finetune" "$data" \
-    "${work%/*}" "$shim" run:{} || fail "a run could not be started"
-bad=0
-for j in "${jobs[@]}"; do
-    s=${j%:*} n=${j#*:}
-    verdict=$(check "$s" "$n")
-    if [ -n "$verdict" ]; then
-        echo "FAIL $s N = $n: $verdict (failed allocation: $(where "$work/$s/n$n"))"
-        bad=$((bad + 1))
-    fi
-done
-[ "$bad" -eq 0 ] || fail "$bad of ${#jobs[@]} runs; reproduce one: $0 $tool $generate $export $finetune $data ${work%/*} $shim SCENARIO N"
-summary=
-for s in $scenarios; do
-    failed=0 runs=0
-    for n in $(schedule "$(cat "$work/$s/clean/count")"); do
-        runs=$((runs + 1))
-        [ "$(cat "$work/$s/n$n/rc")" -ne 0 ] && failed=$((failed + 1))
-        rm -rf "$work/$s/n$n"
-    done
-    summary="$summary $s: $runs of $(cat "$work/$s/clean/count") ($failed failed cleanly);"
-done
-echo "ok: ${#jobs[@]} runs,${summary%;}; $((SECONDS - start)) s"
+oom_run_all
