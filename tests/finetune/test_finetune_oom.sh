@@ -64,12 +64,10 @@ fi
 total=$(cat "$clean/count")
 [ "$total" -gt 100 ] || fail "only $total counted allocations: the shim does not see the program's own"
 
-# where DIR: the function that made the failed allocation (addr2line, when it can tell)
-where() {
-    local at
-    at=$(cat "$1/where" 2> /dev/null) || { echo "no allocation failed"; return; }
-    if command -v addr2line > /dev/null; then echo "$at in $(addr2line -f -i -e "$bin" "$at" | head -1)"; else echo "$at"; fi
-}
+# oom_where DIR: the function that made the failed allocation (tests/oom_driver.sh; this
+# script keeps its own schedule and checks: one scenario, run.json's JSON checks)
+oom_bin=$bin
+. "$(cd "$(dirname "$0")" && pwd)/../oom_driver.sh"
 
 # check N: the verdict on the armed run N ("" when it passes)
 check() {
@@ -145,7 +143,7 @@ if [ -n "$only" ]; then
     finetune "$work/n$only" "$only"
     verdict=$(check "$only")
     [ -z "$verdict" ] && [ -e "$work/kept" ] && verdict=$(json_check "$(cat "$work/kept")")
-    echo "N = $only of $total: exit $(cat "$work/n$only/rc"), failed allocation: $(where "$work/n$only")"
+    echo "N = $only of $total: exit $(cat "$work/n$only/rc"), failed allocation: $(oom_where "$work/n$only")"
     cat "$work/n$only/err.txt"
     [ -z "$verdict" ] || fail "N = $only: $verdict"
     echo "ok"
@@ -167,7 +165,7 @@ bad=0
 for n in $schedule; do
     verdict=$(check "$n")
     if [ -n "$verdict" ]; then
-        echo "FAIL N = $n: $verdict (failed allocation: $(where "$work/n$n"))"
+        echo "FAIL N = $n: $verdict (failed allocation: $(oom_where "$work/n$n"))"
         bad=$((bad + 1))
     fi
 done
