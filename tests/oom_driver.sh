@@ -1,6 +1,7 @@
 # oom_driver.sh - what the whole-process out-of-memory scripts share (tests/llm/test_tools_oom.sh,
-# tests/probe_oom.sh; tests/finetune/test_finetune_oom.sh takes oom_where): which allocations to fail, and the driver that makes each scenario's
-# clean run, runs the armed ones in parallel and checks them. Sourced (bash) by a script that
+# tests/probe_oom.sh; tests/finetune/test_finetune_oom.sh takes oom_where): which allocations
+# to fail, and the driver that makes each scenario's clean run, runs the armed ones in
+# parallel and checks them. Sourced (bash) by a script that
 # has defined: work (its folder, absolute), scenarios (the names), oom_bin (the program, for
 # addr2line), oom_self (an array: the script and its arguments before SCENARIO N), and the
 # functions fail MESSAGE, run SCENARIO N (N = 0: the clean run), clean SCENARIO and check
