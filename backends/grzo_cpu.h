@@ -890,6 +890,15 @@ static grzo_status grzo__cpu_vector_variant(grzo__cpu *cpu, const grzo_vector_ar
     return GRZO_OK;
 }
 
+/* Marks the rows an embedding gathers in its touched map (the update of a sparse embedding
+   visits only those), once the op can no longer fail: serially, before the rows are written in
+   parallel, because threads storing to one byte at once race even when they store the same 1. */
+static void grzo__cpu_mark_touched(const grzo_embedding_args *a) {
+    int64_t n;
+    if (a->touched)
+        for (n = 0; n < a->n_rows; n++) a->touched[a->ids[n]] = 1;
+}
+
 /* embedding rows under a variant: E[row] + sign sigma r_e[row] B[row] (.) s_e (ids checked by the caller) */
 static grzo_status grzo__cpu_embedding_variant(grzo__cpu *cpu, const grzo_embedding_args *a) {
     const grzo_perturb *pt = a->perturb;
@@ -903,12 +912,12 @@ static grzo_status grzo__cpu_embedding_variant(grzo__cpu *cpu, const grzo_embedd
     st = grzo__cpu_var_init(cpu, &cv, &a->e, &pt->base, a->variant);
     if (st != GRZO_OK) { free(S); free(buf); return st; }
     if (pt->flipout) grzo__cpu_fill_signs(nt, &pt->base, GRZO_STREAM_SIGN_S, pt->n_examples, d, S);
+    grzo__cpu_mark_touched(a);
     GRZO__OMP_FOR
     for (n = 0; n < a->n_rows; n++) {
         int64_t row = a->ids[n], k, c = grzo__segment_of(pt, n), e = pt->example[c];
         const float *src = E + row * d;
         float *y = a->y + n * d, *b = buf + grzo__cpu_thread() * d, f = (float)pt->sign[c] * pt->sigma;
-        if (a->touched) a->touched[row] = 1;
         if (f == 0.0f) { memcpy(y, src, (size_t)d * sizeof(float)); continue; }
         grzo__cpu_var_row(&cv, row, src, b);
         if (pt->flipout) {
@@ -1089,12 +1098,12 @@ static grzo_status grzo__cpu_embedding(void *self, const grzo_embedding_args *a)
         if (!S || !Ubuf) { free(S); free(Ubuf); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "embedding: scratch allocation failed"); }
         if (pt->flipout) grzo__cpu_fill_signs(nt, &pt->base, GRZO_STREAM_SIGN_S, pt->n_examples, d, S);
     }
+    grzo__cpu_mark_touched(a);
     GRZO__OMP_FOR
     for (n = 0; n < a->n_rows; n++) {
         int64_t row = a->ids[n], k;
         const float *src = E + row * d;
         float *y = a->y + n * d;
-        if (a->touched) a->touched[row] = 1;   /* racing writers all store 1 */
         if (!pt) { memcpy(y, src, (size_t)d * sizeof(float)); continue; }
         {
             int64_t c = grzo__segment_of(pt, n), e = pt->example[c];
