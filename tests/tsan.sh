@@ -14,11 +14,11 @@
 # the fused perturbed GEMM still runs BLIS's micro-kernel in grzo's OpenMP loops.
 #
 # Each report is written to OUT/reports/ (a test that had one exits 66). Tests that fail
-# without a report are listed but do not count. Four cannot pass here: probe_outputs,
+# without a report are listed but do not count. Five cannot pass here: probe_outputs,
 # finetune_cli_logs and finetune_cli_foreign run a program under a file-size limit (ulimit
 # -f), which cuts short the file libomp registers itself in under /dev/shm, and libomp's
-# start then dies of SIGBUS reading it; finetune_cli_interrupt waits 30 s for a checkpoint
-# that ThreadSanitizer's slowdown makes later.
+# start then dies of SIGBUS reading it; finetune_cli_interrupt and gpu_finetune_script
+# (smoke) expect a checkpoint within a time that ThreadSanitizer's slowdown overruns.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${TSAN_OUT:-$root/build/tsan}
