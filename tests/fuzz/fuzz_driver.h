@@ -235,7 +235,12 @@ FUZZ_UNUSED static int fuzz_write_file(const char *dir, const char *name, const 
     FILE *f;
     snprintf(path, sizeof path, "%s/%s", dir, name);
     f = fopen(path, "wb");
-    if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0) {
+    if (!f || fwrite(p, 1, n, f) != n) {
+        if (f) fclose(f);   /* a short write: the handle is still open */
+        fprintf(stderr, "fuzz: cannot write %s\n", path);
+        return 1;
+    }
+    if (fclose(f) != 0) {
         fprintf(stderr, "fuzz: cannot write %s\n", path);
         return 1;
     }
