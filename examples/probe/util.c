@@ -116,8 +116,12 @@ static int md_append(md_table *t, const char *const *cells) {
         t->cap = cap;
     }
     for (c = 0; c < t->cols; c++) {
-        t->cell[(size_t)t->rows * (size_t)t->cols + (size_t)c] = dup_str(cells[c]);
-        if (!t->cell[(size_t)t->rows * (size_t)t->cols + (size_t)c]) return -1;
+        char **row = t->cell + (size_t)t->rows * (size_t)t->cols;
+        row[c] = dup_str(cells[c]);
+        if (!row[c]) {   /* md_free frees whole rows only: the row's cells so far go here */
+            while (c-- > 0) free(row[c]);
+            return -1;
+        }
     }
     t->rows++;
     return 0;
@@ -132,7 +136,11 @@ static int md_stored(int rc) {
 int md_begin(md_table *t, int cols, const char *const *header) {
     memset(t, 0, sizeof *t);
     t->cols = cols;
-    return md_stored(md_append(t, header));
+    if (md_append(t, header) != 0) {   /* callers return without md_free when md_begin fails */
+        md_free(t);
+        return md_stored(-1);
+    }
+    return 0;
 }
 
 int md_row(md_table *t, const char *first, ...) {
