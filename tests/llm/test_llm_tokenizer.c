@@ -409,7 +409,11 @@ static int encode_stdin(const char *pre)
     int c;
     REQUIRE(buf != NULL, "out of memory");
     while ((c = getchar()) != EOF) {
-        if (n + 1 >= cap) buf = (char *)realloc(buf, cap *= 2);
+        if (n + 1 >= cap) {
+            char *nb = (char *)realloc(buf, cap *= 2);
+            REQUIRE(nb != NULL, "out of memory");
+            buf = nb;
+        }
         buf[n++] = (char)c;
     }
     buf[n] = '\0';
