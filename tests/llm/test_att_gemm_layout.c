@@ -174,6 +174,7 @@ static void check(const char *name, int32_t n_heads, int32_t n_kv_heads, int32_t
     v = random_floats(nk, 3);
     qc = (float *)malloc((size_t)nq * sizeof(float));
     qe = (float *)malloc((size_t)nq * sizeof(float));
+    if (!qc || !qe) { printf("FATAL: out of memory\n"); exit(1); }
     memcpy(qc, q, (size_t)nq * sizeof(float));
     memcpy(qe, q, (size_t)nq * sizeof(float));
     if (cpu_attention(&b, qc, k, v) == 0) {

@@ -312,6 +312,7 @@ static llm_tokenizer *load_gpt2(const char *pre)
         id = strtol(p + 1, (char **)&p, 10);
         REQUIRE(id >= 0 && id < N_VOCAB && !tokens[id], "encoder.json: bad id %ld", id);
         tokens[id] = (char *)malloc(strlen(key) + 1);
+        REQUIRE(tokens[id] != NULL, "out of memory");
         strcpy(tokens[id], key);
         filled++;
     }
