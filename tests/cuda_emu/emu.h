@@ -16,7 +16,9 @@
    runs as a coroutine (emu_runtime.cpp, emu_coop_run), __syncthreads() waits for the block and
    a warp shuffle for its warp, shared memory is block-wide storage filled with 0xFF bytes at
    each block (launches.py's docstring); a barrier not reached by every thread of the block (or
-   a full-mask shuffle by every lane of the warp) at the same line is reported, not hung. */
+   a full-mask shuffle by every lane of the warp) at the same line is reported, not hung.
+   Faults: emu_fault.h makes the N-th fallible runtime or cuBLAS call fail (EMU_FAIL_AT=N) as a
+   GPU's would, counts the calls and reports the device memory left at exit (EMU_COUNT_CALLS). */
 #ifndef GRZO_CUDA_EMU_H
 #define GRZO_CUDA_EMU_H
 
@@ -32,6 +34,7 @@
 
 #define GRZO_RNG_DEVICE
 #include "backends/grzo_cuda.h"
+#include "emu_fault.h"   /* the fault injector: EMU_FAIL_AT, EMU_COUNT_CALLS (its header says what fails how) */
 
 static inline unsigned int emu_float_as_uint(float f) {
     unsigned int u;

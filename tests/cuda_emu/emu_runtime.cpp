@@ -5,7 +5,9 @@
    floats), so a read of never-written device memory shows. cuBLAS's GEMMs are computed in
    column-major order with cuBLAS's own argument checks. EMU_DEV_LIMIT=BYTES caps the device
    memory (out-of-memory paths); EMU_NO_DEVICE=1 reports no device. A program that made a
-   misuse exits 1, whatever its own result.
+   misuse exits 1, whatever its own result. EMU_FAIL_AT=N fails the N-th fallible call
+   (EMU_FAIL_STICKY=1: with an error that stays), EMU_COUNT_CALLS=1 reports the calls and the
+   device memory left at exit: emu_fault.h says which calls count and what each one returns.
 
    Cooperative launches (emu.h, EMU_COOPERATIVE): each thread of a block is a coroutine on its
    own stack (allocated once, reused; a guard page below each): a hand-written context switch
@@ -31,11 +33,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "emu_fault.h"
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 uint3 emu_blockIdx, emu_threadIdx;
 dim3 emu_blockDim, emu_gridDim;
 
 static std::map<uintptr_t, size_t> g_dev, g_pinned;
 static std::set<const void *> g_streams, g_events;
+static std::map<const void *, double> g_event_ms;
 static int stream_ok(cudaStream_t s) { return s == 0 || g_streams.count((const void *)s); }
 static size_t g_dev_bytes;
 static cudaError_t g_last = cudaSuccess;
@@ -53,9 +61,115 @@ void emu_report(const char *fmt, ...) {
 }
 void emu_set_launch_error(cudaError_t e) { g_last = e; }
 
+/* ---- fault injection (emu_fault.h) ---- */
+enum { FK_ALLOC, FK_CREATE, FK_LAUNCH, FK_OTHER, FK_DEVICE_COUNT, FK_SET_DEVICE, FK_BLAS_CREATE, FK_BLAS_SET, FK_BLAS_GEMM };
+static long g_calls, g_fail_at, g_failed_at;
+static const char *g_failed_name;
+static int g_sticky_mode, g_env_read;
+static cudaError_t g_sticky = cudaSuccess;   /* the dead context's error, once a sticky failure fired */
+struct emu_site { const char *name; const void *where; long first; };
+static std::vector<emu_site> g_sites;
+
+static void fault_env(void) {
+    if (g_env_read) return;
+    g_env_read = 1;
+    if (getenv("EMU_FAIL_AT")) g_fail_at = strtol(getenv("EMU_FAIL_AT"), 0, 10);
+    g_sticky_mode = getenv("EMU_FAIL_STICKY") && atoi(getenv("EMU_FAIL_STICKY")) != 0;
+}
+/* the error a GPU would give at this kind of call (plain mode: nothing stays broken) */
+static cudaError_t fault_error(int kind) {
+    if (g_sticky_mode) return cudaErrorIllegalAddress;
+    switch (kind) {
+    case FK_ALLOC: case FK_CREATE: return cudaErrorMemoryAllocation;
+    case FK_LAUNCH: return cudaErrorLaunchOutOfResources;
+    case FK_DEVICE_COUNT: return cudaErrorInsufficientDriver;
+    case FK_SET_DEVICE: return cudaErrorDevicesUnavailable;
+    default: return cudaErrorUnknown;
+    }
+}
+/* one fallible call (where: its caller, or the kernel): counted, its site's first call noted;
+   the armed one fails, and after a sticky failure every call does */
+static cudaError_t emu_fault(const char *name, int kind, const void *where) {
+    fault_env();
+    if (g_sticky != cudaSuccess) return g_sticky;
+    long n = ++g_calls;
+    size_t i;
+    for (i = 0; i < g_sites.size(); i++)
+        if (g_sites[i].name == name && g_sites[i].where == where) break;
+    if (i == g_sites.size()) g_sites.push_back(emu_site{name, where, n});
+    if (n != g_fail_at) return cudaSuccess;
+    g_failed_at = n;
+    g_failed_name = name;
+#if defined(__SANITIZE_ADDRESS__)
+    if (getenv("EMU_FAIL_TRACE")) {   /* where the armed call was made (a sweep's reproduction) */
+        fprintf(stderr, "emu: call %ld (%s) fails here:\n", n, name);
+        __sanitizer_print_stack_trace();
+    }
+#endif
+    cudaError_t e = fault_error(kind);
+    if (g_sticky_mode) g_sticky = e;
+    return e;
+}
+static cublasStatus_t emu_blas_fault(const char *name, int kind, const void *where) {
+    if (emu_fault(name, kind, where) == cudaSuccess) return CUBLAS_STATUS_SUCCESS;
+    return kind == FK_BLAS_CREATE ? CUBLAS_STATUS_ALLOC_FAILED : kind == FK_BLAS_GEMM ? CUBLAS_STATUS_EXECUTION_FAILED
+                                                                                    : CUBLAS_STATUS_INTERNAL_ERROR;
+}
+#define EMU_FAULT(name, kind)                                                       \
+    do {                                                                            \
+        cudaError_t f_ = emu_fault(name, kind, __builtin_return_address(0));        \
+        if (f_ != cudaSuccess) return g_last = f_;                                  \
+    } while (0)
+#define EMU_BLAS_FAULT(name, kind)                                                              \
+    do {                                                                                        \
+        cublasStatus_t f_ = emu_blas_fault(name, kind, __builtin_return_address(0));            \
+        if (f_ != CUBLAS_STATUS_SUCCESS) return f_;                                             \
+    } while (0)
+/* a release after a sticky failure: done (the memory is host memory), but reported as CUDA would */
+static cudaError_t released(void) { return g_sticky != cudaSuccess ? g_sticky : cudaSuccess; }
+
+extern "C" {
+void emu_fault_arm(long n, int sticky) {
+    g_env_read = 1;
+    g_fail_at = n;
+    g_sticky_mode = sticky;
+    g_sticky = cudaSuccess;
+    g_last = cudaSuccess;
+    g_calls = g_failed_at = 0;
+    g_failed_name = NULL;
+    g_sites.clear();
+}
+long emu_fault_calls(void) { return g_calls; }
+long emu_fault_failed(void) { return g_failed_at; }
+const char *emu_fault_failed_name(void) { return g_failed_name ? g_failed_name : ""; }
+long emu_fault_sites(long *first, long max) {
+    long i, n = (long)g_sites.size();
+    for (i = 0; i < n && i < max; i++) first[i] = g_sites[(size_t)i].first;
+    return n;
+}
+size_t emu_device_bytes(void) { return g_dev_bytes; }
+size_t emu_pinned_count(void) { return g_pinned.size(); }
+}
+static long g_blas_handles;
+extern "C" size_t emu_handle_count(void) { return g_streams.size() + g_events.size() + (size_t)g_blas_handles; }
+
+/* EMU_COUNT_CALLS=1 (or EMU_FAIL_AT): the counts at exit, in EMU_REPORT_FILE or on stderr */
+static void fault_report_at_exit(void) {
+    if (!getenv("EMU_COUNT_CALLS") && !getenv("EMU_FAIL_AT")) return;
+    const char *path = getenv("EMU_REPORT_FILE");
+    FILE *f = path ? fopen(path, "w") : stderr;
+    if (!f) return;
+    fprintf(f, "calls %ld\nfailed %ld %s\ndevice_bytes %zu\npinned %zu\nhandles %zu\nsites", g_calls, g_failed_at,
+            g_failed_name ? g_failed_name : "-", g_dev_bytes, g_pinned.size(), emu_handle_count());
+    for (const emu_site &x : g_sites) fprintf(f, " %ld", x.first);
+    fprintf(f, "\n");
+    if (f != stderr) fclose(f);
+}
+
 /* at exit: a program that misused the runtime fails, even when its own checks passed */
 static struct emu_verdict {
     ~emu_verdict() {
+        fault_report_at_exit();
         if (emu_reports) {
             fprintf(stdout, "FAIL: %d misuse(s) of the CUDA runtime or cuBLAS (EMU-REPORT lines above)\n", emu_reports);
             fflush(stdout);
@@ -74,18 +188,52 @@ static int in_map(const std::map<uintptr_t, size_t> &m, const void *p, size_t by
 int emu_is_device(const void *p, size_t bytes) { return in_map(g_dev, p, bytes); }
 
 extern "C" {
+/* the names and texts of the errors the emulation gives (the CUDA runtime's own) */
+static const struct { cudaError_t e; const char *name, *text; } g_error_names[] = {
+    {cudaSuccess, "cudaSuccess", "no error"},
+    {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+    {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+    {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration", "invalid configuration argument"},
+    {cudaErrorInsufficientDriver, "cudaErrorInsufficientDriver", "CUDA driver version is insufficient for CUDA runtime version"},
+    {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+    {cudaErrorDevicesUnavailable, "cudaErrorDevicesUnavailable", "CUDA-capable device(s) is/are busy or unavailable"},
+    {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
+    {cudaErrorIllegalAddress, "cudaErrorIllegalAddress", "an illegal memory access was encountered"},
+    {cudaErrorLaunchOutOfResources, "cudaErrorLaunchOutOfResources", "too many resources requested for launch"},
+    {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
+};
 const char *cudaGetErrorName(cudaError_t e) {
     static char b[32];
+    for (const auto &x : g_error_names)
+        if (x.e == e) return x.name;
     snprintf(b, sizeof b, "cudaError%d", (int)e);
     return b;
 }
-const char *cudaGetErrorString(cudaError_t e) { (void)e; return "emulated error"; }
-cudaError_t cudaGetLastError(void) { cudaError_t e = g_last; g_last = cudaSuccess; return e; }
-cudaError_t cudaPeekAtLastError(void) { return g_last; }
-cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : (g_last = cudaErrorInvalidDevice); }
-cudaError_t cudaGetDeviceCount(int *n) { *n = getenv("EMU_NO_DEVICE") ? 0 : 1; return cudaSuccess; }
+const char *cudaGetErrorString(cudaError_t e) {
+    for (const auto &x : g_error_names)
+        if (x.e == e) return x.text;
+    return "emulated error";
+}
+/* a sticky error stays: every later call returns it (the context must be destroyed) */
+cudaError_t cudaGetLastError(void) {
+    if (g_sticky != cudaSuccess) return g_sticky;
+    cudaError_t e = g_last;
+    g_last = cudaSuccess;
+    return e;
+}
+cudaError_t cudaPeekAtLastError(void) { return g_sticky != cudaSuccess ? g_sticky : g_last; }
+cudaError_t cudaSetDevice(int d) {
+    EMU_FAULT("cudaSetDevice", FK_SET_DEVICE);
+    return d == 0 ? cudaSuccess : (g_last = cudaErrorInvalidDevice);
+}
+cudaError_t cudaGetDeviceCount(int *n) {
+    EMU_FAULT("cudaGetDeviceCount", FK_DEVICE_COUNT);
+    *n = getenv("EMU_NO_DEVICE") ? 0 : 1;
+    return cudaSuccess;
+}
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int f) {
     (void)f;
+    EMU_FAULT("cudaStreamCreate", FK_CREATE);
     *s = (cudaStream_t)malloc(16);
     g_streams.insert((const void *)*s);
     return cudaSuccess;
@@ -93,33 +241,45 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int f) {
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
     if (!g_streams.erase((const void *)s)) { emu_report("cudaStreamDestroy of %p: not a live stream", (void *)s); return g_last = cudaErrorInvalidResourceHandle; }
     free((void *)s);
-    return cudaSuccess;
+    return released();
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    EMU_FAULT("cudaStreamSynchronize", FK_OTHER);
     if (!stream_ok(s)) { emu_report("cudaStreamSynchronize of %p: not a live stream", (void *)s); return g_last = cudaErrorInvalidResourceHandle; }
     return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int f) {
-    (void)f;
+cudaError_t cudaDeviceSynchronize(void) {
+    EMU_FAULT("cudaDeviceSynchronize", FK_OTHER);
+    return cudaSuccess;
+}
+static cudaError_t event_create(cudaEvent_t *e) {
     *e = (cudaEvent_t)malloc(16);
     g_events.insert((const void *)*e);
     return cudaSuccess;
 }
-cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int f) {
+    (void)f;
+    EMU_FAULT("cudaEventCreate", FK_CREATE);
+    return event_create(e);
+}
+cudaError_t cudaEventCreate(cudaEvent_t *e) {
+    EMU_FAULT("cudaEventCreate", FK_CREATE);
+    return event_create(e);
+}
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
     if (!g_events.erase((const void *)e)) { emu_report("cudaEventDestroy of %p: not a live event", (void *)e); return g_last = cudaErrorInvalidResourceHandle; }
+    g_event_ms.erase((const void *)e);
     free((void *)e);
-    return cudaSuccess;
+    return released();
 }
 /* an event's time: the host's clock when it was recorded (all work before it is done by then) */
-static std::map<const void *, double> g_event_ms;
 static double now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    EMU_FAULT("cudaEventRecord", FK_OTHER);
     if (!g_events.count((const void *)e) || !stream_ok(s)) {
         emu_report("cudaEventRecord: event %p or stream %p not live", (void *)e, (void *)s);
         return g_last = cudaErrorInvalidResourceHandle;
@@ -128,6 +288,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+    EMU_FAULT("cudaEventElapsedTime", FK_OTHER);
     if (!g_event_ms.count((const void *)a) || !g_event_ms.count((const void *)b) || !g_events.count((const void *)a) ||
         !g_events.count((const void *)b)) {
         emu_report("cudaEventElapsedTime: an event %p or %p not live or never recorded", (void *)a, (void *)b);
@@ -138,11 +299,13 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
 }
 /* the host function runs at once: the stream's earlier work is done (every call is synchronous) */
 cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *user) {
+    EMU_FAULT("cudaLaunchHostFunc", FK_OTHER);
     if (!stream_ok(s)) { emu_report("cudaLaunchHostFunc on %p: not a live stream", (void *)s); return g_last = cudaErrorInvalidResourceHandle; }
     fn(user);
     return cudaSuccess;
 }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
+    EMU_FAULT("cudaGetDeviceProperties", FK_OTHER);
     if (d != 0) return g_last = cudaErrorInvalidDevice;
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "emulated device (tests/cuda_emu)");
@@ -154,11 +317,13 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
     return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    EMU_FAULT("cudaEventSynchronize", FK_OTHER);
     if (!g_events.count((const void *)e)) { emu_report("cudaEventSynchronize of %p: not a live event", (void *)e); return g_last = cudaErrorInvalidResourceHandle; }
     return cudaSuccess;
 }
 cudaError_t cudaMalloc(void **p, size_t n) {
     static size_t limit = getenv("EMU_DEV_LIMIT") ? strtoull(getenv("EMU_DEV_LIMIT"), 0, 10) : 0;
+    EMU_FAULT("cudaMalloc", FK_ALLOC);
     if (n == 0) { *p = NULL; return cudaSuccess; }
     if ((limit && g_dev_bytes + n > limit) || n > g_total - g_dev_bytes) {   /* as a GPU of g_total bytes would */
         g_last = cudaErrorMemoryAllocation;
@@ -178,9 +343,10 @@ cudaError_t cudaFree(void *p) {
     g_dev_bytes -= it->second;
     g_dev.erase(it);
     free(p);
-    return cudaSuccess;
+    return released();
 }
 cudaError_t cudaMallocHost(void **p, size_t n) {
+    EMU_FAULT("cudaMallocHost", FK_ALLOC);
     *p = malloc(n ? n : 1);
     g_pinned[(uintptr_t)*p] = n;
     return cudaSuccess;
@@ -191,9 +357,9 @@ cudaError_t cudaFreeHost(void *p) {
     if (it == g_pinned.end()) { emu_report("cudaFreeHost of %p: not pinned", p); return g_last = cudaErrorInvalidValue; }
     g_pinned.erase(it);
     free(p);
-    return cudaSuccess;
+    return released();
 }
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t s) {
+static cudaError_t memcpy_impl(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t s) {
     if (!stream_ok(s)) emu_report("copy on stream %p: not a live stream", (void *)s);
     if (n == 0) return cudaSuccess;
     if (k == cudaMemcpyDeviceToDevice) {
@@ -211,25 +377,65 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
     memmove(dst, src, n);
     return cudaSuccess;
 }
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k) { return cudaMemcpyAsync(dst, src, n, k, 0); }
-cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t s) {
+    EMU_FAULT("cudaMemcpyAsync", FK_OTHER);
+    return memcpy_impl(dst, src, n, k, s);
+}
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k) {
+    EMU_FAULT("cudaMemcpy", FK_OTHER);
+    return memcpy_impl(dst, src, n, k, 0);
+}
+static cudaError_t memset_impl(void *p, int v, size_t n, cudaStream_t s) {
     if (!stream_ok(s)) emu_report("memset on stream %p: not a live stream", (void *)s);
     if (n && !emu_is_device(p, n)) emu_report("memset of %zu bytes at %p: not device memory", n, p);
     memset(p, v, n);
     return cudaSuccess;
 }
-cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *t = g_total; *f = g_total - g_dev_bytes; return cudaSuccess; }
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
+    EMU_FAULT("cudaMemsetAsync", FK_OTHER);
+    return memset_impl(p, v, n, s);
+}
+cudaError_t cudaMemset(void *p, int v, size_t n) {
+    EMU_FAULT("cudaMemset", FK_OTHER);
+    return memset_impl(p, v, n, 0);
+}
+cudaError_t cudaMemGetInfo(size_t *f, size_t *t) {
+    EMU_FAULT("cudaMemGetInfo", FK_OTHER);
+    *t = g_total;
+    *f = g_total - g_dev_bytes;
+    return cudaSuccess;
+}
 
 /* ---- cuBLAS ---- */
 struct cublasContext { cudaStream_t stream; cublasMath_t math; void *ws; size_t ws_bytes; };
-cublasStatus_t cublasCreate_v2(cublasHandle_t *h) { *h = new cublasContext(); return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasDestroy_v2(cublasHandle_t h) { delete h; return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) { h->stream = s; h->ws = NULL; return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
+    EMU_BLAS_FAULT("cublasCreate", FK_BLAS_CREATE);
+    *h = new cublasContext();
+    g_blas_handles++;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    g_blas_handles--;
+    delete h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) {
+    EMU_BLAS_FAULT("cublasSetStream", FK_BLAS_SET);
+    h->stream = s;
+    h->ws = NULL;
+    return CUBLAS_STATUS_SUCCESS;
+}
 cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *w, size_t n) {
+    EMU_BLAS_FAULT("cublasSetWorkspace", FK_BLAS_SET);
     if (!emu_is_device(w, n)) emu_report("cuBLAS workspace not device memory");
     h->ws = w; h->ws_bytes = n; return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m) { h->math = m; return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m) {
+    EMU_BLAS_FAULT("cublasSetMathMode", FK_BLAS_SET);
+    h->math = m;
+    return CUBLAS_STATUS_SUCCESS;
+}
 }
 
 static float ld_elem(const void *p, cudaDataType t, size_t i) {
@@ -286,12 +492,14 @@ extern "C" {
 cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float *alpha,
                               const float *A, int lda, const float *B, int ldb, const float *beta, float *C, int ldc) {
     (void)h;
+    EMU_BLAS_FAULT("cublasSgemm", FK_BLAS_GEMM);
     return gemm("cublasSgemm", ta, tb, m, n, k, *alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, *beta, C, ldc);
 }
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *alpha,
                             const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt, int ldb, const void *beta,
                             void *C, cudaDataType ct, int ldc, cublasComputeType_t ctype, cublasGemmAlgo_t algo) {
     (void)h; (void)algo;
+    EMU_BLAS_FAULT("cublasGemmEx", FK_BLAS_GEMM);
     if (ct != CUDA_R_32F || ctype != CUBLAS_COMPUTE_32F || at != bt) { emu_report("GemmEx: unexpected types"); return CUBLAS_STATUS_NOT_SUPPORTED; }
     return gemm("cublasGemmEx", ta, tb, m, n, k, *(const float *)alpha, A, at, lda, B, bt, ldb, *(const float *)beta, (float *)C, ldc);
 }
@@ -302,6 +510,7 @@ extern "C" cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOper
                                                     const float *B, int ldb, long long sb, const float *beta, float *C, int ldc,
                                                     long long sc, int batch) {
     (void)h;
+    EMU_BLAS_FAULT("cublasSgemmStridedBatched", FK_BLAS_GEMM);
     if (batch < 0) { emu_report("cublasSgemmStridedBatched: batch count %d", batch); return CUBLAS_STATUS_INVALID_VALUE; }
     /* the batches' outputs must not overlap: cuBLAS computes them concurrently */
     if (batch > 1 && m > 0 && n > 0 && (sc < 0 || (unsigned long long)sc < (unsigned long long)(n - 1) * (unsigned)ldc + (unsigned)m))
@@ -320,6 +529,7 @@ static std::map<const void *, int> g_max_dyn_smem;   /* cudaFuncAttributeMaxDyna
 static std::map<const void *, size_t> g_static_smem; /* __shared__ bytes a kernel was seen to use */
 
 extern "C" cudaError_t cudaFuncSetAttribute(const void *f, cudaFuncAttribute a, int v) {
+    EMU_FAULT("cudaFuncSetAttribute", FK_OTHER);
     if (a != cudaFuncAttributeMaxDynamicSharedMemorySize) { emu_report("cudaFuncSetAttribute: attribute %d not emulated", (int)a); return g_last = cudaErrorInvalidValue; }
     size_t st = g_static_smem.count(f) ? g_static_smem[f] : 0;
     if (v < 0 || (size_t)v + st > (size_t)g_smem_optin) {
@@ -330,6 +540,7 @@ extern "C" cudaError_t cudaFuncSetAttribute(const void *f, cudaFuncAttribute a, 
     return cudaSuccess;
 }
 extern "C" cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *fa, const void *f) {
+    EMU_FAULT("cudaFuncGetAttributes", FK_OTHER);
     memset(fa, 0, sizeof *fa);
     fa->maxThreadsPerBlock = 1024;
     fa->sharedSizeBytes = g_static_smem.count(f) ? g_static_smem[f] : 0;
@@ -338,6 +549,12 @@ extern "C" cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *fa, const void 
 }
 
 int emu_check_launch(const char *name, const void *kernel, size_t smem, cudaStream_t s) {
+    /* a launch that fails is not run; cudaGetLastError reports it (a sticky error: every launch) */
+    cudaError_t f = emu_fault("kernel launch", FK_LAUNCH, kernel);
+    if (f != cudaSuccess) {
+        g_last = f;
+        return 0;
+    }
     if (!stream_ok(s)) {
         emu_report("kernel %s: launched on %p, not a live stream", name, (void *)s);
         g_last = cudaErrorInvalidResourceHandle;

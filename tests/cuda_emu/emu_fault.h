@@ -1,0 +1,54 @@
+/* emu_fault.h - the emulated CUDA runtime's fault injector (emu_runtime.cpp), for C and C++.
+
+   Every fallible call the code under test makes is counted, from 1: cudaMalloc, cudaMallocHost,
+   cudaMemcpy(Async), cudaMemset(Async), cudaStreamCreate(WithFlags), cudaEventCreate(WithFlags),
+   cudaEventRecord, cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize,
+   cudaEventElapsedTime, cudaLaunchHostFunc, cudaGetDeviceProperties, cudaGetDeviceCount,
+   cudaSetDevice, cudaMemGetInfo, cudaFuncGetAttributes, cudaFuncSetAttribute, each kernel
+   launch (the failure is the one cudaGetLastError reports after it; the kernel does not run),
+   cublasCreate, cublasSetStream, cublasSetWorkspace, cublasSetMathMode and the GEMMs
+   (cublasSgemm, cublasGemmEx, cublasSgemmStridedBatched). Releases (cudaFree, cudaFreeHost,
+   the destroys) and the error queries are not counted: they cannot fail but for an earlier
+   sticky error.
+
+   The armed call (the N-th) fails as a GPU's would there, and does nothing else:
+     plain mode: cudaErrorMemoryAllocation from an allocation or a stream/event creation,
+       cudaErrorLaunchOutOfResources from a launch, cudaErrorInsufficientDriver from
+       cudaGetDeviceCount, cudaErrorDevicesUnavailable from cudaSetDevice, cudaErrorUnknown from
+       the rest; CUBLAS_STATUS_ALLOC_FAILED from cublasCreate, CUBLAS_STATUS_EXECUTION_FAILED
+       from a GEMM, CUBLAS_STATUS_INTERNAL_ERROR from a setter. Nothing stays broken: the
+       next call succeeds (cudaGetLastError reports the failure once, as CUDA's does).
+     sticky mode: the armed call returns cudaErrorIllegalAddress, and so does every later
+       call, cudaGetLastError included (a context that a kernel's fault killed); releases
+       still release (the memory is host memory) but return the error.
+
+   Environment (a whole program, e.g. a CLI): EMU_FAIL_AT=N arms call N (counted from the
+   program's start), EMU_FAIL_STICKY=1 picks the sticky mode; EMU_COUNT_CALLS=1 (or
+   EMU_FAIL_AT) writes at exit, to EMU_REPORT_FILE or else stderr:
+       calls T                 the fallible calls made
+       failed N NAME           the call that failed (0 - when none did)
+       device_bytes B          device memory still allocated (0 after a clean shutdown)
+       pinned P                cudaMallocHost blocks still allocated
+       handles H               streams, events and cuBLAS handles still alive
+       sites I1 I2 ...         each call site's first call: a site is the caller of a runtime
+                               function, a kernel for a launch (the schedule of a sweep)
+   EMU_FAIL_TRACE=1 (an ASan build) prints the stack of the call that fails, on stderr.
+   In a program: the functions below (they reset the count). */
+#ifndef GRZO_CUDA_EMU_FAULT_H
+#define GRZO_CUDA_EMU_FAULT_H
+#include <stddef.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+void emu_fault_arm(long n, int sticky);   /* from now: call n fails (0: none); counts from 0 */
+long emu_fault_calls(void);               /* fallible calls since the arm */
+long emu_fault_failed(void);              /* the call that failed (0: not reached) */
+const char *emu_fault_failed_name(void);  /* its function, "" when none */
+long emu_fault_sites(long *first, long max);  /* each site's first call since the arm; returns the number of sites */
+size_t emu_device_bytes(void);            /* device memory allocated now */
+size_t emu_pinned_count(void);            /* cudaMallocHost blocks now */
+size_t emu_handle_count(void);            /* streams, events, cuBLAS handles now */
+#ifdef __cplusplus
+}
+#endif
+#endif
