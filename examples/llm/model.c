@@ -334,7 +334,11 @@ static grzo_status llm__place_tensors(llm_model *m, llm__tensor *t, int32_t n, i
         s = seed ? llm__random_fill(m, &t[i], (uint32_t)i, seed, zero)
                  : llm__upload_converted(m, t[i].src, t[i].rows * t[i].cols, m->dtype, t[i].data);
     if (zero) {   /* the last owned buffer: give it back now */
-        if (s == GRZO_OK && m->be->iface->synchronize) s = m->be->iface->synchronize(m->be->self);
+        /* the random fills are queued on the device: this wait is where one of them (or the
+           device) fails, and the caller reads llm_model_error, so it must say so */
+        if (s == GRZO_OK && m->be->iface->synchronize && (s = m->be->iface->synchronize(m->be->self)) != GRZO_OK)
+            llm__fail(m, s, "llm_model_register: the random init failed on the device (%s)",
+                      m->be->iface->last_error ? m->be->iface->last_error(m->be->self) : grzo_status_str(s));
         grzo_backend_free(m->be, zero);
         m->n_owned--;
     }
