@@ -3436,7 +3436,7 @@ GRZO__DEF grzo_status grzo_checkpoint_save(grzo_ctx *ctx, const char *path) {
     uint64_t sum = 0, payload;
     FILE *f;
     grzo_status s;
-    int create_errno = 0;
+    int create_errno = 0, changed = 0;
     if (!ctx) return GRZO_ERR_INVALID_ARG;
     if (!path || !path[0]) return grzo__fail(ctx, GRZO_ERR_INVALID_ARG, "grzo_checkpoint_save: path is empty");
     if (ctx->state != GRZO__IDLE) return grzo__fail(ctx, GRZO_ERR_STATE, "grzo_checkpoint_save: not allowed during a step");
@@ -3458,7 +3458,7 @@ GRZO__DEF grzo_status grzo_checkpoint_save(grzo_ctx *ctx, const char *path) {
         grzo__encode_header(ctx, payload, sum, header);
         if (fwrite(header, 1, sizeof header, f) != sizeof header) s = GRZO_ERR_IO;
         if (s == GRZO_OK) s = grzo__write_payload(ctx, f, buf, &sum2);
-        if (s == GRZO_OK && sum2 != sum) s = GRZO_ERR_BACKEND;   /* parameters changed under us */
+        if (s == GRZO_OK && sum2 != sum) s = GRZO_ERR_BACKEND, changed = 1;   /* parameters changed under us */
         if (s == GRZO_OK && fflush(f) != 0) s = GRZO_ERR_IO;
 #if !defined(_WIN32)
         if (s == GRZO_OK && fsync(fileno(f)) != 0) s = GRZO_ERR_IO;
@@ -3476,6 +3476,14 @@ GRZO__DEF grzo_status grzo_checkpoint_save(grzo_ctx *ctx, const char *path) {
     if (create_errno)
         return grzo__fail(ctx, s, "grzo_checkpoint_save: could not write '%s': cannot create '%s.tmp': %s; any previous file there is intact",
                           path, path, strerror(create_errno));
+    if (s != GRZO_OK && s != GRZO_ERR_IO && !changed) {
+        /* reading the parameters back failed: the backend's own message says why (a device
+           error's name), which the status alone does not */
+        char what[320];
+        snprintf(what, sizeof what, "grzo_checkpoint_save: could not write '%s' (any previous file there is intact): reading "
+                 "the parameters", path);
+        return grzo__backend_fail(ctx, s, what);
+    }
     if (s != GRZO_OK)
         return grzo__fail(ctx, s, "grzo_checkpoint_save: could not write '%s' (%s); any previous file there is intact", path, grzo_status_str(s));
     return GRZO_OK;

@@ -9,7 +9,8 @@
    for every N = 1..T (plain errors: emu_fault.h), and with a sticky error (every call after
    it fails too) at the first call of each call site. Each run must:
      - get a non-OK status with a message from the call that met the failure (the backend's
-       create fills its error buffer), never a crash or a sanitizer or emulator report;
+       create fills its error buffer) that says the device failed (cuda, CUDA, cuBLAS or
+       device), never a crash or a sanitizer or emulator report;
      - plain errors: take a failed step again after grzo_step_abort (or finish a failed
        update with grzo_step_end again), save or load a failed checkpoint again, and end with
        the clean run's parameters bit for bit (in-place MeZO, whose abort restores by a
@@ -52,7 +53,7 @@ static const grzo_estimator ESTS[N_EST] = {GRZO_ESTIMATOR_GRZO, GRZO_ESTIMATOR_M
 static const int64_t ROWS[3] = {TV, TO, TO}, COLS[3] = {TD, TD, 1};
 #define N_PARAMS (TV * TD + TO * TD + TO)
 
-static char ckpt[4096];   /* WORK_DIR/faults.grzo */
+static char ckpt[4096];   /* faults.grzo, in WORK_DIR */
 
 typedef struct model {
     grzo_backend be;
@@ -105,6 +106,10 @@ static void check_failure(grzo_status s, const char *msg, const char *what) {
     CHECK(s == GRZO_ERR_OUT_OF_MEMORY || s == GRZO_ERR_BACKEND, "call %ld (%s) fails: %s returned %s (%s)", emu_fault_failed(),
           emu_fault_failed_name(), what, grzo_status_str(s), msg);
     CHECK(msg && msg[0], "call %ld (%s) fails: %s gave no message", emu_fault_failed(), emu_fault_failed_name(), what);
+    /* and the message says that the device failed (a CUDA error's name, cuBLAS, the device) */
+    CHECK(msg && (strstr(msg, "cuda") || strstr(msg, "CUDA") || strstr(msg, "cuBLAS") || strstr(msg, "device")),
+          "call %ld (%s) fails: %s's message does not say the device failed: %s", emu_fault_failed(), emu_fault_failed_name(),
+          what, msg ? msg : "");
 }
 
 /* One step by its parts; a failed update is finished by grzo_step_end again (at most 3
@@ -295,7 +300,8 @@ int main(int argc, char **argv) {
     time_t t0 = time(NULL);
     if (argc > 2) {   /* WORK_DIR N [sticky]: that run alone, with what it did */
         mkdir(argv[1], 0777);
-        snprintf(ckpt, sizeof ckpt, "%s/faults.grzo", argv[1]);
+        if (chdir(argv[1]) != 0) return 1;
+        snprintf(ckpt, sizeof ckpt, "faults.grzo");
         run_once(0, 0, &clean);
         run_once(atol(argv[2]), argc > 3, &o);
         printf("call %s (%s) fails: the failure showed in %s; parameters %s (%.3g of the bound)\n", argv[2], last_failed_name,
@@ -309,8 +315,14 @@ int main(int argc, char **argv) {
         printf("usage: test_cuda_faults WORK_DIR\n");
         return 2;
     }
+    /* in WORK_DIR, and a relative path: a message that names the file must not pass the
+       check of its words by the folder's name */
     mkdir(argv[1], 0777);
-    snprintf(ckpt, sizeof ckpt, "%s/faults.grzo", argv[1]);
+    if (chdir(argv[1]) != 0) {
+        printf("FAIL: cannot enter %s\n", argv[1]);
+        return 1;
+    }
+    snprintf(ckpt, sizeof ckpt, "faults.grzo");
 
     run_once(0, 0, &clean);
     calls = last_calls;
