@@ -75,6 +75,13 @@ static grzo_status llm__grzo_fail(llm_model *m, grzo_ctx *ctx, grzo_status s, co
     return llm__fail(m, s, "%s: %s (%s)", what, grzo_status_str(s), grzo_last_error(ctx));
 }
 
+/* A backend call (an upload, a download) failed: keep the backend's explanation, which says
+   what of the device failed (a CUDA error's name); the status alone does not. */
+static grzo_status llm__backend_fail(llm_model *m, const grzo_backend *be, grzo_status s, const char *what) {
+    return llm__fail(m, s, "%s: %s (%s)", what, grzo_status_str(s),
+                     be->iface->last_error ? be->iface->last_error(be->self) : "no further detail");
+}
+
 /* An op of the table failed: keep its own explanation. */
 static grzo_status llm__ops_fail(llm_model *m, llm_state *st, grzo_status s, const char *what) {
     return llm__fail(m, s, "llm: %s op %s: %s (%s)", st->ops->name, what, grzo_status_str(s), st->ops->last_error(st->os));
@@ -252,7 +259,7 @@ static grzo_status llm__upload_converted(llm_model *m, const float *src, int64_t
     int64_t i0, i;
     if (dtype == GRZO_DTYPE_F32) {
         grzo_status s = grzo_backend_upload(m->be, dst, src, (size_t)n * sizeof(float));
-        return s == GRZO_OK ? GRZO_OK : llm__fail(m, s, "llm_model_register: cannot upload the weights");
+        return s == GRZO_OK ? GRZO_OK : llm__backend_fail(m, m->be, s, "llm_model_register: cannot upload the weights");
     }
     buf = (uint16_t *)malloc((size_t)CHUNK * sizeof(uint16_t));
     if (!buf) return llm__fail(m, GRZO_ERR_OUT_OF_MEMORY, "llm_model_register: out of host memory");
@@ -263,7 +270,7 @@ static grzo_status llm__upload_converted(llm_model *m, const float *src, int64_t
         s = grzo_backend_upload(m->be, (uint16_t *)dst + i0, buf, (size_t)c * sizeof(uint16_t));
         if (s != GRZO_OK) {
             free(buf);
-            return llm__fail(m, s, "llm_model_register: cannot upload the weights");
+            return llm__backend_fail(m, m->be, s, "llm_model_register: cannot upload the weights");
         }
     }
     free(buf);
@@ -881,7 +888,7 @@ grzo_status llm_forward(grzo_ctx *ctx, llm_model *m, llm_state *st, const llm_ba
     if ((s = llm__logits_buffer(m, st)) != GRZO_OK) return s;
     if ((s = llm__run(ctx, m, st, batch, n_rows, n_out, st->logits)) != GRZO_OK || n_rows == 0 || n_out == 0) return s;
     s = grzo_backend_download(st->be, logits, st->logits, (size_t)n_out * (size_t)m->cfg.vocab_size * sizeof(float));
-    return s == GRZO_OK ? GRZO_OK : llm__fail(m, s, "llm_forward: cannot download the logits");
+    return s == GRZO_OK ? GRZO_OK : llm__backend_fail(m, st->be, s, "llm_forward: cannot download the logits");
 }
 
 void llm_state_profile(const llm_state *st, llm_profile *out) {
@@ -1027,7 +1034,7 @@ static grzo_status llm__next_logits(grzo_ctx *ctx, llm_model *m, llm_state *st, 
     *logits = st->logits;
     if (!st->device) return GRZO_OK;
     s = grzo_backend_download(st->be, st->gen_logits, st->logits, (size_t)m->cfg.vocab_size * sizeof(float));
-    if (s != GRZO_OK) return llm__fail(m, s, "llm_generate: cannot download the logits");
+    if (s != GRZO_OK) return llm__backend_fail(m, st->be, s, "llm_generate: cannot download the logits");
     *logits = st->gen_logits;
     return GRZO_OK;
 }

@@ -15,7 +15,8 @@
    and with a sticky error at the first call of every third site. GRZO_FAULTS_ALL=1: every N,
    and every site sticky (about 40 minutes). Each run must:
      - get a non-OK status and a message (llm_model_error, or the create's err) from the
-       call that met the failure, no crash, no sanitizer or emulator report;
+       call that met the failure, which says the device failed (cuda, CUDA, cuBLAS or
+       device), no crash, no sanitizer or emulator report;
      - plain errors: a failed forward, scoring, step or generation done again succeeds and
        gives the clean run's logits, log-probabilities and tokens bit for bit (a failed step
        changes no weight: the forward after it is the clean run's, bit for bit);
@@ -118,6 +119,10 @@ static void check_failure(grzo_status s, const char *msg, const char *what) {
     CHECK(s == GRZO_ERR_OUT_OF_MEMORY || s == GRZO_ERR_BACKEND, "call %ld (%s) fails: %s returned %s (%s)", emu_fault_failed(),
           emu_fault_failed_name(), what, grzo_status_str(s), msg);
     CHECK(msg && msg[0], "call %ld (%s) fails: %s gave no message", emu_fault_failed(), emu_fault_failed_name(), what);
+    /* and the message says that the device failed (a CUDA error's name, cuBLAS, the device) */
+    CHECK(msg && (strstr(msg, "cuda") || strstr(msg, "CUDA") || strstr(msg, "cuBLAS") || strstr(msg, "device")),
+          "call %ld (%s) fails: %s's message does not say the device failed: %s", emu_fault_failed(), emu_fault_failed_name(),
+          what, msg ? msg : "");
 }
 
 /* a stage's call, done again once after a plain failure (a sticky one ends the run) */
