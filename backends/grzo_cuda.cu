@@ -1220,16 +1220,25 @@ static grzo_status grzo__cu_init(grzo__cuda *cu, const grzo_cuda_desc *d) {
     cublasStatus_t b;
     grzo_status s;
     GRZO__CU_TRY(cu, "cudaSetDevice", cudaSetDevice(d->device));
+    /* each handle into a local, kept only when its creation succeeded: what a failed one
+       leaves in its output is not documented, and grzo__cu_destroy would synchronize and
+       destroy it */
     if (d->stream) cu->stream = (cudaStream_t)d->stream;
     else {
-        GRZO__CU_TRY(cu, "cudaStreamCreate", cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking));
+        cudaStream_t stream = NULL;
+        GRZO__CU_TRY(cu, "cudaStreamCreate", cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        cu->stream = stream;
         cu->own_stream = 1;
     }
-    for (k = 0; k < GRZO__CU_TABLES; k++)
-        GRZO__CU_TRY(cu, "cudaEventCreate", cudaEventCreateWithFlags(&cu->tables[k].uploaded, cudaEventDisableTiming));
-    if ((b = cublasCreate(&cu->blas)) != CUBLAS_STATUS_SUCCESS) {
-        cu->blas = NULL;
-        return grzo__cu_blas_fail(cu, "cublasCreate", b);
+    for (k = 0; k < GRZO__CU_TABLES; k++) {
+        cudaEvent_t ev = NULL;
+        GRZO__CU_TRY(cu, "cudaEventCreate", cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+        cu->tables[k].uploaded = ev;
+    }
+    {
+        cublasHandle_t h = NULL;
+        if ((b = cublasCreate(&h)) != CUBLAS_STATUS_SUCCESS) return grzo__cu_blas_fail(cu, "cublasCreate", b);
+        cu->blas = h;
     }
     if ((b = cublasSetStream(cu->blas, cu->stream)) != CUBLAS_STATUS_SUCCESS) return grzo__cu_blas_fail(cu, "cublasSetStream", b);
     if ((s = grzo__cu_malloc(cu, sizeof(int), (void **)&cu->d_flag)) != GRZO_OK) return s;

@@ -161,6 +161,7 @@ static void run_once(long fail_at, int sticky, outcome *o) {
     remove(ckpt);
     snprintf(tmp, sizeof tmp, "%s.tmp", ckpt);
     sticky_run = sticky;
+    long reports0 = emu_report_count();
     emu_fault_arm(fail_at, sticky);
 
     memset(&cd, 0, sizeof cd);
@@ -274,6 +275,8 @@ done:
           "call %ld (%s) fails%s: after the backend's destroy %zu device bytes, %zu pinned blocks and %zu streams, events or "
           "cuBLAS handles are left", fail_at, emu_fault_failed_name(), sticky ? " (sticky)" : "", emu_device_bytes(),
           emu_pinned_count(), emu_handle_count());
+    CHECK(emu_report_count() == reports0, "call %ld (%s) fails%s: the emulator reported a misuse of the CUDA runtime or "
+          "cuBLAS (EMU-REPORT above)", fail_at, emu_fault_failed_name(), sticky ? " (sticky)" : "");
     CHECK(fail_at == 0 || o->failed_at == fail_at, "call %ld was never reached (the run made %ld)", fail_at, emu_fault_calls());
     remove(ckpt);
     last_calls = emu_fault_calls();

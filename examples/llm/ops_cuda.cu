@@ -360,6 +360,15 @@ static void cu_destroy(llm_ops_state *os) {
     (void)cudaGetLastError();   /* the cleanup's own errors cannot be reported: none stays latched */
 }
 
+/* Pinned host memory into *out, set only when the allocation succeeded: what a failed
+   cudaMallocHost leaves in its output is not documented, and cu_destroy frees what is there. */
+static grzo_status cu_pinned(llm_ops_state *os, size_t bytes, void **out) {
+    void *p = NULL;
+    LLM_CU_TRY(os, "cudaMallocHost", cudaMallocHost(&p, bytes));
+    *out = p;
+    return GRZO_OK;
+}
+
 /* count elements of elem bytes: a device table (backend memory) and its pinned staging */
 static grzo_status cu_table(llm_ops_state *os, int64_t count, size_t elem, void **dev, void **pinned) {
     size_t bytes = (size_t)(count > 0 ? count : 1) * elem;
@@ -368,8 +377,7 @@ static grzo_status cu_table(llm_ops_state *os, int64_t count, size_t elem, void 
         snprintf(os->err, sizeof os->err, "cannot allocate %zu bytes of device memory for the batch tables", bytes);
         return s;
     }
-    if (pinned) LLM_CU_TRY(os, "cudaMallocHost", cudaMallocHost(pinned, bytes));
-    return GRZO_OK;
+    return pinned ? cu_pinned(os, bytes, pinned) : GRZO_OK;
 }
 
 static grzo_status cu_create_tables(llm_ops_state *os) {
@@ -383,7 +391,7 @@ static grzo_status cu_create_tables(llm_ops_state *os) {
     if (s == GRZO_OK) s = cu_table(os, d->max_outputs, 8, (void **)&os->out_row, (void **)&os->h_out_row);
     if (s == GRZO_OK) s = cu_table(os, d->max_outputs, 4, (void **)&os->target, (void **)&os->h_target);
     if (s == GRZO_OK) s = cu_table(os, d->max_outputs, 8, (void **)&os->val, (void **)&os->h_val);
-    if (s == GRZO_OK) LLM_CU_TRY(os, "cudaMallocHost", cudaMallocHost((void **)&os->h_ids, (size_t)d->max_rows * 4));
+    if (s == GRZO_OK) s = cu_pinned(os, (size_t)d->max_rows * 4, (void **)&os->h_ids);
     if (s == GRZO_OK) s = cu_table(os, (int64_t)(rope / 4), 4, (void **)&os->rope_cos, NULL);
     if (s == GRZO_OK) s = cu_table(os, (int64_t)(rope / 4), 4, (void **)&os->rope_sin, NULL);
     if (s != GRZO_OK) return s;
@@ -394,7 +402,11 @@ static grzo_status cu_create_tables(llm_ops_state *os) {
     LLM_CU_TRY(os, "rope tables", cudaMemcpy(os->rope_cos, d->rope_cos, rope, cudaMemcpyHostToDevice));
     LLM_CU_TRY(os, "rope tables", cudaMemcpy(os->rope_sin, d->rope_sin, rope, cudaMemcpyHostToDevice));
     LLM_CU_TRY(os, "synchronize", cudaDeviceSynchronize());
-    LLM_CU_TRY(os, "cudaEventCreate", cudaEventCreateWithFlags(&os->staged, cudaEventDisableTiming));
+    {   /* as cu_pinned: kept only when created */
+        cudaEvent_t ev = NULL;
+        LLM_CU_TRY(os, "cudaEventCreate", cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+        os->staged = ev;
+    }
     return GRZO_OK;
 }
 
@@ -417,7 +429,9 @@ static grzo_status cu_opt_in_shared(llm_ops_state *os) {
 #define LLM_BLAS_WORKSPACE ((size_t)4 << 20)
 static grzo_status cu_create_blas(llm_ops_state *os) {
     grzo_status s;
-    LLM_BLAS_TRY(os, "cublasCreate", cublasCreate(&os->blas));
+    cublasHandle_t h = NULL;
+    LLM_BLAS_TRY(os, "cublasCreate", cublasCreate(&h));   /* as cu_pinned: kept only when created */
+    os->blas = h;
     LLM_BLAS_TRY(os, "cublasSetStream", cublasSetStream(os->blas, os->stream));
     LLM_BLAS_TRY(os, "cublasSetMathMode", cublasSetMathMode(os->blas, CUBLAS_PEDANTIC_MATH));
     s = grzo_backend_alloc(os->d.be, LLM_BLAS_WORKSPACE, &os->blas_ws);

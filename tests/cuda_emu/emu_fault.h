@@ -11,7 +11,10 @@
    the destroys) and the error queries are not counted: they cannot fail but for an earlier
    sticky error.
 
-   The armed call (the N-th) fails as a GPU's would there, and does nothing else:
+   The armed call (the N-th) fails as a GPU's would there, and does nothing else but this: a
+   failed allocation or creation (cudaMalloc, cudaMallocHost, a stream, an event, cublasCreate)
+   writes a junk pointer into its output, since CUDA does not say what it leaves there; the
+   junk is no live allocation or handle, so code that frees, destroys or uses it is reported.
      plain mode: cudaErrorMemoryAllocation from an allocation or a stream/event creation,
        cudaErrorLaunchOutOfResources from a launch, cudaErrorInsufficientDriver from
        cudaGetDeviceCount, cudaErrorDevicesUnavailable from cudaSetDevice, cudaErrorUnknown from
@@ -30,8 +33,9 @@
        device_bytes B          device memory still allocated (0 after a clean shutdown)
        pinned P                cudaMallocHost blocks still allocated
        handles H               streams, events and cuBLAS handles still alive
-       sites I1 I2 ...         each call site's first call: a site is the caller of a runtime
-                               function, a kernel for a launch (the schedule of a sweep)
+       site I NAME             one line per call site, in order: its first call and its
+                               function (a site: the caller of a runtime function, or the
+                               kernel of a launch; a sweep's schedule)
    EMU_FAIL_TRACE=1 (an ASan build) prints the stack of the call that fails, on stderr.
    In a program: the functions below (they reset the count). */
 #ifndef GRZO_CUDA_EMU_FAULT_H
@@ -48,6 +52,7 @@ long emu_fault_sites(long *first, long max);  /* each site's first call since th
 size_t emu_device_bytes(void);            /* device memory allocated now */
 size_t emu_pinned_count(void);            /* cudaMallocHost blocks now */
 size_t emu_handle_count(void);            /* streams, events, cuBLAS handles now */
+long emu_report_count(void);              /* misuses reported so far (EMU-REPORT lines) */
 #ifdef __cplusplus
 }
 #endif

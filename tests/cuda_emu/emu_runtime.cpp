@@ -120,6 +120,18 @@ static cublasStatus_t emu_blas_fault(const char *name, int kind, const void *whe
         cudaError_t f_ = emu_fault(name, kind, __builtin_return_address(0));        \
         if (f_ != cudaSuccess) return g_last = f_;                                  \
     } while (0)
+/* A failed creation or allocation: CUDA does not say what it leaves in the output, so a junk
+   handle goes there (never a live one: passing it on, freeing or destroying it is reported) */
+static char g_junk[1];
+#define EMU_FAULT_OUT(name, kind, out)                                              \
+    do {                                                                            \
+        cudaError_t f_ = emu_fault(name, kind, __builtin_return_address(0));        \
+        if (f_ != cudaSuccess) {                                                    \
+            memcpy((void *)(out), &g_junk_ptr, sizeof(void *));                     \
+            return g_last = f_;                                                     \
+        }                                                                           \
+    } while (0)
+static void *const g_junk_ptr = (void *)g_junk;
 #define EMU_BLAS_FAULT(name, kind)                                                              \
     do {                                                                                        \
         cublasStatus_t f_ = emu_blas_fault(name, kind, __builtin_return_address(0));            \
@@ -148,10 +160,11 @@ long emu_fault_sites(long *first, long max) {
     return n;
 }
 size_t emu_device_bytes(void) { return g_dev_bytes; }
+long emu_report_count(void) { return emu_reports; }
 size_t emu_pinned_count(void) { return g_pinned.size(); }
 }
-static long g_blas_handles;
-extern "C" size_t emu_handle_count(void) { return g_streams.size() + g_events.size() + (size_t)g_blas_handles; }
+static std::set<cublasHandle_t> g_blas;   /* the live cuBLAS handles */
+extern "C" size_t emu_handle_count(void) { return g_streams.size() + g_events.size() + g_blas.size(); }
 
 /* EMU_COUNT_CALLS=1 (or EMU_FAIL_AT): the counts at exit, in EMU_REPORT_FILE or on stderr */
 static void fault_report_at_exit(void) {
@@ -159,10 +172,9 @@ static void fault_report_at_exit(void) {
     const char *path = getenv("EMU_REPORT_FILE");
     FILE *f = path ? fopen(path, "w") : stderr;
     if (!f) return;
-    fprintf(f, "calls %ld\nfailed %ld %s\ndevice_bytes %zu\npinned %zu\nhandles %zu\nsites", g_calls, g_failed_at,
+    fprintf(f, "calls %ld\nfailed %ld %s\ndevice_bytes %zu\npinned %zu\nhandles %zu\n", g_calls, g_failed_at,
             g_failed_name ? g_failed_name : "-", g_dev_bytes, g_pinned.size(), emu_handle_count());
-    for (const emu_site &x : g_sites) fprintf(f, " %ld", x.first);
-    fprintf(f, "\n");
+    for (const emu_site &x : g_sites) fprintf(f, "site %ld %s\n", x.first, x.name);
     if (f != stderr) fclose(f);
 }
 
@@ -233,7 +245,7 @@ cudaError_t cudaGetDeviceCount(int *n) {
 }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int f) {
     (void)f;
-    EMU_FAULT("cudaStreamCreate", FK_CREATE);
+    EMU_FAULT_OUT("cudaStreamCreate", FK_CREATE, s);
     *s = (cudaStream_t)malloc(16);
     g_streams.insert((const void *)*s);
     return cudaSuccess;
@@ -259,11 +271,11 @@ static cudaError_t event_create(cudaEvent_t *e) {
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int f) {
     (void)f;
-    EMU_FAULT("cudaEventCreate", FK_CREATE);
+    EMU_FAULT_OUT("cudaEventCreate", FK_CREATE, e);
     return event_create(e);
 }
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
-    EMU_FAULT("cudaEventCreate", FK_CREATE);
+    EMU_FAULT_OUT("cudaEventCreate", FK_CREATE, e);
     return event_create(e);
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
@@ -323,7 +335,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
 }
 cudaError_t cudaMalloc(void **p, size_t n) {
     static size_t limit = getenv("EMU_DEV_LIMIT") ? strtoull(getenv("EMU_DEV_LIMIT"), 0, 10) : 0;
-    EMU_FAULT("cudaMalloc", FK_ALLOC);
+    EMU_FAULT_OUT("cudaMalloc", FK_ALLOC, p);
     if (n == 0) { *p = NULL; return cudaSuccess; }
     if ((limit && g_dev_bytes + n > limit) || n > g_total - g_dev_bytes) {   /* as a GPU of g_total bytes would */
         g_last = cudaErrorMemoryAllocation;
@@ -346,7 +358,7 @@ cudaError_t cudaFree(void *p) {
     return released();
 }
 cudaError_t cudaMallocHost(void **p, size_t n) {
-    EMU_FAULT("cudaMallocHost", FK_ALLOC);
+    EMU_FAULT_OUT("cudaMallocHost", FK_ALLOC, p);
     *p = malloc(n ? n : 1);
     g_pinned[(uintptr_t)*p] = n;
     return cudaSuccess;
@@ -409,29 +421,44 @@ cudaError_t cudaMemGetInfo(size_t *f, size_t *t) {
 /* ---- cuBLAS ---- */
 struct cublasContext { cudaStream_t stream; cublasMath_t math; void *ws; size_t ws_bytes; };
 cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
-    EMU_BLAS_FAULT("cublasCreate", FK_BLAS_CREATE);
+    cublasStatus_t f = emu_blas_fault("cublasCreate", FK_BLAS_CREATE, __builtin_return_address(0));
+    if (f != CUBLAS_STATUS_SUCCESS) {
+        *h = (cublasHandle_t)g_junk_ptr;   /* as EMU_FAULT_OUT: not a handle */
+        return f;
+    }
     *h = new cublasContext();
-    g_blas_handles++;
+    g_blas.insert(*h);
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
-    g_blas_handles--;
+    if (!g_blas.erase(h)) {
+        emu_report("cublasDestroy of %p: not a live handle", (void *)h);
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    }
     delete h;
     return CUBLAS_STATUS_SUCCESS;
 }
+static int blas_live(cublasHandle_t h, const char *name) {
+    if (g_blas.count(h)) return 1;
+    emu_report("%s on %p: not a live cuBLAS handle", name, (void *)h);
+    return 0;
+}
 cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) {
+    if (!blas_live(h, "cublasSetStream")) return CUBLAS_STATUS_NOT_INITIALIZED;
     EMU_BLAS_FAULT("cublasSetStream", FK_BLAS_SET);
     h->stream = s;
     h->ws = NULL;
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *w, size_t n) {
+    if (!blas_live(h, "cublasSetWorkspace")) return CUBLAS_STATUS_NOT_INITIALIZED;
     EMU_BLAS_FAULT("cublasSetWorkspace", FK_BLAS_SET);
     if (!emu_is_device(w, n)) emu_report("cuBLAS workspace not device memory");
     h->ws = w; h->ws_bytes = n; return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m) {
+    if (!blas_live(h, "cublasSetMathMode")) return CUBLAS_STATUS_NOT_INITIALIZED;
     EMU_BLAS_FAULT("cublasSetMathMode", FK_BLAS_SET);
     h->math = m;
     return CUBLAS_STATUS_SUCCESS;
@@ -491,14 +518,15 @@ static cublasStatus_t gemm(const char *name, cublasOperation_t ta, cublasOperati
 extern "C" {
 cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float *alpha,
                               const float *A, int lda, const float *B, int ldb, const float *beta, float *C, int ldc) {
-    (void)h;
+    if (!blas_live(h, "cublasSgemm")) return CUBLAS_STATUS_NOT_INITIALIZED;
     EMU_BLAS_FAULT("cublasSgemm", FK_BLAS_GEMM);
     return gemm("cublasSgemm", ta, tb, m, n, k, *alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, *beta, C, ldc);
 }
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *alpha,
                             const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt, int ldb, const void *beta,
                             void *C, cudaDataType ct, int ldc, cublasComputeType_t ctype, cublasGemmAlgo_t algo) {
-    (void)h; (void)algo;
+    (void)algo;
+    if (!blas_live(h, "cublasGemmEx")) return CUBLAS_STATUS_NOT_INITIALIZED;
     EMU_BLAS_FAULT("cublasGemmEx", FK_BLAS_GEMM);
     if (ct != CUDA_R_32F || ctype != CUBLAS_COMPUTE_32F || at != bt) { emu_report("GemmEx: unexpected types"); return CUBLAS_STATUS_NOT_SUPPORTED; }
     return gemm("cublasGemmEx", ta, tb, m, n, k, *(const float *)alpha, A, at, lda, B, bt, ldb, *(const float *)beta, (float *)C, ldc);
@@ -509,7 +537,7 @@ extern "C" cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOper
                                                     int k, const float *alpha, const float *A, int lda, long long sa,
                                                     const float *B, int ldb, long long sb, const float *beta, float *C, int ldc,
                                                     long long sc, int batch) {
-    (void)h;
+    if (!blas_live(h, "cublasSgemmStridedBatched")) return CUBLAS_STATUS_NOT_INITIALIZED;
     EMU_BLAS_FAULT("cublasSgemmStridedBatched", FK_BLAS_GEMM);
     if (batch < 0) { emu_report("cublasSgemmStridedBatched: batch count %d", batch); return CUBLAS_STATUS_INVALID_VALUE; }
     /* the batches' outputs must not overlap: cuBLAS computes them concurrently */

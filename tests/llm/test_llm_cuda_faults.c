@@ -164,6 +164,7 @@ static void run_once(long fail_at, int sticky, outcome *o) {
     make_batch(&sc);
     sc.b.seqs = sc.seqs;
     sc.seqs[1].n_tokens = 2;
+    long reports0 = emu_report_count();
     emu_fault_arm(fail_at, sticky);
 
     if ((s = llm_backend_create("cuda", 0, GRZO_DTYPE_F32, &be, err, sizeof err)) != GRZO_OK) {
@@ -229,6 +230,8 @@ done:
           "call %ld (%s) fails%s: after everything is freed %zu device bytes, %zu pinned blocks and %zu streams, events or "
           "cuBLAS handles are left", fail_at, emu_fault_failed_name(), sticky ? " (sticky)" : "", emu_device_bytes(),
           emu_pinned_count(), emu_handle_count());
+    CHECK(emu_report_count() == reports0, "call %ld (%s) fails%s: the emulator reported a misuse of the CUDA runtime or "
+          "cuBLAS (EMU-REPORT above)", fail_at, emu_fault_failed_name(), sticky ? " (sticky)" : "");
     CHECK(fail_at == 0 || emu_fault_failed() == fail_at, "call %ld was never reached (the run made %ld)", fail_at, emu_fault_calls());
     last_calls = emu_fault_calls();
     last_n_sites = emu_fault_sites(last_sites, 4096);
