@@ -67,11 +67,15 @@ static grzo_status llm__cu_fail(llm_ops_state *os, const char *what, cudaError_t
         if (e_ != cudaSuccess) return llm__cu_fail(os, what, e_);       \
     } while (0)
 #define LLM_CU_LAUNCHED(os, what) LLM_CU_TRY(os, what, cudaGetLastError())
+/* A failed cuBLAS call may leave its own kernel's launch error latched: cleared here, as
+   llm__cu_fail clears one, so that the next launch check does not report it as its own (and
+   a retried forward does not fail on it). */
 #define LLM_BLAS_TRY(os, what, call)                                                                    \
     do {                                                                                                \
         cublasStatus_t b_ = (call);                                                                     \
         if (b_ != CUBLAS_STATUS_SUCCESS) {                                                              \
             snprintf((os)->err, sizeof (os)->err, "%s: cuBLAS status %d", what, (int)b_);               \
+            (void)cudaGetLastError();                                                                   \
             return b_ == CUBLAS_STATUS_ALLOC_FAILED ? GRZO_ERR_OUT_OF_MEMORY : GRZO_ERR_BACKEND;        \
         }                                                                                               \
     } while (0)

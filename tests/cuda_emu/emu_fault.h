@@ -19,8 +19,10 @@
        cudaErrorLaunchOutOfResources from a launch, cudaErrorInsufficientDriver from
        cudaGetDeviceCount, cudaErrorDevicesUnavailable from cudaSetDevice, cudaErrorUnknown from
        the rest; CUBLAS_STATUS_ALLOC_FAILED from cublasCreate, CUBLAS_STATUS_EXECUTION_FAILED
-       from a GEMM, CUBLAS_STATUS_INTERNAL_ERROR from a setter. Nothing stays broken: the
-       next call succeeds (cudaGetLastError reports the failure once, as CUDA's does).
+       from a GEMM (its kernel's launch failed: cudaErrorLaunchOutOfResources stays latched
+       for cudaGetLastError, as after a failed launch), CUBLAS_STATUS_INTERNAL_ERROR from a
+       setter. Nothing stays broken: the next call succeeds (cudaGetLastError reports the
+       failure once, as CUDA's does).
      sticky mode: the armed call returns cudaErrorIllegalAddress, and so does every later
        call, cudaGetLastError included (a context that a kernel's fault killed); releases
        still release (the memory is host memory) but return the error.

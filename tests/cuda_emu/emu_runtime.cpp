@@ -111,7 +111,12 @@ static cudaError_t emu_fault(const char *name, int kind, const void *where) {
     return e;
 }
 static cublasStatus_t emu_blas_fault(const char *name, int kind, const void *where) {
-    if (emu_fault(name, kind, where) == cudaSuccess) return CUBLAS_STATUS_SUCCESS;
+    cudaError_t e = emu_fault(name, kind, where);
+    if (e == cudaSuccess) return CUBLAS_STATUS_SUCCESS;
+    /* a GEMM fails when its own kernel does: that launch's error stays latched for
+       cudaGetLastError, as any launch's does (a caller must clear it, or its next launch
+       check reports it as its own) */
+    if (kind == FK_BLAS_GEMM) g_last = g_sticky_mode ? e : cudaErrorLaunchOutOfResources;
     return kind == FK_BLAS_CREATE ? CUBLAS_STATUS_ALLOC_FAILED : kind == FK_BLAS_GEMM ? CUBLAS_STATUS_EXECUTION_FAILED
                                                                                     : CUBLAS_STATUS_INTERNAL_ERROR;
 }
