@@ -7,13 +7,15 @@
    loaded back between MeZO's steps; the parameters downloaded; everything freed and the
    backend destroyed. It runs once clean, counting the calls T, then again with call N failing
    for every N = 1..T (plain errors: emu_fault.h), and with a sticky error (every call after
-   it fails too) at the first call of each call site. Each run must:
+   it fails too) at the first call of each call site; then, with bf16 weights in fast math
+   (cublasGemmEx, the 16-bit kernels, stochastic rounding; GRZO and MeZO), the first call of
+   each site failing. Each run must:
      - get a non-OK status with a message from the call that met the failure (the backend's
        create fills its error buffer) that says the device failed (cuda, CUDA, cuBLAS or
        device), never a crash or a sanitizer or emulator report;
      - plain errors: take a failed step again after grzo_step_abort (or finish a failed
        update with grzo_step_end again), save or load a failed checkpoint again, and end with
-       the clean run's parameters bit for bit (in-place MeZO, whose abort restores by a
+       the clean run's parameters bit for bit (in-place MeZO in f32, whose abort restores by a
        rounded opposite shift: within 2 % of sigma, as test_cpu_oom.c); a failed save leaves
        no file and no temporary;
      - sticky errors: every later call fails cleanly too (the backend refuses work);
@@ -54,6 +56,13 @@ static const int64_t ROWS[3] = {TV, TO, TO}, COLS[3] = {TD, TD, 1};
 #define N_PARAMS (TV * TD + TO * TD + TO)
 
 static char ckpt[4096];   /* faults.grzo, in WORK_DIR */
+/* the configuration swept: f32 weights in pedantic math with the three estimators, then bf16
+   weights in fast math (cublasGemmEx, the 16-bit kernels, stochastic rounding) with GRZO and
+   MeZO (in-place MeZO's bf16 restore is not bitwise, and a retried step's would differ) */
+static grzo_dtype cfg_dtype = GRZO_DTYPE_F32;
+static grzo_cuda_math cfg_math = GRZO_CUDA_MATH_PEDANTIC;
+static int cfg_n_est = N_EST;
+static uint16_t to_bf16(float f) { uint32_t b; memcpy(&b, &f, 4); b += 0x7FFFu + ((b >> 16) & 1u); return (uint16_t)(b >> 16); }
 
 typedef struct model {
     grzo_backend be;
@@ -152,12 +161,17 @@ static void run_once(long fail_at, int sticky, outcome *o) {
     grzo_status s;
     grzo_ctx *ctx = NULL;
     float init[N_PARAMS];
+    uint16_t init16[N_PARAMS];
+    size_t es = cfg_dtype == GRZO_DTYPE_F32 ? 4 : 2;   /* bytes per weight */
     int e, b, step, tries;
     size_t off;
     memset(&m, 0, sizeof m);
     memset(o, 0, sizeof *o);
     o->stage = "none";
-    for (off = 0; off < N_PARAMS; off++) init[off] = (float)grzo_uniform_at(99, 0, GRZO_USER_BLOCK, 3, (uint64_t)off) - 0.5f;
+    for (off = 0; off < N_PARAMS; off++) {
+        init[off] = (float)grzo_uniform_at(99, 0, GRZO_USER_BLOCK, 3, (uint64_t)off) - 0.5f;
+        init16[off] = to_bf16(init[off]);
+    }
     remove(ckpt);
     snprintf(tmp, sizeof tmp, "%s.tmp", ckpt);
     sticky_run = sticky;
@@ -167,6 +181,7 @@ static void run_once(long fail_at, int sticky, outcome *o) {
     memset(&cd, 0, sizeof cd);
     cd.error = why;
     cd.error_size = sizeof why;
+    cd.math = cfg_math;
     if ((s = grzo_backend_cuda_create(&cd, &m.be)) != GRZO_OK) {
         check_failure(s, why, "grzo_backend_cuda_create");
         o->stage = "create";
@@ -174,8 +189,9 @@ static void run_once(long fail_at, int sticky, outcome *o) {
     }
     m.have_be = 1;
     for (b = 0, off = 0; b < 3; off += (size_t)(ROWS[b] * COLS[b]), b++) {
-        size_t bytes = sizeof(float) * (size_t)(ROWS[b] * COLS[b]);
-        if ((s = grzo_backend_alloc(&m.be, bytes, &m.p[b])) == GRZO_OK) s = grzo_backend_upload(&m.be, m.p[b], init + off, bytes);
+        size_t bytes = es * (size_t)(ROWS[b] * COLS[b]);
+        const void *src = es == 4 ? (const void *)(init + off) : (const void *)(init16 + off);
+        if ((s = grzo_backend_alloc(&m.be, bytes, &m.p[b])) == GRZO_OK) s = grzo_backend_upload(&m.be, m.p[b], src, bytes);
         if (s != GRZO_OK) break;
     }
     if (s == GRZO_OK) s = grzo_backend_alloc(&m.be, sizeof(int32_t) * 2 * TB * TT, &m.ids);
@@ -188,7 +204,7 @@ static void run_once(long fail_at, int sticky, outcome *o) {
         goto done;
     }
 
-    for (e = 0; e < N_EST; e++) {
+    for (e = 0; e < cfg_n_est; e++) {
         grzo_desc d;
         grzo_block blk;
         if (ESTS[e] == GRZO_ESTIMATOR_MEZO_INPLACE) o->inplace_from = emu_fault_calls();
@@ -206,7 +222,7 @@ static void run_once(long fail_at, int sticky, outcome *o) {
             bd.rows = ROWS[b];
             bd.cols = COLS[b];
             bd.data = m.p[b];
-            bd.dtype = GRZO_DTYPE_F32;
+            bd.dtype = cfg_dtype;
             if ((s = grzo_block_add(ctx, &bd, &blk)) != GRZO_OK) {
                 check_failure(s, grzo_last_error(ctx), "grzo_block_add");
                 o->stage = "block_add";
@@ -243,8 +259,8 @@ static void run_once(long fail_at, int sticky, outcome *o) {
         ctx = NULL;
     }
     for (b = 0, off = 0; b < 3; off += (size_t)(ROWS[b] * COLS[b]), b++) {
-        size_t bytes = sizeof(float) * (size_t)(ROWS[b] * COLS[b]);
-        for (tries = 0; (s = grzo_backend_download(&m.be, o->params + off, m.p[b], bytes)) != GRZO_OK; tries++) {
+        size_t bytes = es * (size_t)(ROWS[b] * COLS[b]);
+        for (tries = 0; (s = grzo_backend_download(&m.be, (char *)o->params + off * es, m.p[b], bytes)) != GRZO_OK; tries++) {
             check_failure(s, be_error(&m), "grzo_backend_download");
             o->stage = "download";
             if (sticky || tries == 2) goto done;
@@ -285,10 +301,12 @@ done:
     emu_fault_arm(0, 0);
 }
 
-/* the largest |got - want| over its bound: 0 (bit for bit), or 2 % of sigma */
+/* the largest |got - want| over its bound: 0 (bit for bit), or 2 % of sigma; 16-bit weights
+   (no in-place MeZO): their bytes, bit for bit */
 static double excess(const float *got, const float *want, int in_place) {
     double worst = 0.0, bound = in_place ? 0.02 * SIGMA : 0.0;
     size_t i;
+    if (cfg_dtype != GRZO_DTYPE_F32) return memcmp(got, want, N_PARAMS * 2) ? HUGE_VAL : 0.0;
     for (i = 0; i < N_PARAMS; i++) {
         double d = fabs((double)got[i] - (double)want[i]);
         if (d > bound || d != d) worst = fmax(worst, bound > 0.0 && d == d ? d / bound : HUGE_VAL);
@@ -356,8 +374,25 @@ int main(int argc, char **argv) {
     printf(" %ld s\n", (long)(time(NULL) - t0));
     /* sticky: the first call of each site (a dead context fails every call after it alike) */
     for (i = 0; i < n_sites; i++, n_sticky++) run_once(sites[i], 1, &o);
-    printf("test_cuda_faults: a sticky error at each of %ld call sites' first call; %ld s in all\n", n_sticky,
+    printf("test_cuda_faults: a sticky error at each of %ld call sites' first call; %ld s\n", n_sticky,
            (long)(time(NULL) - t0));
+    /* bf16 in fast math: the first call of each site, plain */
+    cfg_dtype = GRZO_DTYPE_BF16;
+    cfg_math = GRZO_CUDA_MATH_FAST;
+    cfg_n_est = 2;
+    run_once(0, 0, &clean);
+    calls = last_calls;
+    CHECK(clean.have_params && !fails, "bf16: the clean run failed (stage %s)", clean.stage);
+    n_sites = last_n_sites < 4096 ? last_n_sites : 4096;
+    memcpy(sites, last_sites, sizeof(long) * (size_t)n_sites);
+    for (i = 0; clean.have_params && i < n_sites; i++) {
+        run_once(sites[i], 0, &o);
+        if (o.have_params)
+            CHECK(excess(o.params, clean.params, 0) == 0.0, "bf16, fast math: call %ld of %ld (%s) fails: the run's weights "
+                  "differ from the clean run's (the failure showed in %s)", sites[i], calls, last_failed_name, o.stage);
+    }
+    printf("test_cuda_faults: bf16 in fast math: the first call of each of %ld call sites failing (of %ld calls); %ld s in all\n",
+           n_sites, calls, (long)(time(NULL) - t0));
     printf("%s (%ld checks, %d failed)\n", fails ? "FAIL" : "ok", checks, fails);
     return fails ? 1 : 0;
 }
