@@ -9,7 +9,9 @@
    for every N = 1..T (plain errors: emu_fault.h), and with a sticky error (every call after
    it fails too) at the first call of each call site; then, with bf16 weights in fast math
    (cublasGemmEx, the 16-bit kernels, stochastic rounding; GRZO and MeZO), the first call of
-   each site failing. Each run must:
+   each site failing; then in-place MeZO's calls failing two and three in a row (a restore
+   that fails twice: parameters perturbed on record until a later call restores them). Each
+   run must:
      - get a non-OK status with a message from the call that met the failure (the backend's
        create fills its error buffer) that says the device failed (cuda, CUDA, cuBLAS or
        device), never a crash or a sanitizer or emulator report;
@@ -80,6 +82,8 @@ typedef struct outcome {
 } outcome;
 
 static int sticky_run;       /* this run's failure is sticky */
+static long fail_count = 1;  /* calls failing in a row from the armed one (plain) */
+static long still_perturbed; /* failed steps that left in-place MeZO's parameters perturbed */
 static long last_calls, last_sites[4096], last_n_sites;   /* of the last run, before it disarms */
 static char last_failed_name[64];
 
@@ -129,7 +133,10 @@ static grzo_status one_step(grzo_ctx *ctx, model *m, const char **msg) {
     grzo_status s;
     int32_t p;
     int tries = 0;
-    if ((s = grzo_step_begin(ctx, TB, &si)) != GRZO_OK) return s;
+    if ((s = grzo_step_begin(ctx, TB, &si)) != GRZO_OK) {
+        *msg = grzo_last_error(ctx);
+        return s;
+    }
     for (p = 0; p < si.n_passes; p++) {
         grzo_pass_info pi;
         float losses[2 * TB];
@@ -176,7 +183,7 @@ static void run_once(long fail_at, int sticky, outcome *o) {
     snprintf(tmp, sizeof tmp, "%s.tmp", ckpt);
     sticky_run = sticky;
     long reports0 = emu_report_count();
-    emu_fault_arm(fail_at, sticky);
+    emu_fault_arm_count(fail_at, fail_count, sticky);
 
     memset(&cd, 0, sizeof cd);
     cd.error = why;
@@ -237,12 +244,12 @@ static void run_once(long fail_at, int sticky, outcome *o) {
                     CHECK(!file_exists(ckpt) && !file_exists(tmp), "call %ld (%s) fails: a failed save leaves '%s' or its .tmp",
                           emu_fault_failed(), emu_fault_failed_name(), ckpt);
                     o->stage = "checkpoint_save";
-                    if (sticky || tries == 2) goto done;
+                    if (sticky || tries == 1 + fail_count) goto done;
                 }
                 for (tries = 0; (s = grzo_checkpoint_load(ctx, ckpt)) != GRZO_OK; tries++) {
                     check_failure(s, grzo_last_error(ctx), "grzo_checkpoint_load");
                     o->stage = "checkpoint_load";
-                    if (sticky || tries == 2) goto done;
+                    if (sticky || tries == 1 + fail_count) goto done;
                 }
             }
             const char *msg = "";
@@ -250,8 +257,9 @@ static void run_once(long fail_at, int sticky, outcome *o) {
             for (tries = 0; (s = one_step(ctx, &m, &msg)) != GRZO_OK; tries++) {
                 check_failure(s, msg, "a step");
                 o->stage = "step";
+                if (strstr(msg, "still perturbed")) still_perturbed++;
                 if (!sticky && grzo_get_step(ctx) == taken + 1) break;   /* applied and counted; a later part failed */
-                if (sticky || tries == 2) goto done;
+                if (sticky || tries == 1 + fail_count) goto done;
                 grzo_step_abort(ctx);   /* the same step again: a failed one changed nothing */
             }
         }
@@ -263,7 +271,7 @@ static void run_once(long fail_at, int sticky, outcome *o) {
         for (tries = 0; (s = grzo_backend_download(&m.be, (char *)o->params + off * es, m.p[b], bytes)) != GRZO_OK; tries++) {
             check_failure(s, be_error(&m), "grzo_backend_download");
             o->stage = "download";
-            if (sticky || tries == 2) goto done;
+            if (sticky || tries == 1 + fail_count) goto done;
         }
     }
     o->have_params = 1;
@@ -391,8 +399,33 @@ int main(int argc, char **argv) {
             CHECK(excess(o.params, clean.params, 0) == 0.0, "bf16, fast math: call %ld of %ld (%s) fails: the run's weights "
                   "differ from the clean run's (the failure showed in %s)", sites[i], calls, last_failed_name, o.stage);
     }
-    printf("test_cuda_faults: bf16 in fast math: the first call of each of %ld call sites failing (of %ld calls); %ld s in all\n",
+    printf("test_cuda_faults: bf16 in fast math: the first call of each of %ld call sites failing (of %ld calls); %ld s\n",
            n_sites, calls, (long)(time(NULL) - t0));
+    /* f32 again, in-place MeZO's calls failing two and three in a row (as test_cpu_oom.c):
+       a restore that fails twice leaves the parameters perturbed on record, and a later call
+       restores them; the run still ends within 2 % of sigma of the clean one */
+    cfg_dtype = GRZO_DTYPE_F32;
+    cfg_math = GRZO_CUDA_MATH_PEDANTIC;
+    cfg_n_est = N_EST;
+    run_once(0, 0, &clean);
+    calls = last_calls;
+    for (fail_count = 2; fail_count <= 3; fail_count++) {
+        still_perturbed = 0;
+        for (n = clean.inplace_from + 1; n <= calls; n++) {
+            run_once(n, 0, &o);
+            if (o.have_params)
+                CHECK(excess(o.params, clean.params, 1) <= 1.0, "in-place MeZO, calls %ld..%ld fail: the run's parameters "
+                      "differ from the clean run's by more than 2 %% of sigma (the failure showed in %s)", n, n + fail_count - 1,
+                      o.stage);
+            else   /* (a context's set-up is not retried) */
+                CHECK(strcmp(o.stage, "grzo_create") == 0 || strcmp(o.stage, "block_add") == 0,
+                      "in-place MeZO, calls %ld..%ld fail: the run gave up in %s", n, n + fail_count - 1, o.stage);
+        }
+        printf("test_cuda_faults: in-place MeZO, %ld calls in a row failing from each of its %ld calls: %ld steps left the "
+               "parameters perturbed; %ld s in all\n", fail_count, calls - clean.inplace_from, still_perturbed,
+               (long)(time(NULL) - t0));
+        CHECK(still_perturbed > 0, "in-place MeZO, %ld in a row: no restore failed twice: the test reaches none", fail_count);
+    }
     printf("%s (%ld checks, %d failed)\n", fails ? "FAIL" : "ok", checks, fails);
     return fails ? 1 : 0;
 }

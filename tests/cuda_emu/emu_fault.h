@@ -28,7 +28,8 @@
        still release (the memory is host memory) but return the error.
 
    Environment (a whole program, e.g. a CLI): EMU_FAIL_AT=N arms call N (counted from the
-   program's start), EMU_FAIL_STICKY=1 picks the sticky mode; EMU_COUNT_CALLS=1 (or
+   program's start), EMU_FAIL_COUNT=K fails calls N .. N + K - 1 (plain: a retry that meets
+   the failure again), EMU_FAIL_STICKY=1 picks the sticky mode; EMU_COUNT_CALLS=1 (or
    EMU_FAIL_AT) writes at exit, to EMU_REPORT_FILE or else stderr:
        calls T                 the fallible calls made
        failed N NAME           the call that failed (0 - when none did)
@@ -47,6 +48,7 @@
 extern "C" {
 #endif
 void emu_fault_arm(long n, int sticky);   /* from now: call n fails (0: none); counts from 0 */
+void emu_fault_arm_count(long n, long count, int sticky);   /* calls n .. n + count - 1 fail (plain) */
 long emu_fault_calls(void);               /* fallible calls since the arm */
 long emu_fault_failed(void);              /* the call that failed (0: not reached) */
 const char *emu_fault_failed_name(void);  /* its function, "" when none */

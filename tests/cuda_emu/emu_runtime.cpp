@@ -63,7 +63,7 @@ void emu_set_launch_error(cudaError_t e) { g_last = e; }
 
 /* ---- fault injection (emu_fault.h) ---- */
 enum { FK_ALLOC, FK_CREATE, FK_LAUNCH, FK_OTHER, FK_DEVICE_COUNT, FK_SET_DEVICE, FK_BLAS_CREATE, FK_BLAS_SET, FK_BLAS_GEMM };
-static long g_calls, g_fail_at, g_failed_at;
+static long g_calls, g_fail_at, g_failed_at, g_fail_count = 1;
 static const char *g_failed_name;
 static int g_sticky_mode, g_env_read;
 static cudaError_t g_sticky = cudaSuccess;   /* the dead context's error, once a sticky failure fired */
@@ -74,6 +74,7 @@ static void fault_env(void) {
     if (g_env_read) return;
     g_env_read = 1;
     if (getenv("EMU_FAIL_AT")) g_fail_at = strtol(getenv("EMU_FAIL_AT"), 0, 10);
+    if (getenv("EMU_FAIL_COUNT")) g_fail_count = strtol(getenv("EMU_FAIL_COUNT"), 0, 10);
     g_sticky_mode = getenv("EMU_FAIL_STICKY") && atoi(getenv("EMU_FAIL_STICKY")) != 0;
 }
 /* the error a GPU would give at this kind of call (plain mode: nothing stays broken) */
@@ -97,9 +98,11 @@ static cudaError_t emu_fault(const char *name, int kind, const void *where) {
     for (i = 0; i < g_sites.size(); i++)
         if (g_sites[i].name == name && g_sites[i].where == where) break;
     if (i == g_sites.size()) g_sites.push_back(emu_site{name, where, n});
-    if (n != g_fail_at) return cudaSuccess;
-    g_failed_at = n;
-    g_failed_name = name;
+    if (g_fail_at <= 0 || n < g_fail_at || n >= g_fail_at + g_fail_count) return cudaSuccess;
+    if (n == g_fail_at) {   /* the first of the calls that fail names the run */
+        g_failed_at = n;
+        g_failed_name = name;
+    }
 #if defined(__SANITIZE_ADDRESS__)
     if (getenv("EMU_FAIL_TRACE")) {   /* where the armed call was made (a sweep's reproduction) */
         fprintf(stderr, "emu: call %ld (%s) fails here:\n", n, name);
@@ -146,9 +149,10 @@ static void *const g_junk_ptr = (void *)g_junk;
 static cudaError_t released(void) { return g_sticky != cudaSuccess ? g_sticky : cudaSuccess; }
 
 extern "C" {
-void emu_fault_arm(long n, int sticky) {
+void emu_fault_arm_count(long n, long count, int sticky) {
     g_env_read = 1;
     g_fail_at = n;
+    g_fail_count = count > 0 ? count : 1;
     g_sticky_mode = sticky;
     g_sticky = cudaSuccess;
     g_last = cudaSuccess;
@@ -156,6 +160,7 @@ void emu_fault_arm(long n, int sticky) {
     g_failed_name = NULL;
     g_sites.clear();
 }
+void emu_fault_arm(long n, int sticky) { emu_fault_arm_count(n, 1, sticky); }
 long emu_fault_calls(void) { return g_calls; }
 long emu_fault_failed(void) { return g_failed_at; }
 const char *emu_fault_failed_name(void) { return g_failed_name ? g_failed_name : ""; }
