@@ -126,12 +126,23 @@ static void check_failure(grzo_status s, const char *msg, const char *what) {
           what, msg ? msg : "");
 }
 
+/* The message of a stage's failure: the model's, or for the step grzo's; when grzo_step's
+   forward callback (llm_sequence_logprob) failed, grzo says only that, and the model says
+   why (grzo.h: a callback's failure is the caller's to explain). */
+static const char *stage_message(int k, const grzo_ctx *ctx, const llm_model *m) {
+    static char both[1024];
+    if (k != 4) return llm_model_error(m);
+    if (!strstr(grzo_last_error(ctx), "the forward callback failed")) return grzo_last_error(ctx);
+    snprintf(both, sizeof both, "%s: %s", grzo_last_error(ctx), llm_model_error(m));
+    return both;
+}
+
 /* a stage's call, done again once after a plain failure (a sticky one ends the run) */
 #define STAGE(k, call)                                                      \
     do {                                                                    \
         int tries_;                                                         \
         for (tries_ = 0; (s = (call)) != GRZO_OK; tries_++) {               \
-            check_failure(s, k == 4 ? grzo_last_error(ctx) : llm_model_error(&m), stage_names[k]); \
+            check_failure(s, stage_message(k, ctx, &m), stage_names[k]);    \
             o->stage = stage_names[k];                                      \
             if (getenv("FAULTS_VERBOSE")) printf("%s: %s / %s\n", stage_names[k], llm_model_error(&m), grzo_last_error(ctx)); \
             if (sticky) goto done;                                          \
