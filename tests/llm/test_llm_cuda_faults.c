@@ -116,6 +116,17 @@ static grzo_status step_forward(grzo_ctx *ctx, const grzo_pass_info *pass, float
     return GRZO_OK;
 }
 
+/* The step stage: grzo_step; a failed update is finished by grzo_step_end (grzo.h), not taken
+   again, and a step that was applied and counted before a later part failed (clearing its row
+   maps: the next step clears them again) is not taken again either. */
+static grzo_status step_stage(grzo_ctx *ctx, step_data *stp, int sticky, int64_t before) {
+    grzo_status s;
+    if (grzo_get_step(ctx) > before) return GRZO_OK;
+    s = grzo_step(ctx, N_EX, step_forward, stp, NULL);
+    if (s != GRZO_OK && !sticky && strstr(grzo_last_error(ctx), "grzo_step_end again finishes it")) s = grzo_step_end(ctx, NULL);
+    return s;
+}
+
 static void check_failure(grzo_status s, const char *msg, const char *what) {
     CHECK(s == GRZO_ERR_OUT_OF_MEMORY || s == GRZO_ERR_BACKEND, "call %ld (%s) fails: %s returned %s (%s)", emu_fault_failed(),
           emu_fault_failed_name(), what, grzo_status_str(s), msg);
@@ -172,6 +183,7 @@ static void run_once(long fail_at, int sticky, outcome *o) {
     int32_t n_context[N_SEQ] = {5, 1, 6}, i, j;
     batch sc;   /* the batch to score: sequence 1 gets a second token (a context and a token to score) */
     uint64_t rng = 77;
+    int64_t steps_before;
 
     memset(o, 0, sizeof *o);
     memset(&m, 0, sizeof m);
@@ -225,11 +237,8 @@ static void run_once(long fail_at, int sticky, outcome *o) {
     stp.st = st;
     for (i = 0; i < N_EX; i++)
         for (j = 0; j < 16; j++) stp.tokens[i][j] = tu_token(&rng, VOCAB);
-    /* a failed update is finished by grzo_step_end (grzo.h), not taken again */
-    STAGE(4, (s = grzo_step(ctx, N_EX, step_forward, &stp, NULL)) != GRZO_OK && !sticky &&
-                     strstr(grzo_last_error(ctx), "grzo_step_end again finishes it")
-                 ? grzo_step_end(ctx, NULL)
-                 : s);
+    steps_before = grzo_get_step(ctx);
+    STAGE(4, step_stage(ctx, &stp, sticky, steps_before));
     STAGE(5, llm_forward(ctx, &m, st, &t.b, o->logits[1]));
     memset(&g, 0, sizeof g);
     g.steps = GEN_STEPS;
