@@ -73,13 +73,14 @@
      memory (asynchronous), and a token id out of range raises a device flag that the
      synchronize entry (grzo_pass_end calls it once per pass) and every download report
      (GRZO_ERR_INVALID_ARG). upload stays synchronous (its source may be reused at once).
-     CUDA graphs, not built: a captured pass would replay its ~200-600 launches at once. What
-     that could gain is measured first: bench_gpu --queued holds the stream while the host
-     enqueues a pass, so its launches run back to back, and reports the step's time against
-     that queued-ahead time (bench/gpu/run.sh --stages attention runs it on both shapes). A
-     gap of a few percent is not worth a graph; a launch-bound pass (SmolLM2 at B = 16: many
-     small kernels) may be. Graph capture needs the pass's shapes and tables fixed, which
-     grzo_pass_begin could key on (B, offsets) and re-capture on change.
+     CUDA graphs, not built, measured not worth it: a captured pass would replay its ~200-600
+     launches at once, and bench_gpu --queued bounds what that could gain (it holds the stream
+     while the host enqueues a pass, so its launches run back to back). On an H200 (2026-11-30,
+     bench/gpu/run.sh --stages attention, B = 16, contexts of ~256 tokens) the floor pass lost
+     0.1 % (SmolLM2-135M, both attention forms) and 0.3 % / 3.3 % (Llama-3-8B shape, fused /
+     cuBLAS attention) to launches: a few percent at most, even with SmolLM2's small kernels.
+     Should a smaller model or batch become launch-bound, capture needs the pass's
+     shapes and tables fixed, which grzo_pass_begin could key on (B, offsets).
 
    MEMORY ACCOUNTING
      Every cudaMalloc the backend makes (grzo_backend_alloc, scratch, cached tables, the flag)

@@ -29,10 +29,11 @@
 
    usage: bench_gpu [--out DIR] [--model SMOLLM2.gguf] [--shapes smollm2,llama8b] [--steps 20]
                     [--warmup 3] [--batch 16] [--seq-len 256] [--dtype bf16|f16|f32]
-                    [--math fast|pedantic] [--transient-mb 64] [--attention fused|gemm]
+                    [--math fast|pedantic] [--transient-mb 64] [--attention auto|fused|gemm]
                     [--workloads floor,grzo,mezo_inplace,mezo_ops,fzoo] [--queued] [--quick] [--self-test]
-   --attention: the LLM forward's attention (model.h llm_attention; default the fused kernel),
-   so that the two forms can be timed against each other (issue 16 item 1: keep the faster).
+   --attention: the LLM forward's attention (model.h llm_attention; default auto: the cuBLAS
+   form while its scratch is at most 4 GiB, else the fused kernel), so that the two forms can
+   be timed against each other (issue 16 item 1: keep the faster).
    --workloads: run only these (default all; the others read "not run").
    --queued: after each workload's steps, as many again with the stream held (a host callback
    that sleeps 1.5 x the step's median + 2 ms) while the host enqueues the passes, so their
@@ -781,9 +782,10 @@ static int parse_options(int argc, char **argv, options *o) {
             else if (!strcmp(v, "pedantic")) o->math = GRZO_CUDA_MATH_PEDANTIC;
             else { snprintf(err, sizeof err, "--math: expected fast or pedantic, got '%s'", v); rc = -1; }
         } else if (!strcmp(a, "--attention")) {
-            if (!strcmp(v, "fused")) o->attention = LLM_ATTENTION_FUSED;
+            if (!strcmp(v, "auto")) o->attention = LLM_ATTENTION_AUTO;
+            else if (!strcmp(v, "fused")) o->attention = LLM_ATTENTION_FUSED;
             else if (!strcmp(v, "gemm")) o->attention = LLM_ATTENTION_GEMM;
-            else { snprintf(err, sizeof err, "--attention: expected fused or gemm, got '%s'", v); rc = -1; }
+            else { snprintf(err, sizeof err, "--attention: expected auto, fused or gemm, got '%s'", v); rc = -1; }
         } else if (!strcmp(a, "--workloads")) {
             o->workloads = parse_workloads(v);
             if (!o->workloads) {
@@ -850,7 +852,9 @@ int main(int argc, char **argv) {
                   "%lld steps after %lld warm-up (median); transient budget %lld MiB; peak = %.0f TFLOP/s (H100 SXM bf16 dense)\n",
               prop.name, prop.multiProcessorCount, (double)prop.totalGlobalMem * 1e-9,
               o.math == GRZO_CUDA_MATH_FAST ? "fast (tensor cores)" : "pedantic fp32",
-              o.attention == LLM_ATTENTION_GEMM ? "cuBLAS GEMMs + softmax" : "fused kernel", (long long)o.batch, (long long)o.seq_len,
+              o.attention == LLM_ATTENTION_GEMM    ? "cuBLAS GEMMs + softmax"
+              : o.attention == LLM_ATTENTION_FUSED ? "fused kernel"
+                                                   : "auto (cuBLAS GEMMs + softmax while the scratch is at most 4 GiB)", (long long)o.batch, (long long)o.seq_len,
               (long long)o.steps, (long long)o.warmup, (long long)o.transient_mb, H100_BF16_PEAK_TFLOPS);
     r.md_done = r.md.len;   /* the header stays through report_progress */
     for (si = 0; si < n_shapes; si++) {

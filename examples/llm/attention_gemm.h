@@ -13,6 +13,7 @@
 #ifndef GRZO_LLM_ATTENTION_GEMM_H
 #define GRZO_LLM_ATTENTION_GEMM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __CUDACC__
@@ -96,5 +97,26 @@ static inline llm_att_gemm llm_att_values_gemm(int32_t L, int32_t hd, int32_t ba
     g.batch = batch;
     return g;
 }
+
+/* Bytes of the scratch the GEMM form needs for a batch of S sequences of at most L rows, H
+   query heads of hd floats: the padded Q, K and V blocks (3 S H L hd floats) and the scores
+   (S H L^2 floats); SIZE_MAX when that does not fit a size_t. */
+static inline size_t llm_att_gemm_scratch_bytes(int32_t S, int32_t H, int32_t L, int32_t hd) {
+    uint64_t blocks, per_block;
+    if (S <= 0 || H <= 0 || L <= 0 || hd <= 0) return 0;
+    blocks = (uint64_t)S * (uint64_t)H;                          /* < 2^62: both below 2^31 */
+    per_block = (uint64_t)L * (3 * (uint64_t)hd + (uint64_t)L);  /* < 2^63 */
+    if (per_block > (uint64_t)SIZE_MAX / sizeof(float) / blocks) return SIZE_MAX;
+    return (size_t)(blocks * per_block * sizeof(float));
+}
+
+/* LLM_ATTENTION_AUTO's choice for a batch without a cache: the GEMM form, the faster on an
+   H200 at contexts of ~256 tokens (bench_gpu's floor pass, 2026-11-30: 23 % less time than
+   the fused kernel on SmolLM2-135M, 11 % on the Llama-3-8B shape), while its scratch for the
+   batch stays within LLM_ATT_AUTO_GEMM_MAX_BYTES (there, 32 sequences of 32 heads of 128:
+   up to L = 849 rows; that bench's 8B batch took 1.3 GB more than the fused kernel); past
+   that (long contexts: the scores grow as L^2) the fused kernel, which needs none. */
+#define LLM_ATT_AUTO_GEMM_MAX_BYTES ((size_t)4 << 30)
+static inline int llm_att_auto_uses_gemm(size_t scratch_bytes) { return scratch_bytes <= LLM_ATT_AUTO_GEMM_MAX_BYTES; }
 
 #endif

@@ -476,7 +476,7 @@ static grzo_status cu_create(const llm_ops_desc *d, llm_ops_state **out, char *e
                     (size_t)LLM_ATT_TQ * d->head_dim) * sizeof(float);
     s = cu_create_tables(os);
     if (s == GRZO_OK) s = cu_opt_in_shared(os);
-    if (s == GRZO_OK && d->attention == LLM_ATTENTION_GEMM) s = cu_create_blas(os);
+    if (s == GRZO_OK && d->attention != LLM_ATTENTION_FUSED) s = cu_create_blas(os);   /* AUTO may take the GEMM form */
     if (s != GRZO_OK) {
         snprintf(err, errlen, "llm ops (cuda): %s", os->err);
         cu_destroy(os);
@@ -562,9 +562,9 @@ static grzo_status cu_batched_gemm(llm_ops_state *os, const char *what, llm_att_
 static grzo_status cu_attention_gemm(llm_ops_state *os, float *q, const float *k, const float *v) {
     const llm_ops_desc *d = &os->d;
     int32_t L = os->max_len, hd = d->head_dim, batch = os->n_seqs * d->n_heads;
-    int64_t blk = (int64_t)L * hd, n = (int64_t)batch * blk, sc = (int64_t)L * L;
+    int64_t blk = (int64_t)L * hd, n = (int64_t)batch * blk;
     float *Qp, *Kp, *Vp, *P;
-    grzo_status s = cu_attention_scratch(os, ((size_t)n * 3 + (size_t)batch * (size_t)sc) * sizeof(float));
+    grzo_status s = cu_attention_scratch(os, llm_att_gemm_scratch_bytes(os->n_seqs, d->n_heads, L, hd));
     if (s != GRZO_OK) return s;
     Qp = os->att_buf;
     Kp = Qp + n;
@@ -587,11 +587,19 @@ static grzo_status cu_attention_gemm(llm_ops_state *os, float *q, const float *k
     return GRZO_OK;
 }
 
+/* the form of the batch in flight (no cache): GEMM when asked for, or at AUTO while its scratch
+   stays within attention_gemm.h's bound */
+static int cu_attention_takes_gemm(const llm_ops_state *os) {
+    if (os->d.attention == LLM_ATTENTION_GEMM) return 1;
+    return os->d.attention == LLM_ATTENTION_AUTO &&
+           llm_att_auto_uses_gemm(llm_att_gemm_scratch_bytes(os->n_seqs, os->d.n_heads, os->max_len, os->d.head_dim));
+}
+
 static grzo_status cu_attention(llm_ops_state *os, float *q, const float *k, const float *v, int32_t past, int64_t n_rows) {
     dim3 grid;
     if (n_rows == 0 || os->n_seqs == 0) return GRZO_OK;
-    /* with a cache (generation: one sequence, a few rows) the fused kernel serves both choices */
-    if (os->d.attention == LLM_ATTENTION_GEMM && past < 0) return cu_attention_gemm(os, q, k, v);
+    /* with a cache (generation: one sequence, a few rows) the fused kernel serves every choice */
+    if (past < 0 && cu_attention_takes_gemm(os)) return cu_attention_gemm(os, q, k, v);
     grid.x = (unsigned)((os->max_len + LLM_ATT_TQ - 1) / LLM_ATT_TQ);
     grid.y = (unsigned)os->d.n_heads;
     grid.z = (unsigned)os->n_seqs;

@@ -11,7 +11,9 @@
    products and softmax terms in different orders), padding rows exactly 0 in both.
    The check can fail: the scores GEMM with its keys operand not transposed must differ from
    the CPU by more than 1e-3 (in the batches whose head size is at most their longest
-   sequence, where that sabotage stays inside its buffer). Exit 0 pass, 1 fail. */
+   sequence, where that sabotage stays inside its buffer). Also the GEMM form's scratch size
+   (exact, and SIZE_MAX past a size_t) and LLM_ATTENTION_AUTO's choice at its 4 GiB bound.
+   Exit 0 pass, 1 fail. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,6 +199,26 @@ static void check(const char *name, int32_t n_heads, int32_t n_kv_heads, int32_t
     free(q); free(k); free(v); free(qc); free(qe);
 }
 
+/* The GEMM form's scratch size and AUTO's choice between the two forms (attention_gemm.h). */
+static void expect(int ok, const char *what) {
+    if (!ok) { fprintf(stderr, "FAIL: %s\n", what); failures++; }
+}
+
+static void check_scratch_and_auto(void) {
+    const size_t cap = LLM_ATT_AUTO_GEMM_MAX_BYTES;
+    /* 2 sequences x 3 heads, L = 5, hd = 4: 6 blocks of 3*5*4 + 5*5 = 85 floats */
+    expect(llm_att_gemm_scratch_bytes(2, 3, 5, 4) == 6 * 85 * sizeof(float), "scratch of 2 x 3 heads, L 5, hd 4");
+    expect(llm_att_gemm_scratch_bytes(0, 3, 5, 4) == 0 && llm_att_gemm_scratch_bytes(2, 3, -1, 4) == 0,
+           "scratch of an empty batch is 0");
+    expect(llm_att_gemm_scratch_bytes(65535, 2147483647, 2147483647, 2147483647) == SIZE_MAX,
+           "scratch past a size_t is SIZE_MAX");
+    /* bench_gpu's Llama-3-8B batch: 32 sequences x 32 heads of 128, up to L = 849 in the GEMM form */
+    expect(llm_att_auto_uses_gemm(llm_att_gemm_scratch_bytes(32, 32, 849, 128)), "AUTO takes the GEMM form at L 849");
+    expect(!llm_att_auto_uses_gemm(llm_att_gemm_scratch_bytes(32, 32, 850, 128)), "AUTO takes the fused kernel at L 850");
+    expect(llm_att_auto_uses_gemm(cap) && !llm_att_auto_uses_gemm(cap + 1) && !llm_att_auto_uses_gemm(SIZE_MAX),
+           "AUTO's bound is inclusive");
+}
+
 int main(void) {
     static const int32_t len1[] = {9, 1, 12, 5}, pad1[] = {0, 0, 3, 4};   /* the last: one real token */
     static const int32_t len2[] = {1, 1, 7}, pad2[] = {0, 0, 2};
@@ -209,6 +231,7 @@ int main(void) {
     check("grouped query (4 / 2, hd 64)", 4, 2, 64, len1, pad1, 4);
     check("multi-head (2 / 2, hd 80)", 2, 2, 80, len2, pad2, 3);
     check("grouped query (2 / 1, hd 130)", 2, 1, 130, len1, pad1, 4);
+    check_scratch_and_auto();
     printf("test_att_gemm_layout: %s\n", failures ? "FAIL" : "PASS");
     return failures ? 1 : 0;
 }

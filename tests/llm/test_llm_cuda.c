@@ -100,6 +100,7 @@ typedef struct op_fixture {
     const op_case *c;
     llm_ops_state *cpu_os, *gpu_os;
     llm_ops_state *gemm_os;       /* the CUDA ops with the attention through cuBLAS */
+    llm_ops_state *auto_os;       /* AUTO: the GEMM form at these sizes, the fused kernel with a cache */
     int64_t n_rows, n_out;
     int32_t max_seq_len;
     float *cos_t, *sin_t;
@@ -175,6 +176,8 @@ static void op_open(op_fixture *f, const op_case *c) {
     d.be = &cpu;
     if (llm_ops_cpu.create(&d, &f->cpu_os, err, sizeof err) != GRZO_OK) { fprintf(stderr, "FATAL: %s\n", err); exit(1); }
     d.be = &gpu;
+    if (llm_ops_cuda.create(&d, &f->auto_os, err, sizeof err) != GRZO_OK) { fprintf(stderr, "FATAL: %s\n", err); exit(1); }
+    d.attention = LLM_ATTENTION_FUSED;
     if (llm_ops_cuda.create(&d, &f->gpu_os, err, sizeof err) != GRZO_OK) { fprintf(stderr, "FATAL: %s\n", err); exit(1); }
     d.attention = LLM_ATTENTION_GEMM;
     if (llm_ops_cuda.create(&d, &f->gemm_os, err, sizeof err) != GRZO_OK) { fprintf(stderr, "FATAL: %s\n", err); exit(1); }
@@ -192,12 +195,14 @@ static void op_open(op_fixture *f, const op_case *c) {
     OP_OK(f->cpu_os, llm_ops_cpu, llm_ops_cpu.upload_layout(f->cpu_os, &lay, f->ids_cpu));
     OP_OK(f->gpu_os, llm_ops_cuda, llm_ops_cuda.upload_layout(f->gpu_os, &lay, f->ids_gpu));
     OP_OK(f->gemm_os, llm_ops_cuda, llm_ops_cuda.upload_layout(f->gemm_os, &lay, f->ids_gpu));
+    OP_OK(f->auto_os, llm_ops_cuda, llm_ops_cuda.upload_layout(f->auto_os, &lay, f->ids_gpu));
 }
 
 static void op_close(op_fixture *f) {
     llm_ops_cpu.destroy(f->cpu_os);
     llm_ops_cuda.destroy(f->gpu_os);
     llm_ops_cuda.destroy(f->gemm_os);
+    llm_ops_cuda.destroy(f->auto_os);
     grzo_backend_free(&gpu, f->ids_gpu);
     free(f->ids_cpu);
     free(f->ids); free(f->row_pos); free(f->out_row); free(f->seq_row0); free(f->seq_pad); free(f->seq_len);
@@ -263,6 +268,25 @@ static void check_padding_rows(const op_fixture *f, const float *q, const float 
     free(g);
 }
 
+/* AUTO computes what the form it takes computes, bit for bit: at these sizes (scratch far
+   below attention_gemm.h's bound) the GEMM form's output dq2 without a cache, the fused
+   kernel's dq with one (generation). gq: the rotated queries both started from. */
+static void check_auto_attention(const op_fixture *f, const float *gq, const float *dq, const float *dq2, const float *dkeys,
+                                 const float *dvalues, int64_t qn) {
+    const op_case *c = f->c;
+    float *da = (float *)dev_copy(gq, (size_t)qn * 4), *a = (float *)malloc((size_t)qn * 4),
+          *want = (float *)malloc((size_t)qn * 4);
+    int64_t i, n_diff = 0;
+    OP_OK(f->auto_os, llm_ops_cuda, llm_ops_cuda.attention(f->auto_os, da, dkeys, dvalues, c->past, f->n_rows));
+    to_host(a, da, (size_t)qn * 4);
+    to_host(want, c->past < 0 ? dq2 : dq, (size_t)qn * 4);
+    for (i = 0; i < qn; i++) n_diff += memcmp(&a[i], &want[i], 4) != 0;
+    TU_CHECK(n_diff == 0, "op attention (auto), case '%s': %lld of %lld values differ from the %s form's", c->label,
+             (long long)n_diff, (long long)qn, c->past < 0 ? "gemm" : "fused");
+    free(a); free(want);
+    grzo_backend_free(&gpu, da);
+}
+
 static void op_rope_attention(op_fixture *f) {
     const op_case *c = f->c;
     int32_t past0 = c->past > 0 ? c->past : 0;
@@ -301,6 +325,7 @@ static void op_rope_attention(op_fixture *f) {
     op_compare(f, "attention (gemm)", q, dq2, qn, 1e-5, 0.0);
     check_padding_rows(f, q, dq, "attention");
     check_padding_rows(f, q, dq2, "attention (gemm)");
+    check_auto_attention(f, gq, dq, dq2, dkeys, dvalues, qn);
     free(q); free(k); free(v); free(ck); free(cv); free(gq);
     grzo_backend_free(&gpu, dq); grzo_backend_free(&gpu, dq2); grzo_backend_free(&gpu, dk); grzo_backend_free(&gpu, dv);
     grzo_backend_free(&gpu, dck); grzo_backend_free(&gpu, dcv);
