@@ -468,9 +468,15 @@ if wanted tune; then
         model_args "$name"
         for est in grzo mezo fzoo; do
             run=$name-$est
-            # the CPU grid's choice (README, fine-tuning results): GRZO's normalized step diverges
-            # at 1e-4 where MeZO is at its best
-            lr=1e-4; [ "$est" = grzo ] && lr=1e-5
+            # stories260K: the CPU grid's choice (README, fine-tuning results): GRZO's normalized
+            # step diverges at 1e-4 where MeZO is at its best. SmolLM2: the H200 grid's choice on
+            # SST-2 (finetune.sh, 2026-11-30, dev accuracy after 200 steps); MeZO at 1e-4 diverged
+            # there after ~260 steps (loss 0.6 -> 30)
+            if [ "$name" = smollm2 ]; then
+                case $est in grzo) lr=3.9e-6 ;; mezo) lr=1e-5 ;; *) lr=5e-5 ;; esac
+            else
+                lr=1e-4; [ "$est" = grzo ] && lr=1e-5
+            fi
             # GRZO's and MeZO's curves come with the B_eff that explains them (issue 15 item 5)
             diag=(); [ "$est" = fzoo ] || diag=(--diagnose --diagnose-every 100 --diagnose-probes 32)
             rm -rf "${OUT:?}/tune/$run"
