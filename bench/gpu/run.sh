@@ -167,7 +167,9 @@ if logs:
     for d, pts in logs.items():
         a.plot([q["step"] for q in pts], [q["loss"] for q in pts], label=d, lw=0.8)
         b.plot([q.get("elapsed", 0) for q in pts], [q["loss"] for q in pts], label=d, lw=0.8)
-    a.set_xlabel("step"); b.set_xlabel("seconds"); a.set_ylabel("training loss"); a.legend(fontsize=7)
+    # log scale: a diverging run (MeZO at too large a rate reached 40+) flattens the others
+    a.set_yscale("log", nonpositive="mask"); b.set_yscale("log", nonpositive="mask")
+    a.set_xlabel("step"); b.set_xlabel("seconds"); a.set_ylabel("training loss (log scale)"); a.legend(fontsize=7)
     fig.tight_layout(); save(fig, "tune_loss.png"); plt.close(fig); made.append("tune_loss.png")
 print(" ".join(made))
 PY
@@ -196,7 +198,8 @@ plot_gnuplot() {
             echo "set termoption noenhanced"   # a title's '_' is a character, not a subscript
             echo "set output 'tune_loss.png.tmp'"
             echo "set xlabel 'step'"
-            echo "set ylabel 'training loss'"
+            echo "set ylabel 'training loss (log scale)'"
+            echo "set logscale y"   # a diverging run flattens the others on a linear scale
             (IFS=,; echo "plot ${plots[*]}")
         } > "$data/tune_loss.gp"
         (cd "$OUT" && gnuplot "$(basename "$data")/tune_loss.gp") 2> "$OUT/gnuplot.log" && mv "$OUT/tune_loss.png.tmp" "$OUT/tune_loss.png"
