@@ -401,6 +401,10 @@ if wanted tests; then
     PYTHONUNBUFFERED=1 timeout "$b" meson test -C "$BUILD" --suite cuda --no-rebuild --print-errorlogs --num-processes 5 2>&1 \
         | tee "$OUT/tests.log" | grep --line-buffered -E '^ *[0-9]+/[0-9]+ ' | sed -u 's/^ */    /'
     st=${PIPESTATUS[0]}
+    # the tests' own output comes back too: the figures they measure on the GPU (the bf16
+    # perturbation's rounding error, in-place MeZO's restore drift, the bf16 logits' distance
+    # D) are the ones grzo_cuda.h and the README state; the 2026-11-30 run left them behind
+    cp "$BUILD/meson-logs/testlog.txt" "$OUT/testlog.txt" 2> /dev/null
     skipped=$(sed -n 's/^Skipped: *\([0-9]*\).*/\1/p' "$OUT/tests.log")
     if [ "$st" -eq 0 ] && [ "${skipped:-0}" -gt 0 ]; then   # on a GPU machine a skip means the GPU was not usable
         record tests "FAILED: $skipped skipped (no usable CUDA device? tests.log)" $(( $(date +%s) - t0 ))
