@@ -854,7 +854,8 @@ int main(int argc, char **argv) {
               o.math == GRZO_CUDA_MATH_FAST ? "fast (tensor cores)" : "pedantic fp32",
               o.attention == LLM_ATTENTION_GEMM    ? "cuBLAS GEMMs + softmax"
               : o.attention == LLM_ATTENTION_FUSED ? "fused kernel"
-                                                   : "auto (cuBLAS GEMMs + softmax while the scratch is at most 4 GiB)", (long long)o.batch, (long long)o.seq_len,
+                                                   : "auto (cuBLAS GEMMs + softmax while the scratch is at most 4 GiB)",
+              (long long)o.batch, (long long)o.seq_len,
               (long long)o.steps, (long long)o.warmup, (long long)o.transient_mb, H100_BF16_PEAK_TFLOPS);
     r.md_done = r.md.len;   /* the header stays through report_progress */
     for (si = 0; si < n_shapes; si++) {
