@@ -223,11 +223,91 @@ __device__ static void grzo__cu_store_update(void *p, int dtype, int64_t i, floa
     grzo__cu_store_sr(p, dtype, i, v, w[0]);
 }
 
-/* ---- kernels ------------------------------------------------------------------------------- */
-__global__ static void grzo__k_noise(grzo_noise n, uint64_t first, int64_t count, float *out) {
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < count) out[i] = grzo__noise_value(&n, first + (uint64_t)i);
+/* ---- tiles: the element-wise kernels' layout --------------------------------------------------- */
+/* The element-wise kernels over a matrix (weights, or N rows of activations) take rows in y
+   (blockIdx.y, threadIdx.y) and each row in tiles of 128 consecutive columns, one tile per
+   warp, four elements per lane. So no element divides its index by the row length (64-bit
+   division is a software routine of ~70 instructions on a GPU), a row's segment, sign, touched
+   flag and flipout sign r are looked up once per row, and a Rademacher base U costs one Philox
+   call per tile instead of one per element: a row whose noise starts at index f is cut at the
+   multiples of 128 of the noise index (the groups of grzo__noise_value), so tile t of it is
+   group (f >> 7) + t, and its first column k0 = 128 ((f >> 7) + t) - f lies in (-128, 0] for
+   t = 0 (the lanes left of column 0 and right of the row's end do nothing). Lane l takes
+   offsets q * 32 + l (q = 0..3) of a tile: bit l of the group's word q, and each of the four
+   accesses is 32 consecutive elements (coalesced). Gaussian noise takes offsets 4 l + q
+   instead: group 32 g + l, one Philox call and one Box-Muller of 4 for the lane's four
+   consecutive elements. Every loop is grid-stride, so any size runs whatever the grid (capped
+   at GRZO__CU_GRID_MAX blocks each way), and every index is 64-bit. */
+#define GRZO__CU_TILE 128                        /* elements of a tile: one Rademacher group */
+#define GRZO__CU_WARPS (GRZO__CU_THREADS / 32)   /* warps of a block */
+#ifndef GRZO__CU_GRID_MAX
+#define GRZO__CU_GRID_MAX 65535u                 /* blocks in x and in y (gridDim.y's limit) */
+#endif
+
+/* tiles a row of `cols` elements whose noise starts at index f spans */
+__host__ __device__ static int64_t grzo__cu_tiles(uint64_t f, int64_t cols) {
+    return cols > 0 ? (int64_t)(((f + (uint64_t)cols - 1) >> 7) - (f >> 7)) + 1 : 0;
 }
+
+/* the first row of this thread, the row stride; the first tile of its warp, the tile stride */
+__device__ static int64_t grzo__cu_row0(void) { return (int64_t)blockIdx.y * blockDim.y + threadIdx.y; }
+__device__ static int64_t grzo__cu_row_step(void) { return (int64_t)gridDim.y * blockDim.y; }
+__device__ static int64_t grzo__cu_tile0(void) { return (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); }
+__device__ static int64_t grzo__cu_tile_step(void) { return (int64_t)gridDim.x * (blockDim.x >> 5); }
+__device__ static int grzo__cu_lane(void) { return (int)(threadIdx.x & 31u); }
+
+/* offset in its tile of this lane's element q: see the layout above */
+__device__ static int grzo__cu_tile_at(uint32_t dist, int lane, int q) {
+    return dist == GRZO_NOISE_GAUSSIAN ? 4 * lane + q : 32 * q + lane;
+}
+
+/* the columns of this lane's four elements in the tile at group g of a row whose noise starts
+   at f: tile_at(dist) past the tile's first column 128 g - f (negative for a row's first tile
+   when f is not a multiple of 128) */
+__device__ static void grzo__cu_tile_cols(uint32_t dist, uint64_t f, uint64_t g, int lane, int64_t k[4]) {
+    int64_t k0 = (int64_t)((g << 7) - f);
+    int q;
+    for (q = 0; q < 4; q++) k[q] = k0 + grzo__cu_tile_at(dist, lane, q);
+}
+
+/* the base noise at indices 128 g + tile_at(q) for this lane: grzo__noise_value's numbers, from
+   one Philox call */
+__device__ static void grzo__cu_tile_noise(const grzo_noise *u, uint64_t g, int lane, float z[4]) {
+    uint32_t w[4];
+    int q;
+    if (u->dist == GRZO_NOISE_GAUSSIAN) {
+        grzo__noise_group(u, (g << 5) + (uint64_t)lane, w);   /* indices 128 g + 4 lane + q */
+        grzo__gauss4(w, z);
+        return;
+    }
+    grzo__noise_group(u, g, w);
+    for (q = 0; q < 4; q++) z[q] = grzo__rademacher_bit(w, (unsigned)(32 * q + lane));
+}
+
+/* word i (0..7) of the 256 bits a, b */
+__device__ static uint32_t grzo__cu_word8(const uint32_t a[4], const uint32_t b[4], unsigned i) {
+    const uint32_t *h = i & 4u ? b : a;
+    return i & 2u ? (i & 1u ? h[3] : h[2]) : (i & 1u ? h[1] : h[0]);
+}
+
+/* Signs of Rademacher stream n at indices first + d[q], for d[q] in [0, 128) (others: any
+   sign, for a lane outside the row): a sign vector s_e read along a tile, whose indices are
+   not aligned to its groups, so the run spans group first >> 7 and (unless first is a
+   multiple of 128) the next: two Philox calls per tile at most, not one per element. */
+__device__ static void grzo__cu_sign_run(const grzo_noise *n, uint64_t first, const int64_t d[4], float s[4]) {
+    uint32_t a[4], b[4] = {0u, 0u, 0u, 0u};
+    unsigned sh = (unsigned)(first & 127u);
+    int q;
+    grzo__noise_group(n, first >> 7, a);
+    if (sh) grzo__noise_group(n, (first >> 7) + 1, b);
+    for (q = 0; q < 4; q++) {
+        unsigned bit = (sh + (unsigned)d[q]) & 255u;
+        s[q] = (grzo__cu_word8(a, b, bit >> 5) >> (bit & 31u)) & 1u ? 1.0f : -1.0f;
+    }
+}
+
+/* whether column k is one of the row's */
+__device__ static int grzo__cu_in_row(int64_t k, int64_t cols) { return k >= 0 && k < cols; }
 
 /* out[r][k] = W[j0 + r][k] (+ scale U[j0 + r][k]) as fp32, rows [j0, j0 + nr) */
 __global__ static void grzo__k_weight_chunk(const void *W, int dtype, int64_t cols, int64_t j0, int64_t nr,
@@ -238,93 +318,191 @@ __global__ static void grzo__k_weight_chunk(const void *W, int dtype, int64_t co
     out[i] = grzo__cu_load(W, dtype, e) + (scale != 0.0f ? scale * grzo__noise_value(&u, (uint64_t)e) : 0.0f);
 }
 
-/* XS[n][k] = X[n][k] s_e[k], e the example of row n's segment */
+/* XS[n][k] = X[n][k] s_e[k], e the example of row n's segment (looked up once per row) */
 __global__ static void grzo__k_scale_x(const float *X, int64_t N, int64_t d_in, grzo__cu_segs s, const float *S, float *XS) {
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, n, k;
-    if (i >= N * d_in) return;
-    n = i / d_in;
-    k = i % d_in;
-    XS[i] = X[i] * S[s.example[grzo__cu_segment_of(s, n)] * d_in + k];
-}
-
-/* Y[n][j0 + jj] += sign sigma r_e[j0 + jj] P[n][jj]; R = NULL: r = 1 (shared Z = U) */
-__global__ static void grzo__k_add_perturbation(float *Y, int64_t N, int64_t d_out, int64_t j0, int64_t w, const float *P,
-                                                grzo__cu_segs s, const float *R, float sigma) {
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, n, jj, c;
-    if (i >= N * w) return;
-    n = i / w;
-    jj = i % w;
-    c = grzo__cu_segment_of(s, n);
-    if (s.sign[c] == 0) return;
-    Y[n * d_out + j0 + jj] += (float)s.sign[c] * sigma * (R ? R[s.example[c] * d_out + j0 + jj] : 1.0f) * P[i];
-}
-
-__global__ static void grzo__k_vector(const float *x, float *y, const void *v, int dtype, int64_t d, int64_t N, int op,
-                                      grzo__cu_segs s, grzo_noise u, float sigma, int flipout) {
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, n, j;
-    float vj;
-    if (i >= N * d) return;
-    n = i / d;
-    j = i % d;
-    vj = grzo__cu_load(v, dtype, j);
-    if (s.n > 0) {
-        int64_t c = grzo__cu_segment_of(s, n);
-        if (s.sign[c] != 0) {
-            float z = grzo__noise_value(&u, (uint64_t)j);
-            if (flipout) {
-                grzo_noise r = grzo__cu_with_stream(u, GRZO_STREAM_SIGN_R);
-                z *= grzo__noise_value(&r, (uint64_t)(s.example[c] * d + j));
-            }
-            vj += (float)s.sign[c] * sigma * z;
+    const int lane = grzo__cu_lane();
+    int64_t n, nt = grzo__cu_tiles(0, d_in);
+    for (n = grzo__cu_row0(); n < N; n += grzo__cu_row_step()) {
+        const float *s_e = S + s.example[grzo__cu_segment_of(s, n)] * d_in, *x = X + n * d_in;
+        float *xs = XS + n * d_in;
+        int64_t t;
+        for (t = grzo__cu_tile0(); t < nt; t += grzo__cu_tile_step()) {
+            int64_t k[4];
+            int q;
+            grzo__cu_tile_cols(GRZO_NOISE_RADEMACHER, 0, (uint64_t)t, lane, k);
+            for (q = 0; q < 4; q++)
+                if (grzo__cu_in_row(k[q], d_in)) xs[k[q]] = x[k[q]] * s_e[k[q]];
         }
     }
-    y[i] = op == GRZO_VECTOR_MUL ? x[i] * vj : x[i] + vj;
 }
 
+/* Y[n][j0 + jj] += sign sigma r_e[j0 + jj] P[n][jj]; R = NULL: r = 1 (shared Z = U). A row's
+   segment once per row; rows of sign 0 are skipped whole. */
+__global__ static void grzo__k_add_perturbation(float *Y, int64_t N, int64_t d_out, int64_t j0, int64_t w, const float *P,
+                                                grzo__cu_segs s, const float *R, float sigma) {
+    const int lane = grzo__cu_lane();
+    int64_t n, nt = grzo__cu_tiles(0, w);
+    for (n = grzo__cu_row0(); n < N; n += grzo__cu_row_step()) {
+        int64_t c = grzo__cu_segment_of(s, n), t;
+        float ss;   /* sign sigma: the product the per-element form began with */
+        const float *r, *p = P + n * w;
+        float *y = Y + n * d_out + j0;
+        if (s.sign[c] == 0) continue;
+        ss = (float)s.sign[c] * sigma;
+        r = R ? R + s.example[c] * d_out + j0 : NULL;
+        for (t = grzo__cu_tile0(); t < nt; t += grzo__cu_tile_step()) {
+            int64_t k[4];
+            int q;
+            grzo__cu_tile_cols(GRZO_NOISE_RADEMACHER, 0, (uint64_t)t, lane, k);
+            for (q = 0; q < 4; q++)
+                if (grzo__cu_in_row(k[q], w)) y[k[q]] += ss * (r ? r[k[q]] : 1.0f) * p[k[q]];
+        }
+    }
+}
+
+/* y[n][j] = x[n][j] (op) (v[j] + sign sigma z_j), z_j = U[j] (r_e[j] with flipout): U's index is
+   the column, so the tiles start at column 0; r_e read along a tile (two Philox calls) */
+__global__ static void grzo__k_vector(const float *x, float *y, const void *v, int dtype, int64_t d, int64_t N, int op,
+                                      grzo__cu_segs s, grzo_noise u, float sigma, int flipout) {
+    const int lane = grzo__cu_lane();
+    const grzo_noise rn = grzo__cu_with_stream(u, GRZO_STREAM_SIGN_R);
+    int64_t n, nt = grzo__cu_tiles(0, d);
+    for (n = grzo__cu_row0(); n < N; n += grzo__cu_row_step()) {
+        int64_t e = 0, t;
+        int pert = 0;
+        float ss = 0.0f;
+        if (s.n > 0) {
+            int64_t c = grzo__cu_segment_of(s, n);
+            pert = s.sign[c] != 0;
+            ss = (float)s.sign[c] * sigma;
+            e = s.example[c];
+        }
+        for (t = grzo__cu_tile0(); t < nt; t += grzo__cu_tile_step()) {
+            int64_t k[4], off[4];
+            float z[4];
+            int q;
+            grzo__cu_tile_cols(u.dist, 0, (uint64_t)t, lane, k);
+            if (pert) {
+                grzo__cu_tile_noise(&u, (uint64_t)t, lane, z);
+                if (flipout) {
+                    float r[4];
+                    for (q = 0; q < 4; q++) off[q] = k[q] - t * GRZO__CU_TILE;
+                    grzo__cu_sign_run(&rn, (uint64_t)(e * d + t * GRZO__CU_TILE), off, r);
+                    for (q = 0; q < 4; q++) z[q] *= r[q];
+                }
+            }
+            for (q = 0; q < 4; q++) {
+                int64_t i = n * d + k[q];
+                float vj;
+                if (!grzo__cu_in_row(k[q], d)) continue;
+                vj = grzo__cu_load(v, dtype, k[q]);
+                if (pert) vj += ss * z[q];
+                y[i] = op == GRZO_VECTOR_MUL ? x[i] * vj : x[i] + vj;
+            }
+        }
+    }
+}
+
+/* y[n][k] = E[row][k] + sign sigma z, row = ids[n], z = U[row][k] (r_e[row] s_e[k] with
+   flipout): the tiles follow U's index row d + k; r once per row, s_e along a tile */
 __global__ static void grzo__k_embedding(const void *E, int dtype, const int32_t *ids, float *y, int64_t N, int64_t d,
                                          int64_t V, uint8_t *touched, grzo__cu_segs s, grzo_noise u, float sigma,
                                          int flipout, int *bad) {
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, n, k, row;
-    float val;
-    if (i >= N * d) return;
-    n = i / d;
-    k = i % d;
-    row = ids[n];
-    if (row < 0 || row >= V) { *bad = 1; return; }
-    if (touched && k == 0) touched[row] = 1;
-    val = grzo__cu_load(E, dtype, row * d + k);
-    if (s.n > 0) {
-        int64_t c = grzo__cu_segment_of(s, n);
-        if (s.sign[c] != 0) {
-            float z = grzo__noise_value(&u, (uint64_t)(row * d + k));
-            if (flipout) {
-                grzo_noise r = grzo__cu_with_stream(u, GRZO_STREAM_SIGN_R), sn = grzo__cu_with_stream(u, GRZO_STREAM_SIGN_S);
-                z *= grzo__noise_value(&r, (uint64_t)(s.example[c] * V + row)) *
-                     grzo__noise_value(&sn, (uint64_t)(s.example[c] * d + k));
+    const int lane = grzo__cu_lane();
+    const grzo_noise rn = grzo__cu_with_stream(u, GRZO_STREAM_SIGN_R), sn = grzo__cu_with_stream(u, GRZO_STREAM_SIGN_S);
+    int64_t n;
+    for (n = grzo__cu_row0(); n < N; n += grzo__cu_row_step()) {
+        int64_t row = ids[n], e = 0, nt, t;
+        uint64_t f;
+        int pert = 0;
+        float ss = 0.0f, rr = 1.0f;
+        if (row < 0 || row >= V) { *bad = 1; continue; }
+        f = (uint64_t)(row * d);
+        nt = grzo__cu_tiles(f, d);
+        if (s.n > 0) {
+            int64_t c = grzo__cu_segment_of(s, n);
+            pert = s.sign[c] != 0;
+            ss = (float)s.sign[c] * sigma;
+            e = s.example[c];
+            if (pert && flipout) rr = grzo__noise_value(&rn, (uint64_t)(e * V + row));
+        }
+        for (t = grzo__cu_tile0(); t < nt; t += grzo__cu_tile_step()) {
+            uint64_t grp = (f >> 7) + (uint64_t)t;
+            int64_t k[4];
+            float z[4];
+            int q;
+            grzo__cu_tile_cols(u.dist, f, grp, lane, k);
+            if (pert) {
+                grzo__cu_tile_noise(&u, grp, lane, z);
+                if (flipout) {
+                    int64_t k0 = (int64_t)((grp << 7) - f), kmin = k0 < 0 ? 0 : k0, off[4];
+                    float sv[4];
+                    for (q = 0; q < 4; q++) off[q] = k[q] - kmin;
+                    grzo__cu_sign_run(&sn, (uint64_t)(e * d + kmin), off, sv);
+                    for (q = 0; q < 4; q++) z[q] *= rr * sv[q];
+                }
             }
-            val += (float)s.sign[c] * sigma * z;
+            for (q = 0; q < 4; q++) {
+                float val;
+                if (!grzo__cu_in_row(k[q], d)) continue;
+                if (touched && k[q] == 0) touched[row] = 1;
+                val = grzo__cu_load(E, dtype, row * d + k[q]);
+                if (pert) val += ss * z[q];
+                y[n * d + k[q]] = val;
+            }
         }
     }
-    y[i] = val;
 }
 
-/* theta -= U (.) (sum_e coeff_e r_e s_e^T) + decay theta, one thread per element */
+/* element i of an update: theta_i - z g - decay theta_i, stored (rounded with group
+   round_first + i) */
+__device__ static void grzo__cu_update_one(void *P, int dtype, int64_t i, float z, float g, float decay, grzo_noise u,
+                                           uint32_t round_stream, uint64_t round_first) {
+    float p = grzo__cu_load(P, dtype, i);
+    p = p - z * g - decay * p;
+    grzo__cu_store_update(P, dtype, i, p, u, round_stream, round_first + (uint64_t)i);
+}
+
+/* theta -= U (.) (sum_e coeff_e r_e s_e^T) + decay theta. Tiled (see "tiles"): the rows a
+   `touched` mask leaves out are skipped whole; without flipout the coefficient sum is formed
+   once per thread; with flipout coeff_e r_ej once per row and example, and each of the lane's
+   four elements adds (coeff_e r_ej) s_ek, in the order of e, as the sum per element did (the
+   products are exact: r, s = +-1). The rounding draw stays one Philox call per element (group
+   round_first + i, word 0: the CPU backend's layout). */
 __global__ static void grzo__k_update(void *P, int dtype, int64_t rows, int64_t cols, grzo_noise u, int flipout, int vec,
                                       int64_t B, const float *coeff, const float *R, const float *S, float decay,
                                       const uint8_t *touched, uint32_t round_stream, uint64_t round_first) {
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, j, k, e;
-    float g = 0.0f, p;
-    if (i >= rows * cols) return;
-    j = i / cols;
-    k = i % cols;
-    if (touched && !touched[j]) return;
-    if (flipout)
-        for (e = 0; e < B; e++) g += coeff[e] * R[e * rows + j] * (vec ? 1.0f : S[e * cols + k]);
-    else
-        for (e = 0; e < B; e++) g += coeff[e];
-    p = grzo__cu_load(P, dtype, i);
-    p = p - grzo__noise_value(&u, (uint64_t)i) * g - decay * p;
-    grzo__cu_store_update(P, dtype, i, p, u, round_stream, round_first + (uint64_t)i);
+    const int lane = grzo__cu_lane();
+    float g_shared = 0.0f;
+    int64_t j, e;
+    if (!flipout)
+        for (e = 0; e < B; e++) g_shared += coeff[e];
+    for (j = grzo__cu_row0(); j < rows; j += grzo__cu_row_step()) {
+        uint64_t f = (uint64_t)j * (uint64_t)cols;
+        int64_t nt = grzo__cu_tiles(f, cols), t;
+        if (touched && !touched[j]) continue;
+        for (t = grzo__cu_tile0(); t < nt; t += grzo__cu_tile_step()) {
+            uint64_t grp = (f >> 7) + (uint64_t)t;
+            int64_t k[4];
+            float z[4], g[4];
+            int q;
+            grzo__cu_tile_cols(u.dist, f, grp, lane, k);
+            grzo__cu_tile_noise(&u, grp, lane, z);
+            for (q = 0; q < 4; q++) g[q] = g_shared;
+            if (flipout) {
+                int64_t kc[4];   /* columns clamped into the row: lanes outside read a valid s */
+                for (q = 0; q < 4; q++) kc[q] = k[q] < 0 ? 0 : k[q] >= cols ? cols - 1 : k[q];
+                for (e = 0; e < B; e++) {
+                    float cr = coeff[e] * R[e * rows + j];
+                    const float *s_e = S + e * cols;
+                    for (q = 0; q < 4; q++) g[q] += cr * (vec ? 1.0f : s_e[kc[q]]);
+                }
+            }
+            for (q = 0; q < 4; q++)
+                if (grzo__cu_in_row(k[q], cols))
+                    grzo__cu_update_one(P, dtype, (int64_t)f + k[q], z[q], g[q], decay, u, round_stream, round_first);
+        }
+    }
 }
 
 /* ---- fast mode: 16-bit operands for the tensor cores ---------------------------------------- */
@@ -340,40 +518,93 @@ __device__ static void grzo__cu_store_rn(void *p, int dtype, int64_t i, float v)
     else ((uint16_t *)p)[i] = grzo__cu_to16(v, dtype);
 }
 
+/* out[k] = to16(x[k]), k < n: one row, tiled (four coalesced elements per lane) */
 __global__ static void grzo__k_to16(const float *x, int64_t n, int dtype, uint16_t *out) {
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = grzo__cu_to16(x[i], dtype);
+    const int lane = grzo__cu_lane();
+    int64_t nt = grzo__cu_tiles(0, n), t;
+    if (grzo__cu_row0() != 0) return;   /* one row: the block's other rows have none */
+    for (t = grzo__cu_tile0(); t < nt; t += grzo__cu_tile_step()) {
+        int64_t k[4];
+        int q;
+        grzo__cu_tile_cols(GRZO_NOISE_RADEMACHER, 0, (uint64_t)t, lane, k);
+        for (q = 0; q < 4; q++)
+            if (grzo__cu_in_row(k[q], n)) out[k[q]] = grzo__cu_to16(x[k[q]], dtype);
+    }
 }
 
-/* XH[n][k] *= s_e[k] in place, e the example of row n's segment: a sign flip, exact in 16 bits */
+/* XH[n][k] *= s_e[k] in place, e the example of row n's segment (once per row): a sign flip,
+   exact in 16 bits */
 __global__ static void grzo__k_flip_signs16(uint16_t *XH, int64_t N, int64_t d_in, grzo__cu_segs s, const float *S) {
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, n, k;
-    if (i >= N * d_in) return;
-    n = i / d_in;
-    k = i % d_in;
-    if (S[s.example[grzo__cu_segment_of(s, n)] * d_in + k] < 0.0f) XH[i] ^= 0x8000u;
+    const int lane = grzo__cu_lane();
+    int64_t n, nt = grzo__cu_tiles(0, d_in);
+    for (n = grzo__cu_row0(); n < N; n += grzo__cu_row_step()) {
+        const float *s_e = S + s.example[grzo__cu_segment_of(s, n)] * d_in;
+        uint16_t *xh = XH + n * d_in;
+        int64_t t;
+        for (t = grzo__cu_tile0(); t < nt; t += grzo__cu_tile_step()) {
+            int64_t k[4];
+            int q;
+            grzo__cu_tile_cols(GRZO_NOISE_RADEMACHER, 0, (uint64_t)t, lane, k);
+            for (q = 0; q < 4; q++)
+                if (grzo__cu_in_row(k[q], d_in) && s_e[k[q]] < 0.0f) xh[k[q]] ^= 0x8000u;
+        }
+    }
 }
 
-/* elements first.. of a noise tensor as 16-bit values (Rademacher +-1: exact) */
-__global__ static void grzo__k_noise16(grzo_noise n, uint64_t first, int64_t count, int dtype, uint16_t *out) {
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < count) out[i] = grzo__cu_to16(grzo__noise_value(&n, first + (uint64_t)i), dtype);
+/* out[k] = noise at first + k, k < count, stored as grzo__cu_store_rn stores (16-bit
+   Rademacher +-1: exact): one row whose noise starts at `first`, tiled, so one Philox call per
+   128 Rademacher elements, one Box-Muller per 4 Gaussian ones; a fast-math chunk's first index
+   j0 d_in need not be a multiple of 128 (its first tile is partial) */
+__global__ static void grzo__k_noise(grzo_noise n, uint64_t first, int64_t count, int dtype, void *out) {
+    const int lane = grzo__cu_lane();
+    int64_t nt = grzo__cu_tiles(first, count), t;
+    if (grzo__cu_row0() != 0) return;   /* one row: the block's other rows have none */
+    for (t = grzo__cu_tile0(); t < nt; t += grzo__cu_tile_step()) {
+        uint64_t grp = (first >> 7) + (uint64_t)t;
+        int64_t k[4];
+        float z[4];
+        int q;
+        grzo__cu_tile_cols(n.dist, first, grp, lane, k);
+        grzo__cu_tile_noise(&n, grp, lane, z);
+        for (q = 0; q < 4; q++)
+            if (grzo__cu_in_row(k[q], count)) grzo__cu_store_rn(out, dtype, k[q], z[q]);
+    }
 }
 
+/* out = theta + scale z, z = U (.) r_e s_e^T (flipout; a vector block: U (.) r_e), rounded to
+   the storage type: r once per row, s_e read along a tile (two Philox calls at most) */
 __global__ static void grzo__k_perturbed_copy(const void *P, int dtype, int64_t rows, int64_t cols, grzo_noise u,
                                               int flipout, int vec, int64_t example, float scale, void *out) {
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, j, k;
-    float z;
-    if (i >= rows * cols) return;
-    j = i / cols;
-    k = i % cols;
-    z = grzo__noise_value(&u, (uint64_t)i);
-    if (flipout) {
-        grzo_noise r = grzo__cu_with_stream(u, GRZO_STREAM_SIGN_R), s = grzo__cu_with_stream(u, GRZO_STREAM_SIGN_S);
-        z *= grzo__noise_value(&r, (uint64_t)(example * rows + j));
-        if (!vec) z *= grzo__noise_value(&s, (uint64_t)(example * cols + k));
+    const int lane = grzo__cu_lane();
+    const grzo_noise rn = grzo__cu_with_stream(u, GRZO_STREAM_SIGN_R), sn = grzo__cu_with_stream(u, GRZO_STREAM_SIGN_S);
+    int64_t j;
+    for (j = grzo__cu_row0(); j < rows; j += grzo__cu_row_step()) {
+        uint64_t f = (uint64_t)j * (uint64_t)cols;
+        int64_t nt = grzo__cu_tiles(f, cols), t;
+        float rr = flipout ? grzo__noise_value(&rn, (uint64_t)(example * rows + j)) : 1.0f;
+        for (t = grzo__cu_tile0(); t < nt; t += grzo__cu_tile_step()) {
+            uint64_t grp = (f >> 7) + (uint64_t)t;
+            int64_t k[4];
+            float z[4];
+            int q;
+            grzo__cu_tile_cols(u.dist, f, grp, lane, k);
+            grzo__cu_tile_noise(&u, grp, lane, z);
+            if (flipout) {
+                for (q = 0; q < 4; q++) z[q] *= rr;
+                if (!vec) {
+                    int64_t k0 = (int64_t)((grp << 7) - f), kmin = k0 < 0 ? 0 : k0, off[4];
+                    float sv[4];
+                    for (q = 0; q < 4; q++) off[q] = k[q] - kmin;
+                    grzo__cu_sign_run(&sn, (uint64_t)(example * cols + kmin), off, sv);
+                    for (q = 0; q < 4; q++) z[q] *= sv[q];
+                }
+            }
+            for (q = 0; q < 4; q++) {
+                int64_t i = (int64_t)f + k[q];
+                if (grzo__cu_in_row(k[q], cols)) grzo__cu_store_rn(out, dtype, i, grzo__cu_load(P, dtype, i) + scale * z[q]);
+            }
+        }
     }
-    grzo__cu_store_rn(out, dtype, i, grzo__cu_load(P, dtype, i) + scale * z);
 }
 
 /* ---- variant kernels (grzo.h section 3c): the element functions are grzo.h's, host and
@@ -503,6 +734,34 @@ __global__ static void grzo__k_perturbed_copy_variant(grzo_param p, grzo_noise u
 }
 
 /* ---- host helpers -------------------------------------------------------------------------- */
+/* The launch of a tiled kernel (see "tiles") over `rows` rows of at most `tiles` tiles each:
+   a block's warps go along a row as far as it has tiles (a power of 2), the others to the
+   next rows, so that narrow rows (a vector block's one column) do not leave warps idle. */
+typedef struct grzo__cu_shape { dim3 grid, block; } grzo__cu_shape;
+static grzo__cu_shape grzo__cu_rows_shape(int64_t rows, int64_t tiles) {
+    grzo__cu_shape sh;
+    unsigned wx = 1, wy;
+    int64_t gx, gy;
+    while (wx < GRZO__CU_WARPS && (int64_t)wx < tiles) wx *= 2;
+    wy = GRZO__CU_WARPS / wx;
+    gx = (tiles + wx - 1) / wx;
+    gy = (rows + wy - 1) / wy;
+    sh.block = dim3(32 * wx, wy);
+    sh.grid = dim3(gx < 1 ? 1u : gx > GRZO__CU_GRID_MAX ? GRZO__CU_GRID_MAX : (unsigned)gx,
+                   gy < 1 ? 1u : gy > GRZO__CU_GRID_MAX ? GRZO__CU_GRID_MAX : (unsigned)gy);
+    return sh;
+}
+/* the most tiles a row of `cols` columns spans: cols / 128 when its noise starts at a multiple
+   of 128 (every row of a kernel, when cols is one), else one or two more (a bound for the
+   grid only: the loops are grid-stride) */
+static grzo__cu_shape grzo__cu_matrix_shape(int64_t rows, int64_t cols) {
+    return grzo__cu_rows_shape(rows, cols % GRZO__CU_TILE == 0 ? cols / GRZO__CU_TILE : cols / GRZO__CU_TILE + 2);
+}
+/* one row of `count` elements whose noise starts at `first` */
+static grzo__cu_shape grzo__cu_run_shape(uint64_t first, int64_t count) {
+    return grzo__cu_rows_shape(1, grzo__cu_tiles(first, count));
+}
+
 /* Scratch of at least `bytes`, carved by the caller; grows (synchronizing) when too small. */
 static grzo_status grzo__cu_scratch(grzo__cuda *cu, size_t bytes, void **out) {
     grzo_status s;
@@ -617,7 +876,8 @@ static grzo_status grzo__cu_segments(grzo__cuda *cu, const grzo_perturb *pt, grz
 
 static grzo_status grzo__cu_fill(grzo__cuda *cu, grzo_noise n, uint64_t first, int64_t count, float *out) {
     if (count <= 0) return GRZO_OK;
-    grzo__k_noise<<<grzo__cu_blocks(count), GRZO__CU_THREADS, 0, cu->stream>>>(n, first, count, out);
+    grzo__cu_shape sh = grzo__cu_run_shape(first, count);
+    grzo__k_noise<<<sh.grid, sh.block, 0, cu->stream>>>(n, first, count, GRZO_DTYPE_F32, out);
     GRZO__CU_LAUNCHED(cu, "noise kernel");
     return GRZO_OK;
 }
@@ -768,7 +1028,8 @@ static grzo_status grzo__cu_linear_fast16(grzo__cuda *cu, const grzo_linear_args
     c.used = 0;
     if ((s = grzo__cu_segments(cu, pt, &segs)) != GRZO_OK) return s;
     XH = (uint16_t *)grzo__cu_take(&c, (size_t)(N * d_in) * 2);
-    grzo__k_to16<<<grzo__cu_blocks(N * d_in), GRZO__CU_THREADS, 0, cu->stream>>>(a->x, N * d_in, dt, XH);
+    grzo__cu_shape sh = grzo__cu_run_shape(0, N * d_in);
+    grzo__k_to16<<<sh.grid, sh.block, 0, cu->stream>>>(a->x, N * d_in, dt, XH);
     GRZO__CU_LAUNCHED(cu, "to16 kernel");
     if ((s = grzo__cu_gemm_nt16(cu, dt, N, d_out, d_in, XH, a->w.data, a->y, d_out)) != GRZO_OK) return s;
     if (!pt) return GRZO_OK;
@@ -779,19 +1040,19 @@ static grzo_status grzo__cu_linear_fast16(grzo__cuda *cu, const grzo_linear_args
         R = (float *)grzo__cu_take(&c, (size_t)(B * d_out) * 4);
         S = (float *)grzo__cu_take(&c, (size_t)(B * d_in) * 4);
         if ((s = grzo__cu_fill(cu, r, 0, B * d_out, R)) != GRZO_OK || (s = grzo__cu_fill(cu, sn, 0, B * d_in, S)) != GRZO_OK) return s;
-        grzo__k_flip_signs16<<<grzo__cu_blocks(N * d_in), GRZO__CU_THREADS, 0, cu->stream>>>(XH, N, d_in, segs, S);
+        grzo__cu_shape sh = grzo__cu_matrix_shape(N, d_in);
+        grzo__k_flip_signs16<<<sh.grid, sh.block, 0, cu->stream>>>(XH, N, d_in, segs, S);
         GRZO__CU_LAUNCHED(cu, "flip_signs16 kernel");
     }
     Uc = (uint16_t *)grzo__cu_take(&c, (size_t)(chunk * d_in) * 2);
     P = (float *)grzo__cu_take(&c, (size_t)(N * chunk) * 4);
     for (j0 = 0; j0 < d_out; j0 += chunk) {
         int64_t nr = j0 + chunk > d_out ? d_out - j0 : chunk;
-        grzo__k_noise16<<<grzo__cu_blocks(nr * d_in), GRZO__CU_THREADS, 0, cu->stream>>>(pt->base, (uint64_t)(j0 * d_in), nr * d_in,
-                                                                                        dt, Uc);
+        grzo__cu_shape shu = grzo__cu_run_shape((uint64_t)(j0 * d_in), nr * d_in), shp = grzo__cu_matrix_shape(N, nr);
+        grzo__k_noise<<<shu.grid, shu.block, 0, cu->stream>>>(pt->base, (uint64_t)(j0 * d_in), nr * d_in, dt, Uc);
         GRZO__CU_LAUNCHED(cu, "noise16 kernel");
         if ((s = grzo__cu_gemm_nt16(cu, dt, N, nr, d_in, XH, Uc, P, nr)) != GRZO_OK) return s;
-        grzo__k_add_perturbation<<<grzo__cu_blocks(N * nr), GRZO__CU_THREADS, 0, cu->stream>>>(a->y, N, d_out, j0, nr, P, segs, R,
-                                                                                              pt->sigma);
+        grzo__k_add_perturbation<<<shp.grid, shp.block, 0, cu->stream>>>(a->y, N, d_out, j0, nr, P, segs, R, pt->sigma);
         GRZO__CU_LAUNCHED(cu, "add_perturbation kernel");
     }
     return GRZO_OK;
@@ -895,7 +1156,8 @@ static grzo_status grzo__cu_linear_lowrank(grzo__cuda *cu, const grzo_linear_arg
         grzo__cu_segs segs;
         if ((s = grzo__cu_segments(cu, pt, &segs)) != GRZO_OK) return s;
         if (flip) {
-            grzo__k_scale_x<<<grzo__cu_blocks(N * d_in), GRZO__CU_THREADS, 0, cu->stream>>>(a->x, N, d_in, segs, S, XS);
+            grzo__cu_shape sh = grzo__cu_matrix_shape(N, d_in);
+            grzo__k_scale_x<<<sh.grid, sh.block, 0, cu->stream>>>(a->x, N, d_in, segs, S, XS);
             GRZO__CU_LAUNCHED(cu, "scale_x kernel");
         }
         if ((s = grzo__cu_fill(cu, un, 0, d_out * r, U)) != GRZO_OK) return s;
@@ -916,7 +1178,8 @@ static grzo_status grzo__cu_linear_lowrank(grzo__cuda *cu, const grzo_linear_arg
             }
             if (s != GRZO_OK) return s;
             if ((s = grzo__cu_gemm_nt(cu, N, nr, r, T, U + j0 * r, P, nr)) != GRZO_OK) return s;   /* ... U^T */
-            grzo__k_add_perturbation<<<grzo__cu_blocks(N * nr), GRZO__CU_THREADS, 0, cu->stream>>>(
+            grzo__cu_shape sh = grzo__cu_matrix_shape(N, nr);
+            grzo__k_add_perturbation<<<sh.grid, sh.block, 0, cu->stream>>>(
                 a->y, N, d_out, j0, nr, P, segs, R, pt->sigma * (float)(1.0 / sqrt((double)r)));
             GRZO__CU_LAUNCHED(cu, "add_perturbation kernel");
         }
@@ -1015,7 +1278,8 @@ static grzo_status grzo__cu_linear(void *self, const grzo_linear_args *a) {
         S = (float *)grzo__cu_take(&c, (size_t)(B * d_in) * 4);
         xs = (float *)grzo__cu_take(&c, (size_t)(N * d_in) * 4);
         if ((s = grzo__cu_fill(cu, r, 0, B * d_out, R)) != GRZO_OK || (s = grzo__cu_fill(cu, sn, 0, B * d_in, S)) != GRZO_OK) return s;
-        grzo__k_scale_x<<<grzo__cu_blocks(N * d_in), GRZO__CU_THREADS, 0, cu->stream>>>(a->x, N, d_in, segs, S, xs);
+        grzo__cu_shape sh = grzo__cu_matrix_shape(N, d_in);
+        grzo__k_scale_x<<<sh.grid, sh.block, 0, cu->stream>>>(a->x, N, d_in, segs, S, xs);
         GRZO__CU_LAUNCHED(cu, "scale_x kernel");
         XS = xs;
     }
@@ -1054,8 +1318,8 @@ static grzo_status grzo__cu_linear(void *self, const grzo_linear_args *a) {
         if (!two) continue;
         if ((s = grzo__cu_fill(cu, u, (uint64_t)(j0 * d_in), nr * d_in, Uc)) != GRZO_OK) return s;
         if ((s = grzo__cu_gemm_nt(cu, N, nr, d_in, XS, Uc, P, nr)) != GRZO_OK) return s;
-        grzo__k_add_perturbation<<<grzo__cu_blocks(N * nr), GRZO__CU_THREADS, 0, cu->stream>>>(a->y, N, d_out, j0, nr, P, segs, R,
-                                                                                              pt->sigma);
+        grzo__cu_shape sh = grzo__cu_matrix_shape(N, nr);
+        grzo__k_add_perturbation<<<sh.grid, sh.block, 0, cu->stream>>>(a->y, N, d_out, j0, nr, P, segs, R, pt->sigma);
         GRZO__CU_LAUNCHED(cu, "add_perturbation kernel");
     }
     return GRZO_OK;
@@ -1069,7 +1333,8 @@ static grzo_status grzo__cu_vector(void *self, const grzo_vector_args *a) {
     if (s != GRZO_OK) return s;
     if (pt && a->variant) return grzo__cu_vector_variant(cu, a, pt);
     if ((s = grzo__cu_segments(cu, pt, &segs)) != GRZO_OK) return s;
-    grzo__k_vector<<<grzo__cu_blocks(a->n_rows * a->v.rows), GRZO__CU_THREADS, 0, cu->stream>>>(
+    grzo__cu_shape sh = grzo__cu_matrix_shape(a->n_rows, a->v.rows);
+    grzo__k_vector<<<sh.grid, sh.block, 0, cu->stream>>>(
         a->x, a->y, a->v.data, (int)a->v.dtype, a->v.rows, a->n_rows, (int)a->op, segs, pt ? pt->base : grzo_noise(),
         pt ? pt->sigma : 0.0f, pt ? pt->flipout : 0);
     GRZO__CU_LAUNCHED(cu, "vector kernel");
@@ -1086,7 +1351,8 @@ static grzo_status grzo__cu_embedding(void *self, const grzo_embedding_args *a) 
     if (s != GRZO_OK) return s;
     if (pt && a->variant) return grzo__cu_embedding_variant(cu, a, pt);
     if ((s = grzo__cu_segments(cu, pt, &segs)) != GRZO_OK) return s;
-    grzo__k_embedding<<<grzo__cu_blocks(a->n_rows * a->e.cols), GRZO__CU_THREADS, 0, cu->stream>>>(
+    grzo__cu_shape sh = grzo__cu_matrix_shape(a->n_rows, a->e.cols);
+    grzo__k_embedding<<<sh.grid, sh.block, 0, cu->stream>>>(
         a->e.data, (int)a->e.dtype, a->ids, a->y, a->n_rows, a->e.cols, a->e.rows, a->touched, segs,
         pt ? pt->base : grzo_noise(), pt ? pt->sigma : 0.0f, pt ? pt->flipout : 0, cu->d_flag);
     GRZO__CU_LAUNCHED(cu, "embedding kernel");
@@ -1125,7 +1391,8 @@ static grzo_status grzo__cu_update(void *self, const grzo_update_args *a) {
         if ((s = grzo__cu_fill(cu, r, 0, B * rows, R)) != GRZO_OK || (s = grzo__cu_fill(cu, sn, 0, B * cols, S)) != GRZO_OK) return s;
     }
     if (a->variant) return grzo__cu_update_variant(cu, a, (const float *)coeff, R, S);
-    grzo__k_update<<<grzo__cu_blocks(rows * cols), GRZO__CU_THREADS, 0, cu->stream>>>(
+    grzo__cu_shape sh = grzo__cu_matrix_shape(rows, cols);
+    grzo__k_update<<<sh.grid, sh.block, 0, cu->stream>>>(
         a->p.data, (int)a->p.dtype, rows, cols, a->base, flip, vec, B, (const float *)coeff, R, S, a->decay, a->touched,
         a->round_stream ? a->round_stream : GRZO_STREAM_ROUND, grzo__cu_round_first(a));
     GRZO__CU_LAUNCHED(cu, "update kernel");
@@ -1137,7 +1404,8 @@ static grzo_status grzo__cu_perturbed_copy(void *self, const grzo_copy_args *a) 
     grzo_status s = grzo__cu_check(cu);
     if (s != GRZO_OK) return s;
     if (a->variant) return grzo__cu_perturbed_copy_variant(cu, a);
-    grzo__k_perturbed_copy<<<grzo__cu_blocks(a->p.rows * a->p.cols), GRZO__CU_THREADS, 0, cu->stream>>>(
+    grzo__cu_shape sh = grzo__cu_matrix_shape(a->p.rows, a->p.cols);
+    grzo__k_perturbed_copy<<<sh.grid, sh.block, 0, cu->stream>>>(
         a->p.data, (int)a->p.dtype, a->p.rows, a->p.cols, a->base, a->flipout, a->p.kind == GRZO_BLOCK_VECTOR, a->example,
         a->scale, a->out);
     GRZO__CU_LAUNCHED(cu, "perturbed_copy kernel");
