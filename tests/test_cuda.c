@@ -31,6 +31,12 @@
    - no synchronization inside a pass: a bad token id is reported by the next synchronize (and
      only once), update coefficients may be overwritten as soon as update returns, and the
      memory accounting follows allocations byte for byte;
+   - the tiled element-wise kernels (grzo_cuda.cu, "tiles") at their edges: rows not a
+     multiple of 128 wide (so rows start mid-tile), 1 wide, vector blocks, touched masks,
+     Gaussian noise (4 elements a lane), segment tables with sign 0, fast-math chunks whose
+     noise starts at j0 d_in for odd d_in: against the CPU backend within 1e-6 (1e-5 for
+     linears; inputs exact in 16 bits, so the fast path matches too); test_cuda_emulated runs
+     with grids of at most 2 blocks each way, so that every grid-stride loop turns;
    - freeing a pointer twice or one never given out changes nothing and leaves no error for
      the next operation; a linear past cuBLAS's int sizes is refused (UNSUPPORTED). */
 #define GRZO_IMPLEMENTATION
@@ -720,8 +726,154 @@ static void test_linear_int_limits(void) {
     CHECK(s == GRZO_ERR_UNSUPPORTED, "2^32 columns: %s", grzo_status_str(s));
 }
 
+/* ---- the tiled kernels' edges (grzo_cuda.cu, "tiles"): rows cut at multiples of 128 of the
+   noise index, so a row may start mid-tile; four elements a lane, Gaussian ones 4 apart ------ */
+static const int64_t edge_shapes[][2] = {{9, 301}, {130, 7}, {3, 1}, {2, 128}, {5, 129}};
+static const int64_t edge_off[7] = {0, 2, 3, 7, 8, 12, 15}, edge_ex[6] = {0, 1, 2, 0, 1, 2};
+static const int8_t edge_sign[6] = {1, 0, 1, -1, -1, 0};   /* sign 0 among the segments */
+
+static void edge_perturb(grzo_perturb *pt, uint32_t dist, int flipout) {
+    memset(pt, 0, sizeof *pt);
+    pt->base.seed = 0xABCDEF12345ull; pt->base.step = 3; pt->base.block = 4; pt->base.dist = dist;
+    pt->sigma = 0.25f; pt->flipout = flipout; pt->n_examples = 3; pt->n_segments = 6;
+    pt->offsets = edge_off; pt->sign = edge_sign; pt->example = edge_ex;
+}
+
+/* update (touched rows too) and perturbed copy of fp32 blocks, both backends */
+static void test_edges_update_copy(uint32_t dist) {
+    int s, fl, tc;
+    for (s = 0; s < 5; s++)
+        for (fl = 0; fl < 2; fl++)
+            for (tc = 0; tc < 3; tc++) {   /* tc 0: matrix, 1: embedding with a touched mask, 2: vector */
+                int64_t rows = edge_shapes[s][0], cols = tc == 2 ? 1 : edge_shapes[s][1], n = rows * cols, i;
+                float coeff[3] = {0.37f, -0.11f, 0.052f}, *Pc = random_floats(n, 40 + (uint32_t)s), *Pg = (float *)malloc((size_t)n * 4);
+                float *oc = (float *)malloc((size_t)n * 4), *og = (float *)malloc((size_t)n * 4);
+                uint8_t *t = (uint8_t *)malloc((size_t)rows);
+                void *dP = dev_from(Pc, (size_t)n * 4), *dT, *dO = dev_from(Pc, (size_t)n * 4);
+                grzo_update_args u;
+                grzo_copy_args c;
+                for (i = 0; i < rows; i++) t[i] = (uint8_t)(i % 3 != 1);
+                dT = dev_from(t, (size_t)rows);
+                memset(&u, 0, sizeof u);
+                u.p.kind = tc == 1 ? GRZO_BLOCK_EMBEDDING : tc == 2 ? GRZO_BLOCK_VECTOR : GRZO_BLOCK_MATRIX;
+                u.p.dtype = GRZO_DTYPE_F32; u.p.rows = rows; u.p.cols = cols;
+                u.base.seed = 0xABCDEF12345ull; u.base.step = 3; u.base.block = 4; u.base.dist = dist;
+                u.flipout = fl; u.n_examples = 3; u.coeff = coeff;
+                memset(&c, 0, sizeof c);
+                c.p = u.p; c.base = u.base; c.flipout = fl; c.example = 2; c.scale = 0.37f;
+                /* the copy first (the update changes P) */
+                c.p.data = Pc; c.out = oc;
+                CHECK(cpu.iface->perturbed_copy(cpu.self, &c) == GRZO_OK, "cpu perturbed_copy");
+                c.p.data = dP; c.out = dO;
+                CHECK(gpu.iface->perturbed_copy(gpu.self, &c) == GRZO_OK, "gpu perturbed_copy");
+                to_host(og, dO, (size_t)n * 4);
+                CHECK(rel_diff(og, oc, n) <= 1e-6, "edges: perturbed copy %lld x %lld kind %d flipout %d dist %u: rel diff %.3g",
+                      (long long)rows, (long long)cols, tc, fl, dist, rel_diff(og, oc, n));
+                u.touched = tc == 1 ? t : NULL;
+                u.p.data = Pc;
+                CHECK(cpu.iface->update(cpu.self, &u) == GRZO_OK, "cpu update");
+                u.touched = tc == 1 ? (uint8_t *)dT : NULL;
+                u.p.data = dP;
+                CHECK(gpu.iface->update(gpu.self, &u) == GRZO_OK, "gpu update");
+                to_host(Pg, dP, (size_t)n * 4);
+                CHECK(rel_diff(Pg, Pc, n) <= 1e-6, "edges: update %lld x %lld kind %d flipout %d dist %u: rel diff %.3g",
+                      (long long)rows, (long long)cols, tc, fl, dist, rel_diff(Pg, Pc, n));
+                grzo_backend_free(&gpu, dP); grzo_backend_free(&gpu, dT); grzo_backend_free(&gpu, dO);
+                free(Pc); free(Pg); free(oc); free(og); free(t);
+            }
+}
+
+/* X as multiples of 1/8 in [-1, 1): exact in 16 bits, and their sums with +-1 factors exact
+   in fp32, so a 16-bit fast-math product of them equals the fp32 one */
+static float *dyadic_floats(int64_t n, uint32_t stream) {
+    float *x = random_floats(n, stream);
+    int64_t i;
+    for (i = 0; i < n; i++) x[i] = floorf(x[i] * 16.0f) / 8.0f;
+    return x;
+}
+
+/* vector, embedding (touched marks) and linear over a segment table with signs 0, for widths
+   that are not multiples of 128 (and 1); the fast-math linear with 16-bit zero weights in
+   chunks of output rows whose noise starts at j0 d_in, d_in odd: not a multiple of 128 */
+static void test_edges_ops(grzo_backend *fast, grzo_backend *fast_chunked, uint32_t dist) {
+    static const int64_t widths[4] = {301, 1, 128, 129};
+    const int64_t N = 15, V = 11;
+    int wi, fl, op;
+    for (wi = 0; wi < 4; wi++)
+        for (fl = 0; fl < 2; fl++) {
+            int64_t d = widths[wi], DO = 37, i;
+            float *X = dyadic_floats(N * d, 50), *v = random_floats(V * d, 51);
+            float *yc = (float *)calloc((size_t)(N * (d > DO ? d : DO)), 4), *yg = (float *)calloc((size_t)(N * (d > DO ? d : DO)), 4);
+            float *W0 = (float *)calloc((size_t)(DO * d), 4);
+            uint16_t *W16 = (uint16_t *)calloc((size_t)(DO * d), 2);
+            int32_t ids[15];
+            uint8_t tc[11], tg[11];
+            void *dX = dev_from(X, (size_t)(N * d) * 4), *dv = dev_from(v, (size_t)(V * d) * 4), *dY = dev_from(yc, (size_t)(N * (d > DO ? d : DO)) * 4);
+            void *dids, *dT, *dW0 = dev_from(W0, (size_t)(DO * d) * 4), *dW16 = dev_from(W16, (size_t)(DO * d) * 2);
+            grzo_perturb pt;
+            grzo_vector_args va;
+            grzo_embedding_args ea;
+            grzo_linear_args la;
+            edge_perturb(&pt, dist, fl);
+            for (op = 0; op < 2; op++) {
+                memset(&va, 0, sizeof va);
+                va.v.kind = GRZO_BLOCK_VECTOR; va.v.dtype = GRZO_DTYPE_F32; va.v.rows = d; va.v.cols = 1;
+                va.op = op ? GRZO_VECTOR_ADD : GRZO_VECTOR_MUL; va.n_rows = N; va.perturb = &pt;
+                va.v.data = v; va.x = X; va.y = yc;
+                CHECK(cpu.iface->vector(cpu.self, &va) == GRZO_OK, "cpu vector");
+                va.v.data = dv; va.x = (const float *)dX; va.y = (float *)dY;
+                CHECK(gpu.iface->vector(gpu.self, &va) == GRZO_OK, "gpu vector");
+                to_host(yg, dY, (size_t)(N * d) * 4);
+                CHECK(rel_diff(yg, yc, N * d) <= 1e-6, "edges: vector d %lld op %d flipout %d dist %u: rel diff %.3g",
+                      (long long)d, op, fl, dist, rel_diff(yg, yc, N * d));
+            }
+            for (i = 0; i < N; i++) ids[i] = (int32_t)((i * 7 + 3) % V);
+            memset(tc, 0, sizeof tc);
+            memset(tg, 0, sizeof tg);
+            dids = dev_from(ids, sizeof ids);
+            dT = dev_from(tg, sizeof tg);
+            memset(&ea, 0, sizeof ea);
+            ea.e.kind = GRZO_BLOCK_EMBEDDING; ea.e.dtype = GRZO_DTYPE_F32; ea.e.rows = V; ea.e.cols = d; ea.n_rows = N; ea.perturb = &pt;
+            ea.e.data = v; ea.ids = ids; ea.y = yc; ea.touched = tc;
+            CHECK(cpu.iface->embedding(cpu.self, &ea) == GRZO_OK, "cpu embedding");
+            ea.e.data = dv; ea.ids = (const int32_t *)dids; ea.y = (float *)dY; ea.touched = (uint8_t *)dT;
+            CHECK(gpu.iface->embedding(gpu.self, &ea) == GRZO_OK && gpu.iface->synchronize(gpu.self) == GRZO_OK, "gpu embedding");
+            to_host(yg, dY, (size_t)(N * d) * 4);
+            to_host(tg, dT, sizeof tg);
+            CHECK(rel_diff(yg, yc, N * d) <= 1e-6 && memcmp(tc, tg, sizeof tc) == 0,
+                  "edges: embedding d %lld flipout %d dist %u: rel diff %.3g, touched marks %s", (long long)d, fl, dist,
+                  rel_diff(yg, yc, N * d), memcmp(tc, tg, sizeof tc) ? "differ" : "agree");
+            /* linear with zero weights: y is the perturbation alone */
+            memset(&la, 0, sizeof la);
+            la.w.kind = GRZO_BLOCK_MATRIX; la.w.dtype = GRZO_DTYPE_F32; la.w.rows = DO; la.w.cols = d; la.n_rows = N; la.perturb = &pt;
+            la.w.data = W0; la.x = X; la.y = yc;
+            CHECK(cpu.iface->linear(cpu.self, &la) == GRZO_OK, "cpu linear");
+            la.w.data = dW0; la.x = (const float *)dX; la.y = (float *)dY;
+            CHECK(gpu.iface->linear(gpu.self, &la) == GRZO_OK, "gpu linear");
+            to_host(yg, dY, (size_t)(N * DO) * 4);
+            CHECK(rel_diff(yg, yc, N * DO) <= 1e-5, "edges: linear d_in %lld flipout %d dist %u: rel diff %.3g", (long long)d, fl,
+                  dist, rel_diff(yg, yc, N * DO));
+            if (dist == GRZO_NOISE_RADEMACHER) {   /* fast math: +-1 exact in 16 bits */
+                int b;
+                for (b = 0; b < 2; b++) {
+                    grzo_backend *fb = b ? fast_chunked : fast;
+                    la.w.dtype = GRZO_DTYPE_BF16; la.w.data = dW16;
+                    memset(yg, 0, (size_t)(N * DO) * 4);
+                    CHECK(fb->iface->linear(fb->self, &la) == GRZO_OK && fb->iface->synchronize(fb->self) == GRZO_OK,
+                          "fast linear: %s", fb->iface->last_error(fb->self));
+                    to_host(yg, dY, (size_t)(N * DO) * 4);
+                    CHECK(rel_diff(yg, yc, N * DO) <= 1e-5, "edges: fast bf16 linear%s d_in %lld flipout %d: rel diff %.3g",
+                          b ? " (chunked)" : "", (long long)d, fl, rel_diff(yg, yc, N * DO));
+                }
+            }
+            grzo_backend_free(&gpu, dX); grzo_backend_free(&gpu, dv); grzo_backend_free(&gpu, dY); grzo_backend_free(&gpu, dids);
+            grzo_backend_free(&gpu, dT); grzo_backend_free(&gpu, dW0); grzo_backend_free(&gpu, dW16);
+            free(X); free(v); free(yc); free(yg); free(W0); free(W16);
+        }
+}
+
 int main(void) {
-    grzo_backend fast;
+    grzo_backend fast, fast_chunked;
     if (grzo_cuda_device_count() == 0) {
         printf("SKIP: no CUDA device or driver\n");
         return 77;
@@ -750,6 +902,8 @@ int main(void) {
     test_update_async();
     test_foreign_free();
     test_linear_int_limits();
+    test_edges_update_copy(GRZO_NOISE_RADEMACHER);
+    test_edges_update_copy(GRZO_NOISE_GAUSSIAN);
     test_memory_accounting();
     test_create_errors();
     {
@@ -767,6 +921,14 @@ int main(void) {
             test_fast_steps(&fast, GRZO_ESTIMATOR_MEZO);
             test_fast_steps(&fast, GRZO_ESTIMATOR_MEZO_INPLACE);
             test_fast_steps(&fast, GRZO_ESTIMATOR_FZOO);
+            fd.transient_bytes = 8000;   /* chunks of a few output rows: noise16 from j0 d_in */
+            if (grzo_backend_cuda_create(&fd, &fast_chunked) != GRZO_OK) {
+                CHECK(0, "could not create a chunked fast-math backend");
+            } else {
+                test_edges_ops(&fast, &fast_chunked, GRZO_NOISE_RADEMACHER);
+                test_edges_ops(&fast, &fast_chunked, GRZO_NOISE_GAUSSIAN);
+                grzo_backend_destroy(&fast_chunked);
+            }
             grzo_backend_destroy(&fast);
         }
         fd.math = (grzo_cuda_math)7;
