@@ -380,6 +380,7 @@ static int setup_optimizer(run *r, char *err, size_t errlen) {
     sd.max_outputs = sd.max_rows;
     sd.max_seq_len = max_len;
     sd.max_segments = copies;
+    sd.attention = (llm_attention)attention_form(&r->o);
     if (llm_state_create(r->ctx, &r->model, &sd, &r->st) != GRZO_OK) { snprintf(err, errlen, "%s", llm_model_error(&r->model)); return -1; }
     r->picked = (int64_t *)calloc((size_t)r->o.num[OPT_BATCH], sizeof(int64_t));
     r->seqs = (llm_seq *)calloc((size_t)r->max_seqs, sizeof(llm_seq));

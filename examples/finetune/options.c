@@ -6,6 +6,7 @@
 #include "options.h"
 #include "cli_args.h"
 #include "llm_export.h"   /* llm_gguf_type_parse: --export-type */
+#include "model.h"        /* llm_attention: --attention */
 #include "tasks.h"
 #include "text.h"          /* utf8_seq */
 
@@ -44,6 +45,7 @@ const opt_def OPTS[OPT_COUNT] = {
     {"--lowrank-every", "lowrank_every", KIND_INT, 0, 1000000000, 0},
     {"--quant", "quant", KIND_TEXT, 0, 0, 0},
     {"--noise", "noise", KIND_TEXT, 0, 0, 0},      /* the base noise U (desc.noise) */
+    {"--attention", "attention", KIND_TEXT, 0, 0, 1},   /* like --device: it changes the sums' order only */
 };
 
 /* Whether s is well-formed UTF-8 (text.h's strict rules). */
@@ -63,6 +65,9 @@ static void usage(FILE *f) {
         "  --eval-every N (0: only before and after)  --seed S (0)  --threads N (all cores)\n"
         "  --device cpu|cuda (cpu)  --dtype f32|bf16|f16 (f32; 16-bit weights need --device cuda and\n"
         "               run its fast math, tensor cores; f32 runs pedantic fp32)\n"
+        "  --attention auto|fused|gemm (auto: cuBLAS GEMMs + a softmax while their scratch is at\n"
+        "               most 4 GiB, else the fused kernel, which needs none; fused or gemm need\n"
+        "               --device cuda)\n"
         "  --checkpoint PATH (default OUT/checkpoint.grzo)  --log PATH (OUT/log.jsonl)\n"
         "  --save-every N (write the checkpoint every N steps; 0, the default: every 10 minutes;\n"
         "                 always at the end and on Ctrl-C; a failed save stops the run)\n"
@@ -172,6 +177,10 @@ int set_option(options *o, opt_id id, const char *v, char *err, size_t errlen) {
             snprintf(err, errlen, "--quant: expected int8, int4 or none, got '%.64s'", v);
             return -1;
         }
+        if (id == OPT_ATTENTION && strcmp(v, "auto") && strcmp(v, "fused") && strcmp(v, "gemm")) {
+            snprintf(err, errlen, "--attention: expected auto, fused or gemm, got '%.64s'", v);
+            return -1;
+        }
         if (id == OPT_DTYPE && parse_dtype(v, NULL)) {
             snprintf(err, errlen, "--dtype: expected f32, bf16 or f16, got '%.64s'", v);
             return -1;
@@ -207,6 +216,7 @@ static void default_options(options *o) {
     o->str[OPT_EXPORT_TYPE] = "f32";
     o->str[OPT_QUANT] = "none";
     o->str[OPT_NOISE] = "rademacher";
+    o->str[OPT_ATTENTION] = "auto";
 }
 
 int parse_options(int argc, char **argv, options *o, char *err, size_t errlen) {
@@ -244,6 +254,10 @@ int check_required(const options *o, char *err, size_t errlen) {
         snprintf(err, errlen, "--dtype %s needs --device cuda (the CPU backend stores f32)", o->str[OPT_DTYPE]);
         return -1;
     }
+    if (strcmp(o->str[OPT_ATTENTION], "auto") != 0 && strcmp(o->str[OPT_DEVICE], "cuda") != 0) {
+        snprintf(err, errlen, "--attention %s needs --device cuda (the CPU forward has one attention)", o->str[OPT_ATTENTION]);
+        return -1;
+    }
     return 0;
 }
 
@@ -253,6 +267,13 @@ void resolve_counts(options *o) {
     if (o->num[OPT_N_TRAIN] < 0) o->num[OPT_N_TRAIN] = t->default_train;
     if (o->num[OPT_N_DEV] < 0) o->num[OPT_N_DEV] = t->default_dev;
     if (o->num[OPT_N_TEST] < 0) o->num[OPT_N_TEST] = t->default_test;
+}
+
+/* --attention as llm_state_desc takes it */
+int attention_form(const options *o) {
+    return !strcmp(o->str[OPT_ATTENTION], "fused") ? LLM_ATTENTION_FUSED
+         : !strcmp(o->str[OPT_ATTENTION], "gemm")  ? LLM_ATTENTION_GEMM
+                                                   : LLM_ATTENTION_AUTO;
 }
 
 /* --noise and --quant as grzo_desc takes them (grzo.h section 3c) */

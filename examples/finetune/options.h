@@ -24,6 +24,7 @@ typedef enum opt_id {
     OPT_DIAGNOSE_EVERY, OPT_REPLICA_CHECK,
     OPT_SPARSE_DENSITY, OPT_LOWRANK_RANK, OPT_LOWRANK_EVERY, OPT_QUANT,   /* variant axes (grzo.h section 3c) */
     OPT_NOISE,
+    OPT_ATTENTION,                    /* the CUDA forward's attention form (model.h llm_attention) */
     OPT_COUNT
 } opt_id;
 
@@ -64,5 +65,6 @@ int path_is_utf8(const char *s);   /* well-formed UTF-8: what run.json can recor
 int parse_dtype(const char *s, grzo_dtype *out);
 grzo_noise_dist noise_kind(const options *o);
 int32_t quant_bits(const options *o);
+int attention_form(const options *o);   /* --attention as model.h's llm_attention */
 
 #endif

@@ -752,7 +752,8 @@ int resume_settings(run *r, char *err, size_t errlen) {
         int differs = 0;
         if (!d->key) continue;
         if (!(v = json_get(root, d->key))) {
-            if (id >= OPT_SPARSE_DENSITY && id <= OPT_NOISE && !given) continue;   /* recorded before the variants: dense, Rademacher */
+            /* recorded before the variants and --attention: dense, Rademacher, auto */
+            if (id >= OPT_SPARSE_DENSITY && id <= OPT_ATTENTION && !given) continue;
             snprintf(err, errlen, "%s: no \"%s\"", r->path_manifest, d->key);
             return RUN_REFUSED;
         }

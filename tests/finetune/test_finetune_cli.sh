@@ -79,6 +79,10 @@ case_options() {
     run 2 "${common[@]}" --device gpu --out o; one_line "--device gpu"
     run 2 "${common[@]}" --dtype bf16 --out o; one_line "--dtype bf16 on the CPU"
     grep -q "needs --device cuda" err.txt || fail "--dtype bf16 on the CPU: $(cat err.txt)"
+    run 2 "${common[@]}" --attention flash --out o; one_line "--attention flash"
+    grep -q -- "--attention: expected auto, fused or gemm" err.txt || fail "--attention flash: $(cat err.txt)"
+    run 2 "${common[@]}" --attention fused --out o; one_line "--attention fused on the CPU"
+    grep -q -- "--attention fused needs --device cuda" err.txt || fail "--attention fused on the CPU: $(cat err.txt)"
     # a path that is not UTF-8 cannot be recorded in run.json (JSON text)
     mkdir u8 && cp "$data/stories260K.bin" u8/$'mod\xe9l.bin'
     run 2 "${common[@]}" --model u8/$'mod\xe9l.bin' --out o; one_line "a model path that is not UTF-8"
