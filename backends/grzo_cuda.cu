@@ -1050,7 +1050,7 @@ static grzo_status grzo__cu_linear_fast16(grzo__cuda *cu, const grzo_linear_args
         int64_t nr = j0 + chunk > d_out ? d_out - j0 : chunk;
         grzo__cu_shape shu = grzo__cu_run_shape((uint64_t)(j0 * d_in), nr * d_in), shp = grzo__cu_matrix_shape(N, nr);
         grzo__k_noise<<<shu.grid, shu.block, 0, cu->stream>>>(pt->base, (uint64_t)(j0 * d_in), nr * d_in, dt, Uc);
-        GRZO__CU_LAUNCHED(cu, "noise16 kernel");
+        GRZO__CU_LAUNCHED(cu, "noise kernel (16-bit U)");
         if ((s = grzo__cu_gemm_nt16(cu, dt, N, nr, d_in, XH, Uc, P, nr)) != GRZO_OK) return s;
         grzo__k_add_perturbation<<<shp.grid, shp.block, 0, cu->stream>>>(a->y, N, d_out, j0, nr, P, segs, R, pt->sigma);
         GRZO__CU_LAUNCHED(cu, "add_perturbation kernel");

@@ -921,7 +921,7 @@ int main(void) {
             test_fast_steps(&fast, GRZO_ESTIMATOR_MEZO);
             test_fast_steps(&fast, GRZO_ESTIMATOR_MEZO_INPLACE);
             test_fast_steps(&fast, GRZO_ESTIMATOR_FZOO);
-            fd.transient_bytes = 8000;   /* chunks of a few output rows: noise16 from j0 d_in */
+            fd.transient_bytes = 8000;   /* chunks of a few output rows: the 16-bit U from j0 d_in */
             if (grzo_backend_cuda_create(&fd, &fast_chunked) != GRZO_OK) {
                 CHECK(0, "could not create a chunked fast-math backend");
             } else {
