@@ -31,7 +31,9 @@
 # several calls. Finished runs (results.json) are kept, with their checkpoints for the final
 # runs only; a run stopped before its first checkpoint starts over. A call with other options than those
 # of the first call whose runs grzo-finetune took is refused (OUTDIR's protocol.txt, written
-# once a run has finished or logged a step). The report is rewritten at the end of every call.
+# once a run has finished or logged a step); the model, tokenizer and data may have moved to
+# other folders (the same names: a later machine's checkout lies elsewhere), which is noted
+# and recorded. The report is rewritten at the end of every call.
 # Exit status: 0 when everything planned is done, 3 when runs are left for a later call, 1 when
 # a run failed, 2 on usage.
 set -u -o pipefail
@@ -317,8 +319,28 @@ settings="$TASKS $ESTIMATORS $SEEDS $STEPS $GRID_STEPS $GRID_GRZO $GRID_MEZO $GR
 protocol="model=$MODEL tokenizer=$TOKENIZER data=$DATA device=$DEVICE dtype=$DTYPE tasks=$TASKS estimators=$ESTIMATORS"
 protocol+=" steps=$STEPS grid_steps=$GRID_STEPS seeds=$SEEDS eval_every=$EVAL_EVERY diagnose_every=$DIAG_EVERY"
 protocol+=" diagnose_probes=$DIAG_PROBES batch=$BATCH n=$N_TRAIN/$N_DEV/$N_TEST grids=grzo:$GRID_GRZO;mezo:$GRID_MEZO;fzoo:$GRID_FZOO"
-if [ -s "$OUT/protocol.txt" ]; then
-    [ "$(head -1 "$OUT/protocol.txt")" = "$protocol" ] || die "$OUT holds another protocol: $(head -1 "$OUT/protocol.txt") (use a new OUTDIR)"
+# A protocol's fields (paths may hold spaces: each is cut at the next field's name).
+proto_path() {   # FIELD LINE: the path after FIELD= (model, tokenizer or data)
+    local s=${2#*"$1"=}
+    case $1 in model) s=${s%% tokenizer=*} ;; tokenizer) s=${s%% data=*} ;; data) s=${s%% device=*} ;; esac
+    printf '%s' "$s"
+}
+# The same protocol with the model and data in other folders (a later GPU machine checks the
+# repository out elsewhere): the files' names and every setting agree. Finished runs stand;
+# grzo-finetune itself checks that a resumed run's model and data are the ones it began with.
+moved_only() {
+    local f
+    [ "${1#* device=}" = "${2#* device=}" ] || return 1
+    for f in model tokenizer data; do
+        [ "$(basename "$(proto_path $f "$1")")" = "$(basename "$(proto_path $f "$2")")" ] || return 1
+    done
+}
+if [ -s "$OUT/protocol.txt" ] && [ "$(head -1 "$OUT/protocol.txt")" != "$protocol" ]; then
+    recorded=$(head -1 "$OUT/protocol.txt")
+    moved_only "$recorded" "$protocol" || die "$OUT holds another protocol: $recorded (use a new OUTDIR)"
+    say "note: the model and data are in other folders than when $OUT began ($(proto_path model "$recorded"), $(proto_path data "$recorded")); the same files' names and settings: going on there"
+    printf '%s\n# settings: %s\n' "$protocol" "$settings" > "$OUT/protocol.txt.tmp" && mv "$OUT/protocol.txt.tmp" "$OUT/protocol.txt" ||
+        die "cannot rewrite $OUT/protocol.txt"
 fi
 # The protocol is written once a run has shown that grzo-finetune takes these options (it
 # finished, or its budget stopped it after it logged): a call whose every run is refused

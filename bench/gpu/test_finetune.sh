@@ -2,7 +2,8 @@
 # bench/gpu/finetune.sh on the CPU (stories260K, the SST-2 and RTE samples): its argument checks,
 # a call whose every run grzo-finetune refuses (which must not fix the OUTDIR's protocol), a
 # whole tiny protocol (zero-shot, grid, choice, final runs over two seeds, the report), the
-# refusal of a changed protocol in the same OUTDIR, and a run stopped by the budget that the
+# refusal of a changed protocol in the same OUTDIR (its files moved to other folders are taken,
+# a model of another name is not), and a run stopped by the budget that the
 # next call resumes instead of restarting, its B_eff diagnostics going on.
 # usage: test_finetune.sh GRZO_FINETUNE DATA_DIR WORK_DIR   (DATA_DIR: tests/data)
 set -u
@@ -89,6 +90,17 @@ fs "${tiny[@]}" --tasks sst2,rte --estimators grzo,mezo --grid-steps 4 --steps 7
     "$data/stories260K.bin" "$data/tasks" "$o" > "$work/other.out" 2>&1
 [ $? -eq 1 ] && grep -q "another protocol" "$work/other.out" || fail "a changed protocol: $(tail -2 "$work/other.out")"
 [ "$(ls -R "$o" | md5sum)" = "$before" ] || fail "the refused call changed OUTDIR"
+# the same protocol with the model and data in other folders goes on (noted), and records them
+mkdir -p "$work/moved" && cp "$data/stories260K.bin" "$work/moved/" && cp -r "$data/tasks" "$work/moved/tasks"
+fs "${tiny[@]}" --tasks sst2,rte --estimators grzo,mezo --grid-steps 4 --steps 6 --seeds 1,2 \
+    "$work/moved/stories260K.bin" "$work/moved/tasks" "$o" > "$work/moved.out" 2>&1 ||
+    fail "the protocol with its files moved: $(tail -2 "$work/moved.out")"
+grep -q "note: the model and data are in other folders" "$work/moved.out" && grep -q "model=$work/moved/stories260K.bin" "$o/protocol.txt" ||
+    fail "the move was not noted and recorded: $(grep note "$work/moved.out"; head -1 "$o/protocol.txt")"
+mv "$work/moved/stories260K.bin" "$work/moved/other.bin"
+fs "${tiny[@]}" --tasks sst2,rte --estimators grzo,mezo --grid-steps 4 --steps 6 --seeds 1,2 \
+    "$work/moved/other.bin" "$work/moved/tasks" "$o" > "$work/renamed.out" 2>&1
+[ $? -eq 1 ] && grep -q "another protocol" "$work/renamed.out" || fail "a model of another name: $(tail -2 "$work/renamed.out")"
 
 # the budget: the final run is stopped (exit 3) and the next call resumes it
 o=$work/budget
@@ -112,4 +124,4 @@ n2=$(grep -c '"loss"' "$f/log.jsonl")
     fail "the resumed log must go on from step $n1 (now $n2 steps, $(grep -c '^{"step":0,"loss"' "$f/log.jsonl") step-0 lines)"
 [ "$(sed -n 's/^{"step":\([0-9]*\),"diagnose".*/\1/p' "$f/log.jsonl" | tail -1)" -ge "$n1" ] ||
     fail "the resumed run logged no B_eff: a resume must ask for the diagnostics again (they are not in run.json)"
-echo "ok: finetune.sh (arguments, a tiny protocol, a changed protocol refused, $n1 then $n2 steps across two budgeted calls)"
+echo "ok: finetune.sh (arguments, a tiny protocol, a changed protocol refused, moved files taken, $n1 then $n2 steps across two budgeted calls)"
