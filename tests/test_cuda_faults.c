@@ -39,17 +39,7 @@
 
 static int fails;
 static long checks;
-#define CHECK(c, ...)                                                          \
-    do {                                                                       \
-        checks++;                                                              \
-        if (!(c)) {                                                            \
-            if (++fails <= 40) {                                               \
-                printf("FAIL %s:%d: ", __FILE__, __LINE__);                    \
-                printf(__VA_ARGS__);                                           \
-                printf("\n");                                                  \
-            }                                                                  \
-        }                                                                      \
-    } while (0)
+#define CHECK(c, ...) EMU_SWEEP_CHECK(fails, checks, c, __VA_ARGS__)
 
 enum { TV = 23, TD = 16, TO = 9, TB = 4, TT = 3, STEPS = 2, N_EST = 3 };
 #define SIGMA 1e-2f

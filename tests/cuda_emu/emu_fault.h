@@ -60,4 +60,17 @@ long emu_report_count(void);              /* misuses reported so far (EMU-REPORT
 #ifdef __cplusplus
 }
 #endif
+
+/* A sweep's check: counts in `checks`, and a failure in `fails`, printing only the first 40
+   (a defect met by every one of thousands of runs would flood the log). The sweeps' tests
+   define their CHECK on it with their own counters. */
+#define EMU_SWEEP_CHECK(fails, checks, c, ...)                                 \
+    do {                                                                       \
+        (checks)++;                                                            \
+        if (!(c) && ++(fails) <= 40) {                                         \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                        \
+            printf(__VA_ARGS__);                                               \
+            printf("\n");                                                      \
+        }                                                                      \
+    } while (0)
 #endif

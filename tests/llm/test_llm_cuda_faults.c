@@ -33,17 +33,7 @@
 #include <time.h>
 
 static long checks;
-#define CHECK(c, ...)                                                          \
-    do {                                                                       \
-        checks++;                                                              \
-        if (!(c)) {                                                            \
-            if (++tu_failures <= 40) {                                         \
-                printf("FAIL %s:%d: ", __FILE__, __LINE__);                    \
-                printf(__VA_ARGS__);                                           \
-                printf("\n");                                                  \
-            }                                                                  \
-        }                                                                      \
-    } while (0)
+#define CHECK(c, ...) EMU_SWEEP_CHECK(tu_failures, checks, c, __VA_ARGS__)
 
 enum { N_SEQ = 3, MAX_LEN = 20, GEN_STEPS = 12, N_EX = 2 };
 #define VOCAB 40
