@@ -12,7 +12,11 @@
 #   1. zero-shot   each task's dev and test accuracy before training (a 0-step run)
 #   2. grid        each (task, estimator, lr) for --grid-steps steps, scored by its dev accuracy
 #                  at the end; the chosen lr has the best dev accuracy (ties: the lower training
-#                  loss over the last 20 steps)
+#                  loss over the last 20 steps). Where that lr is the grid's largest or smallest,
+#                  the grid of (task, estimator) is extended beyond that edge by the grid's own
+#                  last ratio (3.9e-6 after 2.3e-6: 6.6e-6), one lr at a time, until the best lr
+#                  lies inside or --grid-extend (2) lrs were added; the report says where the
+#                  choice still sits at an edge
 #   3. final       each (task, estimator) at its chosen lr for --steps steps, seed by seed
 #                  (--seeds), test accuracy at the end; GRZO and MeZO log the forward-only
 #                  B_eff (--diagnose, issue 15) at the start and every --diagnose-every steps
@@ -33,7 +37,8 @@
 # of the first call whose runs grzo-finetune took is refused (OUTDIR's protocol.txt, written
 # once a run has finished or logged a step); the model, tokenizer and data may have moved to
 # other folders (the same names: a later machine's checkout lies elsewhere), which is noted
-# and recorded. The report is rewritten at the end of every call.
+# and recorded; a folder begun before the grids were extended (no grid_extend in its protocol)
+# goes on with the extension. The report is rewritten at the end of every call.
 # Exit status: 0 when everything planned is done, 3 when runs are left for a later call, 1 when
 # a run failed, 2 on usage.
 set -u -o pipefail
@@ -50,6 +55,7 @@ usage: bash bench/gpu/finetune.sh [options] MODEL DATA_DIR OUTDIR | --report-onl
   --eval-every N (500)  --diagnose-every N (500)  --diagnose-probes K (32)  --batch B (16)
   --n-train N (1000) --n-dev N (500) --n-test N (1000)  --params D (134515008)  --threads N (0: all)
   --grid-grzo LIST  --grid-mezo LIST  --grid-fzoo LIST   (comma lists of learning rates)
+  --grid-extend N (2)   lrs added beyond the grid's edge where the best lr sits there (0: none)
   grzo-finetune: $GRZO_FINETUNE, else build-gpu/examples/finetune/grzo-finetune
 EOF
     exit 2
@@ -101,6 +107,27 @@ beff_span() {
 last_loss() { sed -n 's/^{"step":[0-9]*,"loss":\([^,}]*\).*/\1/p' "$1" | tail -20 | awk '{ s += $1; n++ } END { if (n) printf "%.4f", s / n }'; }
 steps_logged() { if [ -f "$1" ]; then grep -c '"loss"' "$1"; else echo 0; fi; }
 grid_of() { case $1 in grzo) echo "$GRID_GRZO" ;; mezo) echo "$GRID_MEZO" ;; fzoo) echo "$GRID_FZOO" ;; esac; }
+# the lrs of (task, est): the estimator's grid and the ones added beyond its edges, a line each
+lrs_of() { grid_of "$2" | tr ',' '\n'; cat "$OUT/runs/extended-$1-$2" 2> /dev/null; }
+# the best of the finished grid runs of (task, est) as "lr dev_acc loss": best dev accuracy,
+# then lowest late loss; nothing while one is unfinished
+best_of() {
+    local lr d
+    for lr in $(lrs_of "$1" "$2"); do [ -s "$OUT/runs/grid-$1-$2-$lr/results.json" ] || return 1; done
+    for lr in $(lrs_of "$1" "$2"); do
+        d="$OUT/runs/grid-$1-$2-$lr"
+        echo "$lr $(field "$d/results.json" dev_acc) $(last_loss "$d/log.jsonl")"
+    done | sort -k2,2gr -k3,3g | head -1
+}
+# The lr beyond the edge where BEST sits among LRS (a line each), by the ratio of the edge to
+# its neighbour (the grid's own spacing, continued); nothing when BEST lies inside or LRS holds
+# one lr
+beyond_edge() {
+    sort -g | awk -v best="$1" '{ v[NR] = $1 }
+        END { if (NR < 2) exit
+              if (v[NR] + 0 == best + 0) printf "%.2g\n", v[NR] * (v[NR] / v[NR - 1])
+              else if (v[1] + 0 == best + 0) printf "%.2g\n", v[1] / (v[2] / v[1]) }'
+}
 
 grid_table() {
     local d est lr task mark
@@ -115,6 +142,26 @@ grid_table() {
         else
             echo "| $task | $est | $lr | $(steps_logged "$d/log.jsonl") | not finished | | |"
         fi
+    done
+}
+
+# a line for each (task, est) whose grid was extended, or whose choice sits at the grid's edge
+edge_notes() {
+    local task est c added where
+    for task in ${TASKS//,/ }; do
+        for est in ${ESTIMATORS//,/ }; do
+            added=$(tr '\n' ' ' < "$OUT/runs/extended-$task-$est" 2> /dev/null)
+            c=$(cat "$OUT/runs/chosen-$task-$est" 2> /dev/null)
+            where=""
+            if [ -n "$c" ] && [ -n "$(lrs_of "$task" "$est" | beyond_edge "$c")" ]; then
+                [ "$(lrs_of "$task" "$est" | sort -g | tail -1)" = "$c" ] && where=largest || where=smallest
+            fi
+            [ -n "$added$where" ] || continue
+            printf -- '- %s, %s:' "$task" "$est"
+            [ -z "$added" ] || printf ' added beyond the grid'"'"'s edge: %s;' "${added% }"
+            [ -z "$where" ] || printf ' **the chosen lr %s is still the %s tried** (a better one may lie beyond it)' "$c" "$where"
+            echo
+        done
     done
 }
 
@@ -193,7 +240,7 @@ plan_line() {
     for task in ${TASKS//,/ }; do
         total=$((total + 1)); [ -s "$OUT/runs/zs-$task/results.json" ] && done=$((done + 1))
         for est in ${ESTIMATORS//,/ }; do
-            for lr in $(grid_of "$est" | tr ',' ' '); do
+            for lr in $(lrs_of "$task" "$est"); do
                 total=$((total + 1))
                 if [ -s "$OUT/runs/grid-$task-$est-$lr/results.json" ]; then done=$((done + 1))
                 else todo[$est]=$(( ${todo[$est]:-0} + GRID_STEPS - $(steps_logged "$OUT/runs/grid-$task-$est-$lr/log.jsonl") )); fi
@@ -215,7 +262,7 @@ plan_line() {
 }
 
 write_report() {
-    local tmp="$OUT/finetune.md.tmp" pngs="" p task
+    local tmp="$OUT/finetune.md.tmp" pngs="" p task notes
     if python3 -c "import matplotlib" 2> /dev/null; then pngs=$(plots 2> "$OUT/plot.log") || pngs=""; fi
     {
         echo "# Fine-tuning on the GPU: GRZO vs MeZO vs FZOO (bench/gpu/finetune.sh)"
@@ -237,6 +284,8 @@ write_report() {
         echo "## Learning-rate grid (dev accuracy after the grid's steps)"
         echo
         grid_table
+        notes=$(edge_notes)
+        [ -z "$notes" ] || printf '\n%s\n' "$notes"
         echo
         echo "## Results (each estimator at its chosen lr; test accuracy at the end)"
         echo
@@ -253,7 +302,7 @@ write_report() {
 # ---- arguments --------------------------------------------------------------------------------------
 BUDGET=540 DEVICE=cuda DTYPE=bf16 TOKENIZER="" TASKS=sst2,rte ESTIMATORS=grzo,mezo,fzoo STEPS=2000 GRID_STEPS=200
 SEEDS=1,2,3 EVAL_EVERY=500 DIAG_EVERY=500 DIAG_PROBES=32 BATCH=16 N_TRAIN=1000 N_DEV=500 N_TEST=1000 PARAMS=134515008
-THREADS=0 GRID_GRZO="" GRID_MEZO=1e-7,1e-6,1e-5,1e-4 GRID_FZOO=1e-6,1e-5,5e-5
+THREADS=0 GRID_GRZO="" GRID_MEZO=1e-7,1e-6,1e-5,1e-4 GRID_FZOO=1e-6,1e-5,5e-5 GRID_EXTEND=2
 if [ "${1:-}" = "--report-only" ]; then
     [ $# -eq 2 ] || usage
     OUT=$2
@@ -268,7 +317,7 @@ fi
 while [ $# -gt 0 ]; do
     case $1 in
         --budget|--device|--dtype|--tokenizer|--tasks|--estimators|--steps|--grid-steps|--seeds|--eval-every|--diagnose-every|\
-        --diagnose-probes|--batch|--n-train|--n-dev|--n-test|--params|--threads|--grid-grzo|--grid-mezo|--grid-fzoo)
+        --diagnose-probes|--batch|--n-train|--n-dev|--n-test|--params|--threads|--grid-grzo|--grid-mezo|--grid-fzoo|--grid-extend)
             [ $# -ge 2 ] || { echo "finetune.sh: $1 needs a value" >&2; usage; }
             v=$2
             case $1 in
@@ -277,7 +326,7 @@ while [ $# -gt 0 ]; do
                 --seeds) SEEDS=$v ;; --eval-every) EVAL_EVERY=$v ;; --diagnose-every) DIAG_EVERY=$v ;;
                 --diagnose-probes) DIAG_PROBES=$v ;; --batch) BATCH=$v ;; --n-train) N_TRAIN=$v ;; --n-dev) N_DEV=$v ;;
                 --n-test) N_TEST=$v ;; --params) PARAMS=$v ;; --threads) THREADS=$v ;; --grid-grzo) GRID_GRZO=$v ;;
-                --grid-mezo) GRID_MEZO=$v ;; --grid-fzoo) GRID_FZOO=$v ;;
+                --grid-mezo) GRID_MEZO=$v ;; --grid-fzoo) GRID_FZOO=$v ;; --grid-extend) GRID_EXTEND=$v ;;
             esac
             shift 2 ;;
         -*) echo "finetune.sh: unknown option $1" >&2; usage ;;
@@ -288,7 +337,7 @@ done
 MODEL=$1 DATA=$2 OUT=$3
 # each count and its least value (0 for the ones where 0 means none or all; grzo-finetune's
 # --diagnose-probes takes 2 or more)
-for n in BUDGET:1 STEPS:1 GRID_STEPS:1 EVAL_EVERY:0 DIAG_EVERY:0 DIAG_PROBES:2 BATCH:1 N_TRAIN:1 N_DEV:1 N_TEST:1 PARAMS:1 THREADS:0; do
+for n in BUDGET:1 STEPS:1 GRID_STEPS:1 EVAL_EVERY:0 DIAG_EVERY:0 DIAG_PROBES:2 BATCH:1 N_TRAIN:1 N_DEV:1 N_TEST:1 PARAMS:1 THREADS:0 GRID_EXTEND:0; do
     least=${n#*:} n=${n%%:*}
     opt=--$(echo "$n" | tr 'A-Z_' 'a-z-')
     [ "$n" = DIAG_EVERY ] && opt=--diagnose-every
@@ -319,6 +368,7 @@ settings="$TASKS $ESTIMATORS $SEEDS $STEPS $GRID_STEPS $GRID_GRZO $GRID_MEZO $GR
 protocol="model=$MODEL tokenizer=$TOKENIZER data=$DATA device=$DEVICE dtype=$DTYPE tasks=$TASKS estimators=$ESTIMATORS"
 protocol+=" steps=$STEPS grid_steps=$GRID_STEPS seeds=$SEEDS eval_every=$EVAL_EVERY diagnose_every=$DIAG_EVERY"
 protocol+=" diagnose_probes=$DIAG_PROBES batch=$BATCH n=$N_TRAIN/$N_DEV/$N_TEST grids=grzo:$GRID_GRZO;mezo:$GRID_MEZO;fzoo:$GRID_FZOO"
+protocol+=" grid_extend=$GRID_EXTEND"
 # A protocol's fields (paths may hold spaces: each is cut at the next field's name).
 proto_path() {   # FIELD LINE: the path after FIELD= (model, tokenizer or data)
     local s=${2#*"$1"=}
@@ -335,10 +385,27 @@ moved_only() {
         [ "$(basename "$(proto_path $f "$1")")" = "$(basename "$(proto_path $f "$2")")" ] || return 1
     done
 }
+# An OUTDIR begun before the grids were extended (its protocol has no grid_extend): the same
+# protocol but for that goes on with the extension. Its choices are made again where no final
+# run has started (a choice at an edge then extends the grid); the others stand.
+before_extend() {
+    local recorded=$1 d task est
+    case $recorded in *" grid_extend="*) return 1 ;; esac
+    [ "$recorded" = "${protocol% grid_extend=*}" ] || moved_only "$recorded" "${protocol% grid_extend=*}" || return 1
+    for d in "$OUT"/runs/chosen-*; do
+        [ -f "$d" ] || continue
+        IFS=- read -r _ task est <<< "$(basename "$d")"
+        compgen -G "$OUT/runs/final-$task-$est-s*" > /dev/null || rm -f "$d"
+    done
+    say "note: $OUT began before the grids were extended at their edges; extending them now (up to $GRID_EXTEND lrs where the best lr sits at an edge; choices with final runs begun stand)"
+}
 if [ -s "$OUT/protocol.txt" ] && [ "$(head -1 "$OUT/protocol.txt")" != "$protocol" ]; then
     recorded=$(head -1 "$OUT/protocol.txt")
-    moved_only "$recorded" "$protocol" || die "$OUT holds another protocol: $recorded (use a new OUTDIR)"
-    say "note: the model and data are in other folders than when $OUT began ($(proto_path model "$recorded"), $(proto_path data "$recorded")); the same files' names and settings: going on there"
+    if ! before_extend "$recorded"; then
+        moved_only "$recorded" "$protocol" || die "$OUT holds another protocol: $recorded (use a new OUTDIR)"
+    fi
+    [ "${recorded%% device=*}" = "${protocol%% device=*}" ] ||
+        say "note: the model and data are in other folders than when $OUT began ($(proto_path model "$recorded"), $(proto_path data "$recorded")); the same files' names and settings: going on there"
     printf '%s\n# settings: %s\n' "$protocol" "$settings" > "$OUT/protocol.txt.tmp" && mv "$OUT/protocol.txt.tmp" "$OUT/protocol.txt" ||
         die "cannot rewrite $OUT/protocol.txt"
 fi
@@ -390,14 +457,32 @@ run() {
 task_args() { targs=(--task "$1" --data "$DATA/$(task_folder "$1")"); }
 # the chosen lr of (task, est) once its grid is complete: best dev accuracy, then lowest late loss
 choose() {
-    local task=$1 est=$2 lr d
+    local task=$1 est=$2 best
     [ -s "$OUT/runs/chosen-$task-$est" ] && return 0
-    for lr in $(grid_of "$est" | tr ',' ' '); do [ -s "$OUT/runs/grid-$task-$est-$lr/results.json" ] || return 1; done
-    for lr in $(grid_of "$est" | tr ',' ' '); do
-        d="$OUT/runs/grid-$task-$est-$lr"
-        echo "$lr $(field "$d/results.json" dev_acc) $(last_loss "$d/log.jsonl")"
-    done | sort -k2,2gr -k3,3g | head -1 | cut -d' ' -f1 > "$OUT/runs/chosen-$task-$est"
+    best=$(best_of "$task" "$est") || return 1
+    echo "${best%% *}" > "$OUT/runs/chosen-$task-$est"
     say "  chosen for $task, $est: lr $(cat "$OUT/runs/chosen-$task-$est")"
+}
+# The grid of (task, est) run, then extended beyond the edge where its best lr sits, one lr at
+# a time (each added to runs/extended-TASK-EST before it runs, so that a later call knows it),
+# up to GRID_EXTEND lrs; returns 1 while a run is unfinished (the budget ended)
+run_grid() {
+    local task=$1 est=$2 lr best next
+    task_args "$task"
+    for lr in $(lrs_of "$task" "$est"); do
+        run "grid-$task-$est-$lr" "$GRID_STEPS" "${targs[@]}" --n-test 2 --estimator "$est" --lr "$lr" --eval-every 0 --seed 1
+    done
+    [ -s "$OUT/runs/chosen-$task-$est" ] && return 0
+    while best=$(best_of "$task" "$est"); do
+        [ "$(cat "$OUT/runs/extended-$task-$est" 2> /dev/null | wc -l)" -lt "$GRID_EXTEND" ] || break
+        next=$(lrs_of "$task" "$est" | beyond_edge "${best%% *}")
+        [ -n "$next" ] || break
+        lrs_of "$task" "$est" | grep -qxF "$next" && break   # rounding met an lr already tried
+        say "  $task, $est: the best lr ${best%% *} is at the grid's edge; trying $next"
+        echo "$next" >> "$OUT/runs/extended-$task-$est"
+        run "grid-$task-$est-$next" "$GRID_STEPS" "${targs[@]}" --n-test 2 --estimator "$est" --lr "$next" --eval-every 0 --seed 1
+    done
+    choose "$task" "$est"
 }
 
 say "finetune.sh: $(basename "$MODEL") on $TASKS, $ESTIMATORS, $DEVICE/$DTYPE; budget $BUDGET s; output in $OUT"
@@ -411,11 +496,7 @@ done
 say "2/3 learning-rate grid ($GRID_STEPS steps each; the test set is not scored here)"
 for task in ${TASKS//,/ }; do
     for est in ${ESTIMATORS//,/ }; do
-        for lr in $(grid_of "$est" | tr ',' ' '); do
-            task_args "$task"
-            run "grid-$task-$est-$lr" "$GRID_STEPS" "${targs[@]}" --n-test 2 --estimator "$est" --lr "$lr" --eval-every 0 --seed 1
-        done
-        choose "$task" "$est" || true
+        run_grid "$task" "$est" || true
     done
 done
 say "3/3 final runs ($STEPS steps, seeds $SEEDS)"

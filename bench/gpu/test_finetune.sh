@@ -14,7 +14,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$work" && mkdir -p "$work" || exit 1
 fs() { bash "$here/finetune.sh" "$@"; }
 tiny=(--device cpu --dtype f32 --tokenizer "$data/tok512.bin" --batch 4 --n-train 8 --n-dev 4 --n-test 4 --threads 1
-      --eval-every 3 --diagnose-every 3 --diagnose-probes 4 --grid-grzo 1e-4,1e-3 --grid-mezo 1e-4,1e-3)
+      --eval-every 3 --diagnose-every 3 --diagnose-probes 4 --grid-grzo 1e-4,1e-3 --grid-mezo 1e-4,1e-3 --grid-extend 0)
 
 # argument checks: usage errors exit 2, a missing file 1; nothing is created
 fs > "$work/e.out" 2>&1; [ $? -eq 2 ] && grep -q "usage:" "$work/e.out" || fail "no arguments: $(cat "$work/e.out")"
@@ -102,6 +102,69 @@ fs "${tiny[@]}" --tasks sst2,rte --estimators grzo,mezo --grid-steps 4 --steps 6
     "$work/moved/other.bin" "$work/moved/tasks" "$o" > "$work/renamed.out" 2>&1
 [ $? -eq 1 ] && grep -q "another protocol" "$work/renamed.out" || fail "a model of another name: $(tail -2 "$work/renamed.out")"
 
+# the grid extended beyond its edge, against a stand-in grzo-finetune whose dev accuracy peaks
+# at the lr $PEAK (0.9 - 0.1 |log10(lr / PEAK)|), so that where the best lr lies is known
+cat > "$work/peak-ft" << 'EOF3'
+#!/bin/sh
+out="" lr=1e-3 steps=0
+while [ $# -gt 0 ]; do
+    case $1 in
+        --out) out=$2; shift 2 ;; --lr) lr=$2; shift 2 ;; --steps) steps=$2; shift 2 ;;
+        *) if [ $# -ge 2 ] && [ "${2#--}" = "$2" ]; then shift 2; else shift; fi ;;
+    esac
+done
+mkdir -p "$out" && : > "$out/log.jsonl" || exit 1
+i=0; while [ "$i" -lt "$steps" ]; do echo "{\"step\":$i,\"loss\":0.5}" >> "$out/log.jsonl"; i=$((i + 1)); done
+awk -v lr="$lr" -v p="$PEAK" -v n="$steps" 'BEGIN { d = log(lr / p) / log(10); if (d < 0) d = -d; a = 0.9 - 0.1 * d
+    printf "{\"steps\":%d,\"seconds\":1,\"dev_acc\":%.4f,\"test_acc\":%.4f,\"zero_shot_dev_acc\":0.5,\"zero_shot_test_acc\":0.5}\n", n, a, a }' \
+    > "$out/results.json"
+EOF3
+chmod +x "$work/peak-ft" || exit 1
+ext=(--device cpu --grid-steps 2 --steps 3 --seeds 1 --tasks sst2 --estimators grzo "$data/stories260K.bin" "$data/tasks")
+ext2=(--device cpu --grid-steps 2 --steps 3 --seeds 1 --tasks sst2 --estimators grzo,mezo "$data/stories260K.bin" "$data/tasks")
+o=$work/ext-inside                         # the top edge, then inside: one lr added
+PEAK=3e-3 GRZO_FINETUNE=$work/peak-ft fs --grid-grzo 1e-4,1e-3 "${ext[@]}" "$o" > "$work/ext1.out" 2>&1 ||
+    fail "a grid extended once: $(tail -3 "$work/ext1.out")"
+[ "$(cat "$o/runs/extended-sst2-grzo")" = "0.01" ] && [ "$(cat "$o/runs/chosen-sst2-grzo")" = "1e-3" ] ||
+    fail "1e-3 at the top edge: 0.01 must be tried and 1e-3 kept: $(cat "$o/runs/extended-sst2-grzo" "$o/runs/chosen-sst2-grzo")"
+grep -q "^- sst2, grzo: added beyond the grid's edge: 0.01;$" "$o/finetune.md" || fail "the report's note: $(grep '^- ' "$o/finetune.md")"
+grep -q "^| sst2 | grzo | 0.01 | 2 | 0.8477 |" "$o/finetune.md" || fail "the added lr's grid row: $(grep '| sst2 | grzo |' "$o/finetune.md")"
+grep -q "^plan: 5 runs, 5 done" "$o/finetune.md" || fail "the plan counts the added lr: $(grep '^plan:' "$o/finetune.md")"
+o=$work/ext-edge                           # still rising at the top: stops after --grid-extend lrs, says so
+PEAK=1 GRZO_FINETUNE=$work/peak-ft fs --grid-grzo 1e-4,1e-3 "${ext[@]}" "$o" > "$work/ext2.out" 2>&1 ||
+    fail "a grid extended to its limit: $(tail -3 "$work/ext2.out")"
+[ "$(tr '\n' ' ' < "$o/runs/extended-sst2-grzo")" = "0.01 0.1 " ] && [ "$(cat "$o/runs/chosen-sst2-grzo")" = "0.1" ] ||
+    fail "two lrs added, the last chosen: $(cat "$o/runs/extended-sst2-grzo" "$o/runs/chosen-sst2-grzo")"
+grep -q "^- sst2, grzo: added beyond the grid's edge: 0.01 0.1; \*\*the chosen lr 0.1 is still the largest tried\*\*" "$o/finetune.md" ||
+    fail "the report must say the choice sits at the edge: $(grep '^- ' "$o/finetune.md")"
+o=$work/ext-bottom                         # the bottom edge, by the grid's own ratio (here 3)
+PEAK=1e-6 GRZO_FINETUNE=$work/peak-ft fs --grid-grzo 9e-6,3e-6,2.7e-5 --grid-extend 1 "${ext[@]}" "$o" > "$work/ext3.out" 2>&1 ||
+    fail "a grid extended downwards: $(tail -3 "$work/ext3.out")"
+[ "$(cat "$o/runs/extended-sst2-grzo")" = "1e-06" ] && [ "$(cat "$o/runs/chosen-sst2-grzo")" = "1e-06" ] ||
+    fail "3e-6 at the bottom: 1e-06 must be tried and chosen: $(cat "$o/runs/extended-sst2-grzo" "$o/runs/chosen-sst2-grzo")"
+grep -q "still the smallest tried" "$o/finetune.md" || fail "the bottom edge's note: $(grep '^- ' "$o/finetune.md")"
+o=$work/ext-none                           # --grid-extend 0: the grid as given
+PEAK=1 GRZO_FINETUNE=$work/peak-ft fs --grid-grzo 1e-4,1e-3 --grid-extend 0 "${ext[@]}" "$o" > "$work/ext4.out" 2>&1 ||
+    fail "--grid-extend 0: $(tail -3 "$work/ext4.out")"
+[ ! -e "$o/runs/extended-sst2-grzo" ] && [ "$(cat "$o/runs/chosen-sst2-grzo")" = "1e-3" ] || fail "--grid-extend 0 extended the grid"
+# An OUTDIR begun before the extension (no grid_extend in its protocol) goes on with it: the
+# choices whose final runs have not begun are made again (and extended), the others stand
+o=$work/ext-old
+PEAK=1 GRZO_FINETUNE=$work/peak-ft fs --grid-grzo 1e-4,1e-3 --grid-mezo 1e-4,1e-3 --grid-extend 0 "${ext2[@]}" "$o" \
+    > "$work/ext5.out" 2>&1 || fail "the old protocol's first call: $(tail -3 "$work/ext5.out")"
+sed -i '1s/ grid_extend=0$//' "$o/protocol.txt" && rm -rf "$o/runs/final-sst2-mezo-s1" "$o/runs/final-sst2-mezo-s1.out" || exit 1
+PEAK=1 GRZO_FINETUNE=$work/peak-ft fs --grid-grzo 1e-4,1e-3 --grid-mezo 1e-4,1e-3 "${ext2[@]}" "$o" \
+    > "$work/ext6.out" 2>&1 || fail "the old protocol going on with the extension: $(tail -3 "$work/ext6.out")"
+grep -q "began before the grids were extended" "$work/ext6.out" && grep -q " grid_extend=2$" "$o/protocol.txt" ||
+    fail "the upgrade was not noted and recorded: $(grep note "$work/ext6.out"; head -1 "$o/protocol.txt")"
+[ "$(cat "$o/runs/chosen-sst2-grzo")" = "1e-3" ] && [ ! -e "$o/runs/extended-sst2-grzo" ] ||
+    fail "a choice whose final run exists must stand"
+[ "$(cat "$o/runs/chosen-sst2-mezo")" = "0.1" ] && [ -s "$o/runs/final-sst2-mezo-s1/results.json" ] ||
+    fail "a choice without a final run is made again over the extended grid: $(cat "$o/runs/chosen-sst2-mezo")"
+PEAK=1 GRZO_FINETUNE=$work/peak-ft fs --grid-grzo 1e-4,1e-3 --grid-mezo 1e-4,1e-3 --grid-extend 1 "${ext2[@]}" "$o" \
+    > "$work/ext7.out" 2>&1
+[ $? -eq 1 ] && grep -q "another protocol" "$work/ext7.out" || fail "another --grid-extend in the same OUTDIR: $(tail -2 "$work/ext7.out")"
+
 # the budget: the final run is stopped (exit 3) and the next call resumes it
 o=$work/budget
 # (one grid value; a budget that leaves the final run some seconds on a loaded 2-core machine)
@@ -124,4 +187,4 @@ n2=$(grep -c '"loss"' "$f/log.jsonl")
     fail "the resumed log must go on from step $n1 (now $n2 steps, $(grep -c '^{"step":0,"loss"' "$f/log.jsonl") step-0 lines)"
 [ "$(sed -n 's/^{"step":\([0-9]*\),"diagnose".*/\1/p' "$f/log.jsonl" | tail -1)" -ge "$n1" ] ||
     fail "the resumed run logged no B_eff: a resume must ask for the diagnostics again (they are not in run.json)"
-echo "ok: finetune.sh (arguments, a tiny protocol, a changed protocol refused, moved files taken, $n1 then $n2 steps across two budgeted calls)"
+echo "ok: finetune.sh (arguments, a tiny protocol, a changed protocol refused, moved files taken, grids extended at their edges, $n1 then $n2 steps across two budgeted calls)"
