@@ -10,6 +10,13 @@
      MeZO in place   MeZO's memory-optimal form: 2 passes of B on theta +- sigma z, restore, update
      MeZO (ops)      MeZO perturbing through the operations (transient per-layer weight)
      FZOO            N + 1 = 9 passes of B (N = 8 probes)
+   --tokens FILE replaces the workload with bench_llm's token batch (bench_llm --dump-tokens:
+   {"candidates": [a, b], "synthetic": bool, "examples": [{"label": l, "tokens": [...]}, ...]}),
+   the batch bench/torch_mezo.py runs PyTorch's MeZO on, so that the two programs' figures are
+   of the same batch: B = the file's examples, each copy forwards ONE sequence (its prompt,
+   llm_forward, the logits at its last position) and its loss is the cross-entropy over the
+   two candidates' logits there, as in bench_llm; the floor is the plain forward of the 2B
+   copies. Only on SmolLM2's own weights (--model: the ids are its tokenizer's).
    Shapes: SmolLM2-135M (dim 576, 30 layers, 9/3 heads, FFN 1536, vocab 49152, tied; real
    weights with --model PATH.gguf, else random) and a random Llama-3-8B shape (dim 4096, 32
    layers, 32/8 heads, FFN 14336, vocab 128256, untied), both stored in --dtype (bf16).
@@ -31,6 +38,7 @@
                     [--warmup 3] [--batch 16] [--seq-len 256] [--dtype bf16|f16|f32]
                     [--math fast|pedantic] [--transient-mb 64] [--attention auto|fused|gemm]
                     [--workloads floor,grzo,mezo_inplace,mezo_ops,fzoo] [--queued] [--quick] [--self-test]
+                    [--tokens BATCH.json]
    --attention: the LLM forward's attention (model.h llm_attention; default auto: the cuBLAS
    form while its scratch is at most 4 GiB, else the fused kernel), so that the two forms can
    be timed against each other (issue 16 item 1: keep the faster).
@@ -46,9 +54,14 @@
    --quick: a tiny random model, 3 steps (the Meson test's GPU smoke run). It sets the model,
    shapes, batch, context and warm-up itself: --model, --shapes, --batch, --seq-len and
    --warmup are refused beside it.
+   --tokens: needs --model; it fixes the shape and the batch: --quick, --batch, --seq-len and
+   --shapes naming llama8b are refused beside it. The file is checked before the GPU is looked
+   for (a bad one: one line, exit 1, nothing written); its ids against the model's vocabulary
+   once the model is loaded.
    --self-test: the parts that need no GPU (parameter and FLOP counts of both shapes, the
-   median, the report writers); run by Meson. The arguments are checked first (a bad one:
-   one line, exit 2); then, without a GPU, anything else exits 77. */
+   median, the report writers, the --tokens reader on good and bad files); run by Meson. The
+   arguments are checked first (a bad one: one line, exit 2); then, without a GPU, anything
+   else exits 77 (a --tokens file that cannot be read: exit 1 before that). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
@@ -67,7 +80,9 @@
 #include "backends/grzo_cuda.h"
 #include "cli_args.h"
 #include "files.h"
+#include "json.h"
 #include "llm.h"
+#include "llm_internal.h"   /* llm__read_file: a regular file read whole */
 #include "model.h"
 
 #define MAX_B 64
@@ -76,6 +91,8 @@
 #define FZOO_N 8
 #define H100_BF16_PEAK_TFLOPS 989.0
 #define MAX_CAND_LEN 2
+#define MAX_PROMPT_LEN 4096      /* --tokens: the longest sequence a file may hold (--seq-len's bound) */
+#define MAX_BATCH_FILE (64u << 20)
 
 /* ---- shapes and FLOPs (CPU-testable) --------------------------------------------------------- */
 typedef struct shape {
@@ -330,9 +347,10 @@ static void report_free(report *r) {
 
 /* ---- the workload -------------------------------------------------------------------------------- */
 typedef struct options {
-    const char *out, *model;
+    const char *out, *model, *tokens;
     unsigned shapes;              /* bit k: shape_keys[k] runs */
     const char *not_with_quick;   /* an option --quick would override, when one was given */
+    const char *not_with_tokens;  /* an option --tokens fixes (shape, batch), when one was given */
     int64_t steps, warmup, batch, seq_len, transient_mb;
     grzo_dtype dtype;
     grzo_cuda_math math;
@@ -342,38 +360,51 @@ typedef struct options {
 } options;
 
 typedef struct example {
-    int32_t *tokens[2];           /* context + candidate k */
-    int32_t len[2], n_context, label;
+    int32_t *tokens[2];           /* random contexts: context + candidate k; --tokens: tokens[0] the prompt */
+    int32_t len[2];
+    int32_t n_context;            /* scored: tokens[k][n_context..len[k]); --tokens: the last position */
+    int32_t label;
 } example;
 
-typedef struct bench {
-    const options *o;
-    shape sh;
-    llm_weights *host_w;          /* real weights (host fp32) or NULL: random */
+/* The B examples of a step, from either source: random contexts with two candidate
+   continuations (2 sequences a copy, llm_sequence_logprob), or a --tokens file (1 sequence a
+   copy, llm_forward at its last position). Everything downstream (the passes, the FLOPs, the
+   state's capacity, the timing) reads it through seqs_per_copy, n_context and max_len. */
+typedef struct workload {
     example ex[MAX_B];
     int32_t B;
-    /* per run */
-    grzo_backend be;
-    grzo_ctx *ctx;
-    llm_model m;
-    int have_model;
-    llm_state *st;
-    llm_seq seqs[4 * MAX_B];
-    int32_t n_context[4 * MAX_B];
-    double sums[4 * MAX_B];
-    char err[512];
-} bench;
+    const char *file;             /* --tokens: the file; NULL: the random contexts */
+    int32_t cand[2];              /* --tokens: the two candidates read at each prompt's last position */
+    int32_t max_len;              /* longest sequence (the state's max_seq_len) */
+    int32_t max_scored;           /* scored positions per sequence, at most */
+    int32_t max_id, max_id_example;   /* --tokens: the largest id and its example (checked against the vocabulary) */
+    int64_t n_tokens;             /* --tokens: the prompts' tokens, all examples */
+    int synthetic;                /* --tokens: bench_llm made the prompts up (no SST-2 file or tokenizer) */
+} workload;
 
-static void make_examples(bench *b) {
+static int32_t seqs_per_copy(const workload *wl) { return wl->file ? 1 : 2; }
+
+static void workload_free(workload *wl) {
+    int32_t i;
+    for (i = 0; i < wl->B; i++) { free(wl->ex[i].tokens[0]); free(wl->ex[i].tokens[1]); }
+    memset(wl, 0, sizeof *wl);
+}
+
+/* The random contexts: B examples of ~seq_len tokens over vocabulary V (~RTE). */
+static void make_workload(workload *wl, const options *o, int32_t V) {
     uint64_t s = 0x5EEDull;
-    int32_t i, k, t, V = b->sh.cfg.vocab_size;
-    for (i = 0; i < b->B; i++) {
-        example *e = &b->ex[i];
-        e->n_context = (int32_t)b->o->seq_len - 4 - (i * 7) % 16;   /* ~RTE: 236..252 at 256 */
+    int32_t i, k, t;
+    memset(wl, 0, sizeof *wl);
+    wl->B = (int32_t)o->batch;
+    wl->max_len = (int32_t)o->seq_len + MAX_CAND_LEN;
+    wl->max_scored = MAX_CAND_LEN;
+    for (i = 0; i < wl->B; i++) {
+        example *e = &wl->ex[i];
+        e->n_context = (int32_t)o->seq_len - 4 - (i * 7) % 16;   /* ~RTE: 236..252 at 256 */
         if (e->n_context < 2) e->n_context = 2;
         e->label = i % 2;
         for (k = 0; k < 2; k++) {
-            e->len[k] = e->n_context + 1 + k;                        /* candidates of 1 and 2 tokens */
+            e->len[k] = e->n_context + 1 + k;                      /* candidates of 1 and 2 tokens */
             e->tokens[k] = (int32_t *)malloc((size_t)e->len[k] * sizeof(int32_t));
         }
         for (t = 0; t < e->len[1]; t++) {
@@ -385,47 +416,197 @@ static void make_examples(bench *b) {
     }
 }
 
-/* lengths and scored positions of n copies (2 sequences each), for the FLOP count */
-static double copies_flops(const bench *b, const int64_t *which, int64_t n) {
-    int32_t len[4 * MAX_B];
-    int64_t c, n_scored = 0;
-    for (c = 0; c < n; c++) {
-        const example *e = &b->ex[which[c]];
-        len[2 * c] = e->len[0];
-        len[2 * c + 1] = e->len[1];
-        n_scored += (e->len[0] - e->n_context) + (e->len[1] - e->n_context);
-    }
-    return forward_flops(&b->sh.cfg, len, 2 * n, n_scored);
+/* a JSON token id: an integer 0 to INT32_MAX (1.0 and true are not) */
+static int json_token_id(const json_value *v, int32_t *id) {
+    if (!v || v->type != JSON_NUMBER || !v->is_integer || v->integer < 0 || v->integer > INT32_MAX) return 0;
+    *id = (int32_t)v->integer;
+    return 1;
 }
 
-/* Forward n copies (copy c reads example which[c], both candidates) and write one loss each. */
+/* --tokens: bench_llm --dump-tokens's file into wl. 0, or 1 with one line in err (naming the
+   file and, where it is one, the example) and wl empty. The ids are checked against the
+   model's vocabulary later (token_batch_fits), once the model is loaded. */
+static int read_token_batch(const char *path, workload *wl, char *err, size_t errlen) {
+    uint8_t *text;
+    size_t size, at = 0;
+    json_value root;
+    const json_value *cand, *exs, *syn;
+    char msg[256];
+    int32_t i, t;
+    memset(wl, 0, sizeof *wl);
+    if (llm__read_file(path, MAX_BATCH_FILE, &text, &size, msg, sizeof msg)) {   /* msg names the path */
+        snprintf(err, errlen, "%s", msg);
+        return 1;
+    }
+    if (json_parse((const char *)text, size, &root, &at, msg, sizeof msg)) {
+        free(text);
+        snprintf(err, errlen, "%s: not JSON: %s (byte %zu)", path, msg, at);
+        return 1;
+    }
+    free(text);
+    cand = json_get(&root, "candidates");
+    exs = json_get(&root, "examples");
+    syn = json_get(&root, "synthetic");
+    if (!cand || cand->type != JSON_ARRAY || !exs || exs->type != JSON_ARRAY) {
+        snprintf(err, errlen, "%s: not a bench_llm token batch (no \"candidates\" and \"examples\" lists)", path);
+        goto bad;
+    }
+    if (cand->n != 2 || !json_token_id(&cand->items[0], &wl->cand[0]) || !json_token_id(&cand->items[1], &wl->cand[1])) {
+        snprintf(err, errlen, "%s: \"candidates\" must be two token ids", path);
+        goto bad;
+    }
+    if (exs->n < 1 || exs->n > MAX_B) {
+        snprintf(err, errlen, "%s: %zu examples, expected 1 to %d", path, exs->n, MAX_B);
+        goto bad;
+    }
+    if (syn && syn->type != JSON_TRUE && syn->type != JSON_FALSE) {
+        snprintf(err, errlen, "%s: \"synthetic\" must be true or false", path);
+        goto bad;
+    }
+    wl->synthetic = syn && syn->type == JSON_TRUE;
+    wl->max_scored = 1;
+    for (i = 0; i < (int32_t)exs->n; i++) {
+        const json_value *toks = json_get(&exs->items[i], "tokens"), *lab = json_get(&exs->items[i], "label");
+        example *e = &wl->ex[i];
+        if (!toks || toks->type != JSON_ARRAY || toks->n < 1 || toks->n > MAX_PROMPT_LEN) {
+            snprintf(err, errlen, "%s: example %d: \"tokens\" must be a list of 1 to %d token ids", path, (int)i, MAX_PROMPT_LEN);
+            goto bad;
+        }
+        if (!lab || lab->type != JSON_NUMBER || !lab->is_integer || (lab->integer != 0 && lab->integer != 1)) {
+            snprintf(err, errlen, "%s: example %d: \"label\" must be 0 or 1", path, (int)i);
+            goto bad;
+        }
+        if (!(e->tokens[0] = (int32_t *)malloc(toks->n * sizeof(int32_t)))) {
+            snprintf(err, errlen, "%s: out of memory", path);
+            goto bad;
+        }
+        wl->B = i + 1;   /* what workload_free frees */
+        for (t = 0; t < (int32_t)toks->n; t++) {
+            if (!json_token_id(&toks->items[t], &e->tokens[0][t])) {
+                snprintf(err, errlen, "%s: example %d: token %d is not a token id (an integer 0 to %d)", path, (int)i, (int)t,
+                         INT32_MAX);
+                goto bad;
+            }
+            if (e->tokens[0][t] > wl->max_id) { wl->max_id = e->tokens[0][t]; wl->max_id_example = i; }
+        }
+        e->len[0] = (int32_t)toks->n;
+        e->n_context = e->len[0] - 1;   /* the one scored position: the last */
+        e->label = (int32_t)lab->integer;
+        wl->n_tokens += e->len[0];
+        if (e->len[0] > wl->max_len) wl->max_len = e->len[0];
+    }
+    json_free(&root);
+    wl->file = path;
+    return 0;
+bad:
+    json_free(&root);
+    workload_free(wl);
+    return 1;
+}
+
+/* --tokens: every id (the candidates too) inside the model's vocabulary of V; 0, or 1 with one line in err */
+static int token_batch_fits(const workload *wl, int32_t V, char *err, size_t errlen) {
+    if (wl->cand[0] >= V || wl->cand[1] >= V)
+        snprintf(err, errlen, "%s: candidate %d is not in the model's vocabulary (%d ids)", wl->file,
+                 (int)(wl->cand[0] >= V ? wl->cand[0] : wl->cand[1]), (int)V);
+    else if (wl->max_id >= V)
+        snprintf(err, errlen, "%s: example %d: token %d is not in the model's vocabulary (%d ids)", wl->file,
+                 (int)wl->max_id_example, (int)wl->max_id, (int)V);
+    else return 0;
+    return 1;
+}
+
+/* the batch, for the report's header */
+static void describe_batch(char *buf, size_t n, const workload *wl, const options *o) {
+    if (wl->file)
+        snprintf(buf, n, "token batch %s: %d examples, %lld tokens (%s; loss over the candidates %d / %d at each prompt's "
+                         "last position, one sequence a copy)",
+                 wl->file, (int)wl->B, (long long)wl->n_tokens,
+                 wl->synthetic ? "SYNTHETIC prompts: bench_llm had no SST-2 file or tokenizer" : "bench_llm's SST-2 prompts",
+                 (int)wl->cand[0], (int)wl->cand[1]);
+    else
+        snprintf(buf, n, "B = %lld examples x 2 candidates, contexts of ~%lld tokens", (long long)o->batch, (long long)o->seq_len);
+}
+
+typedef struct bench {
+    const options *o;
+    shape sh;
+    llm_weights *host_w;          /* real weights (host fp32) or NULL: random */
+    const workload *wl;
+    /* per run */
+    grzo_backend be;
+    grzo_ctx *ctx;
+    llm_model m;
+    int have_model;
+    llm_state *st;
+    float *logits;                /* --tokens: 2B rows of the vocabulary's logits (llm_forward's output, host) */
+    llm_seq seqs[4 * MAX_B];
+    int32_t n_context[4 * MAX_B];
+    double sums[4 * MAX_B];
+    char err[512];
+} bench;
+
+/* The state's capacity: the largest pass, GRZO's 2B copies of seqs_per_copy sequences each. */
+static void state_capacity(const workload *wl, llm_state_desc *sd) {
+    memset(sd, 0, sizeof *sd);
+    sd->max_seqs = 2 * seqs_per_copy(wl) * wl->B;
+    sd->max_rows = (int64_t)sd->max_seqs * wl->max_len;
+    sd->max_outputs = (int64_t)sd->max_seqs * wl->max_scored;
+    sd->max_seq_len = wl->max_len;
+    sd->max_segments = 2 * wl->B;
+}
+
+/* lengths and scored positions of n copies, for the FLOP count */
+static double copies_flops(const bench *b, const int64_t *which, int64_t n) {
+    int32_t len[4 * MAX_B], spc = seqs_per_copy(b->wl), k;
+    int64_t c, n_scored = 0;
+    for (c = 0; c < n; c++) {
+        const example *e = &b->wl->ex[which[c]];
+        for (k = 0; k < spc; k++) {
+            len[spc * c + k] = e->len[k];
+            n_scored += e->len[k] - e->n_context;
+        }
+    }
+    return forward_flops(&b->sh.cfg, len, spc * n, n_scored);
+}
+
+/* Forward n copies (copy c reads example which[c]) and write one loss each: the cross-entropy
+   over the two candidates' scores, their log-likelihoods as sequences (random contexts) or
+   their logits at the prompt's last position (--tokens). */
 static grzo_status forward_copies(bench *b, const int64_t *which, int64_t n, int64_t n_segments, float *losses) {
+    const workload *wl = b->wl;
     llm_batch batch;
     int64_t c;
-    int k;
+    int32_t k, spc = seqs_per_copy(wl);
     grzo_status s;
     for (c = 0; c < n; c++)
-        for (k = 0; k < 2; k++) {
-            const example *e = &b->ex[which[c]];
-            llm_seq *q = &b->seqs[2 * c + k];
+        for (k = 0; k < spc; k++) {
+            const example *e = &wl->ex[which[c]];
+            llm_seq *q = &b->seqs[spc * c + k];
             memset(q, 0, sizeof *q);
             q->tokens = e->tokens[k];
             q->n_tokens = e->len[k];
             q->segment = c;
-            b->n_context[2 * c + k] = e->n_context;
+            b->n_context[spc * c + k] = e->n_context;
+            if (wl->file) {   /* llm_forward's one output row: the last position */
+                q->out_pos = &b->n_context[spc * c + k];
+                q->n_out = 1;
+            }
         }
     batch.seqs = b->seqs;
-    batch.n_seqs = (int32_t)(2 * n);
+    batch.n_seqs = (int32_t)(spc * n);
     batch.n_segments = n_segments;
-    s = llm_sequence_logprob(b->ctx, &b->m, b->st, &batch, b->n_context, b->sums, NULL);
+    s = wl->file ? llm_forward(b->ctx, &b->m, b->st, &batch, b->logits)
+                 : llm_sequence_logprob(b->ctx, &b->m, b->st, &batch, b->n_context, b->sums, NULL);
     if (s != GRZO_OK) {
         snprintf(b->err, sizeof b->err, "%s", llm_model_error(&b->m));
         return s;
     }
-    for (c = 0; c < n; c++) {   /* cross-entropy over the two candidates' log-likelihoods */
-        double a = b->sums[2 * c], g = b->sums[2 * c + 1], mx = a > g ? a : g;
-        double lse = mx + log(exp(a - mx) + exp(g - mx));
-        losses[c] = (float)(lse - (b->ex[which[c]].label ? g : a));
+    for (c = 0; c < n; c++) {
+        const float *l = wl->file ? b->logits + c * b->sh.cfg.vocab_size : NULL;
+        double a = l ? l[wl->cand[0]] : b->sums[2 * c], g = l ? l[wl->cand[1]] : b->sums[2 * c + 1];
+        double mx = a > g ? a : g, lse = mx + log(exp(a - mx) + exp(g - mx));
+        losses[c] = (float)(lse - (wl->ex[which[c]].label ? g : a));
     }
     return GRZO_OK;
 }
@@ -461,15 +642,15 @@ static grzo_status timed_unit(bench *b, int w, cudaEvent_t *ev, double *hold_ms,
     }
     cudaEventRecord(ev[0], stream);
     if (w == W_FLOOR) {
-        for (c = 0; c < 2 * b->B; c++) which[c] = c % b->B;
-        s = forward_copies(b, which, 2 * b->B, 0, losses);
+        for (c = 0; c < 2 * b->wl->B; c++) which[c] = c % b->wl->B;
+        s = forward_copies(b, which, 2 * b->wl->B, 0, losses);
         cudaEventRecord(ev[1], stream);
         if (s != GRZO_OK || !CU_OK(cudaEventSynchronize(ev[1])) || !CU_OK(cudaEventElapsedTime(&ms, ev[0], ev[1])))
             return s != GRZO_OK ? s : GRZO_ERR_BACKEND;
         *fwd_ms = *total_ms = ms;
         return GRZO_OK;
     }
-    s = grzo_step_begin(b->ctx, b->B, &si);
+    s = grzo_step_begin(b->ctx, b->wl->B, &si);
     for (p = 0; s == GRZO_OK && p < si.n_passes; p++) {
         grzo_pass_info pi;
         s = grzo_pass_begin(b->ctx, &pi);
@@ -501,10 +682,12 @@ static grzo_estimator estimator_of(int w) {
 
 static void run_close(bench *b) {
     if (b->st) llm_state_free(b->st);
+    free(b->logits);
     if (b->have_model) llm_model_free(&b->m);
     if (b->ctx) grzo_destroy(b->ctx);
     if (b->be.iface) grzo_backend_destroy(&b->be);
     b->st = NULL;
+    b->logits = NULL;
     b->ctx = NULL;
     b->have_model = 0;
 }
@@ -542,16 +725,15 @@ static grzo_status run_open(bench *b, int w) {
         return s;
     }
     b->have_model = 1;
-    memset(&sd, 0, sizeof sd);
-    sd.max_rows = 2 * 2 * (int64_t)b->B * (b->o->seq_len + MAX_CAND_LEN);
-    sd.max_seqs = 4 * b->B;
-    sd.max_outputs = 4 * (int64_t)b->B * MAX_CAND_LEN;
-    sd.max_seq_len = (int32_t)b->o->seq_len + MAX_CAND_LEN;
-    sd.max_segments = 2 * b->B;
+    state_capacity(b->wl, &sd);
     sd.attention = b->o->attention;
     if ((s = llm_state_create(b->ctx, &b->m, &sd, &b->st)) != GRZO_OK) {
         snprintf(b->err, sizeof b->err, "%s", llm_model_error(&b->m));
         return s;
+    }
+    if (b->wl->file && !(b->logits = (float *)malloc((size_t)sd.max_seqs * (size_t)b->sh.cfg.vocab_size * sizeof(float)))) {
+        snprintf(b->err, sizeof b->err, "out of memory for the logits of %d sequences", (int)sd.max_seqs);
+        return GRZO_ERR_OUT_OF_MEMORY;
     }
     return GRZO_OK;
 }
@@ -601,8 +783,9 @@ static void run_workload(bench *b, int w, result *r) {
     r->dev_used = mem.device_total - mem.device_free;
     /* model FLOPs of the step's forwards: 2B copies for the floor and GRZO, 2 x B for MeZO, 9 x B for FZOO */
     n_units = w == W_FZOO ? FZOO_N + 1 : (w == W_FLOOR || w == W_GRZO) ? 1 : 2;
-    for (c = 0; c < 2 * b->B; c++) which[c] = c % b->B;
-    r->flops = (w == W_FLOOR || w == W_GRZO) ? copies_flops(b, which, 2 * b->B) : (double)n_units * copies_flops(b, which, b->B);
+    for (c = 0; c < 2 * b->wl->B; c++) which[c] = c % b->wl->B;
+    r->flops = (w == W_FLOOR || w == W_GRZO) ? copies_flops(b, which, 2 * b->wl->B)
+                                             : (double)n_units * copies_flops(b, which, b->wl->B);
     r->ok = 1;
 done:
     if (r->ok && r->queued_ms > 0) printf("%.1f ms/step (%.1f queued ahead), peak %.3f GB\n", r->total_ms, r->queued_ms, (double)r->peak * 1e-9);
@@ -638,6 +821,127 @@ static const char *const shape_keys[N_SHAPE_KEYS] = {"smollm2", "llama8b"};
 static unsigned parse_shapes(const char *list) { return parse_name_list(list, shape_keys, N_SHAPE_KEYS); }
 
 /* ---- self-test: what needs no GPU ------------------------------------------------------------------ */
+static int write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    int bad = !f || fputs(text, f) < 0;
+    if (f && fclose(f) != 0) bad = 1;
+    return bad;
+}
+
+/* a check of the self-test: counted in the caller's `fails`, said on one line */
+#define ST(c, ...) do { if (!(c)) { fails++; printf("FAIL: " __VA_ARGS__); printf("\n"); } } while (0)
+/* --tokens: a good file read whole; bad ones refused with one line, nothing kept; the ids
+   against a vocabulary; the workload's FLOPs and state capacity (the default's beside it) */
+static int self_test_tokens(const char *dir) {
+    static const struct { const char *json, *why; } bad[] = {
+        {"{\"candidates\": [5], \"examples\": [{\"label\": 0, \"tokens\": [1]}]}", "\"candidates\" must be two token ids"},
+        {"{\"candidates\": [5, -6], \"examples\": [{\"label\": 0, \"tokens\": [1]}]}", "\"candidates\" must be two token ids"},
+        {"{\"candidates\": [5, 6], \"examples\": []}", "0 examples, expected 1 to 64"},
+        {"{\"candidates\": [5, 6], \"examples\": {}}", "not a bench_llm token batch"},
+        {"{\"examples\": [{\"label\": 0, \"tokens\": [1]}]}", "not a bench_llm token batch"},
+        {"{\"candidates\": [5, 6], \"examples\": [{\"label\": 0, \"tokens\": [1]}", "not JSON"},
+        {"{\"candidates\": [5, 6], \"synthetic\": 1, \"examples\": [{\"label\": 0, \"tokens\": [1]}]}",
+         "\"synthetic\" must be true or false"},
+        {"{\"candidates\": [5, 6], \"examples\": [{\"label\": 2, \"tokens\": [1]}]}", "example 0: \"label\" must be 0 or 1"},
+        {"{\"candidates\": [5, 6], \"examples\": [{\"label\": true, \"tokens\": [1]}]}", "example 0: \"label\" must be 0 or 1"},
+        {"{\"candidates\": [5, 6], \"examples\": [{\"label\": 1, \"tokens\": [1]}, {\"label\": 0, \"tokens\": []}]}",
+         "example 1: \"tokens\" must be a list of 1 to 4096 token ids"},
+        {"{\"candidates\": [5, 6], \"examples\": [{\"label\": 1, \"tokens\": [1]}, {\"label\": 0}]}",
+         "example 1: \"tokens\" must be a list"},
+        {"{\"candidates\": [5, 6], \"examples\": [{\"label\": 1, \"tokens\": [1, -3]}]}", "example 0: token 1 is not a token id"},
+        {"{\"candidates\": [5, 6], \"examples\": [{\"label\": 1, \"tokens\": [1, 2.0]}]}", "example 0: token 1 is not a token id"},
+        {"{\"candidates\": [5, 6], \"examples\": [{\"label\": 1, \"tokens\": [1, 2147483648]}]}", "token 1 is not a token id"},
+    };
+    const char *good = "{\"candidates\": [3, 7], \"synthetic\": false, \"examples\": [\n"
+                       "  {\"label\": 1, \"tokens\": [1, 2, 3]},\n  {\"label\": 0, \"tokens\": [9]}\n]}\n";
+    static bench fb;   /* large: not on the stack */
+    shape s3 = shape_quick();
+    options o;
+    workload wl;
+    llm_state_desc sd;
+    char path[300], err[600], text[1400];
+    int64_t which[2] = {0, 1};
+    int32_t len[2] = {3, 1}, len_ctx[2];
+    size_t k;
+    int fails = 0;
+    memset(&o, 0, sizeof o);
+    snprintf(path, sizeof path, "%s/batch.json", dir);
+    ST(write_text(path, good) == 0, "cannot write %s", path);
+    ST(read_token_batch(path, &wl, err, sizeof err) == 0, "--tokens: a good file refused: %s", err);
+    ST(wl.B == 2 && wl.cand[0] == 3 && wl.cand[1] == 7 && !wl.synthetic && wl.file == path && wl.n_tokens == 4 &&
+           wl.max_len == 3 && wl.max_scored == 1 && wl.max_id == 9 && wl.max_id_example == 1 && seqs_per_copy(&wl) == 1,
+       "--tokens: the good file's batch (B %d, candidates %d/%d, %lld tokens, longest %d, largest id %d in example %d)",
+       (int)wl.B, (int)wl.cand[0], (int)wl.cand[1], (long long)wl.n_tokens, (int)wl.max_len, (int)wl.max_id,
+       (int)wl.max_id_example);
+    ST(wl.B == 2 && wl.ex[0].len[0] == 3 && wl.ex[0].tokens[0][0] == 1 && wl.ex[0].tokens[0][2] == 3 && wl.ex[0].label == 1 &&
+           wl.ex[0].n_context == 2 && wl.ex[1].len[0] == 1 && wl.ex[1].tokens[0][0] == 9 && wl.ex[1].label == 0 &&
+           wl.ex[1].n_context == 0 && !wl.ex[0].tokens[1],
+       "--tokens: the good file's examples (each scored at its last position)");
+    ST(token_batch_fits(&wl, 10, err, sizeof err) == 0, "--tokens: ids 0..9 refused for a vocabulary of 10: %s", err);
+    ST(token_batch_fits(&wl, 9, err, sizeof err) == 1 && strstr(err, "example 1: token 9 is not in the model's vocabulary (9 ids)"),
+       "--tokens: id 9 of example 1 against a vocabulary of 9: '%s'", err);
+    ST(token_batch_fits(&wl, 7, err, sizeof err) == 1 && strstr(err, "candidate 7 is not in the model's vocabulary (7 ids)"),
+       "--tokens: candidate 7 against a vocabulary of 7: '%s'", err);
+    describe_batch(text, sizeof text, &wl, &o);
+    ST(!strncmp(text, "token batch ", 12) && strstr(text, "/batch.json: 2 examples, 4 tokens (bench_llm's SST-2 prompts"),
+       "--tokens: the report's batch line: '%s'", text);
+    /* the FLOPs: one sequence a copy, one scored position (the last) each; the capacity: 2B sequences */
+    memset(&fb, 0, sizeof fb);
+    fb.sh = s3;
+    fb.wl = &wl;
+    ST(copies_flops(&fb, which, 2) == forward_flops(&s3.cfg, len, 2, 2), "--tokens: FLOPs of two copies %.0f, expected %.0f",
+       copies_flops(&fb, which, 2), forward_flops(&s3.cfg, len, 2, 2));
+    state_capacity(&wl, &sd);
+    ST(sd.max_seqs == 4 && sd.max_rows == 12 && sd.max_outputs == 4 && sd.max_seq_len == 3 && sd.max_segments == 4,
+       "--tokens: state capacity (seqs %d, rows %lld, outputs %lld, length %d)", (int)sd.max_seqs, (long long)sd.max_rows,
+       (long long)sd.max_outputs, (int)sd.max_seq_len);
+    workload_free(&wl);
+    /* the random contexts through the same code: a copy is 2 sequences, its candidates' tokens scored */
+    o.batch = 2;
+    o.seq_len = 16;
+    make_workload(&wl, &o, s3.cfg.vocab_size);
+    len_ctx[0] = wl.ex[1].n_context + 1;
+    len_ctx[1] = wl.ex[1].n_context + 2;
+    ST(copies_flops(&fb, which + 1, 1) == forward_flops(&s3.cfg, len_ctx, 2, 3), "random contexts: FLOPs of one copy");
+    state_capacity(&wl, &sd);
+    ST(sd.max_seqs == 8 && sd.max_rows == 8 * 18 && sd.max_outputs == 8 * MAX_CAND_LEN && sd.max_seq_len == 18 &&
+           sd.max_segments == 4, "random contexts: state capacity");
+    describe_batch(text, sizeof text, &wl, &o);
+    ST(!strcmp(text, "B = 2 examples x 2 candidates, contexts of ~16 tokens"), "random contexts: the batch line '%s'", text);
+    workload_free(&wl);
+    /* a made-up batch says so */
+    ST(write_text(path, "{\"candidates\": [3, 7], \"synthetic\": true, \"examples\": [{\"label\": 1, \"tokens\": [1]}]}") == 0 &&
+           read_token_batch(path, &wl, err, sizeof err) == 0 && wl.synthetic,
+       "--tokens: a synthetic batch: %s", err);
+    describe_batch(text, sizeof text, &wl, &o);
+    ST(strstr(text, "SYNTHETIC") != NULL, "--tokens: a synthetic batch's line: '%s'", text);
+    workload_free(&wl);
+    /* bad files: refused with one line naming the file and the problem, nothing kept */
+    for (k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        int rc;
+        ST(write_text(path, bad[k].json) == 0, "cannot write %s", path);
+        rc = read_token_batch(path, &wl, err, sizeof err);
+        ST(rc == 1 && strstr(err, path) && strstr(err, bad[k].why) && !strchr(err, '\n') && wl.B == 0 && !wl.file,
+           "--tokens: bad file %d (%s): rc %d, '%s', want '%s'", (int)k, bad[k].json, rc, err, bad[k].why);
+        workload_free(&wl);
+    }
+    {   /* one example past MAX_B */
+        char many[64 * (MAX_B + 2)];
+        size_t n = (size_t)snprintf(many, sizeof many, "{\"candidates\": [5, 6], \"examples\": [");
+        int e;
+        for (e = 0; e <= MAX_B; e++) n += (size_t)snprintf(many + n, sizeof many - n, "%s{\"label\": 0, \"tokens\": [1]}", e ? ", " : "");
+        snprintf(many + n, sizeof many - n, "]}");
+        ST(write_text(path, many) == 0 && read_token_batch(path, &wl, err, sizeof err) == 1 &&
+               strstr(err, "65 examples, expected 1 to 64") && wl.B == 0,
+           "--tokens: %d examples: '%s'", MAX_B + 1, err);
+    }
+    remove(path);
+    ST(read_token_batch(path, &wl, err, sizeof err) == 1 && strstr(err, "cannot open") && wl.B == 0, "--tokens: a missing file: '%s'",
+       err);
+    ST(read_token_batch(dir, &wl, err, sizeof err) == 1 && strstr(err, "is a directory"), "--tokens: a folder: '%s'", err);
+    return fails;
+}
+
 static int self_test(void) {
     shape s1 = shape_smollm2(), s2 = shape_llama8b(), s3 = shape_quick();
     double v[5] = {5, 1, 4, 2, 3}, v2[4] = {4, 1, 3, 2};
@@ -648,7 +952,6 @@ static int self_test(void) {
     result res[N_WORKLOADS];
     FILE *f;
     int w;
-#define ST(c, ...) do { if (!(c)) { fails++; printf("FAIL: " __VA_ARGS__); printf("\n"); } } while (0)
     ST(parse_workloads("floor") == 1u && parse_workloads("fzoo,floor") == (1u | 1u << W_FZOO) &&
        parse_workloads("floor,grzo,mezo_inplace,mezo_ops,fzoo") == (1u << N_WORKLOADS) - 1,
        "--workloads: known lists");
@@ -720,6 +1023,7 @@ static int self_test(void) {
     }
     snprintf(path, sizeof path, "%s/bench_gpu.md", dir);
     ST(remove(path) == 0, "no %s", path);
+    fails += self_test_tokens(dir);
     rmdir(dir);
     printf("%s: bench_gpu self-test\n", fails ? "FAIL" : "ok");
     return fails ? 1 : 0;
@@ -753,6 +1057,7 @@ static int parse_options(int argc, char **argv, options *o) {
         if (!o->not_with_quick && (!strcmp(a, "--model") || !strcmp(a, "--shapes") || !strcmp(a, "--batch") ||
                                    !strcmp(a, "--seq-len") || !strcmp(a, "--warmup")))
             o->not_with_quick = a;
+        if (!o->not_with_tokens && (!strcmp(a, "--batch") || !strcmp(a, "--seq-len"))) o->not_with_tokens = a;
         if (!strcmp(a, "--out")) {
             o->out = v;
             if (!*v || strlen(v) > OUT_DIR_MAX) {
@@ -760,12 +1065,14 @@ static int parse_options(int argc, char **argv, options *o) {
                 rc = -1;
             }
         } else if (!strcmp(a, "--model")) o->model = v;
+        else if (!strcmp(a, "--tokens")) o->tokens = v;
         else if (!strcmp(a, "--shapes")) {
             o->shapes = parse_shapes(v);
             if (!o->shapes) {
                 snprintf(err, sizeof err, "--shapes: expected a comma list of smollm2, llama8b, got '%.100s'", v);
                 rc = -1;
             }
+            if (!o->not_with_tokens && (o->shapes & (1u << SHAPE_LLAMA8B))) o->not_with_tokens = "--shapes naming llama8b";
         }
         else if (!strcmp(a, "--steps")) rc = cli_parse_int(a, v, 1, MAX_STEPS, &o->steps, err, sizeof err);
         else if (!strcmp(a, "--warmup")) rc = cli_parse_int(a, v, 0, 100, &o->warmup, err, sizeof err);
@@ -795,6 +1102,18 @@ static int parse_options(int argc, char **argv, options *o) {
         } else { fprintf(stderr, "bench_gpu: unknown option %s\n", a); return 1; }
         if (rc) { fprintf(stderr, "bench_gpu: %s\n", err); return 1; }
     }
+    /* --tokens first: beside --quick, its refusal is the one that says what --tokens needs */
+    if (o->tokens && o->quick && !o->not_with_tokens) o->not_with_tokens = "--quick";
+    if (o->tokens && o->not_with_tokens) {
+        fprintf(stderr, "bench_gpu: --tokens runs the file's batch on SmolLM2's weights as it is: not with %s\n",
+                o->not_with_tokens);
+        return 1;
+    }
+    if (o->tokens && !o->model) {
+        fprintf(stderr, "bench_gpu: --tokens needs --model (the batch's ids are SmolLM2's tokenizer's: real weights, not random)\n");
+        return 1;
+    }
+    if (o->tokens) o->shapes = 1u << SHAPE_SMOLLM2;
     if (o->quick && o->not_with_quick) {
         fprintf(stderr, "bench_gpu: --quick sets its own model, shapes, batch, context and warm-up: not with %s\n",
                 o->not_with_quick);
@@ -815,7 +1134,8 @@ int main(int argc, char **argv) {
     report r;
     shape shapes[3];
     int n_shapes = 0, si, w, rc = 0, i;
-    char err[512];
+    char err[512], batch_text[1400];
+    workload wl;
     llm_config mcfg;
     llm_weights mw;
     struct cudaDeviceProp prop;
@@ -824,7 +1144,13 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (parse_options(argc, argv, &o)) return 2;
     if (o.self_test) return self_test();
+    memset(&wl, 0, sizeof wl);
+    if (o.tokens && read_token_batch(o.tokens, &wl, err, sizeof err)) {   /* before the GPU: a wrong file is said anywhere */
+        fprintf(stderr, "bench_gpu: --tokens: %s\n", err);
+        return 1;
+    }
     if (grzo_cuda_device_count() == 0) {
+        workload_free(&wl);
         printf("SKIP: no CUDA device or driver\n");
         return 77;
     }
@@ -841,22 +1167,29 @@ int main(int argc, char **argv) {
     memset(&mw, 0, sizeof mw);
     if (o.model && llm_load(o.model, &mcfg, &mw, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "bench_gpu: %s\n", err);
+        workload_free(&wl);
         return 1;
     }
-    if (report_open(&r, o.out) != 0) { llm_weights_free(&mw); return 1; }
+    if (o.tokens && token_batch_fits(&wl, mcfg.vocab_size, err, sizeof err)) {
+        fprintf(stderr, "bench_gpu: --tokens: %s\n", err);
+        workload_free(&wl);
+        llm_weights_free(&mw);
+        return 1;
+    }
+    if (report_open(&r, o.out) != 0) { workload_free(&wl); llm_weights_free(&mw); return 1; }
     memset(&prop, 0, sizeof prop);
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) snprintf(prop.name, sizeof prop.name, "(unknown: cudaGetDeviceProperties failed)");
     md_printf(&r, "## grzo %s bench_gpu\n\ncommand:", grzo_version());
     for (i = 0; i < argc; i++) md_printf(&r, " %s", argv[i]);
-    md_printf(&r, "\n\ndevice %s (%d SMs, %.1f GB); math %s; attention %s; B = %lld examples x 2 candidates, contexts of ~%lld tokens; "
+    describe_batch(batch_text, sizeof batch_text, &wl, &o);   /* wl: the file's batch, or empty (the random contexts) */
+    md_printf(&r, "\n\ndevice %s (%d SMs, %.1f GB); math %s; attention %s; %s; "
                   "%lld steps after %lld warm-up (median); transient budget %lld MiB; peak = %.0f TFLOP/s (H100 SXM bf16 dense)\n",
               prop.name, prop.multiProcessorCount, (double)prop.totalGlobalMem * 1e-9,
               o.math == GRZO_CUDA_MATH_FAST ? "fast (tensor cores)" : "pedantic fp32",
               o.attention == LLM_ATTENTION_GEMM    ? "cuBLAS GEMMs + softmax"
               : o.attention == LLM_ATTENTION_FUSED ? "fused kernel"
                                                    : "auto (cuBLAS GEMMs + softmax while the scratch is at most 4 GiB)",
-              (long long)o.batch, (long long)o.seq_len,
-              (long long)o.steps, (long long)o.warmup, (long long)o.transient_mb, H100_BF16_PEAK_TFLOPS);
+              batch_text, (long long)o.steps, (long long)o.warmup, (long long)o.transient_mb, H100_BF16_PEAK_TFLOPS);
     r.md_done = r.md.len;   /* the header stays through report_progress */
     for (si = 0; si < n_shapes; si++) {
         result res[N_WORKLOADS];
@@ -864,14 +1197,15 @@ int main(int argc, char **argv) {
         memset(&b, 0, sizeof b);
         b.o = &o;
         b.sh = shapes[si];
-        b.B = (int32_t)o.batch;
         if (o.model && si == 0 && !o.quick && !strcmp(shapes[si].name, "SmolLM2-135M")) {
             b.sh.cfg = mcfg;           /* the file's own config (rope theta, eps, ...) */
-            b.sh.name = "SmolLM2-135M (weights from --model)";
+            /* the name is the CSV's shape column too: it tells the token batch's rows apart */
+            b.sh.name = o.tokens ? "SmolLM2-135M (weights from --model; token batch)" : "SmolLM2-135M (weights from --model)";
             b.host_w = &mw;
         }
-        if (b.sh.cfg.max_seq_len < o.seq_len + MAX_CAND_LEN) b.sh.cfg.max_seq_len = (int32_t)o.seq_len + MAX_CAND_LEN;
-        make_examples(&b);
+        if (!o.tokens) make_workload(&wl, &o, b.sh.cfg.vocab_size);   /* --tokens: the file's, read above */
+        b.wl = &wl;
+        if (b.sh.cfg.max_seq_len < wl.max_len) b.sh.cfg.max_seq_len = wl.max_len;
         printf("\n%s: %.1fM parameters, %s\n", b.sh.name, total_params(&b.sh.cfg) * 1e-6, dtype_name(o.dtype));
         for (w = 0; w < N_WORKLOADS; w++) {
             if (o.workloads & (1u << w)) {
@@ -880,8 +1214,9 @@ int main(int argc, char **argv) {
             }
             if (report_progress(&r, &b.sh, res, dtype_name(o.dtype), w == N_WORKLOADS - 1) != 0) rc = 1;
         }
-        for (i = 0; i < b.B; i++) { free(b.ex[i].tokens[0]); free(b.ex[i].tokens[1]); }
+        if (!o.tokens) workload_free(&wl);
     }
+    workload_free(&wl);
     printf("\nwrote %s/bench_gpu.md and %s/bench_gpu.csv\n", o.out, o.out);
     report_free(&r);
     llm_weights_free(&mw);
