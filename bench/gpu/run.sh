@@ -18,6 +18,13 @@
 #              (bench_gpu --attention), so that the faster can be kept (issue 16 item 1); each
 #              also with its launches queued ahead (bench_gpu --queued): the launch overhead
 #              a CUDA graph could remove at most (item 3)
+#   peer       (opt-in: only when --stages names it; needs the SmolLM2 GGUF) the same batch through
+#              PyTorch's in-place MeZO and through grzo: a 0-step grzo-finetune run writes a
+#              checkpoint, grzo-export turns it into a Hugging Face folder (the device has no
+#              network), bench_llm dumps its token batch (SST-2 prompts from $GRZO_SST2_DIR, as
+#              the tune stage finds them), then bench_gpu --tokens and bench/torch_mezo.py
+#              --device cuda run it (torch_mezo.py exits 77 without torch or transformers: the
+#              PyTorch side is then "skipped"); ~1 minute
 #   4. tune    grzo-finetune --device cuda --dtype bf16 on stories260K (and SmolLM2 when given):
 #              GRZO vs MeZO vs FZOO, each until its share of the time budget ends (SIGINT:
 #              grzo-finetune saves and stops); steps/s and losses from its log.jsonl, and for
@@ -30,7 +37,7 @@
 # --budget SECONDS (60 to 86400) is the whole run's time: every stage's cap below is scaled by
 # SECONDS / (the sum of the caps of the stages run), so that the run fits a device lease
 # (bench/gpu/README.md: one call of a 15-minute lease).
-# --stages LIST (a comma list of tests, bench, attention, tune; default tests,bench,tune) runs
+# --stages LIST (a comma list of tests, bench, attention, peer, tune; default tests,bench,tune) runs
 # only those, always in the order above; the build always runs (ninja does nothing when it is
 # up to date) and the report is always written from whatever OUTDIR holds. The stages run share the whole budget, so a run can be split into
 # calls shorter than 10 minutes (a machine that keeps each command under that limit), each
@@ -44,8 +51,8 @@ set -u -o pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${GRZO_GPU_BUILD:-$REPO/build-gpu}
 START=$(date +%s)
-# stage caps in seconds (sum 520; the opt-in attention stage adds its own)
-CAP_BUILD=150 CAP_TESTS=90 CAP_BENCH=170 CAP_ATTENTION=0 CAP_TUNE=90 CAP_REPORT=20
+# stage caps in seconds (sum 520; the opt-in attention and peer stages add their own)
+CAP_BUILD=150 CAP_TESTS=90 CAP_BENCH=170 CAP_ATTENTION=0 CAP_PEER=0 CAP_TUNE=90 CAP_REPORT=20
 # the variant pairs (opt-in): their own seconds, added to the tune stage
 # seconds as digits without a leading zero (bash's arithmetic reads 0600 as octal, 090 as an
 # error) and at most a day (no overflow)
@@ -55,30 +62,33 @@ is_seconds "$CAP_VARIANTS" || { echo "GRZO_GPU_VARIANTS: expected seconds (0 to 
 CAP_TUNE=$((CAP_TUNE + CAP_VARIANTS))
 
 # the programs the stages run (ninja's paths): test_cuda, test_llm_cuda and the two CLIs for the
-# tests, bench_gpu, grzo-finetune for the fine-tuning, grzo-export and bench_llm for
-# bench/gpu/README.md's PyTorch comparison
+# tests, bench_gpu, grzo-finetune for the fine-tuning, grzo-export and bench_llm for the peer
+# stage (with grzo-finetune's 0-step run)
 GPU_TARGETS=(tests/test_cuda tests/llm/test_llm_cuda bench/bench_gpu examples/finetune/grzo-finetune
              examples/llm/grzo-generate examples/llm/grzo-export bench/bench_llm)
 
-usage() { echo "usage: bash bench/gpu/run.sh [--budget SECONDS] [--stages tests,bench,attention,tune] OUTDIR [SMOLLM2.gguf] | --report-only OUTDIR" >&2; exit 2; }
+usage() { echo "usage: bash bench/gpu/run.sh [--budget SECONDS] [--stages tests,bench,attention,peer,tune] OUTDIR [SMOLLM2.gguf] | --report-only OUTDIR" >&2; exit 2; }
 elapsed() { echo $(( $(date +%s) - START )); }
 say() { local e; e=$(elapsed); printf '[%02d:%02d] %s\n' $((e / 60)) $((e % 60)) "$*"; }
 die() { say "run.sh: $*" >&2; exit 1; }
 # seconds a stage may take: what is left of the whole budget minus what the later stages need
 # (a stage left out by --stages needs nothing: its cap is 0 by then)
 budget() { local reserve=$1 left; left=$(( START + TOTAL - $(date +%s) - reserve )); [ "$left" -lt 10 ] && left=10; echo "$left"; }
-# --stages: a comma list of tests, bench, attention, tune; the caps of the stages left out
+# --stages: a comma list of tests, bench, attention, peer, tune; the caps of the stages left out
 # become 0, the attention stage's is 180 s when it is named (each form: 20 steps and 20
-# queued-ahead steps of both shapes; the 8B floor pass is ~0.5 s)
+# queued-ahead steps of both shapes; the 8B floor pass is ~0.5 s), the peer stage's 90 s (its
+# preparation ~10 s on 2 cores, bench_gpu's five workloads on B = 16 prompts and torch's
+# import, two model loads and 2 x 2 cases of 6 steps: ~1 minute in all)
 select_stages() {
     local s
     case ",$1," in *,,*) echo "--stages: an empty stage name in '$1'" >&2; usage ;; esac
     for s in ${1//,/ }; do
-        case $s in tests|bench|attention|tune) ;; *) echo "--stages: unknown stage '$s' (expected tests, bench, attention, tune)" >&2; usage ;; esac
+        case $s in tests|bench|attention|peer|tune) ;; *) echo "--stages: unknown stage '$s' (expected tests, bench, attention, peer, tune)" >&2; usage ;; esac
     done
     case ",$1," in *,tests,*) ;; *) CAP_TESTS=0 ;; esac
     case ",$1," in *,bench,*) ;; *) CAP_BENCH=0 ;; esac
     case ",$1," in *,attention,*) CAP_ATTENTION=180 ;; esac
+    case ",$1," in *,peer,*) CAP_PEER=90 ;; esac
     case ",$1," in *,tune,*) ;; *) CAP_TUNE=0 CAP_VARIANTS=0 ;; esac
     STAGES=$1
 }
@@ -86,7 +96,7 @@ STAGES=tests,bench,tune
 wanted() { case ",$STAGES," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 # progress labels "k/n name": n counts the build, the stages run and the report
 STEP=0
-step() { local n=2 s; for s in tests bench attention tune; do wanted $s && n=$((n + 1)); done; STEP=$((STEP + 1)); say "$STEP/$n $*"; }
+step() { local n=2 s; for s in tests bench attention peer tune; do wanted $s && n=$((n + 1)); done; STEP=$((STEP + 1)); say "$STEP/$n $*"; }
 # every 25th line of ninja's progress, and its last, as the build goes
 build_progress() { awk '/^\[[0-9]+\/[0-9]+\]/ { split(substr($1, 2, length($1) - 2), a, "/"); if (a[1] % 25 == 0 || a[1] == a[2]) { print "    " $1; fflush() } }'; }
 
@@ -118,6 +128,15 @@ configure_gpu_build() {
     undo_failed_setup "$origin"
     echo "run.sh: meson setup again with CUDA_PATH=$nvcc_root"
     CUDA_PATH=$nvcc_root meson setup "$BUILD" "$REPO" -Dcuda=enabled -Dgpu_archs=90 -Dbuildtype=release
+}
+
+# SST-2 into SST2 (a folder) and grzo-finetune's sizes for it (the array sizes): the full task when
+# there is one ($GRZO_SST2_DIR, shared/ inside or beside the checkout), else the repository's sample
+find_sst2() {
+    SST2=${GRZO_SST2_DIR:-$REPO/shared/data/SST-2}
+    [ -s "$SST2/train.tsv" ] || SST2=$REPO/../shared/data/SST-2
+    if [ -s "$SST2/train.tsv" ] && [ "$(wc -l < "$SST2/train.tsv")" -gt 1000 ]; then sizes=(--n-train 1000 --n-dev 32 --n-test 64)
+    else SST2=$REPO/tests/data/tasks/SST-2; sizes=(--n-dev 2 --n-test 2); fi
 }
 
 # a tune-stage model's grzo-finetune arguments, into the array margs (as words, not a string split
@@ -266,6 +285,34 @@ attention_table() {
         <(cat "$f" 2> /dev/null || echo header) <(cat "$g" 2> /dev/null || echo header)
 }
 
+# The peer stage's table: PyTorch's MeZO step per dtype and layout (torch_mezo.py's table: the
+# step in seconds, column 4) beside grzo's GRZO and in-place MeZO steps on the same batch
+# (bench_gpu.csv: column 7 total_ms), each with grzo's GRZO step over it. A file that is
+# missing reads as empty.
+peer_table() {
+    local t="$OUT/peer/torch_mezo.txt" c="$OUT/peer/bench_gpu.csv"
+    [ -f "$t" ] || t=/dev/null
+    [ -f "$c" ] || c=/dev/null
+    echo "| step | ms | grzo GRZO / this |"
+    echo "|---|---:|---:|"
+    awk 'function trim(s) { gsub(/^ +| +$/, "", s); return s }
+         FILENAME == ARGV[1] { if (split($0, f, "|") >= 7 && trim(f[2]) ~ /^(fp32|bf16)$/ && trim(f[3]) ~ /^(padded|packed)$/) {
+                                   n++; name[n] = "PyTorch MeZO, " trim(f[2]) ", " trim(f[3]); ms[n] = trim(f[5]) * 1000
+                                   if (trim(f[3]) == "packed") packed[n] = trim(f[2]) }
+                               next }
+         { split($0, f, ",") }
+         f[4] == 1 && f[3] == "grzo" { grzo = f[7]; gname = "grzo GRZO, " f[2] }
+         f[4] == 1 && f[3] == "mezo_inplace" { mezo = f[7]; mname = "grzo MeZO in place, " f[2] }
+         END { if (grzo != "") { n++; name[n] = gname; ms[n] = grzo }
+               if (mezo != "") { n++; name[n] = mname; ms[n] = mezo }
+               for (i = 1; i <= n; i++) {
+                   r = grzo != "" && ms[i] > 0 ? sprintf("%.3f", grzo / ms[i]) : ""
+                   printf "| %s | %.2f | %s |\n", name[i], ms[i], r
+                   if (i in packed && r != "") line = line (line != "" ? ", " : "") packed[i] " " r "x"
+               }
+               if (line != "") printf "\ngrzo GRZO / PyTorch MeZO (packed): %s\n", line }' "$t" "$c"
+}
+
 write_report() {
     local plots tmp="$OUT/report.md.tmp" s why="nothing to plot yet"
     if python3 -c "import matplotlib" 2> /dev/null; then plots=$(plot_python 2> "$OUT/plot.log") || plots=""
@@ -278,8 +325,8 @@ write_report() {
         echo
         echo "| stage | status | seconds |"
         echo "|---|---|---:|"
-        for s in build tests bench attention tune; do
-            [ "$s" = attention ] && [ ! -s "$OUT/stage-attention.txt" ] && continue   # opt-in: listed when it ran
+        for s in build tests bench attention peer tune; do
+            case $s in attention|peer) [ -s "$OUT/stage-$s.txt" ] || continue ;; esac   # opt-in: listed when it ran
             echo "| $s | $(stage_field "$s" 1) | $(stage_field "$s" 2) |"
         done
         echo
@@ -309,6 +356,23 @@ write_report() {
                 echo; echo "--attention $s: no results; log: $OUT/attention-$s.log"
                 tail -3 "$OUT/attention-$s.log" 2> /dev/null | sed 's/^/    /'
             done
+        fi
+        if [ -s "$OUT/stage-peer.txt" ] || [ -d "$OUT/peer" ]; then
+            echo
+            echo "## Same batch: grzo vs PyTorch MeZO"
+            echo
+            echo "bench_llm's token batch (peer/batch.json) through bench_gpu --tokens and bench/torch_mezo.py --device cuda"
+            echo "(PyTorch + transformers, the official in-place MeZO step with Gaussian z; grzo's MeZO draws Rademacher z):"
+            echo "$(grep -m1 -o 'token batch [^)]*)' "$OUT/peer/bench_gpu.md" 2> /dev/null || echo 'bench_gpu: no results')."
+            echo
+            peer_table
+            echo
+            echo "PyTorch: $(cat "$OUT/peer/torch.status" 2> /dev/null || echo "not run")"
+            [ -s "$OUT/peer/bench_gpu.md" ] || { echo; echo "bench_gpu --tokens: no results; log: $OUT/peer/bench_gpu.log"; tail -3 "$OUT/peer/bench_gpu.log" 2> /dev/null | sed 's/^/    /'; }
+            if [ -s "$OUT/peer/torch_mezo.txt" ]; then
+                echo; echo "torch_mezo.py's output:"; echo; echo '```'; cat "$OUT/peer/torch_mezo.txt"; echo '```'
+            fi
+            [ -s "$OUT/peer/bench_gpu.md" ] && { echo; sed 's/^## /### /' "$OUT/peer/bench_gpu.md"; }
         fi
         echo
         echo "## Fine-tuning comparison (grzo-finetune --device cuda --dtype bf16)"
@@ -340,9 +404,9 @@ while [ $# -gt 0 ]; do
     esac
 done
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then usage; fi
-TOTAL=$((CAP_BUILD + CAP_TESTS + CAP_BENCH + CAP_ATTENTION + CAP_TUNE + CAP_REPORT))
+TOTAL=$((CAP_BUILD + CAP_TESTS + CAP_BENCH + CAP_ATTENTION + CAP_PEER + CAP_TUNE + CAP_REPORT))
 if [ -n "$BUDGET" ]; then   # every cap scaled alike, so that the later stages' reserves still hold
-    for c in CAP_BUILD CAP_TESTS CAP_BENCH CAP_ATTENTION CAP_TUNE CAP_VARIANTS CAP_REPORT; do
+    for c in CAP_BUILD CAP_TESTS CAP_BENCH CAP_ATTENTION CAP_PEER CAP_TUNE CAP_VARIANTS CAP_REPORT; do
         printf -v "$c" '%d' $(( ${!c} * BUDGET / TOTAL ))
     done
     TOTAL=$BUDGET
@@ -350,6 +414,7 @@ fi
 OUT=$1
 GGUF=${2:-}
 [ -z "$GGUF" ] || [ -f "$GGUF" ] || die "no such model file: $GGUF"
+if [ -z "$GGUF" ] && wanted peer; then echo "--stages peer needs the SmolLM2 GGUF (PyTorch runs its weights, exported)" >&2; usage; fi
 [ -z "$GGUF" ] || GGUF=$(cd "$(dirname "$GGUF")" && pwd)/$(basename "$GGUF")
 mkdir -p "$OUT" || die "cannot create $OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -364,13 +429,13 @@ if ! nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,nohead
     die "no usable NVIDIA GPU (nvidia-smi: $(head -1 "$OUT/nvidia-smi.log"))"
 fi
 say "device: $(head -1 "$OUT/device.txt"); output in $OUT; stages: build,$STAGES,report"
-say "budget $TOTAL s; caps: build $CAP_BUILD, tests $CAP_TESTS, bench $CAP_BENCH, attention $CAP_ATTENTION, tune $CAP_TUNE, report $CAP_REPORT"
+say "budget $TOTAL s; caps: build $CAP_BUILD, tests $CAP_TESTS, bench $CAP_BENCH, attention $CAP_ATTENTION, peer $CAP_PEER, tune $CAP_TUNE, report $CAP_REPORT"
 rc=0
 
 # ---- 1. build ------------------------------------------------------------------------------------
 step "build ($BUILD, -Dcuda=enabled -Dgpu_archs=90)"
 t0=$(date +%s)
-b=$(budget $((CAP_TESTS + CAP_BENCH + CAP_ATTENTION + CAP_TUNE + CAP_REPORT)))
+b=$(budget $((CAP_TESTS + CAP_BENCH + CAP_ATTENTION + CAP_PEER + CAP_TUNE + CAP_REPORT)))
 built=0
 if configure_gpu_build > "$OUT/build.log" 2>&1; then
     if ! ninja -C "$BUILD" -t query "${GPU_TARGETS[0]}" > /dev/null 2>&1; then
@@ -396,7 +461,7 @@ say "    built in $(stage_field build 2) s"
 if wanted tests; then
     step "meson test --suite cuda"
     t0=$(date +%s)
-    b=$(budget $((CAP_BENCH + CAP_ATTENTION + CAP_TUNE + CAP_REPORT)))
+    b=$(budget $((CAP_BENCH + CAP_ATTENTION + CAP_PEER + CAP_TUNE + CAP_REPORT)))
     # each test's line as it ends (Python holds its output back in a pipe unless told not to)
     PYTHONUNBUFFERED=1 timeout "$b" meson test -C "$BUILD" --suite cuda --no-rebuild --print-errorlogs --num-processes 5 2>&1 \
         | tee "$OUT/tests.log" | grep --line-buffered -E '^ *[0-9]+/[0-9]+ ' | sed -u 's/^ */    /'
@@ -422,7 +487,7 @@ fi
 if wanted bench; then
     step "bench_gpu (SmolLM2-135M ${GGUF:+from $GGUF }and the Llama-3-8B shape)"
     t0=$(date +%s)
-    b=$(budget $((CAP_ATTENTION + CAP_TUNE + CAP_REPORT)))
+    b=$(budget $((CAP_ATTENTION + CAP_PEER + CAP_TUNE + CAP_REPORT)))
     timeout "$b" "$BUILD/bench/bench_gpu" --out "$OUT/bench" --steps 20 --warmup 2 ${GGUF:+--model "$GGUF"} 2>&1 | tee "$OUT/bench.log" \
         | grep --line-buffered -E '^  |parameters|^bench_gpu'
     if [ "${PIPESTATUS[0]}" -eq 0 ]; then
@@ -442,7 +507,7 @@ if wanted attention; then
     mkdir -p "$OUT/attention" || die "cannot create $OUT/attention"   # bench_gpu --out makes one folder level only
     for form in fused gemm; do
         # the first form gets half of what is left, the second the rest
-        b=$(budget $((CAP_TUNE + CAP_REPORT))); [ "$form" = fused ] && b=$((b / 2))
+        b=$(budget $((CAP_PEER + CAP_TUNE + CAP_REPORT))); [ "$form" = fused ] && b=$((b / 2))
         rm -rf "${OUT:?}/attention/$form"
         say "    --attention $form (at most $b s)"
         timeout "$b" "$BUILD/bench/bench_gpu" --out "$OUT/attention/$form" --attention "$form" --workloads floor --queued --steps 20 \
@@ -453,18 +518,64 @@ if wanted attention; then
     else record attention "FAILED or out of time (attention-FORM.log)" $(( $(date +%s) - t0 )); rc=1; fi
 fi
 
+# ---- the same batch as PyTorch's MeZO (opt-in) -----------------------------------------------------
+if wanted peer; then
+    step "same batch: bench_gpu --tokens and PyTorch's MeZO (torch_mezo.py) on bench_llm's token batch"
+    t0=$(date +%s)
+    P=$OUT/peer
+    rm -rf "${P:?}" && mkdir -p "$P" || die "cannot create $P"
+    # the checkpoint and the Hugging Face folder (~1 GB): not in OUTDIR, which travels back
+    scratch=$(mktemp -d "${TMPDIR:-/tmp}/grzo-peer.XXXXXX") || die "cannot create a scratch folder in ${TMPDIR:-/tmp}"
+    find_sst2
+    say "    data: $SST2/train.tsv"
+    peer_ok=1 why=
+    # grzo-export needs a checkpoint: 0 steps (the weights unchanged) on the repository's sample
+    b=$(budget $((CAP_TUNE + CAP_REPORT)))
+    timeout "$b" "$BUILD/examples/finetune/grzo-finetune" --model "$GGUF" --task sst2 --data "$REPO/tests/data/tasks/SST-2" \
+        --n-train 8 --n-dev 2 --n-test 2 --steps 0 --out "$scratch/zero-steps" > "$P/prepare.log" 2>&1 &&
+    timeout "$(budget $((CAP_TUNE + CAP_REPORT)))" "$BUILD/examples/llm/grzo-export" --model "$GGUF" \
+        --checkpoint "$scratch/zero-steps/checkpoint.grzo" --format safetensors --out "$scratch/hf" >> "$P/prepare.log" 2>&1 &&
+    timeout "$(budget $((CAP_TUNE + CAP_REPORT)))" "$BUILD/bench/bench_llm" --model "$GGUF" --data "$SST2/train.tsv" \
+        --dump-tokens "$P/batch.json" >> "$P/prepare.log" 2>&1
+    if [ $? -ne 0 ]; then
+        peer_ok=0 why="preparing the batch failed (peer/prepare.log)"
+        tail -3 "$P/prepare.log" | sed 's/^/    /'
+    else
+        # grzo's side first, with half of what is left: a PyTorch that hangs cannot take its time
+        b=$(( $(budget $((CAP_TUNE + CAP_REPORT))) / 2 ))
+        say "    bench_gpu --tokens (at most $b s)"
+        timeout "$b" "$BUILD/bench/bench_gpu" --tokens "$P/batch.json" --model "$GGUF" --out "$P" --steps 20 --warmup 2 \
+            > "$P/bench_gpu.log" 2>&1 || { peer_ok=0 why="bench_gpu failed or ran out of time (peer/bench_gpu.log)"; tail -3 "$P/bench_gpu.log" | sed 's/^/    /'; }
+        b=$(budget $((CAP_TUNE + CAP_REPORT)))
+        say "    torch_mezo.py --device cuda (at most $b s)"
+        if ! command -v python3 > /dev/null; then
+            echo "skipped: no python3" > "$P/torch.status"
+        else
+            timeout "$b" python3 "$REPO/bench/torch_mezo.py" --model "$scratch/hf" --tokens "$P/batch.json" --device cuda \
+                > "$P/torch_mezo.txt" 2>&1
+            case $? in
+                0) echo "passed" > "$P/torch.status" ;;
+                77) echo "skipped: $(grep -m1 '^SKIP' "$P/torch_mezo.txt")" > "$P/torch.status" ;;
+                *) echo "FAILED (peer/torch_mezo.txt): $(tail -1 "$P/torch_mezo.txt")" > "$P/torch.status"
+                   peer_ok=0 why=${why:-"torch_mezo.py failed (peer/torch_mezo.txt)"} ;;
+            esac
+        fi
+        say "      PyTorch: $(cat "$P/torch.status")"
+    fi
+    rm -rf "${scratch:?}"
+    peer_table | sed 's/^/    /'
+    if [ "$peer_ok" = 0 ]; then record peer "FAILED: $why" $(( $(date +%s) - t0 )); rc=1
+    elif grep -q '^skipped' "$P/torch.status"; then record peer "passed, PyTorch skipped (peer/torch.status)" $(( $(date +%s) - t0 ))
+    else record peer passed $(( $(date +%s) - t0 )); fi
+fi
+
 # ---- 4. fine-tuning ------------------------------------------------------------------------------------
 if wanted tune; then
     step "fine-tuning: GRZO vs MeZO vs FZOO on the GPU"
     t0=$(date +%s)
     mkdir -p "$OUT/tune"
     FT=$BUILD/examples/finetune/grzo-finetune
-    # SST-2: the full task when there is one ($GRZO_SST2_DIR, shared/ inside or beside the checkout),
-    # else the repository's sample
-    SST2=${GRZO_SST2_DIR:-$REPO/shared/data/SST-2}
-    [ -s "$SST2/train.tsv" ] || SST2=$REPO/../shared/data/SST-2
-    if [ -s "$SST2/train.tsv" ] && [ "$(wc -l < "$SST2/train.tsv")" -gt 1000 ]; then sizes=(--n-train 1000 --n-dev 32 --n-test 64)
-    else SST2=$REPO/tests/data/tasks/SST-2; sizes=(--n-dev 2 --n-test 2); fi
+    find_sst2
     say "    data: $SST2"
     models=(stories260K); [ -z "$GGUF" ] || models+=(smollm2)
     n_runs=$(( ${#models[@]} * 3 ))

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The CPU-side logic of bench/gpu/run.sh: usage errors, a missing model file, the report
-# written from an earlier run's files (--report-only) with its stage, test, benchmark and
-# fine-tuning sections (and a run folder whose name is gnuplot code, which must stay a name),
-# a failed meson setup in a build folder of the user's (whose files must survive the retry),
+# written from an earlier run's files (--report-only) with its stage, test, benchmark,
+# same-batch and fine-tuning sections (and a run folder whose name is gnuplot code, which must
+# stay a name), a failed meson setup in a build folder of the user's (whose files must survive the retry),
 # and (given grzo-finetune) a whole run of every stage against stand-ins for the GPU
 # programs, from a checkout and with a GGUF whose paths hold spaces, so that the folders,
 # paths and flags the stages hand each other are checked before a GPU machine's scarce
@@ -35,6 +35,11 @@ bash "$here/run.sh" --stages bench,plots "$work/out" > "$work/stages.out" 2>&1
 [ $? -eq 2 ] && grep -q "unknown stage 'plots'" "$work/stages.out" || fail "--stages with an unknown stage: $(cat "$work/stages.out")"
 bash "$here/run.sh" --stages attention "$work/out" /no/such/model.gguf > "$work/stages.out" 2>&1
 [ $? -eq 1 ] && grep -q "no such model file" "$work/stages.out" || fail "--stages attention: $(cat "$work/stages.out")"
+# the peer stage runs the GGUF's weights: without one, a usage error before anything runs
+bash "$here/run.sh" --stages bench,peer "$work/out" > "$work/stages.out" 2>&1
+[ $? -eq 2 ] && grep -q "peer needs the SmolLM2 GGUF" "$work/stages.out" || fail "--stages peer without a GGUF: $(cat "$work/stages.out")"
+bash "$here/run.sh" --stages peer "$work/out" /no/such/model.gguf > "$work/stages.out" 2>&1
+[ $? -eq 1 ] && grep -q "no such model file" "$work/stages.out" || fail "--stages peer: $(cat "$work/stages.out")"
 bash "$here/run.sh" --stages bench,,tune "$work/out" > "$work/stages.out" 2>&1
 [ $? -eq 2 ] && grep -q "empty stage name" "$work/stages.out" || fail "--stages with an empty name: $(cat "$work/stages.out")"
 bash "$here/run.sh" --stages > "$work/stages.out" 2>&1
@@ -93,6 +98,32 @@ bash "$here/run.sh" --report-only "$o" > "$work/report.out" 2>&1 || fail "--repo
 grep -q '^| attention | passed | 99 |$' "$r" || fail "stage table: attention"
 grep -q '^| S | 8.00 | 7.50 | 6.00 | 4.25 | 0.750 |$' "$r" || fail "attention row S: $(grep '^| S ' "$r")"
 grep -q '^| L | 400.50 | not run | not run | not run |  |$' "$r" || fail "attention row L: $(grep '^| L ' "$r")"
+! grep -q '^| peer |\|^## Same batch' "$r" || fail "the opt-in peer stage did not run, yet the report lists it"
+# the peer stage's files: torch_mezo.py's table as it prints it (seconds), bench_gpu --tokens's
+# CSV (milliseconds) and the batch line of its markdown
+mkdir -p "$o/peer" || exit 1
+{
+    printf '## torch 2.5.1, transformers MeZO peer of bench_llm\n\nmodel /tmp/hf, device cuda, 1 torch threads, B = 2 examples, 7 tokens, 5 rounds, eps 0.001, lr 1e-07\n\n'
+    printf '| dtype | layout | inference of 2B s | MeZO step s | MeZO / inference | peak MiB |\n|---|---|---:|---:|---:|---:|\n'
+    printf '| fp32 | padded | 0.030 | 0.100 | 3.33x | 1200 |\n| fp32 | packed | 0.025 | 0.080 | 3.20x | 1100 |\n'
+    printf '| bf16 | padded | 0.020 | 0.090 | 4.50x | 700 |\n| bf16 | packed | 0.015 | 0.064 | 4.27x | 650 |\n'
+} > "$o/peer/torch_mezo.txt"
+head -1 "$o/bench/bench_gpu.csv" > "$o/peer/bench_gpu.csv"
+printf 'T (token batch),bf16,floor,1,8,0,8,1e12,1,1,0,0,1,20,0\nT (token batch),bf16,grzo,1,14,2,16,1e12,1,1,0,0,1,20,0\n' >> "$o/peer/bench_gpu.csv"
+printf 'T (token batch),bf16,mezo_inplace,1,20,12,32,1e12,1,1,0,0,1,20,0\nT (token batch),bf16,fzoo,0,0,0,0,0,0,0,0,0,0,0,0\n' >> "$o/peer/bench_gpu.csv"
+printf '## grzo bench_gpu\n\ndevice X; token batch /x/peer/batch.json: 2 examples, 7 tokens (bench_llm'"'"'s SST-2 prompts; loss ...); 20 steps\n' > "$o/peer/bench_gpu.md"
+echo passed > "$o/peer/torch.status"
+printf 'passed|61\n' > "$o/stage-peer.txt"
+bash "$here/run.sh" --report-only "$o" > "$work/report.out" 2>&1 || fail "--report-only with peer: $(cat "$work/report.out")"
+grep -q '^| peer | passed | 61 |$' "$r" || fail "stage table: peer"
+grep -q '^## Same batch: grzo vs PyTorch MeZO$' "$r" || fail "no same-batch section"
+grep -q '^token batch /x/peer/batch.json: 2 examples, 7 tokens (bench_llm.s SST-2 prompts; loss ...)\.$' "$r" || fail "the peer batch line: $(grep -n 'token batch' "$r")"
+for row in '| PyTorch MeZO, fp32, padded | 100.00 | 0.160 |' '| PyTorch MeZO, fp32, packed | 80.00 | 0.200 |' \
+           '| PyTorch MeZO, bf16, padded | 90.00 | 0.178 |' '| PyTorch MeZO, bf16, packed | 64.00 | 0.250 |' \
+           '| grzo GRZO, bf16 | 16.00 | 1.000 |' '| grzo MeZO in place, bf16 | 32.00 | 0.500 |' \
+           'grzo GRZO / PyTorch MeZO (packed): fp32 0.200x, bf16 0.250x' 'PyTorch: passed'; do
+    grep -qxF -- "$row" "$r" || fail "same-batch table: no line '$row': $(sed -n '/^## Same batch/,/^## Fine/p' "$r")"
+done
 if python3 -c "import matplotlib" 2> /dev/null || command -v gnuplot > /dev/null; then
     [ -s "$o/tune_loss.png" ] || fail "a plotter is here but no tune_loss.png"
     grep -q '!\[tune_loss.png\]' "$r" || fail "plot not linked"
@@ -157,18 +188,21 @@ env -u CUDA_PATH PATH="$sb:$tk/bin:$PATH" GRZO_GPU_BUILD="$work/new build" bash 
 # passing cuda test, and a ninja that builds nothing but, given CUDA_BUILD_DIR, refuses a
 # target that build does not have. In the build folder: a ninja file, a test_cuda, a
 # bench_gpu that refuses an option bench_gpu.c does not parse and, as the real one does,
-# creates only the last folder of --out; and a grzo-finetune that runs the real CPU one with
-# --device cpu --dtype f32 and 3 steps, so that the tune stage's flags meet the real parser
-# (a GGUF, which it checks is there, becomes stories260K). The checkout (a copy of run.sh
-# beside the real tests/), the build folder and the GGUF all have a space in their paths.
+# creates only the last folder of --out; a bench_llm and a grzo-export that check what the peer
+# stage hands them (the GGUF, the SST-2 file, the 0-step run's checkpoint) and write a batch and
+# a Hugging Face folder; and a grzo-finetune that runs the real CPU one with --device cpu
+# --dtype f32 and 3 steps (0 stay 0), so that the tune and peer stages' flags meet the real
+# parser (a GGUF, which it checks is there, becomes stories260K). The peer stage's
+# torch_mezo.py is the real one. The checkout (a copy of run.sh and torch_mezo.py beside the
+# real tests/), the build folder, the GGUF and $TMPDIR all have a space in their paths.
 if [ -z "$real_ft" ]; then
     echo "ok: run.sh CPU-side logic (the stand-in run of every stage needs grzo-finetune: not built here)"
     exit 0
 fi
 [ -x "$real_ft" ] || fail "no grzo-finetune at $real_ft"
 sb=$work/standin-bin B="$work/standin build" repo="$work/a checkout" gguf="$work/models dir/smol.gguf"
-mkdir -p "$sb" "$B/tests" "$B/bench" "$B/examples/finetune" "$repo/bench/gpu" "$(dirname "$gguf")" || exit 1
-cp "$here/run.sh" "$repo/bench/gpu/run.sh" && ln -s "$(cd "$here/../../tests" && pwd)" "$repo/tests" && echo "GGUF" > "$gguf" || exit 1
+mkdir -p "$sb" "$B/tests" "$B/bench" "$B/examples/finetune" "$B/examples/llm" "$repo/bench/gpu" "$(dirname "$gguf")" || exit 1
+cp "$here/run.sh" "$repo/bench/gpu/run.sh" && cp "$here/../torch_mezo.py" "$repo/bench/torch_mezo.py" && ln -s "$(cd "$here/../../tests" && pwd)" "$repo/tests" && echo "GGUF" > "$gguf" || exit 1
 printf '#!/bin/sh\nexit 0\n' > "$sb/nvcc"
 if [ -n "$real_build" ]; then
     ninja -C "$real_build" -t query tests/test_cuda > /dev/null 2>&1 || fail "$real_build: no tests/test_cuda (not a CUDA build)"
@@ -195,25 +229,54 @@ printf ' 1/1 grzo:cuda / test_cuda        OK              0.50s\n\nOk:          
 EOF2
 : > "$B/build.ninja"
 printf '#!/bin/sh\nexit 0\n' > "$B/tests/test_cuda"
-cat > "$B/bench/bench_gpu" << EOF2
-#!/usr/bin/env bash
-src="$here/../bench_gpu.c"
-csv_header=$csv_header
-EOF2
-cat >> "$B/bench/bench_gpu" << 'EOF2'
-out=
+# A stand-in for one of the C programs: it refuses an option SRC does not parse, as the real
+# one would, takes each option's value into opt[--name], then runs BODY.
+standin() {
+    local path=$1 src=$2 body=$3
+    {
+        echo '#!/usr/bin/env bash'
+        printf 'src=%q csv_header=%q gguf=%q\n' "$src" "$csv_header" "$gguf"
+        cat << 'EOF2'
+declare -A opt
+me=$(basename "$0")
 while [ $# -gt 0 ]; do
-    grep -q "(a, \"$1\")" "$src" || { echo "bench_gpu: unknown option '$1'" >&2; exit 2; }
-    case $1 in --queued) shift; continue ;; --out) out=$2 ;; esac
-    [ $# -ge 2 ] || { echo "bench_gpu: $1 needs a value" >&2; exit 2; }
+    grep -q "(a, \"$1\")" "$src" || { echo "$me: unknown option '$1'" >&2; exit 2; }
+    case $1 in --queued) opt[$1]=1; shift; continue ;; esac
+    [ $# -ge 2 ] || { echo "$me: $1 needs a value" >&2; exit 2; }
+    opt[$1]=$2
     shift 2
 done
+EOF2
+        echo "$body"
+    } > "$path" && chmod +x "$path"
+}
+# bench_gpu; with --tokens (the peer stage) only on the batch the stand-in bench_llm wrote and the
+# GGUF run.sh was given, adding the rows the same-batch table reads
+standin "$B/bench/bench_gpu" "$here/../bench_gpu.c" '
+out=${opt[--out]:-bench_gpu_out} batch="B = 16 examples x 2 candidates, contexts of ~256 tokens"
 mkdir "$out" 2> /dev/null || [ -d "$out" ] || { echo "bench_gpu: cannot create $out" >&2; exit 1; }
 echo "$csv_header" > "$out/bench_gpu.csv"
-echo 'S,bf16,floor,1,0,0,8.0,1e12,1,1,0,0,1,20,7.5' >> "$out/bench_gpu.csv"
-printf '## grzo bench_gpu\n\n| workload | total ms |\n|---|---:|\n| floor | 8.0 |\n' > "$out/bench_gpu.md"
-echo "  S floor 8.0 ms"
-EOF2
+echo "S,bf16,floor,1,0,0,8.0,1e12,1,1,0,0,1,20,7.5" >> "$out/bench_gpu.csv"
+if [ -n "${opt[--tokens]:-}" ]; then
+    [ "${opt[--model]:-}" = "$gguf" ] || { echo "$me: --tokens beside --model \"${opt[--model]:-}\", not the GGUF" >&2; exit 1; }
+    grep -q "\"candidates\": \[5, 6\]" "${opt[--tokens]}" || { echo "$me: --tokens ${opt[--tokens]}: not bench_llm'"'"'s batch" >&2; exit 1; }
+    batch="token batch ${opt[--tokens]}: 2 examples, 7 tokens (stand-in)"
+    printf "T,bf16,grzo,1,14,2,16,1e12,1,1,0,0,1,20,0\nT,bf16,mezo_inplace,1,20,12,32,1e12,1,1,0,0,1,20,0\n" >> "$out/bench_gpu.csv"
+fi
+printf "## grzo bench_gpu\n\n%s\n\n| workload | total ms |\n|---|---:|\n| floor | 8.0 |\n" "$batch" > "$out/bench_gpu.md"
+echo "  S floor 8.0 ms"'
+# bench_llm --dump-tokens: the GGUF and an SST-2 file in, a token batch out (torch_mezo.py reads it)
+standin "$B/bench/bench_llm" "$here/../bench_llm.c" '
+[ "${opt[--model]:-}" = "$gguf" ] || { echo "$me: --model \"${opt[--model]:-}\", not the GGUF" >&2; exit 1; }
+[ -s "${opt[--data]:-}" ] || { echo "$me: --data \"${opt[--data]:-}\": no SST-2 file there" >&2; exit 1; }
+[ -n "${opt[--dump-tokens]:-}" ] || { echo "$me: run.sh wants the batch only (--dump-tokens)" >&2; exit 1; }
+printf "{\"candidates\": [5, 6], \"synthetic\": false, \"examples\": [\n  {\"label\": 1, \"tokens\": [1, 2, 3]},\n  {\"label\": 0, \"tokens\": [4, 5, 6, 7]}\n]}\n" > "${opt[--dump-tokens]}"'
+# grzo-export: the checkpoint grzo-finetune (the real one, 0 steps) wrote, into a Hugging Face folder
+standin "$B/examples/llm/grzo-export" "$here/../../examples/llm/export.c" '
+[ "${opt[--model]:-}" = "$gguf" ] || { echo "$me: --model \"${opt[--model]:-}\", not the GGUF" >&2; exit 1; }
+[ -s "${opt[--checkpoint]:-}" ] || { echo "$me: --checkpoint \"${opt[--checkpoint]:-}\": no checkpoint there" >&2; exit 1; }
+[ "${opt[--format]:-}" = safetensors ] || { echo "$me: --format \"${opt[--format]:-}\", not safetensors" >&2; exit 1; }
+mkdir "${opt[--out]}" && echo "{}" > "${opt[--out]}/config.json" && : > "${opt[--out]}/model.safetensors"'
 cat > "$B/examples/finetune/grzo-finetune" << EOF2
 #!/usr/bin/env bash
 real="$real_ft" data="$(cd "$here/../../tests/data" && pwd)"
@@ -227,23 +290,52 @@ while [ $# -gt 0 ]; do
                  shift 2 ;;
         --device) args+=(--device cpu); shift 2 ;;
         --dtype) args+=(--dtype f32); shift 2 ;;
-        --steps) args+=(--steps 3); shift 2 ;;
+        --steps) [ "$2" = 0 ] && args+=(--steps 0) || args+=(--steps 3); shift 2 ;;   # the peer stage's 0 steps stay 0
         *) args+=("$1"); shift ;;
     esac
 done
 exec "$real" "${args[@]}"
 EOF2
-chmod +x "$sb"/* "$B/tests/test_cuda" "$B/bench/bench_gpu" "$B/examples/finetune/grzo-finetune" || exit 1
+chmod +x "$sb"/* "$B/tests/test_cuda" "$B/examples/finetune/grzo-finetune" || exit 1
+# The peer stage's torch_mezo.py is the real one (it checks its arguments and the batch), with a
+# torch that cannot be imported: the case of a device without torch. The stand-in torch records
+# what torch_mezo.py was given and whether --model was an exported folder while it ran.
+mkdir -p "$work/no-torch/torch" "$work/tmp dir" || exit 1
+cat > "$work/no-torch/torch/__init__.py" << 'EOF2'
+import os, sys
+a = sys.argv
+hf = a[a.index("--model") + 1] if "--model" in a else ""
+with open(os.environ["STANDIN_TORCH_LOG"], "a") as f:
+    f.write("argv %s\nconfig.json %s\n" % (" ".join(a[1:]), "found" if os.path.isfile(os.path.join(hf, "config.json")) else "missing"))
+raise ImportError("hidden by test_run.sh: a device without torch")
+EOF2
 o=$work/standin-out
 PATH=$sb:$PATH GRZO_GPU_BUILD=$B GRZO_SST2_DIR="$here/../../tests/data/tasks/SST-2" OMP_NUM_THREADS=1 \
-    bash "$repo/bench/gpu/run.sh" --budget 300 --stages tests,bench,attention,tune "$o" "$gguf" > "$work/standin.out" 2>&1
+    PYTHONPATH="$work/no-torch" STANDIN_TORCH_LOG="$work/torch.log" TMPDIR="$work/tmp dir" \
+    bash "$repo/bench/gpu/run.sh" --budget 300 --stages tests,bench,attention,peer,tune "$o" "$gguf" > "$work/standin.out" 2>&1
 st=$?
 r=$o/report.md
 [ $st -eq 0 ] || fail "stand-in run: exit $st: $(tail -15 "$work/standin.out")"
-# 300 s over the four stages' 700: every cap scaled by 3/7
-grep -q 'budget 300 s; caps: build 64, tests 38, bench 72, attention 77, tune 38, report 8$' "$work/standin.out" \
+# 300 s over the five stages' 790: every cap scaled by 30/79
+grep -q 'budget 300 s; caps: build 56, tests 34, bench 64, attention 68, peer 34, tune 34, report 7$' "$work/standin.out" \
     || fail "stand-in run: --budget 300 did not scale the caps: $(grep 'budget' "$work/standin.out")"
 grep -q 'stand-in: tests/test_cuda .*examples/finetune/grzo-finetune' "$o/build.log" || fail "stand-in run: the build named no targets"
+# the peer stage: the batch went from bench_llm to both programs, the export to torch_mezo.py
+# (which skipped: no torch), the scratch folder (checkpoint, export) is gone, the table has grzo's side
+if command -v python3 > /dev/null; then
+    grep -q "^skipped: SKIP: torch_mezo.py needs torch and transformers (hidden by test_run.sh" "$o/peer/torch.status" ||
+        fail "stand-in run: peer: PyTorch missing must read skipped: $(cat "$o/peer/torch.status" 2> /dev/null)"
+    grep -qxF "argv --model $work/tmp dir/$(sed -n 's|^argv --model .*/tmp dir/\([^/]*\)/hf .*|\1|p' "$work/torch.log")/hf --tokens $o/peer/batch.json --device cuda" "$work/torch.log" &&
+        grep -qx "config.json found" "$work/torch.log" || fail "stand-in run: peer: what torch_mezo.py was given: $(cat "$work/torch.log" 2> /dev/null)"
+    grep -qxF "PyTorch: $(cat "$o/peer/torch.status")" "$r" || fail "stand-in run: the report does not say PyTorch was skipped"
+else
+    grep -qx "skipped: no python3" "$o/peer/torch.status" || fail "stand-in run: peer without python3: $(cat "$o/peer/torch.status")"
+fi
+grep -q '^| peer | passed, PyTorch skipped (peer/torch.status) | [0-9]* |$' "$r" || fail "stand-in run: stage peer: $(grep '^| peer ' "$r")"
+[ -z "$(ls -A "$work/tmp dir")" ] || fail "stand-in run: peer left its scratch behind: $(ls -A "$work/tmp dir")"
+grep -qxF "token batch $o/peer/batch.json: 2 examples, 7 tokens (stand-in)." "$r" || fail "stand-in run: the peer batch line: $(grep 'token batch' "$r")"
+grep -qxF '| grzo GRZO, bf16 | 16.00 | 1.000 |' "$r" && grep -qxF '| grzo MeZO in place, bf16 | 32.00 | 0.500 |' "$r" ||
+    fail "stand-in run: the same-batch table: $(sed -n '/^## Same batch/,/^## Fine/p' "$r")"
 for s in build tests bench attention tune; do
     grep -q "^| $s | passed | [0-9]* |$" "$r" || fail "stand-in run: stage $s did not pass: $(grep "^| $s " "$r")"
 done
