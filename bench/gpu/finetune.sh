@@ -39,6 +39,12 @@
 # other folders (the same names: a later machine's checkout lies elsewhere), which is noted
 # and recorded; a folder begun before the grids were extended (no grid_extend in its protocol)
 # goes on with the extension. The report is rewritten at the end of every call.
+# --jobs N runs N grzo-finetune processes at a time on the one device (zero-shot runs, the grids
+# of each task and estimator, final runs), each with the cores shared out (--threads 0). A small
+# model leaves a large GPU mostly idle (SmolLM2-135M at B = 16: a GRZO step of 17 ms on an H200
+# is launches and waits, not arithmetic), so the runs overlap; each run's results are its own
+# (its seed), but its seconds are the shared device's: the report marks such runs' steps/s and
+# says so under the plots' time axis.
 # Exit status: 0 when everything planned is done, 3 when runs are left for a later call, 1 when
 # a run failed, 2 on usage.
 set -u -o pipefail
@@ -56,6 +62,7 @@ usage: bash bench/gpu/finetune.sh [options] MODEL DATA_DIR OUTDIR | --report-onl
   --n-train N (1000) --n-dev N (500) --n-test N (1000)  --params D (134515008)  --threads N (0: all)
   --grid-grzo LIST  --grid-mezo LIST  --grid-fzoo LIST   (comma lists of learning rates)
   --grid-extend N (2)   lrs added beyond the grid's edge where the best lr sits there (0: none)
+  --jobs N (1)   runs at a time on the one device (each grid of a task and estimator is one)
   grzo-finetune: $GRZO_FINETUNE, else build-gpu/examples/finetune/grzo-finetune
 EOF
     exit 2
@@ -150,7 +157,7 @@ edge_notes() {
     local task est c added where
     for task in ${TASKS//,/ }; do
         for est in ${ESTIMATORS//,/ }; do
-            added=$(tr '\n' ' ' < "$OUT/runs/extended-$task-$est" 2> /dev/null)
+            added=$(tr '\n' ' ' 2> /dev/null < "$OUT/runs/extended-$task-$est")
             c=$(cat "$OUT/runs/chosen-$task-$est" 2> /dev/null)
             where=""
             if [ -n "$c" ] && [ -n "$(lrs_of "$task" "$est" | beyond_edge "$c")" ]; then
@@ -172,32 +179,38 @@ final_table() {
     echo "|---|---|---:|---:|---:|---:|---:|---:|---|"
     for task in ${TASKS//,/ }; do
         for est in ${ESTIMATORS//,/ }; do
-            local files=() f d beff zs
+            local files=() f d beff zs shared
             for d in "$OUT"/runs/final-"$task"-"$est"-s*; do [ -s "$d/results.json" ] && files+=("$d/results.json"); done
             beff=$(beff_span "$OUT/runs/final-$task-$est-s${SEEDS%%,*}/log.jsonl")
             zs=$(acc "$OUT/runs/zs-$task/results.json" zero_shot_test_acc 2> /dev/null)
+            shared=$(cat "$OUT"/runs/final-"$task"-"$est"-s*.jobs 2> /dev/null | awk '$1 > 1 { print " (shared)"; exit }')
             if [ ${#files[@]} -eq 0 ]; then
                 echo "| $task | $est | $(cat "$OUT/runs/chosen-$task-$est" 2> /dev/null) | 0 | | | $zs | | $beff |"
                 continue
             fi
             for f in "${files[@]}"; do echo "$(field "$f" test_acc) $(field "$f" dev_acc) $(field "$f" steps) $(field "$f" seconds)"; done |
-                awk -v t="$task" -v e="$est" -v lr="$(cat "$OUT/runs/chosen-$task-$est")" -v planned="$N_SEEDS" -v zs="$zs" -v beff="$beff" '
+                awk -v t="$task" -v e="$est" -v lr="$(cat "$OUT/runs/chosen-$task-$est")" -v planned="$N_SEEDS" -v zs="$zs" -v beff="$beff" -v shared="$shared" '
                     { a[NR] = $1; s += $1; dv += $2; st += $3; sec += $4 }
                     END { m = s / NR; v = 0; for (i = 1; i <= NR; i++) v += (a[i] - m) ^ 2
                           sd = NR > 1 ? sprintf("%.4f", sqrt(v / (NR - 1))) : "-"
-                          printf "| %s | %s | %s | %d of %d | %.4f ± %s | %.4f | %s | %.2f | %s |\n", t, e, lr, NR, planned, m, sd,
-                                 dv / NR, zs, (sec > 0 ? st / sec : 0), beff }'
+                          printf "| %s | %s | %s | %d of %d | %.4f ± %s | %.4f | %s | %.2f%s | %s |\n", t, e, lr, NR, planned, m, sd,
+                                 dv / NR, zs, (sec > 0 ? st / sec : 0), shared, beff }'
         done
     done
 }
 
+# 0 when a final run was made beside others on the device (--jobs): its seconds are shared
+any_shared() { cat "$OUT"/runs/final-*.jobs 2> /dev/null | awk '$1 > 1 { f = 1 } END { exit !f }'; }
+
 plots() {
-    python3 - "$OUT" "$TASKS" "$ESTIMATORS" "${SEEDS%%,*}" << 'PY'
+    local xs=seconds
+    any_shared && xs="seconds (shared: runs made --jobs at a time)"
+    python3 - "$OUT" "$TASKS" "$ESTIMATORS" "${SEEDS%%,*}" "$xs" << 'PY'
 import json, os, sys
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-out, tasks, ests, seed = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), sys.argv[4]
+out, tasks, ests, seed, xs = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), sys.argv[4], sys.argv[5]
 def running_mean(v, k=50):
     s, r = 0.0, []
     for i, x in enumerate(v):
@@ -217,7 +230,7 @@ for task in tasks:
         b.plot([q.get("elapsed", 0) for q in pts], m, label=est, lw=0.9)
         drawn += 1
     if drawn:
-        a.set_xlabel("step"); b.set_xlabel("seconds"); a.set_ylabel("training loss (running mean of 50)")
+        a.set_xlabel("step"); b.set_xlabel(xs); a.set_ylabel("training loss (running mean of 50)")
         a.set_title(f"{task}, seed {seed}"); a.legend()
         fig.tight_layout(); fig.savefig(os.path.join(out, f"finetune_{task}.png"), dpi=110); print(f"finetune_{task}.png")
     plt.close(fig)
@@ -290,6 +303,11 @@ write_report() {
         echo "## Results (each estimator at its chosen lr; test accuracy at the end)"
         echo
         final_table
+        if any_shared; then
+            echo
+            echo "(shared): some of the final runs were made several at a time on the one device (\`--jobs\`); their seconds, in the"
+            echo "steps/s column and on the plots' time axis, are the shared device's, not the run's alone."
+        fi
         for p in $pngs; do echo; echo "![$p]($p)"; done
         [ -n "$pngs" ] || { echo; echo "(no plots: python3 with matplotlib is not here, or no final run has logged yet)"; }
         echo
@@ -302,7 +320,7 @@ write_report() {
 # ---- arguments --------------------------------------------------------------------------------------
 BUDGET=540 DEVICE=cuda DTYPE=bf16 TOKENIZER="" TASKS=sst2,rte ESTIMATORS=grzo,mezo,fzoo STEPS=2000 GRID_STEPS=200
 SEEDS=1,2,3 EVAL_EVERY=500 DIAG_EVERY=500 DIAG_PROBES=32 BATCH=16 N_TRAIN=1000 N_DEV=500 N_TEST=1000 PARAMS=134515008
-THREADS=0 GRID_GRZO="" GRID_MEZO=1e-7,1e-6,1e-5,1e-4 GRID_FZOO=1e-6,1e-5,5e-5 GRID_EXTEND=2
+THREADS=0 GRID_GRZO="" GRID_MEZO=1e-7,1e-6,1e-5,1e-4 GRID_FZOO=1e-6,1e-5,5e-5 GRID_EXTEND=2 JOBS=1
 if [ "${1:-}" = "--report-only" ]; then
     [ $# -eq 2 ] || usage
     OUT=$2
@@ -317,7 +335,7 @@ fi
 while [ $# -gt 0 ]; do
     case $1 in
         --budget|--device|--dtype|--tokenizer|--tasks|--estimators|--steps|--grid-steps|--seeds|--eval-every|--diagnose-every|\
-        --diagnose-probes|--batch|--n-train|--n-dev|--n-test|--params|--threads|--grid-grzo|--grid-mezo|--grid-fzoo|--grid-extend)
+        --diagnose-probes|--batch|--n-train|--n-dev|--n-test|--params|--threads|--grid-grzo|--grid-mezo|--grid-fzoo|--grid-extend|--jobs)
             [ $# -ge 2 ] || { echo "finetune.sh: $1 needs a value" >&2; usage; }
             v=$2
             case $1 in
@@ -327,6 +345,7 @@ while [ $# -gt 0 ]; do
                 --diagnose-probes) DIAG_PROBES=$v ;; --batch) BATCH=$v ;; --n-train) N_TRAIN=$v ;; --n-dev) N_DEV=$v ;;
                 --n-test) N_TEST=$v ;; --params) PARAMS=$v ;; --threads) THREADS=$v ;; --grid-grzo) GRID_GRZO=$v ;;
                 --grid-mezo) GRID_MEZO=$v ;; --grid-fzoo) GRID_FZOO=$v ;; --grid-extend) GRID_EXTEND=$v ;;
+                --jobs) JOBS=$v ;;
             esac
             shift 2 ;;
         -*) echo "finetune.sh: unknown option $1" >&2; usage ;;
@@ -337,7 +356,7 @@ done
 MODEL=$1 DATA=$2 OUT=$3
 # each count and its least value (0 for the ones where 0 means none or all; grzo-finetune's
 # --diagnose-probes takes 2 or more)
-for n in BUDGET:1 STEPS:1 GRID_STEPS:1 EVAL_EVERY:0 DIAG_EVERY:0 DIAG_PROBES:2 BATCH:1 N_TRAIN:1 N_DEV:1 N_TEST:1 PARAMS:1 THREADS:0 GRID_EXTEND:0; do
+for n in BUDGET:1 STEPS:1 GRID_STEPS:1 EVAL_EVERY:0 DIAG_EVERY:0 DIAG_PROBES:2 BATCH:1 N_TRAIN:1 N_DEV:1 N_TEST:1 PARAMS:1 THREADS:0 GRID_EXTEND:0 JOBS:1; do
     least=${n#*:} n=${n%%:*}
     opt=--$(echo "$n" | tr 'A-Z_' 'a-z-')
     [ "$n" = DIAG_EVERY ] && opt=--diagnose-every
@@ -414,29 +433,49 @@ fi
 # (an option grzo-finetune rejects) leaves the OUTDIR free for a corrected call.
 keep_protocol() {
     [ -s "$OUT/protocol.txt" ] && return 0
-    printf '%s\n# settings: %s\n' "$protocol" "$settings" > "$OUT/protocol.txt.tmp" && mv "$OUT/protocol.txt.tmp" "$OUT/protocol.txt"
+    printf '%s\n# settings: %s\n' "$protocol" "$settings" > "$OUT/protocol.txt.tmp.$BASHPID" &&
+        mv "$OUT/protocol.txt.tmp.$BASHPID" "$OUT/protocol.txt"
 }
 
 # ---- the runs ---------------------------------------------------------------------------------------
 model_args=(--model "$MODEL"); [ -z "$TOKENIZER" ] || model_args+=(--tokenizer "$TOKENIZER")
-left=0 failed=0
+left=0
+# the runs this call left for a later one or saw fail, a line each ("left NAME", "failed NAME"):
+# a file, because with --jobs the runs are subshells
+OUTCOMES="$OUT/runs/.outcomes.$$"
+: > "$OUTCOMES" || die "cannot write in $OUT/runs"
+trap 'rm -f "$OUTCOMES"' EXIT
+outcome() { echo "$1 $2" >> "$OUTCOMES"; }
+# each grzo-finetune's threads: --threads, or with --threads 0 and --jobs N the cores shared out
+RUN_THREADS=$THREADS
+[ "$THREADS" -ne 0 ] || [ "$JOBS" -eq 1 ] || RUN_THREADS=$(( $(nproc) / JOBS > 0 ? $(nproc) / JOBS : 1 ))
+# spawn CMD ARGS...: with --jobs 1 CMD runs here and now; with --jobs N in the background once
+# fewer than N are running (a phase ends with wait)
+spawn() {
+    if [ "$JOBS" -eq 1 ]; then "$@"; return; fi
+    while [ "$(jobs -pr | wc -l)" -ge "$JOBS" ]; do wait -n; done
+    "$@" &
+}
 # run NAME STEPS ARGS...: finished runs are skipped, stopped ones resumed, the rest started;
-# each gets what is left of the budget
+# each gets what is left of the budget. runs/NAME.jobs gets a line with --jobs for each call
+# that runs it (its seconds are a shared device's when one of them is over 1).
 run() {
     local name=$1 steps=$2 d="$OUT/runs/$1" secs st
     shift 2
     [ -s "$d/results.json" ] && return 0
     secs=$(( START + BUDGET - $(date +%s) ))
-    if [ "$secs" -lt 10 ]; then left=$((left + 1)); return 0; fi   # too little to load a model and write a checkpoint
+    if [ "$secs" -lt 10 ]; then outcome left "$name"; return 0; fi   # too little to load a model and write a checkpoint
     if [ -s "$d/checkpoint.grzo" ] && [ -s "$d/run.json" ]; then
         say "  $name: resuming at step $(steps_logged "$d/log.jsonl") (at most $secs s)"
+        echo "$JOBS" >> "$d.jobs"
         # the diagnostics are not part of a run's identity (run.json): a resume asks for them again
-        timeout -s INT -k 30 "$secs" "$FT" --out "$d" --resume --steps "$steps" --threads "$THREADS" "${diag[@]}" >> "$d.out" 2>&1
+        timeout -s INT -k 30 "$secs" "$FT" --out "$d" --resume --steps "$steps" --threads "$RUN_THREADS" "${diag[@]}" >> "$d.out" 2>&1
     else
         rm -rf "$d"
         say "  $name (at most $secs s)"
+        echo "$JOBS" > "$d.jobs"
         timeout -s INT -k 30 "$secs" "$FT" "${model_args[@]}" --steps "$steps" --device "$DEVICE" --dtype "$DTYPE" --batch "$BATCH" \
-            --sigma 1e-3 --n-train "$N_TRAIN" --n-dev "$N_DEV" --threads "$THREADS" "$@" --out "$d" > "$d.out" 2>&1
+            --sigma 1e-3 --n-train "$N_TRAIN" --n-dev "$N_DEV" --threads "$RUN_THREADS" "$@" --out "$d" > "$d.out" 2>&1
     fi
     st=$?
     # the zero-shot and grid runs' weights are not wanted (a SmolLM2 checkpoint is ~270 MB in bf16)
@@ -444,13 +483,13 @@ run() {
     if [ -s "$d/results.json" ] || [ -s "$d/log.jsonl" ]; then keep_protocol; fi
     if [ -s "$d/results.json" ]; then
         case $name in
-            grid-*) say "    done: dev acc $(acc "$d/results.json" dev_acc), $(field "$d/results.json" seconds) s" ;;
-            *) say "    done: dev acc $(acc "$d/results.json" dev_acc), test acc $(acc "$d/results.json" test_acc), $(field "$d/results.json" seconds) s" ;;
+            grid-*) say "    $name done: dev acc $(acc "$d/results.json" dev_acc), $(field "$d/results.json" seconds) s" ;;
+            *) say "    $name done: dev acc $(acc "$d/results.json" dev_acc), test acc $(acc "$d/results.json" test_acc), $(field "$d/results.json" seconds) s" ;;
         esac
     elif [ "$st" -eq 124 ] || [ "$st" -eq 130 ]; then
-        left=$((left + 1)); say "    stopped by the budget at step $(steps_logged "$d/log.jsonl") (a later call resumes it)"
+        outcome left "$name"; say "    $name: stopped by the budget at step $(steps_logged "$d/log.jsonl") (a later call resumes it)"
     else
-        failed=$((failed + 1)); say "    FAILED (exit $st): $(tail -1 "$d.out")"
+        outcome failed "$name"; say "    $name FAILED (exit $st): $(tail -1 "$d.out")"
     fi
 }
 # a task's grzo-finetune arguments into the array targs (paths may hold spaces)
@@ -488,17 +527,26 @@ run_grid() {
 say "finetune.sh: $(basename "$MODEL") on $TASKS, $ESTIMATORS, $DEVICE/$DTYPE; budget $BUDGET s; output in $OUT"
 say "$(plan_line)"
 diag=()   # the --diagnose options of the run in hand (final GRZO and MeZO runs only)
+# a GPU in an exclusive compute mode takes one process: the runs then go one at a time
+if [ "$JOBS" -gt 1 ] && [ "$DEVICE" = cuda ] && mode=$(nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2> /dev/null | head -1) &&
+    [ -n "$mode" ] && [ "$mode" != Default ]; then
+    say "note: the GPU's compute mode is $mode (one process at a time): --jobs $JOBS runs one at a time"
+    JOBS=1 RUN_THREADS=$THREADS
+fi
+[ "$JOBS" -eq 1 ] || say "$JOBS runs at a time, $RUN_THREADS threads each (a grid of a task and estimator is one)"
 say "1/3 zero-shot"
 for task in ${TASKS//,/ }; do
     task_args "$task"
-    run "zs-$task" 0 "${targs[@]}" --n-test "$N_TEST" --eval-every 0
+    spawn run "zs-$task" 0 "${targs[@]}" --n-test "$N_TEST" --eval-every 0
 done
+wait
 say "2/3 learning-rate grid ($GRID_STEPS steps each; the test set is not scored here)"
 for task in ${TASKS//,/ }; do
     for est in ${ESTIMATORS//,/ }; do
-        run_grid "$task" "$est" || true
+        spawn run_grid "$task" "$est" || true
     done
 done
+wait
 say "3/3 final runs ($STEPS steps, seeds $SEEDS)"
 for seed in ${SEEDS//,/ }; do
     for task in ${TASKS//,/ }; do
@@ -506,11 +554,14 @@ for seed in ${SEEDS//,/ }; do
             if [ ! -s "$OUT/runs/chosen-$task-$est" ]; then left=$((left + 1)); continue; fi
             diag=(); [ "$est" = fzoo ] || diag=(--diagnose --diagnose-every "$DIAG_EVERY" --diagnose-probes "$DIAG_PROBES")
             task_args "$task"
-            run "final-$task-$est-s$seed" "$STEPS" "${targs[@]}" --n-test "$N_TEST" --estimator "$est" \
+            spawn run "final-$task-$est-s$seed" "$STEPS" "${targs[@]}" --n-test "$N_TEST" --estimator "$est" \
                 --lr "$(cat "$OUT/runs/chosen-$task-$est")" --eval-every "$EVAL_EVERY" --seed "$seed" "${diag[@]}"
         done
     done
 done
+wait
+left=$((left + $(grep -c '^left ' "$OUTCOMES")))
+failed=$(grep -c '^failed ' "$OUTCOMES")
 echo "$left" > "$OUT/left.txt"
 write_report
 say "wrote $OUT/finetune.md; $left runs left for a later call, $failed failed"

@@ -84,6 +84,24 @@ grep -q "^Runs left for a later call: 0$" "$r" || fail "runs left"
 grep -q "^plan: 18 runs, 18 done; nothing left" "$r" || fail "the plan line: $(grep '^plan:' "$r")"
 bash "$here/finetune.sh" --report-only "$o" > "$work/rep.out" 2>&1 && cmp -s <(grep '^|' "$r") <(grep '^|' "$o/finetune.md") ||
     fail "--report-only: $(cat "$work/rep.out")"
+! grep -q "(shared)" "$r" || fail "runs made one at a time marked shared"
+# --jobs 2: the same protocol, two runs at a time, gives every run its own results (its seed)
+# bit for bit, and the report marks the final runs' seconds as shared
+o2=$work/jobs
+fs "${tiny[@]}" --jobs 2 --tasks sst2,rte --estimators grzo,mezo --grid-steps 4 --steps 6 --seeds 1,2 \
+    "$data/stories260K.bin" "$data/tasks" "$o2" > "$work/jobs.out" 2>&1 || fail "--jobs 2: $(tail -5 "$work/jobs.out")"
+grep -q "2 runs at a time, 1 threads each" "$work/jobs.out" || fail "--jobs 2 did not say so: $(head -3 "$work/jobs.out")"
+n=0
+for d in "$o"/runs/*/; do
+    d=${d%/} name=$(basename "$d")
+    cmp -s <(grep -o '"\(loss\|dev_acc\|test_acc\)":[^,}]*' "$d/log.jsonl" "$d/results.json" | sed 's|^[^:]*/||') \
+           <(grep -o '"\(loss\|dev_acc\|test_acc\)":[^,}]*' "$o2/runs/$name/log.jsonl" "$o2/runs/$name/results.json" | sed 's|^[^:]*/||') ||
+        fail "$name: --jobs 2 gave other losses or accuracies than --jobs 1"
+    n=$((n + 1))
+done
+[ "$n" -eq 18 ] || fail "compared $n runs, expected 18"
+grep -Eq "^\| rte \| grzo \| [^|]* \| 2 of 2 \| .* \| [0-9.]+ \(shared\) \|" "$o2/finetune.md" && grep -q "^(shared): " "$o2/finetune.md" ||
+    fail "the shared runs' steps/s: $(grep '| rte | grzo |' "$o2/finetune.md")"
 # the same OUTDIR with another protocol is refused, and changes nothing
 before=$(ls -R "$o" | md5sum)
 fs "${tiny[@]}" --tasks sst2,rte --estimators grzo,mezo --grid-steps 4 --steps 7 --seeds 1,2 \
@@ -114,6 +132,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 mkdir -p "$out" && : > "$out/log.jsonl" || exit 1
+[ -z "${SLEEP:-}" ] || sleep "$SLEEP"
 i=0; while [ "$i" -lt "$steps" ]; do echo "{\"step\":$i,\"loss\":0.5}" >> "$out/log.jsonl"; i=$((i + 1)); done
 awk -v lr="$lr" -v p="$PEAK" -v n="$steps" 'BEGIN { d = log(lr / p) / log(10); if (d < 0) d = -d; a = 0.9 - 0.1 * d
     printf "{\"steps\":%d,\"seconds\":1,\"dev_acc\":%.4f,\"test_acc\":%.4f,\"zero_shot_dev_acc\":0.5,\"zero_shot_test_acc\":0.5}\n", n, a, a }' \
@@ -147,12 +166,26 @@ o=$work/ext-none                           # --grid-extend 0: the grid as given
 PEAK=1 GRZO_FINETUNE=$work/peak-ft fs --grid-grzo 1e-4,1e-3 --grid-extend 0 "${ext[@]}" "$o" > "$work/ext4.out" 2>&1 ||
     fail "--grid-extend 0: $(tail -3 "$work/ext4.out")"
 [ ! -e "$o/runs/extended-sst2-grzo" ] && [ "$(cat "$o/runs/chosen-sst2-grzo")" = "1e-3" ] || fail "--grid-extend 0 extended the grid"
+# --jobs against the clock (a stand-in that takes 3 s a run; the grids and the final runs of two
+# tasks): two at a time they end within a budget of 23 s (one at a time, the second final run
+# would be left); with 15 s the final runs are left, counted by the runs' own subshells
+jb=(--jobs 2 --device cpu --grid-grzo 1e-3 --grid-extend 0 --grid-steps 2 --steps 3 --seeds 1 --tasks sst2,rte --estimators grzo
+    "$data/stories260K.bin" "$data/tasks")
+PEAK=1e-3 SLEEP=3 GRZO_FINETUNE=$work/peak-ft fs --budget 23 "${jb[@]}" "$work/jobs-fit" > "$work/jobs1.out" 2>&1 ||
+    fail "two at a time within 23 s: $(tail -3 "$work/jobs1.out")"
+[ -s "$work/jobs-fit/runs/final-rte-grzo-s1/results.json" ] && [ -s "$work/jobs-fit/runs/final-sst2-grzo-s1/results.json" ] ||
+    fail "two at a time: the final runs did not finish"
+PEAK=1e-3 SLEEP=3 GRZO_FINETUNE=$work/peak-ft fs --budget 15 "${jb[@]}" "$work/jobs-left" > "$work/jobs2.out" 2>&1
+[ $? -eq 3 ] && [ "$(cat "$work/jobs-left/left.txt")" = 2 ] && grep -q "2 runs left for a later call, 0 failed" "$work/jobs2.out" ||
+    fail "two at a time within 15 s: the two final runs must be left: $(tail -3 "$work/jobs2.out")"
+[ -z "$(find "$work/jobs-left/runs" -name '.outcomes.*')" ] || fail "the outcomes file was left behind"
+
 # An OUTDIR begun before the extension (no grid_extend in its protocol) goes on with it: the
 # choices whose final runs have not begun are made again (and extended), the others stand
 o=$work/ext-old
 PEAK=1 GRZO_FINETUNE=$work/peak-ft fs --grid-grzo 1e-4,1e-3 --grid-mezo 1e-4,1e-3 --grid-extend 0 "${ext2[@]}" "$o" \
     > "$work/ext5.out" 2>&1 || fail "the old protocol's first call: $(tail -3 "$work/ext5.out")"
-sed -i '1s/ grid_extend=0$//' "$o/protocol.txt" && rm -rf "$o/runs/final-sst2-mezo-s1" "$o/runs/final-sst2-mezo-s1.out" || exit 1
+sed -i '1s/ grid_extend=0$//' "$o/protocol.txt" && rm -rf "$o/runs/final-sst2-mezo-s1"* || exit 1
 PEAK=1 GRZO_FINETUNE=$work/peak-ft fs --grid-grzo 1e-4,1e-3 --grid-mezo 1e-4,1e-3 "${ext2[@]}" "$o" \
     > "$work/ext6.out" 2>&1 || fail "the old protocol going on with the extension: $(tail -3 "$work/ext6.out")"
 grep -q "began before the grids were extended" "$work/ext6.out" && grep -q " grid_extend=2$" "$o/protocol.txt" ||
@@ -187,4 +220,4 @@ n2=$(grep -c '"loss"' "$f/log.jsonl")
     fail "the resumed log must go on from step $n1 (now $n2 steps, $(grep -c '^{"step":0,"loss"' "$f/log.jsonl") step-0 lines)"
 [ "$(sed -n 's/^{"step":\([0-9]*\),"diagnose".*/\1/p' "$f/log.jsonl" | tail -1)" -ge "$n1" ] ||
     fail "the resumed run logged no B_eff: a resume must ask for the diagnostics again (they are not in run.json)"
-echo "ok: finetune.sh (arguments, a tiny protocol, a changed protocol refused, moved files taken, grids extended at their edges, $n1 then $n2 steps across two budgeted calls)"
+echo "ok: finetune.sh (arguments, a tiny protocol, a changed protocol refused, moved files taken, grids extended at their edges, --jobs, $n1 then $n2 steps across two budgeted calls)"
