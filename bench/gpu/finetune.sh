@@ -45,6 +45,11 @@
 # is launches and waits, not arithmetic), so the runs overlap; each run's results are its own
 # (its seed), but its seconds are the shared device's: the report marks such runs' steps/s and
 # says so under the plots' time axis.
+# --fit (for a machine's last call: the checkpoints of runs stopped by the budget do not travel
+# to the next machine, so their steps are lost): a run starts only when the budget left holds
+# its steps at the slowest speed that finished runs of its estimator measured at this --jobs
+# (at any, when none did; when none finished at all, it starts) plus 10 s to load; the others
+# are left for a later call, as stopped ones are. A stopped run is resumed whatever is left.
 # Exit status: 0 when everything planned is done, 3 when runs are left for a later call, 1 when
 # a run failed, 2 on usage.
 set -u -o pipefail
@@ -63,6 +68,7 @@ usage: bash bench/gpu/finetune.sh [options] MODEL DATA_DIR OUTDIR | --report-onl
   --grid-grzo LIST  --grid-mezo LIST  --grid-fzoo LIST   (comma lists of learning rates)
   --grid-extend N (2)   lrs added beyond the grid's edge where the best lr sits there (0: none)
   --jobs N (1)   runs at a time on the one device (each grid of a task and estimator is one)
+  --fit          start a run only when the budget left holds it (at its estimator's measured speed)
   grzo-finetune: $GRZO_FINETUNE, else build-gpu/examples/finetune/grzo-finetune
 EOF
     exit 2
@@ -320,7 +326,7 @@ write_report() {
 # ---- arguments --------------------------------------------------------------------------------------
 BUDGET=540 DEVICE=cuda DTYPE=bf16 TOKENIZER="" TASKS=sst2,rte ESTIMATORS=grzo,mezo,fzoo STEPS=2000 GRID_STEPS=200
 SEEDS=1,2,3 EVAL_EVERY=500 DIAG_EVERY=500 DIAG_PROBES=32 BATCH=16 N_TRAIN=1000 N_DEV=500 N_TEST=1000 PARAMS=134515008
-THREADS=0 GRID_GRZO="" GRID_MEZO=1e-7,1e-6,1e-5,1e-4 GRID_FZOO=1e-6,1e-5,5e-5 GRID_EXTEND=2 JOBS=1
+THREADS=0 GRID_GRZO="" GRID_MEZO=1e-7,1e-6,1e-5,1e-4 GRID_FZOO=1e-6,1e-5,5e-5 GRID_EXTEND=2 JOBS=1 FIT=0
 if [ "${1:-}" = "--report-only" ]; then
     [ $# -eq 2 ] || usage
     OUT=$2
@@ -348,6 +354,7 @@ while [ $# -gt 0 ]; do
                 --jobs) JOBS=$v ;;
             esac
             shift 2 ;;
+        --fit) FIT=1; shift ;;
         -*) echo "finetune.sh: unknown option $1" >&2; usage ;;
         *) break ;;
     esac
@@ -456,11 +463,37 @@ spawn() {
     while [ "$(jobs -pr | wc -l)" -ge "$JOBS" ]; do wait -n; done
     "$@" &
 }
+# The seconds a step of estimator $1 took: the slowest of its finished runs made --jobs JOBS at
+# a time (a run's last call), else of all of them; nothing when none has finished
+step_seconds() {
+    local d v j same="" any=""
+    for d in "$OUT"/runs/grid-*-"$1"-* "$OUT"/runs/final-*-"$1"-s*; do
+        [ -s "$d/results.json" ] || continue
+        v=$(awk -v s="$(field "$d/results.json" seconds)" -v n="$(field "$d/results.json" steps)" 'BEGIN { if (n > 0 && s > 0) print s / n }')
+        [ -n "$v" ] || continue
+        j=$(tail -1 "$d.jobs" 2> /dev/null); j=${j:-1}   # runs from before --jobs: one at a time
+        any=$(awk -v a="$any" -v v="$v" 'BEGIN { print (a == "" || v > a) ? v : a }')
+        [ "$j" != "$JOBS" ] || same=$(awk -v a="$same" -v v="$v" 'BEGIN { print (a == "" || v > a) ? v : a }')
+    done
+    echo "${same:-$any}"
+}
+# --fit: 0 when a new run of STEPS steps of the estimator in NAME fits in SECS, else 1 with its
+# estimate in need
+fits() {
+    local est v
+    need=0
+    [ "$FIT" -eq 1 ] || return 0
+    case $1 in grid-*|final-*) est=$(echo "$1" | cut -d- -f3) ;; *) return 0 ;; esac
+    v=$(step_seconds "$est")
+    [ -n "$v" ] || return 0
+    need=$(awk -v n="$2" -v v="$v" 'BEGIN { printf "%.0f", n * v + 10 }')
+    [ "$need" -le "$3" ]
+}
 # run NAME STEPS ARGS...: finished runs are skipped, stopped ones resumed, the rest started;
 # each gets what is left of the budget. runs/NAME.jobs gets a line with --jobs for each call
 # that runs it (its seconds are a shared device's when one of them is over 1).
 run() {
-    local name=$1 steps=$2 d="$OUT/runs/$1" secs st
+    local name=$1 steps=$2 d="$OUT/runs/$1" secs st need
     shift 2
     [ -s "$d/results.json" ] && return 0
     secs=$(( START + BUDGET - $(date +%s) ))
@@ -470,6 +503,8 @@ run() {
         echo "$JOBS" >> "$d.jobs"
         # the diagnostics are not part of a run's identity (run.json): a resume asks for them again
         timeout -s INT -k 30 "$secs" "$FT" --out "$d" --resume --steps "$steps" --threads "$RUN_THREADS" "${diag[@]}" >> "$d.out" 2>&1
+    elif ! fits "$name" "$steps" "$secs"; then
+        outcome left "$name"; say "  $name: not started (--fit: ~$need s at the speed measured, $secs s left)"; return 0
     else
         rm -rf "$d"
         say "  $name (at most $secs s)"

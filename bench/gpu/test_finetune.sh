@@ -134,8 +134,8 @@ done
 mkdir -p "$out" && : > "$out/log.jsonl" || exit 1
 [ -z "${SLEEP:-}" ] || sleep "$SLEEP"
 i=0; while [ "$i" -lt "$steps" ]; do echo "{\"step\":$i,\"loss\":0.5}" >> "$out/log.jsonl"; i=$((i + 1)); done
-awk -v lr="$lr" -v p="$PEAK" -v n="$steps" 'BEGIN { d = log(lr / p) / log(10); if (d < 0) d = -d; a = 0.9 - 0.1 * d
-    printf "{\"steps\":%d,\"seconds\":1,\"dev_acc\":%.4f,\"test_acc\":%.4f,\"zero_shot_dev_acc\":0.5,\"zero_shot_test_acc\":0.5}\n", n, a, a }' \
+awk -v lr="$lr" -v p="$PEAK" -v n="$steps" -v sec="${SLEEP:-1}" 'BEGIN { d = log(lr / p) / log(10); if (d < 0) d = -d; a = 0.9 - 0.1 * d
+    printf "{\"steps\":%d,\"seconds\":%d,\"dev_acc\":%.4f,\"test_acc\":%.4f,\"zero_shot_dev_acc\":0.5,\"zero_shot_test_acc\":0.5}\n", n, sec, a, a }' \
     > "$out/results.json"
 EOF3
 chmod +x "$work/peak-ft" || exit 1
@@ -166,19 +166,30 @@ o=$work/ext-none                           # --grid-extend 0: the grid as given
 PEAK=1 GRZO_FINETUNE=$work/peak-ft fs --grid-grzo 1e-4,1e-3 --grid-extend 0 "${ext[@]}" "$o" > "$work/ext4.out" 2>&1 ||
     fail "--grid-extend 0: $(tail -3 "$work/ext4.out")"
 [ ! -e "$o/runs/extended-sst2-grzo" ] && [ "$(cat "$o/runs/chosen-sst2-grzo")" = "1e-3" ] || fail "--grid-extend 0 extended the grid"
-# --jobs against the clock (a stand-in that takes 3 s a run; the grids and the final runs of two
-# tasks): two at a time they end within a budget of 23 s (one at a time, the second final run
-# would be left); with 15 s the final runs are left, counted by the runs' own subshells
+# --jobs against the clock (a stand-in that takes 5 s a run; the zero-shot, grid and final runs
+# of two tasks): two at a time they end within a budget of 28 s (one at a time, the final runs
+# would start at ~20 s with under 10 s left, and be left); with 18 s the grids start at ~5 s and
+# the final runs at ~10 s, so those are left, counted by the runs' own subshells
 jb=(--jobs 2 --device cpu --grid-grzo 1e-3 --grid-extend 0 --grid-steps 2 --steps 3 --seeds 1 --tasks sst2,rte --estimators grzo
     "$data/stories260K.bin" "$data/tasks")
-PEAK=1e-3 SLEEP=3 GRZO_FINETUNE=$work/peak-ft fs --budget 23 "${jb[@]}" "$work/jobs-fit" > "$work/jobs1.out" 2>&1 ||
-    fail "two at a time within 23 s: $(tail -3 "$work/jobs1.out")"
+PEAK=1e-3 SLEEP=5 GRZO_FINETUNE=$work/peak-ft fs --budget 28 "${jb[@]}" "$work/jobs-fit" > "$work/jobs1.out" 2>&1 ||
+    fail "two at a time within 28 s: $(tail -3 "$work/jobs1.out")"
 [ -s "$work/jobs-fit/runs/final-rte-grzo-s1/results.json" ] && [ -s "$work/jobs-fit/runs/final-sst2-grzo-s1/results.json" ] ||
     fail "two at a time: the final runs did not finish"
-PEAK=1e-3 SLEEP=3 GRZO_FINETUNE=$work/peak-ft fs --budget 15 "${jb[@]}" "$work/jobs-left" > "$work/jobs2.out" 2>&1
+PEAK=1e-3 SLEEP=5 GRZO_FINETUNE=$work/peak-ft fs --budget 18 "${jb[@]}" "$work/jobs-left" > "$work/jobs2.out" 2>&1
 [ $? -eq 3 ] && [ "$(cat "$work/jobs-left/left.txt")" = 2 ] && grep -q "2 runs left for a later call, 0 failed" "$work/jobs2.out" ||
-    fail "two at a time within 15 s: the two final runs must be left: $(tail -3 "$work/jobs2.out")"
+    fail "two at a time within 18 s: the two final runs must be left: $(tail -3 "$work/jobs2.out")"
 [ -z "$(find "$work/jobs-left/runs" -name '.outcomes.*')" ] || fail "the outcomes file was left behind"
+
+# --fit: a final run of 20 steps at the 1 s a step its grid run measured (2 steps in 2 s) needs
+# ~30 s: with 25 s of budget it is not started (left, exit 3), with 45 s it is
+ft=(--fit --device cpu --grid-grzo 1e-3 --grid-extend 0 --grid-steps 2 --steps 20 --seeds 1 --tasks sst2 --estimators grzo
+    "$data/stories260K.bin" "$data/tasks")
+PEAK=1e-3 SLEEP=2 GRZO_FINETUNE=$work/peak-ft fs --budget 25 "${ft[@]}" "$work/fit" > "$work/fit1.out" 2>&1
+[ $? -eq 3 ] && grep -q "final-sst2-grzo-s1: not started (--fit: ~30 s at the speed measured" "$work/fit1.out" &&
+    [ ! -e "$work/fit/runs/final-sst2-grzo-s1" ] || fail "--fit must not start a run the budget cannot hold: $(tail -3 "$work/fit1.out")"
+PEAK=1e-3 SLEEP=2 GRZO_FINETUNE=$work/peak-ft fs --budget 45 "${ft[@]}" "$work/fit" > "$work/fit2.out" 2>&1 &&
+    [ -s "$work/fit/runs/final-sst2-grzo-s1/results.json" ] || fail "--fit with room for the run: $(tail -3 "$work/fit2.out")"
 
 # An OUTDIR begun before the extension (no grid_extend in its protocol) goes on with it: the
 # choices whose final runs have not begun are made again (and extended), the others stand
@@ -220,4 +231,4 @@ n2=$(grep -c '"loss"' "$f/log.jsonl")
     fail "the resumed log must go on from step $n1 (now $n2 steps, $(grep -c '^{"step":0,"loss"' "$f/log.jsonl") step-0 lines)"
 [ "$(sed -n 's/^{"step":\([0-9]*\),"diagnose".*/\1/p' "$f/log.jsonl" | tail -1)" -ge "$n1" ] ||
     fail "the resumed run logged no B_eff: a resume must ask for the diagnostics again (they are not in run.json)"
-echo "ok: finetune.sh (arguments, a tiny protocol, a changed protocol refused, moved files taken, grids extended at their edges, --jobs, $n1 then $n2 steps across two budgeted calls)"
+echo "ok: finetune.sh (arguments, a tiny protocol, a changed protocol refused, moved files taken, grids extended at their edges, --jobs, --fit, $n1 then $n2 steps across two budgeted calls)"
