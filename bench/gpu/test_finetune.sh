@@ -2,9 +2,10 @@
 # bench/gpu/finetune.sh on the CPU (stories260K, the SST-2 and RTE samples): its argument checks,
 # a call whose every run grzo-finetune refuses (which must not fix the OUTDIR's protocol), a
 # whole tiny protocol (zero-shot, grid, choice, final runs over two seeds, the report), the
-# refusal of a changed protocol in the same OUTDIR (its files moved to other folders are taken,
-# a model of another name is not), and a run stopped by the budget that the
-# next call resumes instead of restarting, its B_eff diagnostics going on.
+# same two runs at a time (--jobs 2: the same losses), the refusal of a changed protocol in the
+# same OUTDIR (its files moved to other folders are taken, a model of another name is not), the
+# grids extended at their edges, --jobs and --fit against the clock, and two runs stopped by the
+# budget that the next call resumes instead of restarting, their B_eff diagnostics going on.
 # usage: test_finetune.sh GRZO_FINETUNE DATA_DIR WORK_DIR   (DATA_DIR: tests/data)
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -209,26 +210,34 @@ PEAK=1 GRZO_FINETUNE=$work/peak-ft fs --grid-grzo 1e-4,1e-3 --grid-mezo 1e-4,1e-
     > "$work/ext7.out" 2>&1
 [ $? -eq 1 ] && grep -q "another protocol" "$work/ext7.out" || fail "another --grid-extend in the same OUTDIR: $(tail -2 "$work/ext7.out")"
 
-# the budget: the final run is stopped (exit 3) and the next call resumes it
+# the budget: the final runs, two at a time (--jobs 2), are stopped (exit 3) and the next call
+# resumes both
 o=$work/budget
-# (one grid value; a budget that leaves the final run some seconds on a loaded 2-core machine)
-args=("${tiny[@]}" --grid-grzo 1e-4 --tasks sst2 --estimators grzo --grid-steps 30 --steps 100000000 --seeds 1 --eval-every 0 --budget 25
-      "$data/stories260K.bin" "$data/tasks" "$o")
+# (one grid value; a budget that leaves the final runs some seconds on a loaded 2-core machine)
+args=("${tiny[@]}" --jobs 2 --grid-grzo 1e-4 --tasks sst2,rte --estimators grzo --grid-steps 30 --steps 100000000 --seeds 1
+      --eval-every 0 --budget 25 "$data/stories260K.bin" "$data/tasks" "$o")
 fs "${args[@]}" > "$work/b1.out" 2>&1
 [ $? -eq 3 ] || fail "a call cut by its budget must exit 3: $(tail -3 "$work/b1.out")"
-f=$o/runs/final-sst2-grzo-s1
-[ -s "$f/checkpoint.grzo" ] || fail "the stopped run left no checkpoint"
-n1=$(grep -c '"loss"' "$f/log.jsonl")
-[ "$n1" -gt 0 ] || fail "the stopped run logged no step"
-grep -q "^Runs left for a later call: 1$" "$o/finetune.md" || fail "the report does not count the stopped run"
-grep -Eq "^plan: 3 runs, 2 done; grzo: [0-9]+ steps, ~[0-9]+ s;" "$o/finetune.md" ||
+declare -A n1
+for t in sst2 rte; do
+    f=$o/runs/final-$t-grzo-s1
+    [ -s "$f/checkpoint.grzo" ] || fail "the stopped run $t left no checkpoint"
+    n1[$t]=$(grep -c '"loss"' "$f/log.jsonl")
+    [ "${n1[$t]}" -gt 0 ] || fail "the stopped run $t logged no step"
+done
+grep -q "^Runs left for a later call: 2$" "$o/finetune.md" || fail "the report does not count the two stopped runs"
+grep -Eq "^plan: 6 runs, 4 done; grzo: [0-9]+ steps, ~[0-9]+ s;" "$o/finetune.md" ||
     fail "the plan line (runs, and the time left at the grid's measured speed): $(grep '^plan:' "$o/finetune.md")"
 fs "${args[@]}" > "$work/b2.out" 2>&1
 [ $? -eq 3 ] || fail "the second call: $(tail -3 "$work/b2.out")"
-grep -q "resuming at step $n1" "$work/b2.out" || fail "the second call did not resume at step $n1: $(grep final "$work/b2.out")"
-n2=$(grep -c '"loss"' "$f/log.jsonl")
-[ "$(grep -c '^{"step":0,"loss"' "$f/log.jsonl")" -eq 1 ] && [ "$n2" -gt "$n1" ] ||
-    fail "the resumed log must go on from step $n1 (now $n2 steps, $(grep -c '^{"step":0,"loss"' "$f/log.jsonl") step-0 lines)"
-[ "$(sed -n 's/^{"step":\([0-9]*\),"diagnose".*/\1/p' "$f/log.jsonl" | tail -1)" -ge "$n1" ] ||
-    fail "the resumed run logged no B_eff: a resume must ask for the diagnostics again (they are not in run.json)"
-echo "ok: finetune.sh (arguments, a tiny protocol, a changed protocol refused, moved files taken, grids extended at their edges, --jobs, --fit, $n1 then $n2 steps across two budgeted calls)"
+for t in sst2 rte; do
+    f=$o/runs/final-$t-grzo-s1
+    grep -q "final-$t-grzo-s1: resuming at step ${n1[$t]} " "$work/b2.out" ||
+        fail "the second call did not resume $t at step ${n1[$t]}: $(grep final "$work/b2.out")"
+    n2=$(grep -c '"loss"' "$f/log.jsonl")
+    [ "$(grep -c '^{"step":0,"loss"' "$f/log.jsonl")" -eq 1 ] && [ "$n2" -gt "${n1[$t]}" ] ||
+        fail "$t: the resumed log must go on from step ${n1[$t]} (now $n2 steps, $(grep -c '^{"step":0,"loss"' "$f/log.jsonl") step-0 lines)"
+    [ "$(sed -n 's/^{"step":\([0-9]*\),"diagnose".*/\1/p' "$f/log.jsonl" | tail -1)" -ge "${n1[$t]}" ] ||
+        fail "$t: the resumed run logged no B_eff: a resume must ask for the diagnostics again (they are not in run.json)"
+done
+echo "ok: finetune.sh (arguments, a tiny protocol, a changed protocol refused, moved files taken, grids extended at their edges, --jobs, --fit, two runs stopped at steps ${n1[sst2]} and ${n1[rte]} and resumed)"
