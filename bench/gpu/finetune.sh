@@ -47,9 +47,10 @@
 # says so under the plots' time axis.
 # --fit (for a machine's last call: the checkpoints of runs stopped by the budget do not travel
 # to the next machine, so their steps are lost): a run starts only when the budget left holds
-# its steps at the slowest speed that finished runs of its estimator measured at this --jobs
-# (at any, when none did; when none finished at all, it starts) plus 10 s to load; the others
-# are left for a later call, as stopped ones are. A stopped run is resumed whatever is left.
+# its steps at the slowest speed that finished runs of its task and estimator measured at this
+# --jobs (else of its task at any, of its estimator at this --jobs, at any; when none finished,
+# it starts), evaluations included, plus 10 s to load; the others are left for a later call, as
+# stopped ones are. A stopped run is resumed whatever is left.
 # Exit status: 0 when everything planned is done, 3 when runs are left for a later call, 1 when
 # a run failed, 2 on usage.
 set -u -o pipefail
@@ -463,28 +464,33 @@ spawn() {
     while [ "$(jobs -pr | wc -l)" -ge "$JOBS" ]; do wait -n; done
     "$@" &
 }
-# The seconds a step of estimator $1 took: the slowest of its finished runs made --jobs JOBS at
-# a time (a run's last call), else of all of them; nothing when none has finished
+# The seconds a step of task $1's estimator $2 took (evaluations included: results.json's
+# seconds over its steps), at the slowest of the finished runs that match best: the same task
+# and --jobs, the same task, the estimator at this --jobs, the estimator (a run's --jobs: its
+# last call's; runs from before --jobs ran one at a time); nothing when none has finished
 step_seconds() {
-    local d v j same="" any=""
-    for d in "$OUT"/runs/grid-*-"$1"-* "$OUT"/runs/final-*-"$1"-s*; do
+    local d v j t k best=() 
+    for d in "$OUT"/runs/grid-*-"$2"-* "$OUT"/runs/final-*-"$2"-s*; do
         [ -s "$d/results.json" ] || continue
         v=$(awk -v s="$(field "$d/results.json" seconds)" -v n="$(field "$d/results.json" steps)" 'BEGIN { if (n > 0 && s > 0) print s / n }')
         [ -n "$v" ] || continue
-        j=$(tail -1 "$d.jobs" 2> /dev/null); j=${j:-1}   # runs from before --jobs: one at a time
-        any=$(awk -v a="$any" -v v="$v" 'BEGIN { print (a == "" || v > a) ? v : a }')
-        [ "$j" != "$JOBS" ] || same=$(awk -v a="$same" -v v="$v" 'BEGIN { print (a == "" || v > a) ? v : a }')
+        j=$(tail -1 "$d.jobs" 2> /dev/null); j=${j:-1}
+        t=$(basename "$d" | cut -d- -f2)
+        for k in 0 1 2 3; do   # the match levels this run meets
+            case $k in 0) [ "$t" = "$1" ] && [ "$j" = "$JOBS" ] ;; 1) [ "$t" = "$1" ] ;; 2) [ "$j" = "$JOBS" ] ;; 3) true ;; esac || continue
+            best[$k]=$(awk -v a="${best[$k]:-}" -v v="$v" 'BEGIN { print (a == "" || v > a) ? v : a }')
+        done
     done
-    echo "${same:-$any}"
+    for k in 0 1 2 3; do [ -z "${best[$k]:-}" ] || { echo "${best[$k]}"; return; }; done
 }
 # --fit: 0 when a new run of STEPS steps of the estimator in NAME fits in SECS, else 1 with its
 # estimate in need
 fits() {
-    local est v
+    local v
     need=0
     [ "$FIT" -eq 1 ] || return 0
-    case $1 in grid-*|final-*) est=$(echo "$1" | cut -d- -f3) ;; *) return 0 ;; esac
-    v=$(step_seconds "$est")
+    case $1 in grid-*|final-*) ;; *) return 0 ;; esac
+    v=$(step_seconds "$(echo "$1" | cut -d- -f2)" "$(echo "$1" | cut -d- -f3)")
     [ -n "$v" ] || return 0
     need=$(awk -v n="$2" -v v="$v" 'BEGIN { printf "%.0f", n * v + 10 }')
     [ "$need" -le "$3" ]
