@@ -7,7 +7,7 @@
 #        first half to the machine's state folder, then run.sh --stages tests,bench (it builds);
 #        OUT/oa.tgz
 #   bash bench/gpu/lease.sh build SECONDS OUT      Call A of a lease that only fine-tunes: the
-#        half, and grzo-finetune built (no tests: the commit's have passed on a GPU before)
+#        half, and run.sh --stages build (no tests: the commit's have passed on a GPU before)
 #   bash bench/gpu/lease.sh finetune SECONDS OUT [--peer] [--jobs N] [--fit]
 #        Call B, at once (carrying .gpu/b and .gpu/data): the GGUF's halves joined and checked
 #        against .gpu/b/sha256, run.sh's peer stage (--peer: ~100 s; OUT/op.tgz), then
@@ -17,8 +17,9 @@
 # SECONDS: the timeout_s the call is given; the budgets inside are cut from it, with room for a
 # run to stop (finetune.sh's runs take up to 30 s after their budget), the report and the tar.
 # OUT: the device tool's $OUT. The machine's state lives in $GRZO_LEASE_DIR (default /root):
-# build-gpu/, smol/ (the GGUF), ft/ (the fine-tuning folder), oa/, op/; it survives between the
-# calls of a lease only while the machine stays warm (a call that finds it gone says so).
+# build-gpu/, smol/ (the GGUF), ft/ (the fine-tuning folder), oa/, ob/, op/; it survives
+# between the calls of a lease only while the machine stays warm (a call that finds it gone
+# says so).
 # Exit status: 0 done; 3 fine-tuning runs are left for a later call or lease; 1 a step failed
 # (the line says which); 2 usage.
 set -u -o pipefail
@@ -84,6 +85,7 @@ esac
 
 case $MODE in
 check)
+    [ "$(left 40)" -ge 60 ] || die "check: run.sh needs a budget of 60 s: give the call 100 s or more"
     first_half
     # run.sh keeps its own stage shares inside the budget; 40 s for the tar and the reply
     GRZO_GPU_BUILD=$L/build-gpu bash "$RUN_SH" --budget "$(left 40)" --stages tests,bench "$L/oa"
@@ -92,13 +94,10 @@ check)
     say "run.sh exit $rc; $OUT/oa.tgz written"
     exit "$rc" ;;
 build)
+    [ "$(left 20)" -ge 60 ] || die "build: run.sh needs a budget of 60 s: give the call 80 s or more"
     first_half
-    nvcc_root=$(dirname "$(dirname "$(command -v nvcc 2> /dev/null || echo /usr/local/cuda/bin/nvcc)")")
-    { [ -f "$L/build-gpu/build.ninja" ] ||
-          CUDA_PATH=$nvcc_root meson setup "$L/build-gpu" "$REPO" -Dcuda=enabled -Dgpu_archs=90 -Dbuildtype=release; } > "$L/build.log" 2>&1 &&
-        timeout "$(left 10)" ninja -C "$L/build-gpu" examples/finetune/grzo-finetune >> "$L/build.log" 2>&1 ||
-        die "the build failed: $(tail -1 "$L/build.log")"
-    say "grzo-finetune built in $L/build-gpu"
+    GRZO_GPU_BUILD=$L/build-gpu bash "$RUN_SH" --budget "$(left 20)" --stages build "$L/ob" || die "the build failed ($L/ob/build.log)"
+    say "built in $L/build-gpu"
     exit 0 ;;
 finetune)
     [ -x "$L/build-gpu/examples/finetune/grzo-finetune" ] || die "the machine went cold: no $L/build-gpu (start again with Call A)"

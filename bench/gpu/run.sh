@@ -39,7 +39,7 @@
 # (bench/gpu/README.md: one call of a 15-minute lease).
 # --stages LIST (a comma list of tests, bench, attention, peer, tune; default tests,bench,tune) runs
 # only those, always in the order above; the build always runs (ninja does nothing when it is
-# up to date) and the report is always written from whatever OUTDIR holds. The stages run share the whole budget, so a run can be split into
+# up to date; `--stages build` runs it alone) and the report is always written from whatever OUTDIR holds. The stages run share the whole budget, so a run can be split into
 # calls shorter than 10 minutes (a machine that keeps each command under that limit), each
 # building in the same call: the OUTDIRs of the calls, unpacked into one folder, make one
 # report with --report-only (every stage writes its own files).
@@ -67,7 +67,7 @@ CAP_TUNE=$((CAP_TUNE + CAP_VARIANTS))
 GPU_TARGETS=(tests/test_cuda tests/llm/test_llm_cuda bench/bench_gpu examples/finetune/grzo-finetune
              examples/llm/grzo-generate examples/llm/grzo-export bench/bench_llm)
 
-usage() { echo "usage: bash bench/gpu/run.sh [--budget SECONDS] [--stages tests,bench,attention,peer,tune] OUTDIR [SMOLLM2.gguf] | --report-only OUTDIR" >&2; exit 2; }
+usage() { echo "usage: bash bench/gpu/run.sh [--budget SECONDS] [--stages build|tests,bench,attention,peer,tune] OUTDIR [SMOLLM2.gguf] | --report-only OUTDIR" >&2; exit 2; }
 elapsed() { echo $(( $(date +%s) - START )); }
 say() { local e; e=$(elapsed); printf '[%02d:%02d] %s\n' $((e / 60)) $((e % 60)) "$*"; }
 die() { say "run.sh: $*" >&2; exit 1; }
@@ -83,7 +83,7 @@ select_stages() {
     local s
     case ",$1," in *,,*) echo "--stages: an empty stage name in '$1'" >&2; usage ;; esac
     for s in ${1//,/ }; do
-        case $s in tests|bench|attention|peer|tune) ;; *) echo "--stages: unknown stage '$s' (expected tests, bench, attention, peer, tune)" >&2; usage ;; esac
+        case $s in build|tests|bench|attention|peer|tune) ;; *) echo "--stages: unknown stage '$s' (expected build, tests, bench, attention, peer, tune)" >&2; usage ;; esac
     done
     case ",$1," in *,tests,*) ;; *) CAP_TESTS=0 ;; esac
     case ",$1," in *,bench,*) ;; *) CAP_BENCH=0 ;; esac

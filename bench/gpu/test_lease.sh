@@ -71,6 +71,13 @@ tar -tzf "$work/out/oa.tgz" | grep -q report.md || fail "Call A's tar"
 RUN_EXIT=1 lease check 300 "$work/out" > /dev/null 2>&1
 [ $? -eq 1 ] || fail "Call A must pass run.sh's failure on"
 
+# Call A of a lease that only fine-tunes: run.sh builds alone
+lease build 120 "$work/out" > "$work/ab.out" 2>&1 || fail "Call A (build): $(cat "$work/ab.out")"
+[ "$(sed -n 3,5p "$S/run.args" | tr '\n' '|')" = "--stages|build|$S/ob|" ] && [ "$(sed -n 2p "$S/run.args")" -ge 95 ] ||
+    fail "Call A (build)'s run.sh arguments: $(tr '\n' ' ' < "$S/run.args")"
+lease build 70 "$work/out" > "$work/ab.out" 2>&1
+[ $? -eq 1 ] && grep -q "give the call 80 s or more" "$work/ab.out" || fail "Call A (build) too short: $(cat "$work/ab.out")"
+
 # Call B on a cold machine (no build): said as such
 lease finetune 300 "$work/out" > "$work/b0.out" 2>&1
 [ $? -eq 1 ] && grep -q "went cold: no .*build-gpu" "$work/b0.out" || fail "Call B without a build: $(cat "$work/b0.out")"

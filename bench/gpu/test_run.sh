@@ -40,6 +40,8 @@ bash "$here/run.sh" --stages bench,peer "$work/out" > "$work/stages.out" 2>&1
 [ $? -eq 2 ] && grep -q "peer needs the SmolLM2 GGUF" "$work/stages.out" || fail "--stages peer without a GGUF: $(cat "$work/stages.out")"
 bash "$here/run.sh" --stages peer "$work/out" /no/such/model.gguf > "$work/stages.out" 2>&1
 [ $? -eq 1 ] && grep -q "no such model file" "$work/stages.out" || fail "--stages peer: $(cat "$work/stages.out")"
+bash "$here/run.sh" --stages build "$work/out" /no/such/model.gguf > "$work/stages.out" 2>&1
+[ $? -eq 1 ] && grep -q "no such model file" "$work/stages.out" || fail "--stages build (the build alone): $(cat "$work/stages.out")"
 bash "$here/run.sh" --stages bench,,tune "$work/out" > "$work/stages.out" 2>&1
 [ $? -eq 2 ] && grep -q "empty stage name" "$work/stages.out" || fail "--stages with an empty name: $(cat "$work/stages.out")"
 bash "$here/run.sh" --stages > "$work/stages.out" 2>&1
@@ -320,6 +322,12 @@ r=$o/report.md
 grep -q 'budget 300 s; caps: build 56, tests 34, bench 64, attention 68, peer 34, tune 34, report 7$' "$work/standin.out" \
     || fail "stand-in run: --budget 300 did not scale the caps: $(grep 'budget' "$work/standin.out")"
 grep -q 'stand-in: tests/test_cuda .*examples/finetune/grzo-finetune' "$o/build.log" || fail "stand-in run: the build named no targets"
+# --stages build (lease.sh build): the build alone, then the report
+PATH=$sb:$PATH GRZO_GPU_BUILD=$B bash "$repo/bench/gpu/run.sh" --budget 100 --stages build "$work/build-only" > "$work/build-only.out" 2>&1 ||
+    fail "--stages build: $(tail -5 "$work/build-only.out")"
+grep -q '^| build | passed |' "$work/build-only/report.md" && grep -q '^| tests | not run |' "$work/build-only/report.md" &&
+    grep -q '^| tune | not run |' "$work/build-only/report.md" && grep -q 'stand-in: tests/test_cuda' "$work/build-only/build.log" ||
+    fail "--stages build: $(grep '^| ' "$work/build-only/report.md" | head -8)"
 # the peer stage: the batch went from bench_llm to both programs, the export to torch_mezo.py
 # (which skipped: no torch), the scratch folder (checkpoint, export) is gone, the table has grzo's side
 if command -v python3 > /dev/null; then
