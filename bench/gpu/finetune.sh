@@ -43,8 +43,8 @@
 # of each task and estimator, final runs), each with the cores shared out (--threads 0). A small
 # model leaves a large GPU mostly idle (SmolLM2-135M at B = 16: a GRZO step of 17 ms on an H200
 # is launches and waits, not arithmetic), so the runs overlap; each run's results are its own
-# (its seed), but its seconds are the shared device's: the report marks such runs' steps/s and
-# says so under the plots' time axis.
+# (its seed), but its seconds are the shared device's: the report marks such runs' steps/s, and
+# its plots draw them against their steps at the speed of runs made alone.
 # --fit (for a machine's last call: the checkpoints of runs stopped by the budget do not travel
 # to the next machine, so their steps are lost): a run starts only when the budget left holds
 # its steps at the slowest speed that finished runs of its task and estimator measured at this
@@ -209,15 +209,44 @@ final_table() {
 # 0 when a final run was made beside others on the device (--jobs): its seconds are shared
 any_shared() { cat "$OUT"/runs/final-*.jobs 2> /dev/null | awk '$1 > 1 { f = 1 } END { exit !f }'; }
 
+# The training seconds a step of task $1's estimator $2 took in a run made alone (no --jobs
+# over 1): the last logged step's elapsed over the steps logged, the slowest such run; nothing
+# when none
+solo_step_seconds() {
+    local d j n e v best=""
+    for d in "$OUT"/runs/grid-"$1"-"$2"-* "$OUT"/runs/final-"$1"-"$2"-s*; do
+        [ -d "$d" ] && [ -s "$d/log.jsonl" ] || continue
+        j=$(cat "$d.jobs" 2> /dev/null | sort -n | tail -1); [ "${j:-1}" -le 1 ] || continue
+        n=$(steps_logged "$d/log.jsonl")
+        e=$(sed -n 's/^{"step":[0-9]*,"loss":.*"elapsed":\([0-9.]*\).*/\1/p' "$d/log.jsonl" | tail -1)
+        v=$(awk -v n="$n" -v e="$e" 'BEGIN { if (n > 0 && e > 0) print e / n }')
+        [ -n "$v" ] && best=$(awk -v a="$best" -v v="$v" 'BEGIN { print (a == "" || v > a) ? v : a }')
+    done
+    echo "$best"
+}
+
+# The loss curves of the first seed's final runs, against steps and against seconds. Where runs
+# were made several at a time (--jobs), their own seconds are the shared device's, so the
+# seconds axis is then each run's steps at the speed its task and estimator measured alone
+# (solo_step_seconds); a curve with no such speed keeps its shared seconds and says so.
 plots() {
-    local xs=seconds
-    any_shared && xs="seconds (shared: runs made --jobs at a time)"
-    python3 - "$OUT" "$TASKS" "$ESTIMATORS" "${SEEDS%%,*}" "$xs" << 'PY'
+    local solo="" task est v
+    if any_shared; then
+        for task in ${TASKS//,/ }; do
+            for est in ${ESTIMATORS//,/ }; do
+                v=$(solo_step_seconds "$task" "$est"); [ -z "$v" ] || solo+="$task/$est=$v;"
+            done
+        done
+        solo=${solo:-none}
+    fi
+    python3 - "$OUT" "$TASKS" "$ESTIMATORS" "${SEEDS%%,*}" "$solo" << 'PY'
 import json, os, sys
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-out, tasks, ests, seed, xs = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), sys.argv[4], sys.argv[5]
+out, tasks, ests, seed, solo = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), sys.argv[4], sys.argv[5]
+shared = solo != ""   # the runs shared the device: seconds alone where measured
+speed = dict(kv.split("=") for kv in solo.split(";") if "=" in kv)
 def running_mean(v, k=50):
     s, r = 0.0, []
     for i, x in enumerate(v):
@@ -234,10 +263,16 @@ for task in tasks:
         if not pts: continue
         m = running_mean([q["loss"] for q in pts])
         a.plot([q["step"] for q in pts], m, label=est, lw=0.9)
-        b.plot([q.get("elapsed", 0) for q in pts], m, label=est, lw=0.9)
+        v = speed.get(f"{task}/{est}")
+        if shared and v:
+            b.plot([(q["step"] + 1) * float(v) for q in pts], m, label=est, lw=0.9)
+        else:
+            b.plot([q.get("elapsed", 0) for q in pts], m, label=est + (" (shared seconds)" if shared else ""), lw=0.9)
         drawn += 1
     if drawn:
-        a.set_xlabel("step"); b.set_xlabel(xs); a.set_ylabel("training loss (running mean of 50)")
+        a.set_xlabel("step"); a.set_ylabel("training loss (running mean of 50)")
+        b.set_xlabel("seconds alone: steps x the seconds a step took in runs made alone" if shared else "seconds")
+        b.legend()
         a.set_title(f"{task}, seed {seed}"); a.legend()
         fig.tight_layout(); fig.savefig(os.path.join(out, f"finetune_{task}.png"), dpi=110); print(f"finetune_{task}.png")
     plt.close(fig)
@@ -313,7 +348,8 @@ write_report() {
         if any_shared; then
             echo
             echo "(shared): some of the final runs were made several at a time on the one device (\`--jobs\`); their seconds, in the"
-            echo "steps/s column and on the plots' time axis, are the shared device's, not the run's alone."
+            echo "steps/s column, are the shared device's, not the run's alone. The plots' seconds are each run's steps at the speed"
+            echo "its task and estimator measured in runs made alone (a curve without one keeps its shared seconds and says so)."
         fi
         for p in $pngs; do echo; echo "![$p]($p)"; done
         [ -n "$pngs" ] || { echo; echo "(no plots: python3 with matplotlib is not here, or no final run has logged yet)"; }
