@@ -209,20 +209,28 @@ final_table() {
 # 0 when a final run was made beside others on the device (--jobs): its seconds are shared
 any_shared() { cat "$OUT"/runs/final-*.jobs 2> /dev/null | awk '$1 > 1 { f = 1 } END { exit !f }'; }
 
-# The training seconds a step of task $1's estimator $2 took in a run made alone (no --jobs
-# over 1): the last logged step's elapsed over the steps logged, the slowest such run; nothing
-# when none
-solo_step_seconds() {
-    local d j n e v best=""
-    for d in "$OUT"/runs/grid-"$1"-"$2"-* "$OUT"/runs/final-"$1"-"$2"-s*; do
-        [ -d "$d" ] && [ -s "$d/log.jsonl" ] || continue
-        j=$(cat "$d.jobs" 2> /dev/null | sort -n | tail -1); [ "${j:-1}" -le 1 ] || continue
-        n=$(steps_logged "$d/log.jsonl")
-        e=$(sed -n 's/^{"step":[0-9]*,"loss":.*"elapsed":\([0-9.]*\).*/\1/p' "$d/log.jsonl" | tail -1)
-        v=$(awk -v n="$n" -v e="$e" 'BEGIN { if (n > 0 && e > 0) print e / n }')
-        [ -n "$v" ] && best=$(awk -v a="$best" -v v="$v" 'BEGIN { print (a == "" || v > a) ? v : a }')
+# The speeds of the grid and final runs, a line each: TASK EST JOBS STEP TRAIN, where
+# JOBS is the most runs at a time of the calls that made it (1 before --jobs), STEP the seconds
+# a step took with the evaluations (results.json's seconds over its steps: finished runs) and
+# TRAIN without them (the last logged step's elapsed over the steps logged); 0 where not measured. The plan
+# line, --fit and the plots each read what they need from it.
+run_speeds() {
+    local d name j
+    for d in "$OUT"/runs/grid-* "$OUT"/runs/final-*; do
+        [ -d "$d" ] && { [ -s "$d/results.json" ] || [ -s "$d/log.jsonl" ]; } || continue
+        name=$(basename "$d")
+        j=$(sort -n "$d.jobs" 2> /dev/null | tail -1)
+        awk -v t="$(echo "$name" | cut -d- -f2)" -v e="$(echo "$name" | cut -d- -f3)" -v j="${j:-1}" \
+            -v s="$(field "$d/results.json" seconds 2> /dev/null)" -v n="$(field "$d/results.json" steps 2> /dev/null)" \
+            -v el="$(sed -n 's/^{"step":[0-9]*,"loss":.*"elapsed":\([0-9.]*\).*/\1/p' "$d/log.jsonl" | tail -1)" \
+            -v nl="$(steps_logged "$d/log.jsonl")" \
+            'BEGIN { printf "%s %s %d %.6g %.6g\n", t, e, j, (n > 0 && s > 0) ? s / n : 0, (nl > 0 && el > 0) ? el / nl : 0 }'
     done
-    echo "$best"
+}
+# The training seconds a step of task $1's estimator $2 took in runs made alone (no --jobs over
+# 1), the slowest of them; nothing when none
+solo_step_seconds() {
+    run_speeds | awk -v t="$1" -v e="$2" '$1 == t && $2 == e && $3 == 1 && $5 > 0 && $5 > m { m = $5 } END { if (m) print m }'
 }
 
 # The loss curves of the first seed's final runs, against steps and against seconds. Where runs
@@ -284,14 +292,10 @@ PY
 # not counted; a run whose seconds round to 0 measures nothing). Needs TASKS, ESTIMATORS, SEEDS,
 # the step counts and the grids.
 plan_line() {
-    local task est lr seed d total=0 done=0 left_steps
+    local task est lr seed d v total=0 done=0 left_steps
     declare -A sps=() todo=()
-    for d in "$OUT"/runs/grid-* "$OUT"/runs/final-*; do   # seconds per step by estimator, from finished runs
-        [ -s "$d/results.json" ] || continue
-        est=$(basename "$d" | cut -d- -f3)
-        sps[$est]=$(awk -v a="${sps[$est]:-}" -v s="$(field "$d/results.json" seconds)" -v n="$(field "$d/results.json" steps)" \
-                     'BEGIN { if (n > 0 && s > 0) { v = s / n; print (a == "" || v < a) ? v : a } else print a }')
-    done
+    while read -r est v; do sps[$est]=$v; done < <(   # the fastest seconds a step of each estimator's finished runs
+        run_speeds | awk '$4 > 0 && (!($2 in m) || $4 < m[$2]) { m[$2] = $4 } END { for (e in m) print e, m[e] }')
     for task in ${TASKS//,/ }; do
         total=$((total + 1)); [ -s "$OUT/runs/zs-$task/results.json" ] && done=$((done + 1))
         for est in ${ESTIMATORS//,/ }; do
@@ -500,24 +504,15 @@ spawn() {
     while [ "$(jobs -pr | wc -l)" -ge "$JOBS" ]; do wait -n; done
     "$@" &
 }
-# The seconds a step of task $1's estimator $2 took (evaluations included: results.json's
-# seconds over its steps), at the slowest of the finished runs that match best: the same task
-# and --jobs, the same task, the estimator at this --jobs, the estimator (a run's --jobs: its
-# last call's; runs from before --jobs ran one at a time); nothing when none has finished
+# The seconds a step of task $1's estimator $2 took (evaluations included), at the slowest of
+# the finished runs that match best: the same task and --jobs, the same task, the estimator at
+# this --jobs, the estimator (run_speeds); nothing when none has finished
 step_seconds() {
-    local d v j t k best=() 
-    for d in "$OUT"/runs/grid-*-"$2"-* "$OUT"/runs/final-*-"$2"-s*; do
-        [ -s "$d/results.json" ] || continue
-        v=$(awk -v s="$(field "$d/results.json" seconds)" -v n="$(field "$d/results.json" steps)" 'BEGIN { if (n > 0 && s > 0) print s / n }')
-        [ -n "$v" ] || continue
-        j=$(tail -1 "$d.jobs" 2> /dev/null); j=${j:-1}
-        t=$(basename "$d" | cut -d- -f2)
-        for k in 0 1 2 3; do   # the match levels this run meets
-            case $k in 0) [ "$t" = "$1" ] && [ "$j" = "$JOBS" ] ;; 1) [ "$t" = "$1" ] ;; 2) [ "$j" = "$JOBS" ] ;; 3) true ;; esac || continue
-            best[$k]=$(awk -v a="${best[$k]:-}" -v v="$v" 'BEGIN { print (a == "" || v > a) ? v : a }')
-        done
-    done
-    for k in 0 1 2 3; do [ -z "${best[$k]:-}" ] || { echo "${best[$k]}"; return; }; done
+    run_speeds | awk -v t="$1" -v e="$2" -v j="$JOBS" '
+        $2 == e && $4 > 0 { for (k = 0; k < 4; k++)   # the match levels this run meets
+                                if ((k == 0 && $1 == t && $3 == j) || (k == 1 && $1 == t) || (k == 2 && $3 == j) || k == 3)
+                                    if ($4 > m[k]) m[k] = $4 }
+        END { for (k = 0; k < 4; k++) if (m[k]) { print m[k]; exit } }'
 }
 # --fit: 0 when a new run of STEPS steps of the estimator in NAME fits in SECS, else 1 with its
 # estimate in need
