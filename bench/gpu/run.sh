@@ -25,6 +25,12 @@
 #              the tune stage finds them), then bench_gpu --tokens and bench/torch_mezo.py
 #              --device cuda run it (torch_mezo.py exits 77 without torch or transformers: the
 #              PyTorch side is then "skipped"); ~1 minute
+#   cpu        (opt-in: only when --stages names it) the CPU backend on this host, which is not
+#              the sessions' own CPU: bench_mlp, then bench_llm on SmolLM2 when the GGUF is given
+#              (issue 10's targets, both 1 and 2 threads interleaved; bench_mlp gets half of the
+#              stage's time when bench_llm follows). It uses no GPU: run it pinned to
+#              cores the GPU stages leave alone (lease.sh finetune --cpu-bench runs it beside the
+#              fine-tuning, on two cores of its own)
 #   4. tune    grzo-finetune --device cuda --dtype bf16 on stories260K (and SmolLM2 when given):
 #              GRZO vs MeZO vs FZOO, each until its share of the time budget ends (SIGINT:
 #              grzo-finetune saves and stops); steps/s and losses from its log.jsonl, and for
@@ -37,7 +43,7 @@
 # --budget SECONDS (60 to 86400) is the whole run's time: every stage's cap below is scaled by
 # SECONDS / (the sum of the caps of the stages run), so that the run fits a device lease
 # (bench/gpu/README.md: one call of a 15-minute lease).
-# --stages LIST (a comma list of tests, bench, attention, peer, tune; default tests,bench,tune) runs
+# --stages LIST (a comma list of tests, bench, attention, peer, cpu, tune; default tests,bench,tune) runs
 # only those, always in the order above; the build always runs (ninja does nothing when it is
 # up to date; `--stages build` runs it alone) and the report is always written from whatever OUTDIR holds. The stages run share the whole budget, so a run can be split into
 # calls shorter than 10 minutes (a machine that keeps each command under that limit), each
@@ -52,7 +58,9 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${GRZO_GPU_BUILD:-$REPO/build-gpu}
 START=$(date +%s)
 # stage caps in seconds (sum 520; the opt-in attention and peer stages add their own)
-CAP_BUILD=150 CAP_TESTS=90 CAP_BENCH=170 CAP_ATTENTION=0 CAP_PEER=0 CAP_TUNE=90 CAP_REPORT=20
+CAP_BUILD=150 CAP_TESTS=90 CAP_BENCH=170 CAP_ATTENTION=0 CAP_PEER=0 CAP_CPU=0 CAP_TUNE=90 CAP_REPORT=20
+# the cpu stage's rounds (bench_mlp's default; bench_llm's is 3): ~25 s and ~110 s on two cores of a Zen 5
+CPU_MLP_ROUNDS=15 CPU_LLM_ROUNDS=5
 # the variant pairs (opt-in): their own seconds, added to the tune stage
 # seconds as digits without a leading zero (bash's arithmetic reads 0600 as octal, 090 as an
 # error) and at most a day (no overflow)
@@ -63,11 +71,11 @@ CAP_TUNE=$((CAP_TUNE + CAP_VARIANTS))
 
 # the programs the stages run (ninja's paths): test_cuda, test_llm_cuda and the two CLIs for the
 # tests, bench_gpu, grzo-finetune for the fine-tuning, grzo-export and bench_llm for the peer
-# stage (with grzo-finetune's 0-step run)
+# stage (with grzo-finetune's 0-step run), bench_mlp and bench_llm for the cpu stage
 GPU_TARGETS=(tests/test_cuda tests/llm/test_llm_cuda bench/bench_gpu examples/finetune/grzo-finetune
-             examples/llm/grzo-generate examples/llm/grzo-export bench/bench_llm)
+             examples/llm/grzo-generate examples/llm/grzo-export bench/bench_llm bench/bench_mlp)
 
-usage() { echo "usage: bash bench/gpu/run.sh [--budget SECONDS] [--stages build|tests,bench,attention,peer,tune] OUTDIR [SMOLLM2.gguf] | --report-only OUTDIR" >&2; exit 2; }
+usage() { echo "usage: bash bench/gpu/run.sh [--budget SECONDS] [--stages build|tests,bench,attention,peer,cpu,tune] OUTDIR [SMOLLM2.gguf] | --report-only OUTDIR" >&2; exit 2; }
 elapsed() { echo $(( $(date +%s) - START )); }
 say() { local e; e=$(elapsed); printf '[%02d:%02d] %s\n' $((e / 60)) $((e % 60)) "$*"; }
 die() { say "run.sh: $*" >&2; exit 1; }
@@ -78,17 +86,18 @@ budget() { local reserve=$1 left; left=$(( START + TOTAL - $(date +%s) - reserve
 # become 0, the attention stage's is 180 s when it is named (each form: 20 steps and 20
 # queued-ahead steps of both shapes; the 8B floor pass is ~0.5 s), the peer stage's 90 s (its
 # preparation ~10 s on 2 cores, bench_gpu's five workloads on B = 16 prompts and torch's
-# import, two model loads and 2 x 2 cases of 6 steps: ~1 minute in all)
+# import, two model loads and 2 x 2 cases of 6 steps: ~1 minute in all), the cpu stage's 300 s
 select_stages() {
     local s
     case ",$1," in *,,*) echo "--stages: an empty stage name in '$1'" >&2; usage ;; esac
     for s in ${1//,/ }; do
-        case $s in build|tests|bench|attention|peer|tune) ;; *) echo "--stages: unknown stage '$s' (expected build, tests, bench, attention, peer, tune)" >&2; usage ;; esac
+        case $s in build|tests|bench|attention|peer|cpu|tune) ;; *) echo "--stages: unknown stage '$s' (expected build, tests, bench, attention, peer, cpu, tune)" >&2; usage ;; esac
     done
     case ",$1," in *,tests,*) ;; *) CAP_TESTS=0 ;; esac
     case ",$1," in *,bench,*) ;; *) CAP_BENCH=0 ;; esac
     case ",$1," in *,attention,*) CAP_ATTENTION=180 ;; esac
     case ",$1," in *,peer,*) CAP_PEER=90 ;; esac
+    case ",$1," in *,cpu,*) CAP_CPU=300 ;; esac
     case ",$1," in *,tune,*) ;; *) CAP_TUNE=0 CAP_VARIANTS=0 ;; esac
     STAGES=$1
 }
@@ -96,7 +105,7 @@ STAGES=tests,bench,tune
 wanted() { case ",$STAGES," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 # progress labels "k/n name": n counts the build, the stages run and the report
 STEP=0
-step() { local n=2 s; for s in tests bench attention peer tune; do wanted $s && n=$((n + 1)); done; STEP=$((STEP + 1)); say "$STEP/$n $*"; }
+step() { local n=2 s; for s in tests bench attention peer cpu tune; do wanted $s && n=$((n + 1)); done; STEP=$((STEP + 1)); say "$STEP/$n $*"; }
 # every 25th line of ninja's progress, and its last, as the build goes
 build_progress() { awk '/^\[[0-9]+\/[0-9]+\]/ { split(substr($1, 2, length($1) - 2), a, "/"); if (a[1] % 25 == 0 || a[1] == a[2]) { print "    " $1; fflush() } }'; }
 
@@ -313,6 +322,21 @@ peer_table() {
                if (line != "") printf "\ngrzo GRZO / PyTorch MeZO (packed): %s\n", line }' "$t" "$c"
 }
 
+# The host's CPU, one line (model; cores; vendor and vector extensions), then, once the build is
+# configured, the CPU side of its Meson summary: whether the machine could also measure the
+# CPU backend (issue 10's targets on another CPU than the sessions' own).
+host_cpu() {
+    local model fm cores isa
+    model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2> /dev/null | head -1)
+    fm=$(awk -F': ' '/^cpu family/ && !f { f = $2 } /^model[[:space:]]*:/ && !m { m = $2 } END { if (f != "") print "family " f " model " m }' /proc/cpuinfo 2> /dev/null)
+    cores=$(nproc 2> /dev/null || echo '?')
+    isa=$(grep -m1 '^flags' /proc/cpuinfo 2> /dev/null | tr ' ' '\n' | grep -x -E 'avx2|avx512f|avx512_bf16|amx_tile' | paste -sd, -)
+    echo "${model:-unknown CPU}${fm:+ ($fm)}, $cores cores${isa:+ ($isa)}"
+    [ -f "$BUILD/meson-logs/meson-log.txt" ] || return 0
+    awk '/^  grzo [0-9]/ { on = 1; next } on && /^    (BLIS|GEMM kernel|OpenBLAS|OpenMP)/ { sub(/^ +/, ""); sub(/ +:/, ":"); print } on && /^ *$/ { on = 0 }' \
+        "$BUILD/meson-logs/meson-log.txt" | tail -5
+}
+
 write_report() {
     local plots tmp="$OUT/report.md.tmp" s why="nothing to plot yet"
     if python3 -c "import matplotlib" 2> /dev/null; then plots=$(plot_python 2> "$OUT/plot.log") || plots=""
@@ -322,11 +346,12 @@ write_report() {
         echo "# grzo on the GPU: validation and profile"
         echo
         echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?'), device: $(cat "$OUT/device.txt" 2>/dev/null || echo '?')"
+        if [ -s "$OUT/host.txt" ]; then echo; echo "Host: $(awk 'NR > 1 { printf "; " } { printf "%s", $0 } END { print "" }' "$OUT/host.txt")"; fi
         echo
         echo "| stage | status | seconds |"
         echo "|---|---|---:|"
-        for s in build tests bench attention peer tune; do
-            case $s in attention|peer) [ -s "$OUT/stage-$s.txt" ] || continue ;; esac   # opt-in: listed when it ran
+        for s in build tests bench attention peer cpu tune; do
+            case $s in attention|peer|cpu) [ -s "$OUT/stage-$s.txt" ] || continue ;; esac   # opt-in: listed when it ran
             echo "| $s | $(stage_field "$s" 1) | $(stage_field "$s" 2) |"
         done
         echo
@@ -374,6 +399,17 @@ write_report() {
             fi
             [ -s "$OUT/peer/bench_gpu.md" ] && { echo; sed 's/^## /### /' "$OUT/peer/bench_gpu.md"; }
         fi
+        if [ -s "$OUT/stage-cpu.txt" ] || [ -d "$OUT/cpu" ]; then
+            echo
+            echo "## The CPU backend on this host (bench_mlp, bench_llm)"
+            echo
+            echo "Issue 10's targets measured on the GPU machine's own CPU: $(head -1 "$OUT/host.txt" 2> /dev/null || echo 'host not recorded')."
+            case $(stage_field cpu 1) in passed) ;; *) echo; echo "The stage: $(stage_field cpu 1)." ;; esac
+            for s in bench_mlp bench_llm; do
+                if [ -s "$OUT/cpu/$s.md" ]; then echo; sed 's/^## /### /' "$OUT/cpu/$s.md"
+                elif [ -e "$OUT/cpu/$s.log" ]; then echo; echo "$s: no results; log: $OUT/cpu/$s.log"; tail -3 "$OUT/cpu/$s.log" | sed 's/^/    /'; fi
+            done
+        fi
         echo
         echo "## Fine-tuning comparison (grzo-finetune --device cuda --dtype bf16)"
         echo
@@ -404,9 +440,9 @@ while [ $# -gt 0 ]; do
     esac
 done
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then usage; fi
-TOTAL=$((CAP_BUILD + CAP_TESTS + CAP_BENCH + CAP_ATTENTION + CAP_PEER + CAP_TUNE + CAP_REPORT))
+TOTAL=$((CAP_BUILD + CAP_TESTS + CAP_BENCH + CAP_ATTENTION + CAP_PEER + CAP_CPU + CAP_TUNE + CAP_REPORT))
 if [ -n "$BUDGET" ]; then   # every cap scaled alike, so that the later stages' reserves still hold
-    for c in CAP_BUILD CAP_TESTS CAP_BENCH CAP_ATTENTION CAP_PEER CAP_TUNE CAP_VARIANTS CAP_REPORT; do
+    for c in CAP_BUILD CAP_TESTS CAP_BENCH CAP_ATTENTION CAP_PEER CAP_CPU CAP_TUNE CAP_VARIANTS CAP_REPORT; do
         printf -v "$c" '%d' $(( ${!c} * BUDGET / TOTAL ))
     done
     TOTAL=$BUDGET
@@ -428,14 +464,15 @@ if ! nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,nohead
    || [ ! -s "$OUT/device.txt" ]; then
     die "no usable NVIDIA GPU (nvidia-smi: $(head -1 "$OUT/nvidia-smi.log"))"
 fi
-say "device: $(head -1 "$OUT/device.txt"); output in $OUT; stages: build,$STAGES,report"
-say "budget $TOTAL s; caps: build $CAP_BUILD, tests $CAP_TESTS, bench $CAP_BENCH, attention $CAP_ATTENTION, peer $CAP_PEER, tune $CAP_TUNE, report $CAP_REPORT"
+host_cpu > "$OUT/host.txt"
+say "device: $(head -1 "$OUT/device.txt"); host: $(head -1 "$OUT/host.txt"); output in $OUT; stages: build,$STAGES,report"
+say "budget $TOTAL s; caps: build $CAP_BUILD, tests $CAP_TESTS, bench $CAP_BENCH, attention $CAP_ATTENTION, peer $CAP_PEER, cpu $CAP_CPU, tune $CAP_TUNE, report $CAP_REPORT"
 rc=0
 
 # ---- 1. build ------------------------------------------------------------------------------------
 step "build ($BUILD, -Dcuda=enabled -Dgpu_archs=90)"
 t0=$(date +%s)
-b=$(budget $((CAP_TESTS + CAP_BENCH + CAP_ATTENTION + CAP_PEER + CAP_TUNE + CAP_REPORT)))
+b=$(budget $((CAP_TESTS + CAP_BENCH + CAP_ATTENTION + CAP_PEER + CAP_CPU + CAP_TUNE + CAP_REPORT)))
 built=0
 if configure_gpu_build > "$OUT/build.log" 2>&1; then
     if ! ninja -C "$BUILD" -t query "${GPU_TARGETS[0]}" > /dev/null 2>&1; then
@@ -448,6 +485,7 @@ if configure_gpu_build > "$OUT/build.log" 2>&1; then
 fi
 if [ "$built" = 1 ]; then
     record build passed $(( $(date +%s) - t0 ))
+    host_cpu > "$OUT/host.txt"   # now with the build's CPU side
 else
     rc=1
     record build "FAILED (build.log)" $(( $(date +%s) - t0 ))
@@ -461,7 +499,7 @@ say "    built in $(stage_field build 2) s"
 if wanted tests; then
     step "meson test --suite cuda"
     t0=$(date +%s)
-    b=$(budget $((CAP_BENCH + CAP_ATTENTION + CAP_PEER + CAP_TUNE + CAP_REPORT)))
+    b=$(budget $((CAP_BENCH + CAP_ATTENTION + CAP_PEER + CAP_CPU + CAP_TUNE + CAP_REPORT)))
     # each test's line as it ends (Python holds its output back in a pipe unless told not to)
     PYTHONUNBUFFERED=1 timeout "$b" meson test -C "$BUILD" --suite cuda --no-rebuild --print-errorlogs --num-processes 5 2>&1 \
         | tee "$OUT/tests.log" | grep --line-buffered -E '^ *[0-9]+/[0-9]+ ' | sed -u 's/^ */    /'
@@ -487,7 +525,7 @@ fi
 if wanted bench; then
     step "bench_gpu (SmolLM2-135M ${GGUF:+from $GGUF }and the Llama-3-8B shape)"
     t0=$(date +%s)
-    b=$(budget $((CAP_ATTENTION + CAP_PEER + CAP_TUNE + CAP_REPORT)))
+    b=$(budget $((CAP_ATTENTION + CAP_PEER + CAP_CPU + CAP_TUNE + CAP_REPORT)))
     timeout "$b" "$BUILD/bench/bench_gpu" --out "$OUT/bench" --steps 20 --warmup 2 ${GGUF:+--model "$GGUF"} 2>&1 | tee "$OUT/bench.log" \
         | grep --line-buffered -E '^  |parameters|^bench_gpu'
     if [ "${PIPESTATUS[0]}" -eq 0 ]; then
@@ -507,7 +545,7 @@ if wanted attention; then
     mkdir -p "$OUT/attention" || die "cannot create $OUT/attention"   # bench_gpu --out makes one folder level only
     for form in fused gemm; do
         # the first form gets half of what is left, the second the rest
-        b=$(budget $((CAP_PEER + CAP_TUNE + CAP_REPORT))); [ "$form" = fused ] && b=$((b / 2))
+        b=$(budget $((CAP_PEER + CAP_CPU + CAP_TUNE + CAP_REPORT))); [ "$form" = fused ] && b=$((b / 2))
         rm -rf "${OUT:?}/attention/$form"
         say "    --attention $form (at most $b s)"
         timeout "$b" "$BUILD/bench/bench_gpu" --out "$OUT/attention/$form" --attention "$form" --workloads floor --queued --steps 20 \
@@ -530,23 +568,23 @@ if wanted peer; then
     say "    data: $SST2/train.tsv"
     peer_ok=1 why=
     # grzo-export needs a checkpoint: 0 steps (the weights unchanged) on the repository's sample
-    b=$(budget $((CAP_TUNE + CAP_REPORT)))
+    b=$(budget $((CAP_CPU + CAP_TUNE + CAP_REPORT)))
     timeout "$b" "$BUILD/examples/finetune/grzo-finetune" --model "$GGUF" --task sst2 --data "$REPO/tests/data/tasks/SST-2" \
         --n-train 8 --n-dev 2 --n-test 2 --steps 0 --out "$scratch/zero-steps" > "$P/prepare.log" 2>&1 &&
-    timeout "$(budget $((CAP_TUNE + CAP_REPORT)))" "$BUILD/examples/llm/grzo-export" --model "$GGUF" \
+    timeout "$(budget $((CAP_CPU + CAP_TUNE + CAP_REPORT)))" "$BUILD/examples/llm/grzo-export" --model "$GGUF" \
         --checkpoint "$scratch/zero-steps/checkpoint.grzo" --format safetensors --out "$scratch/hf" >> "$P/prepare.log" 2>&1 &&
-    timeout "$(budget $((CAP_TUNE + CAP_REPORT)))" "$BUILD/bench/bench_llm" --model "$GGUF" --data "$SST2/train.tsv" \
+    timeout "$(budget $((CAP_CPU + CAP_TUNE + CAP_REPORT)))" "$BUILD/bench/bench_llm" --model "$GGUF" --data "$SST2/train.tsv" \
         --dump-tokens "$P/batch.json" >> "$P/prepare.log" 2>&1
     if [ $? -ne 0 ]; then
         peer_ok=0 why="preparing the batch failed (peer/prepare.log)"
         tail -3 "$P/prepare.log" | sed 's/^/    /'
     else
         # grzo's side first, with half of what is left: a PyTorch that hangs cannot take its time
-        b=$(( $(budget $((CAP_TUNE + CAP_REPORT))) / 2 ))
+        b=$(( $(budget $((CAP_CPU + CAP_TUNE + CAP_REPORT))) / 2 ))
         say "    bench_gpu --tokens (at most $b s)"
         timeout "$b" "$BUILD/bench/bench_gpu" --tokens "$P/batch.json" --model "$GGUF" --out "$P" --steps 20 --warmup 2 \
             > "$P/bench_gpu.log" 2>&1 || { peer_ok=0 why="bench_gpu failed or ran out of time (peer/bench_gpu.log)"; tail -3 "$P/bench_gpu.log" | sed 's/^/    /'; }
-        b=$(budget $((CAP_TUNE + CAP_REPORT)))
+        b=$(budget $((CAP_CPU + CAP_TUNE + CAP_REPORT)))
         say "    torch_mezo.py --device cuda (at most $b s)"
         if ! command -v python3 > /dev/null; then
             echo "skipped: no python3" > "$P/torch.status"
@@ -567,6 +605,40 @@ if wanted peer; then
     if [ "$peer_ok" = 0 ]; then record peer "FAILED: $why" $(( $(date +%s) - t0 )); rc=1
     elif grep -q '^skipped' "$P/torch.status"; then record peer "passed, PyTorch skipped (peer/torch.status)" $(( $(date +%s) - t0 ))
     else record peer passed $(( $(date +%s) - t0 )); fi
+fi
+
+# ---- the CPU backend on this host (opt-in) ---------------------------------------------------------
+# bench_mlp, then bench_llm on SmolLM2: 1 and 2 threads interleaved (whatever the host's cores:
+# issue 10's targets are at 1 and 2), each program in its share of the stage. Their stdout is
+# the markdown the report takes in; a program the time stops leaves what it printed so far.
+if wanted cpu; then
+    step "the CPU backend on this host: bench_mlp${GGUF:+, then bench_llm on SmolLM2} (issue 10's targets)"
+    t0=$(date +%s)
+    C=$OUT/cpu
+    rm -rf "${C:?}" && mkdir -p "$C" || die "cannot create $C"
+    say "    host: $(head -1 "$OUT/host.txt")"
+    cpu_ok=1 why=
+    # without BLIS's micro-kernel and OpenBLAS the build has no fused kernel and portable loops
+    # for GEMMs: figures of neither issue 10's kernels nor anything a user would run
+    if ! grep -qx 'BLIS (fused perturbed GEMM): True' "$OUT/host.txt" || ! grep -qx 'OpenBLAS: True' "$OUT/host.txt"; then
+        record cpu "skipped: this build has no BLIS or no OpenBLAS (host.txt): not issue 10's kernels" $(( $(date +%s) - t0 ))
+        say "    $(stage_field cpu 1)"
+    else
+        b=$(budget $((CAP_TUNE + CAP_REPORT))); [ -z "$GGUF" ] || b=$((b / 2))
+        say "    bench_mlp --rounds $CPU_MLP_ROUNDS (at most $b s)"
+        timeout "$b" "$BUILD/bench/bench_mlp" --rounds "$CPU_MLP_ROUNDS" > "$C/bench_mlp.md" 2> "$C/bench_mlp.log" ||
+            { cpu_ok=0 why="bench_mlp failed or ran out of time (cpu/bench_mlp.log)"; tail -3 "$C/bench_mlp.log" | sed 's/^/    /'; }
+        if [ -n "$GGUF" ]; then
+            find_sst2
+            b=$(budget $((CAP_TUNE + CAP_REPORT)))
+            say "    bench_llm --rounds $CPU_LLM_ROUNDS on $SST2/train.tsv (at most $b s)"
+            timeout "$b" "$BUILD/bench/bench_llm" --model "$GGUF" --data "$SST2/train.tsv" --rounds "$CPU_LLM_ROUNDS" \
+                > "$C/bench_llm.md" 2> "$C/bench_llm.log" ||
+                { cpu_ok=0 why=${why:-"bench_llm failed or ran out of time (cpu/bench_llm.log)"}; tail -3 "$C/bench_llm.log" | sed 's/^/    /'; }
+        fi
+        if [ "$cpu_ok" = 1 ]; then record cpu passed $(( $(date +%s) - t0 ))
+        else record cpu "FAILED: $why" $(( $(date +%s) - t0 )); rc=1; fi
+    fi
 fi
 
 # ---- 4. fine-tuning ------------------------------------------------------------------------------------

@@ -3,8 +3,9 @@
 # cannot run here): its usage errors, Call A copying the GGUF's half and handing run.sh its
 # budget and folders, Call B joining the halves (a corrupt half refused, nothing kept), the peer
 # stage and finetune.sh handed their budgets, options and paths, the tars written (without the
-# checkpoints), finetune.sh's "runs left" passed on, and a machine gone cold said as such; all
-# under paths with spaces.
+# checkpoints), finetune.sh's "runs left" passed on, a machine gone cold said as such, and
+# --cpu-bench's cores (two of their own for the cpu stage, the rest for finetune.sh), its wait
+# and tar, and its refusal where too few cores are; all under paths with spaces.
 # usage: test_lease.sh WORK_DIR
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -25,7 +26,9 @@ echo "seed report" > "$work/seed/finetune.md"
 cat > "$work/run.sh" << 'EOF'
 printf '%s\n' "$@" > "$GRZO_LEASE_DIR/run.args"
 echo "GRZO_GPU_BUILD=${GRZO_GPU_BUILD:-} GRZO_SST2_DIR=${GRZO_SST2_DIR:-}" > "$GRZO_LEASE_DIR/run.env"
-for a; do out=$a; case $a in --*|[0-9]*|tests,bench|peer) ;; *) break ;; esac; done
+for a; do out=$a; case $a in --*|[0-9]*|tests,bench|peer|build|cpu) ;; *) break ;; esac; done
+# the cpu stage runs beside the others: its own record, and time for the lease to wait for it
+if [ "${4:-}" = cpu ]; then printf '%s\n' "$@" > "$GRZO_LEASE_DIR/run.args.cpu"; sleep 2; echo "done" > "$GRZO_LEASE_DIR/cpu.done"; fi
 mkdir -p "$out" && echo "report" > "$out/report.md"
 exit "${RUN_EXIT:-0}"
 EOF
@@ -110,4 +113,43 @@ tar -tzf "$work/out/ft.tgz" > "$work/ft.list" && grep -q "log.jsonl" "$work/ft.l
 rm "$S/smol/part.00" && echo "resumed" > "$S/ft/finetune.md"
 lease finetune 200 "$work/out" > "$work/b2.out" 2>&1
 [ $? -eq 3 ] && [ "$(cat "$S/ft/finetune.md")" = resumed ] || fail "a later Call B: $(tail -3 "$work/b2.out")"
-echo "ok: lease.sh (usage, Call A, Call B: join, peer, finetune.sh's budget and options, tars, a cold machine)"
+
+# --cpu-bench: after the peer stage, run.sh's cpu stage on two CPUs of two cores of their own,
+# finetune.sh on the CPUs of the other cores; the call waits for it and tars its folder. The
+# stand-in taskset says this process may use CPUs 0-7 and records what it pins; the stand-in
+# lscpu puts CPUs 2c and 2c + 1 on core c (SMT siblings side by side, as some hypervisors number
+# them), so the two highest CPUs share a core.
+sb=$work/bin
+mkdir -p "$sb" || exit 1
+cat > "$sb/taskset" << 'EOF'
+#!/usr/bin/env bash
+[ "$1" = -pc ] && { echo "pid $2's current affinity list: 0-7"; exit 0; }
+[ "$1" = -c ] || { echo "stand-in taskset: -pc PID or -c LIST CMD" >&2; exit 1; }
+echo "$2 $(basename "$3") $(basename "$4")" >> "$GRZO_LEASE_DIR/taskset.log"
+shift 2
+exec "$@"
+EOF
+cat > "$sb/lscpu" << 'EOF'
+#!/bin/sh
+[ "$1" = -p=CPU,CORE ] || { echo "stand-in lscpu: -p=CPU,CORE only" >&2; exit 1; }
+echo "# The following is the parsable format"; echo "# CPU,Core"
+i=0; while [ $i -lt "${LSCPU_CPUS:-8}" ]; do echo "$i,$((i / 2))"; i=$((i + 1)); done
+EOF
+chmod +x "$sb/taskset" "$sb/lscpu" || exit 1
+rm -f "$S/taskset.log" "$S/cpu.done" "$work/out/oc.tgz"
+PATH=$sb:$PATH lease finetune 300 "$work/out" --peer --cpu-bench > "$work/c.out" 2>&1
+[ $? -eq 3 ] || fail "Call B with --cpu-bench: $(tail -3 "$work/c.out")"
+grep -q -- "--cpu-bench: run.sh --stages cpu on CPUs 7,5 .*the GPU work on CPUs 0,1,2,3$" "$work/c.out" ||
+    fail "--cpu-bench: the CPUs (want 7 and 5 for the bench, the other cores' 0-3): $(grep -- --cpu-bench "$work/c.out")"
+[ "$(sort "$S/taskset.log" | tr '\n' '|')" = "0,1,2,3 bash finetune.sh|7,5 bash run.sh|" ] ||
+    fail "--cpu-bench: what was pinned where: $(cat "$S/taskset.log")"
+[ "$(sed -n 3,6p "$S/run.args.cpu" | tr '\n' '|')" = "--stages|cpu|$S/oc|$S/smol/smol.gguf|" ] && b=$(sed -n 2p "$S/run.args.cpu") &&
+    [ "$b" -ge 190 ] && [ "$b" -le 200 ] || fail "the cpu stage's arguments (a budget of 300 s less 100): $(tr '\n' ' ' < "$S/run.args.cpu")"
+[ -s "$S/cpu.done" ] && tar -tzf "$work/out/oc.tgz" > "$work/oc.list" && grep -q report.md "$work/oc.list" && grep -q run.log "$work/oc.list" ||
+    fail "--cpu-bench: the call must wait for the cpu stage and tar its folder with its log"
+# too few cores: said why, the rest as without it (nothing pinned)
+rm -f "$S/taskset.log" "$work/out/oc.tgz"
+PATH=$sb:$PATH LSCPU_CPUS=5 lease finetune 300 "$work/out" --cpu-bench > "$work/c2.out" 2>&1
+[ $? -eq 3 ] && grep -q -- "--cpu-bench: not run: too few cores" "$work/c2.out" && [ ! -e "$S/taskset.log" ] && [ ! -e "$work/out/oc.tgz" ] ||
+    fail "--cpu-bench with 5 CPUs on 3 cores: $(cat "$work/c2.out")"
+echo "ok: lease.sh (usage, Call A, Call B: join, peer, finetune.sh's budget and options, tars, a cold machine, --cpu-bench)"

@@ -230,6 +230,8 @@ cat > "$sb/meson" << 'EOF2'
 printf ' 1/1 grzo:cuda / test_cuda        OK              0.50s\n\nOk:                 1\nFail:               0\nSkipped:            0\n'
 EOF2
 : > "$B/build.ninja"
+# the CPU side of a Meson summary, as meson-log.txt holds it (the host line's second part)
+mkdir -p "$B/meson-logs" && printf 'x\n  grzo 0.1.0\n\n  grzo 0.1.0\n    BLIS (fused perturbed GEMM): True\n    GEMM kernel                : stand-in kernel\n    OpenBLAS                   : True\n    OpenBLAS variant           : OpenMP build\n    OpenMP                     : True\n    MPI (data parallelism)     : False\n\n' > "$B/meson-logs/meson-log.txt"
 printf '#!/bin/sh\nexit 0\n' > "$B/tests/test_cuda"
 # A stand-in for one of the C programs: it refuses an option SRC does not parse, as the real
 # one would, takes each option's value into opt[--name], then runs BODY.
@@ -242,7 +244,7 @@ standin() {
 declare -A opt
 me=$(basename "$0")
 while [ $# -gt 0 ]; do
-    grep -q "(a, \"$1\")" "$src" || { echo "$me: unknown option '$1'" >&2; exit 2; }
+    grep -q -e "(a, \"$1\")" -e "{\"$1\", " "$src" || { echo "$me: unknown option '$1'" >&2; exit 2; }
     case $1 in --queued) opt[$1]=1; shift; continue ;; esac
     [ $# -ge 2 ] || { echo "$me: $1 needs a value" >&2; exit 2; }
     opt[$1]=$2
@@ -267,12 +269,15 @@ if [ -n "${opt[--tokens]:-}" ]; then
 fi
 printf "## grzo bench_gpu\n\n%s\n\n| workload | total ms |\n|---|---:|\n| floor | 8.0 |\n" "$batch" > "$out/bench_gpu.md"
 echo "  S floor 8.0 ms"'
-# bench_llm --dump-tokens: the GGUF and an SST-2 file in, a token batch out (torch_mezo.py reads it)
+# bench_llm: the GGUF and an SST-2 file in; with --dump-tokens a token batch out (torch_mezo.py
+# reads it), else (the cpu stage) its tables, with the rounds it was given
 standin "$B/bench/bench_llm" "$here/../bench_llm.c" '
 [ "${opt[--model]:-}" = "$gguf" ] || { echo "$me: --model \"${opt[--model]:-}\", not the GGUF" >&2; exit 1; }
 [ -s "${opt[--data]:-}" ] || { echo "$me: --data \"${opt[--data]:-}\": no SST-2 file there" >&2; exit 1; }
-[ -n "${opt[--dump-tokens]:-}" ] || { echo "$me: run.sh wants the batch only (--dump-tokens)" >&2; exit 1; }
+[ -n "${opt[--dump-tokens]:-}" ] || { printf "## grzo bench_llm\n\n%s rounds on %s\n" "${opt[--rounds]:-3}" "${opt[--data]}"; exit 0; }
 printf "{\"candidates\": [5, 6], \"synthetic\": false, \"examples\": [\n  {\"label\": 1, \"tokens\": [1, 2, 3]},\n  {\"label\": 0, \"tokens\": [4, 5, 6, 7]}\n]}\n" > "${opt[--dump-tokens]}"'
+# bench_mlp (the cpu stage): its tables, with the rounds it was given
+standin "$B/bench/bench_mlp" "$here/../bench_mlp.c" 'printf "## grzo bench_mlp\n\n%s rounds\n" "${opt[--rounds]:-15}"'
 # grzo-export: the checkpoint grzo-finetune (the real one, 0 steps) wrote, into a Hugging Face folder
 standin "$B/examples/llm/grzo-export" "$here/../../examples/llm/export.c" '
 [ "${opt[--model]:-}" = "$gguf" ] || { echo "$me: --model \"${opt[--model]:-}\", not the GGUF" >&2; exit 1; }
@@ -319,15 +324,35 @@ st=$?
 r=$o/report.md
 [ $st -eq 0 ] || fail "stand-in run: exit $st: $(tail -15 "$work/standin.out")"
 # 300 s over the five stages' 790: every cap scaled by 30/79
-grep -q 'budget 300 s; caps: build 56, tests 34, bench 64, attention 68, peer 34, tune 34, report 7$' "$work/standin.out" \
+grep -q 'budget 300 s; caps: build 56, tests 34, bench 64, attention 68, peer 34, cpu 0, tune 34, report 7$' "$work/standin.out" \
     || fail "stand-in run: --budget 300 did not scale the caps: $(grep 'budget' "$work/standin.out")"
 grep -q 'stand-in: tests/test_cuda .*examples/finetune/grzo-finetune' "$o/build.log" || fail "stand-in run: the build named no targets"
+# the host: its CPU, then the build's CPU side, one line in the report
+grep -q '^Host: .*, [0-9]* cores.*; BLIS (fused perturbed GEMM): True; GEMM kernel: stand-in kernel; OpenBLAS: True; OpenBLAS variant: OpenMP build; OpenMP: True$' "$r" ||
+    fail "stand-in run: the host line: $(grep '^Host' "$r")"
 # --stages build (lease.sh build): the build alone, then the report
 PATH=$sb:$PATH GRZO_GPU_BUILD=$B bash "$repo/bench/gpu/run.sh" --budget 100 --stages build "$work/build-only" > "$work/build-only.out" 2>&1 ||
     fail "--stages build: $(tail -5 "$work/build-only.out")"
 grep -q '^| build | passed |' "$work/build-only/report.md" && grep -q '^| tests | not run |' "$work/build-only/report.md" &&
     grep -q '^| tune | not run |' "$work/build-only/report.md" && grep -q 'stand-in: tests/test_cuda' "$work/build-only/build.log" ||
     fail "--stages build: $(grep '^| ' "$work/build-only/report.md" | head -8)"
+# --stages cpu: bench_mlp, then bench_llm on the GGUF and SST-2's train.tsv, into the report's
+# section on the host's CPU
+PATH=$sb:$PATH GRZO_GPU_BUILD=$B GRZO_SST2_DIR="$here/../../tests/data/tasks/SST-2" bash "$repo/bench/gpu/run.sh" --budget 100 --stages cpu \
+    "$work/cpu-only" "$gguf" > "$work/cpu-only.out" 2>&1 || fail "--stages cpu: $(tail -5 "$work/cpu-only.out")"
+c=$work/cpu-only/report.md
+grep -q '^| cpu | passed |' "$c" && grep -q '^| tests | not run |' "$c" && grep -q '^## The CPU backend on this host' "$c" &&
+    grep -qx '### grzo bench_mlp' "$c" && grep -qx '15 rounds' "$c" && grep -qx '### grzo bench_llm' "$c" &&
+    grep -qx "5 rounds on /.*/SST-2/train.tsv" "$c" ||
+    fail "--stages cpu: $(sed -n '/^## The CPU/,$p' "$c" | head -20; grep '^| ' "$c" | head -8)"
+# a build without BLIS (the Meson summary says so): the stage is skipped, said why, and passes
+sed -i 's/BLIS (fused perturbed GEMM): True/BLIS (fused perturbed GEMM): False/' "$B/meson-logs/meson-log.txt"
+PATH=$sb:$PATH GRZO_GPU_BUILD=$B bash "$repo/bench/gpu/run.sh" --budget 100 --stages cpu "$work/cpu-skip" "$gguf" > "$work/cpu-skip.out" 2>&1 ||
+    fail "--stages cpu without BLIS must pass: $(tail -5 "$work/cpu-skip.out")"
+sed -i 's/BLIS (fused perturbed GEMM): False/BLIS (fused perturbed GEMM): True/' "$B/meson-logs/meson-log.txt"
+grep -q "^| cpu | skipped: this build has no BLIS or no OpenBLAS (host.txt): not issue 10's kernels |" "$work/cpu-skip/report.md" &&
+    grep -q "^The stage: skipped: this build has no BLIS" "$work/cpu-skip/report.md" && [ ! -e "$work/cpu-skip/cpu/bench_mlp.md" ] ||
+    fail "--stages cpu without BLIS: $(grep '^| cpu' "$work/cpu-skip/report.md"; ls "$work/cpu-skip/cpu")"
 # the peer stage: the batch went from bench_llm to both programs, the export to torch_mezo.py
 # (which skipped: no torch), the scratch folder (checkpoint, export) is gone, the table has grzo's side
 if command -v python3 > /dev/null; then
