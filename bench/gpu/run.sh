@@ -57,9 +57,9 @@ set -u -o pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${GRZO_GPU_BUILD:-$REPO/build-gpu}
 START=$(date +%s)
-# stage caps in seconds (sum 520; the opt-in attention and peer stages add their own)
+# stage caps in seconds (sum 520; the opt-in attention, peer and cpu stages add their own)
 CAP_BUILD=150 CAP_TESTS=90 CAP_BENCH=170 CAP_ATTENTION=0 CAP_PEER=0 CAP_CPU=0 CAP_TUNE=90 CAP_REPORT=20
-# the cpu stage's rounds (bench_mlp's default; bench_llm's is 3): ~25 s and ~110 s on two cores of a Zen 5
+# the cpu stage's rounds (bench_mlp's default; bench_llm's is 3): 23 s and 95 s on a 2-core Zen 5 (run.sh --stages cpu, 2026-11-30)
 CPU_MLP_ROUNDS=15 CPU_LLM_ROUNDS=5
 # the variant pairs (opt-in): their own seconds, added to the tune stage
 # seconds as digits without a leading zero (bash's arithmetic reads 0600 as octal, 090 as an
@@ -322,7 +322,8 @@ peer_table() {
                if (line != "") printf "\ngrzo GRZO / PyTorch MeZO (packed): %s\n", line }' "$t" "$c"
 }
 
-# The host's CPU, one line (model; cores; vendor and vector extensions), then, once the build is
+# The host's CPU, one line (its model name, family and model numbers, cores, and which of AVX2,
+# AVX-512, AVX-512 BF16 and AMX it has), then, once the build is
 # configured, the CPU side of its Meson summary: whether the machine could also measure the
 # CPU backend (issue 10's targets on another CPU than the sessions' own).
 host_cpu() {
@@ -332,9 +333,24 @@ host_cpu() {
     cores=$(nproc 2> /dev/null || echo '?')
     isa=$(grep -m1 '^flags' /proc/cpuinfo 2> /dev/null | tr ' ' '\n' | grep -x -E 'avx2|avx512f|avx512_bf16|amx_tile' | paste -sd, -)
     echo "${model:-unknown CPU}${fm:+ ($fm)}, $cores cores${isa:+ ($isa)}"
+    host_toolchain
     [ -f "$BUILD/meson-logs/meson-log.txt" ] || return 0
     awk '/^  grzo [0-9]/ { on = 1; next } on && /^    (BLIS|GEMM kernel|OpenBLAS|OpenMP)/ { sub(/^ +/, ""); sub(/ +:/, ":"); print } on && /^ *$/ { on = 0 }' \
         "$BUILD/meson-logs/meson-log.txt" | tail -5
+}
+
+# What a CPU-side build here would have to work with, one line: gcc, glibc, pkg-config, and the
+# BLAS libraries the loader knows (where the build found none, whether carried ones could run:
+# bench/gpu/README.md, "The host's CPU")
+host_toolchain() {
+    local gv lv pv lib libs=""
+    gv=$(gcc -dumpfullversion 2> /dev/null || echo none)
+    lv=$(ldd --version 2> /dev/null | head -1 | awk '{ print $NF }')
+    pv=$(pkg-config --version 2> /dev/null || echo none)
+    for lib in libopenblas libblis; do
+        libs="$libs; $lib: $(ldconfig -p 2> /dev/null | awk -v l="$lib" '$1 ~ "^" l "[.]so" { print $NF; exit }' | grep . || echo none)"
+    done
+    echo "toolchain: gcc ${gv}; glibc ${lv:-?}; pkg-config ${pv}${libs}"
 }
 
 write_report() {

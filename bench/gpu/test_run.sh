@@ -327,8 +327,8 @@ r=$o/report.md
 grep -q 'budget 300 s; caps: build 56, tests 34, bench 64, attention 68, peer 34, cpu 0, tune 34, report 7$' "$work/standin.out" \
     || fail "stand-in run: --budget 300 did not scale the caps: $(grep 'budget' "$work/standin.out")"
 grep -q 'stand-in: tests/test_cuda .*examples/finetune/grzo-finetune' "$o/build.log" || fail "stand-in run: the build named no targets"
-# the host: its CPU, then the build's CPU side, one line in the report
-grep -q '^Host: .*, [0-9]* cores.*; BLIS (fused perturbed GEMM): True; GEMM kernel: stand-in kernel; OpenBLAS: True; OpenBLAS variant: OpenMP build; OpenMP: True$' "$r" ||
+# the host: its CPU, its toolchain and BLAS libraries, then the build's CPU side, one line in the report
+grep -q '^Host: .*, [0-9]* cores.*; toolchain: gcc [^;]*; glibc [^;]*; pkg-config [^;]*; libopenblas: [^;]*; libblis: [^;]*; BLIS (fused perturbed GEMM): True; GEMM kernel: stand-in kernel; OpenBLAS: True; OpenBLAS variant: OpenMP build; OpenMP: True$' "$r" ||
     fail "stand-in run: the host line: $(grep '^Host' "$r")"
 # --stages build (lease.sh build): the build alone, then the report
 PATH=$sb:$PATH GRZO_GPU_BUILD=$B bash "$repo/bench/gpu/run.sh" --budget 100 --stages build "$work/build-only" > "$work/build-only.out" 2>&1 ||
