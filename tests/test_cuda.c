@@ -37,6 +37,12 @@
      noise starts at j0 d_in for odd d_in: against the CPU backend within 1e-6 (1e-5 for
      linears; inputs exact in 16 bits, so the fast path matches too); test_cuda_emulated runs
      with grids of at most 2 blocks each way, so that every grid-stride loop turns;
+   - chunks of output rows: the linear, step and variant parity tests again on a pedantic
+     backend of transient_bytes 512 (every linear in several chunks, the last one short), and
+     the budget itself: a linear's device scratch is at most its whole-layer pieces plus
+     transient_bytes (plus alignment), and the default budget runs a small linear in one chunk;
+     test_cuda_emulated gives every scratch request a block of exactly its size
+     (GRZO__CU_SCRATCH_EXACT), so that ASan sees a caller carving past what it asked for;
    - freeing a pointer twice or one never given out changes nothing and leaves no error for
      the next operation; a linear past cuBLAS's int sizes is refused (UNSUPPORTED). */
 #define GRZO_IMPLEMENTATION
@@ -872,6 +878,101 @@ static void test_edges_ops(grzo_backend *fast, grzo_backend *fast_chunked, uint3
         }
 }
 
+/* ---- chunks of output rows (grzo_cuda.h: the chunked pieces fit in desc.transient_bytes) ---- */
+/* The parity tests again on a pedantic backend whose budget holds a few output rows, so that
+   every linear (dense, shared Z, low-rank) runs in several chunks, the last one short: the
+   default budget runs these small shapes in one chunk, which checks no chunk's offset. */
+static void test_chunked_parity(void) {
+    grzo_backend whole = gpu, chunked;
+    grzo_cuda_desc d;
+    int fails_before = fails;
+    memset(&d, 0, sizeof d);
+    d.transient_bytes = 512;   /* tiny model: 2 rows a chunk (5 low-rank); linear parity: 1 */
+    if (grzo_backend_cuda_create(&d, &chunked) != GRZO_OK) {
+        CHECK(0, "could not create a chunked pedantic backend");
+        return;
+    }
+    gpu = chunked;
+    test_linear_parity(1);
+    test_linear_parity(0);
+    test_steps_parity(GRZO_ESTIMATOR_GRZO);
+    test_steps_parity(GRZO_ESTIMATOR_MEZO);
+    test_steps_parity(GRZO_ESTIMATOR_MEZO_INPLACE);
+    test_variants_parity();
+    gpu = whole;
+    grzo_backend_destroy(&chunked);
+    if (fails > fails_before) printf("  (the failures above: chunked pedantic backend, transient_bytes 512)\n");
+}
+
+/* Device bytes a GRZO pass's linear (test_linear_parity's shapes, Flipout) takes beyond what
+   the caller allocated, on a fresh backend of budget `transient` (0: the default) */
+static size_t linear_scratch_bytes(size_t transient, int64_t *n_out) {
+    enum { B = 3, DO = 70, DI = 129 };
+    int64_t off[2 * B + 1], ex[2 * B], n, c;
+    int8_t sign[2 * B];
+    grzo_backend be;
+    grzo_cuda_desc d;
+    grzo_cuda_memory m0, m1;
+    grzo_perturb pt;
+    grzo_linear_args a;
+    void *dW = NULL, *dX = NULL, *dY = NULL;
+    size_t used = 0;
+    memset(&d, 0, sizeof d);
+    d.transient_bytes = transient;
+    if (grzo_backend_cuda_create(&d, &be) != GRZO_OK) {
+        CHECK(0, "could not create a backend of budget %zu", transient);
+        return 0;
+    }
+    off[0] = 0;
+    for (c = 0; c < 2 * B; c++) { off[c + 1] = off[c] + 1 + (c * 5) % 7; sign[c] = c < B ? 1 : -1; ex[c] = c % B; }
+    n = *n_out = off[2 * B];
+    grzo_backend_alloc(&be, sizeof(float) * DO * DI, &dW);
+    grzo_backend_alloc(&be, sizeof(float) * (size_t)(n * DI), &dX);
+    grzo_backend_alloc(&be, sizeof(float) * (size_t)(n * DO), &dY);
+    {
+        float *W = random_floats(DO * DI, 1), *X = random_floats(n * DI, 2);
+        grzo_backend_upload(&be, dW, W, sizeof(float) * DO * DI);
+        grzo_backend_upload(&be, dX, X, sizeof(float) * (size_t)(n * DI));
+        free(W); free(X);
+    }
+    memset(&pt, 0, sizeof pt);
+    pt.base.seed = 5; pt.base.step = 3; pt.base.block = 2; pt.base.dist = GRZO_NOISE_RADEMACHER;
+    pt.sigma = 1e-2f; pt.flipout = 1; pt.n_examples = B; pt.n_segments = 2 * B;
+    pt.offsets = off; pt.sign = sign; pt.example = ex;
+    memset(&a, 0, sizeof a);
+    a.w.kind = GRZO_BLOCK_MATRIX; a.w.dtype = GRZO_DTYPE_F32; a.w.rows = DO; a.w.cols = DI; a.n_rows = n; a.perturb = &pt;
+    a.w.data = dW; a.x = (const float *)dX; a.y = (float *)dY;
+    if (grzo_backend_cuda_memory(&be, &m0) == GRZO_OK && grzo_backend_cuda_reset_peak(&be) == GRZO_OK &&
+        be.iface->linear(be.self, &a) == GRZO_OK && be.iface->synchronize(be.self) == GRZO_OK &&
+        grzo_backend_cuda_memory(&be, &m1) == GRZO_OK)
+        used = m1.bytes_peak - m0.bytes_now;
+    else
+        CHECK(0, "linear of budget %zu: %s", transient, be.iface->last_error(be.self));
+    grzo_backend_free(&be, dW); grzo_backend_free(&be, dX); grzo_backend_free(&be, dY);
+    grzo_backend_destroy(&be);
+    return used;
+}
+
+/* The budget holds both ways: with transient_bytes T, a linear's scratch is at most its
+   whole-layer pieces (Flipout: the signs r, s and X (.) s) plus T (plus the pieces' 256-byte
+   alignment and the segment table); with the default (256 MiB) this small linear takes one
+   chunk, its whole W, U and product. */
+static void test_transient_budget(void) {
+    enum { B = 3, DO = 70, DI = 129 };
+    const size_t budget = 8192, slack = 4096;   /* alignment of 6 pieces, and the segment table */
+    int64_t n = 0;
+    size_t whole_layer, small, dflt;
+    small = linear_scratch_bytes(budget, &n);
+    whole_layer = sizeof(float) * (size_t)(B * DO + B * DI + n * DI);
+    CHECK(small > whole_layer && small <= whole_layer + budget + slack,
+          "transient_bytes %zu: the linear took %zu device bytes (whole-layer pieces %zu, so at most %zu)", budget, small,
+          whole_layer, whole_layer + budget + slack);
+    dflt = linear_scratch_bytes(0, &n);
+    CHECK(dflt >= whole_layer + sizeof(float) * (size_t)(2 * DO * DI + n * DO),
+          "default budget: the linear took %zu device bytes, less than one chunk of all %d rows (%zu)", dflt, (int)DO,
+          whole_layer + sizeof(float) * (size_t)(2 * DO * DI + n * DO));
+}
+
 int main(void) {
     grzo_backend fast, fast_chunked;
     if (grzo_cuda_device_count() == 0) {
@@ -893,6 +994,8 @@ int main(void) {
     test_steps_parity(GRZO_ESTIMATOR_FZOO);
     test_steps_parity(GRZO_ESTIMATOR_MEZO_INPLACE);
     test_variants_parity();
+    test_chunked_parity();
+    test_transient_budget();
     test_bf16();
     test_round_draw();
     test_sr_overflow(GRZO_DTYPE_BF16);
