@@ -8,9 +8,11 @@
    tests/test_cuda.c checks its indexing, its cuBLAS layouts, its RNG streams and its host
    logic without a GPU. Where the CPU runs FMA, the kernels are compiled with -mfma
    -ffp-contract=fast (tests/meson.build emu_fma), so a * b + c contracts as nvcc contracts it
-   by default (the places differ: GCC's choices, not nvcc's). What it cannot check:
-   concurrency, TF32/tensor-core rounding, nvcc's exact contractions, real launch limits
-   beyond the ones checked here. Kernels with shared memory or barriers are refused by launches.py,
+   by default (the places differ: GCC's choices, not nvcc's). cuBLAS in TF32 math keeps each
+   fp32 input to 10 mantissa bits (rounded to nearest, emu_runtime.cpp), so that a GEMM meant
+   to be exact fp32 but run in TF32 errs here as on the device. What it cannot check:
+   concurrency, the tensor cores' own rounding and summation order, nvcc's exact
+   contractions, real launch limits beyond the ones checked here. Kernels with shared memory or barriers are refused by launches.py,
    unless it rewrites the source with --cooperative (EMU_COOPERATIVE, examples/llm/ops_cuda.cu):
    then each thread of a block
    runs as a coroutine (emu_runtime.cpp, emu_coop_run), __syncthreads() waits for the block and

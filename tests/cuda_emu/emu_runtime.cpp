@@ -484,9 +484,23 @@ static float ld_elem(const void *p, cudaDataType t, size_t i) {
 }
 static size_t tsize(cudaDataType t) { return t == CUDA_R_32F ? 4 : 2; }
 
-static cublasStatus_t gemm(const char *name, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
-                           const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt, int ldb, float beta,
-                           float *C, int ldc) {
+/* TF32 tensor ops (cublasSetMathMode(CUBLAS_TF32_TENSOR_OP_MATH)) multiply fp32 inputs kept to
+   10 mantissa bits: each input is rounded so here, to nearest with ties away from zero as PTX's
+   cvt.rna.tf32.f32 does (cuBLAS does not document its rounding; truncation would err at most
+   twice as much), so that an fp32 GEMM that should be exact but runs in TF32 errs here as on
+   the device. 16-bit inputs are exact in TF32. */
+static int tf32_of(cublasHandle_t h) { return ((unsigned)h->math & 0xFu) == (unsigned)CUBLAS_TF32_TENSOR_OP_MATH; }
+static float tf32_round(float x) {
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    if ((b & 0x7F800000u) != 0x7F800000u) b = (b + 0x1000u) & ~0x1FFFu;   /* finite: 13 low bits rounded off */
+    memcpy(&x, &b, 4);
+    return x;
+}
+
+static cublasStatus_t gemm(const char *name, int tf32, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           float alpha, const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt, int ldb,
+                           float beta, float *C, int ldc) {
     int rowsA = ta == CUBLAS_OP_N ? m : k, colsA = ta == CUBLAS_OP_N ? k : m;
     int rowsB = tb == CUBLAS_OP_N ? k : n, colsB = tb == CUBLAS_OP_N ? n : k;
     if (m < 0 || n < 0 || k < 0) { emu_report("%s: negative size", name); return CUBLAS_STATUS_INVALID_VALUE; }
@@ -514,6 +528,12 @@ static cublasStatus_t gemm(const char *name, cublasOperation_t ta, cublasOperati
     for (int j = 0; j < n; j++)
         for (int l = 0; l < k; l++)
             b[(size_t)j * k + l] = tb == CUBLAS_OP_N ? ld_elem(B, bt, l + (size_t)j * ldb) : ld_elem(B, bt, j + (size_t)l * ldb);
+    if (tf32) {
+        if (at == CUDA_R_32F)
+            for (float &v : a) v = tf32_round(v);
+        if (bt == CUDA_R_32F)
+            for (float &v : b) v = tf32_round(v);
+    }
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
             const float *ai = a.data() + (size_t)i * k, *bj = b.data() + (size_t)j * k;
@@ -530,7 +550,7 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOper
                               const float *A, int lda, const float *B, int ldb, const float *beta, float *C, int ldc) {
     if (!blas_live(h, "cublasSgemm")) return CUBLAS_STATUS_NOT_INITIALIZED;
     EMU_BLAS_FAULT("cublasSgemm", FK_BLAS_GEMM);
-    return gemm("cublasSgemm", ta, tb, m, n, k, *alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, *beta, C, ldc);
+    return gemm("cublasSgemm", tf32_of(h), ta, tb, m, n, k, *alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, *beta, C, ldc);
 }
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *alpha,
                             const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt, int ldb, const void *beta,
@@ -539,7 +559,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
     if (!blas_live(h, "cublasGemmEx")) return CUBLAS_STATUS_NOT_INITIALIZED;
     EMU_BLAS_FAULT("cublasGemmEx", FK_BLAS_GEMM);
     if (ct != CUDA_R_32F || ctype != CUBLAS_COMPUTE_32F || at != bt) { emu_report("GemmEx: unexpected types"); return CUBLAS_STATUS_NOT_SUPPORTED; }
-    return gemm("cublasGemmEx", ta, tb, m, n, k, *(const float *)alpha, A, at, lda, B, bt, ldb, *(const float *)beta, (float *)C, ldc);
+    return gemm("cublasGemmEx", tf32_of(h), ta, tb, m, n, k, *(const float *)alpha, A, at, lda, B, bt, ldb, *(const float *)beta, (float *)C, ldc);
 }
 }
 
@@ -554,7 +574,7 @@ extern "C" cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOper
     if (batch > 1 && m > 0 && n > 0 && (sc < 0 || (unsigned long long)sc < (unsigned long long)(n - 1) * (unsigned)ldc + (unsigned)m))
         emu_report("cublasSgemmStridedBatched: stride_c %lld < the extent of one C (m=%d n=%d ldc=%d): outputs overlap", sc, m, n, ldc);
     for (int b = 0; b < batch; b++) {
-        cublasStatus_t st = gemm("cublasSgemmStridedBatched", ta, tb, m, n, k, *alpha, A + b * sa, CUDA_R_32F, lda, B + b * sb,
+        cublasStatus_t st = gemm("cublasSgemmStridedBatched", tf32_of(h), ta, tb, m, n, k, *alpha, A + b * sa, CUDA_R_32F, lda, B + b * sb,
                                  CUDA_R_32F, ldb, *beta, C + b * sc, ldc);
         if (st != CUBLAS_STATUS_SUCCESS) return st;
     }
