@@ -656,6 +656,17 @@ static void test_deferred_errors(void) {
     CHECK(gpu.iface->synchronize(gpu.self) == GRZO_OK, "the flag is reported once, then cleared");
     a.n_rows = 2;
     CHECK(gpu.iface->embedding(gpu.self, &a) == GRZO_OK && gpu.iface->synchronize(gpu.self) == GRZO_OK, "good ids pass");
+    {   /* the edges: one past the last row (rows 6), and -1 */
+        static const int32_t edge[2] = {6, -1};
+        int k;
+        a.n_rows = 3;
+        for (k = 0; k < 2; k++) {
+            ids[2] = edge[k];
+            grzo_backend_upload(&gpu, dI, ids, sizeof ids);
+            CHECK(gpu.iface->embedding(gpu.self, &a) == GRZO_OK && gpu.iface->synchronize(gpu.self) == GRZO_ERR_INVALID_ARG,
+                  "token id %d of an embedding of 6 rows must be reported", (int)edge[k]);
+        }
+    }
     grzo_backend_free(&gpu, dE); grzo_backend_free(&gpu, dI); grzo_backend_free(&gpu, dY);
 }
 
