@@ -31,7 +31,9 @@
      (3 stochastic roundings a step, variance <= ulp^2 / 4 each); measured values printed.
    - variants (grzo.h section 3c: sparse, low-rank, int8, int4, sparse + int4) with the GRZO,
      MeZO and FZOO cores: three steps of the tiny model, parameters within 1e-5 of the CPU's
-     (the masks, the rounding bits and the fake-quantized weights are the same functions).
+     (the masks, the rounding bits and the fake-quantized weights are the same functions);
+     each variant's linear alone at 70 x 129, fp32 and bf16 weights (the CPU's in fp32 on the
+     rounded values), within 1e-5.
    - no synchronization inside a pass: a bad token id is reported by the next synchronize (and
      only once), update coefficients may be overwritten as soon as update returns, and the
      memory accounting follows allocations byte for byte;
@@ -77,6 +79,9 @@ static float *random_floats(int64_t n, uint32_t stream) {
     for (i = 0; i < n; i++) x[i] = (float)grzo_uniform_at(99, 0, GRZO_USER_BLOCK, stream, (uint64_t)i) - 0.5f;
     return x;
 }
+
+static uint16_t to_bf16(float f) { uint32_t b; memcpy(&b, &f, 4); b += 0x7FFFu + ((b >> 16) & 1u); return (uint16_t)(b >> 16); }
+static float from_bf16(uint16_t h) { uint32_t b = (uint32_t)h << 16; float f; memcpy(&f, &b, 4); return f; }
 
 static double rel_diff(const float *a, const float *b, int64_t n) {
     double md = 0, mr = 0;
@@ -159,17 +164,21 @@ static double tf32_excess(const float *yg, const float *yc, const float *W, cons
 }
 
 /* One op through the CPU backend and be: the linear of a GRZO pass over 2B uneven segments,
-   dense (v = NULL) or with a variant (grzo.h section 3c). be pedantic: within 1e-5; fast
-   (tf32 = 1): within TF32's bound. */
-static void linear_parity_on(grzo_backend *be, int tf32, int flipout, const grzo_variant *v, const char *what) {
+   dense (v = NULL) or with a variant (grzo.h section 3c), fp32 weights or (bf16 = 1) bf16
+   ones (the CPU's in fp32 on the same rounded values). be pedantic: within 1e-5 (the GPU
+   widens bf16 exactly); fast (tf32 = 1): within TF32's bound. */
+static void linear_parity_on(grzo_backend *be, int tf32, int bf16, int flipout, const grzo_variant *v, const char *what) {
     enum { B = 3, DO = 70, DI = 129 };
     int64_t off[2 * B + 1], n, c;
     int8_t sign[2 * B];
     int64_t ex[2 * B];
     float *W = random_floats(DO * DI, 1), *X, *yc, *yg;
-    void *dW = dev_from(W, sizeof(float) * DO * DI), *dX, *dY;
+    uint16_t Wb[DO * DI];
+    void *dW, *dX, *dY;
     grzo_perturb pt;
     grzo_linear_args a;
+    for (c = 0; bf16 && c < DO * DI; c++) { Wb[c] = to_bf16(W[c]); W[c] = from_bf16(Wb[c]); }
+    dW = bf16 ? dev_from(Wb, sizeof Wb) : dev_from(W, sizeof(float) * DO * DI);
     off[0] = 0;
     for (c = 0; c < 2 * B; c++) { off[c + 1] = off[c] + 1 + (c * 5) % 7; sign[c] = c < B ? 1 : -1; ex[c] = c % B; }
     n = off[2 * B];
@@ -188,6 +197,7 @@ static void linear_parity_on(grzo_backend *be, int tf32, int flipout, const grzo
     a.w.data = W; a.x = X; a.y = yc;
     CHECK(cpu.iface->linear(cpu.self, &a) == GRZO_OK, "cpu linear (%s)", what);
     a.w.data = dW; a.x = (const float *)dX; a.y = (float *)dY;
+    a.w.dtype = bf16 ? GRZO_DTYPE_BF16 : GRZO_DTYPE_F32;
     CHECK(be->iface->linear(be->self, &a) == GRZO_OK && be->iface->synchronize(be->self) == GRZO_OK, "gpu linear (%s): %s",
           what, be->iface->last_error(be->self));
     to_host(yg, dY, sizeof(float) * (size_t)(n * DO));
@@ -200,26 +210,27 @@ static void linear_parity_on(grzo_backend *be, int tf32, int flipout, const grzo
     free(W); free(X); free(yc); free(yg);
 }
 
-static void test_linear_parity_v(int flipout, const grzo_variant *v, const char *what) {
-    linear_parity_on(&gpu, 0, flipout, v, what);
-}
-static void test_linear_parity(int flipout) { test_linear_parity_v(flipout, NULL, "dense"); }
+static void test_linear_parity(int flipout) { linear_parity_on(&gpu, 0, 0, flipout, NULL, "dense"); }
 
 /* The variants' linear at the dense test's shapes (the tiny model's 9 x 16 weight leaves
-   every per-example piece inside one 256-byte aligned slot of the scratch) */
+   every per-example piece inside one 256-byte aligned slot of the scratch), fp32 and bf16
+   weights (pedantic: widened to fp32 per chunk) */
 static void test_linear_variants_parity(void) {
     static const char *names[5] = {"sparse", "low-rank", "int8", "int4", "sparse + int4"};
-    int k, flipout;
+    int k, flipout, bf16;
     for (k = 0; k < 5; k++)
-        for (flipout = 0; flipout < 2; flipout++) {
-            grzo_variant v;
-            memset(&v, 0, sizeof v);
-            if (k == 0 || k == 4) { v.sparse = 1; v.sparse_threshold = 0.4f; }
-            if (k == 1) { v.lowrank_rank = 3; v.lowrank_step = 2; }
-            if (k == 2) v.quant_bits = 8;
-            if (k >= 3) v.quant_bits = 4;
-            test_linear_parity_v(flipout, &v, names[k]);
-        }
+        for (bf16 = 0; bf16 < 2; bf16++)
+            for (flipout = 0; flipout < 2; flipout++) {
+                grzo_variant v;
+                char what[64];
+                memset(&v, 0, sizeof v);
+                if (k == 0 || k == 4) { v.sparse = 1; v.sparse_threshold = 0.4f; }
+                if (k == 1) { v.lowrank_rank = 3; v.lowrank_step = 2; }
+                if (k == 2) v.quant_bits = 8;
+                if (k >= 3) v.quant_bits = 4;
+                snprintf(what, sizeof what, "%s, %s weights", names[k], bf16 ? "bf16" : "fp32");
+                linear_parity_on(&gpu, 0, bf16, flipout, &v, what);
+            }
 }
 
 /* Three GRZO steps of embedding -> linear -> gain on each backend: same parameters. */
@@ -322,8 +333,6 @@ static void test_variants_parity(void) {
 }
 
 /* bf16 weights: forward close to fp32 on rounded weights; SR update unbiased on average */
-static uint16_t to_bf16(float f) { uint32_t b; memcpy(&b, &f, 4); b += 0x7FFFu + ((b >> 16) & 1u); return (uint16_t)(b >> 16); }
-static float from_bf16(uint16_t h) { uint32_t b = (uint32_t)h << 16; float f; memcpy(&f, &b, 4); return f; }
 
 /* A bf16-weight linear on backend be against the fp32 CPU on the same (rounded) weights:
    max |gpu - cpu| / max |cpu|, or -1 when the GPU call failed. Memory comes from gpu. */
@@ -952,13 +961,13 @@ static void test_edges_ops(grzo_backend *fast, grzo_backend *fast_chunked, uint3
    short: the default budget runs these small shapes in one chunk, which checks no chunk's
    offset. transient_bytes 10000: test_linear_parity's 70 rows in chunks of 8 (two products),
    19 (one product, variants) or 19 (low-rank); 512: the tiny model's 9 rows in chunks of 2 (5
-   low-rank). */
+   low-rank); 1, less than a row: one row a chunk (grzo_cuda.h: "one output row at the least"). */
 static void test_chunked_parity(void) {
-    static const size_t budgets[2] = {10000, 512};
+    static const size_t budgets[3] = {10000, 512, 1};
     grzo_backend whole = gpu, chunked;
     grzo_cuda_desc d;
     int k;
-    for (k = 0; k < 2; k++) {
+    for (k = 0; k < 3; k++) {
         int fails_before = fails;
         memset(&d, 0, sizeof d);
         d.transient_bytes = budgets[k];
@@ -971,6 +980,9 @@ static void test_chunked_parity(void) {
             test_linear_parity(1);
             test_linear_parity(0);
             test_linear_variants_parity();
+        } else if (k == 2) {
+            test_linear_parity(1);
+            test_linear_parity(0);
         } else {
             test_steps_parity(GRZO_ESTIMATOR_GRZO);
             test_steps_parity(GRZO_ESTIMATOR_MEZO);
@@ -1097,8 +1109,8 @@ int main(void) {
             CHECK(0, "could not create a fast-math backend");
         } else {
             test_fast_forward(&fast);
-            linear_parity_on(&fast, 1, 1, NULL, "fast math, fp32 weights: TF32");
-            linear_parity_on(&fast, 1, 0, NULL, "fast math, fp32 weights: TF32");
+            linear_parity_on(&fast, 1, 0, 1, NULL, "fast math, fp32 weights: TF32");
+            linear_parity_on(&fast, 1, 0, 0, NULL, "fast math, fp32 weights: TF32");
             test_fast_perturbation(&fast, GRZO_DTYPE_BF16, GRZO_NOISE_RADEMACHER);
             test_fast_perturbation(&fast, GRZO_DTYPE_F16, GRZO_NOISE_RADEMACHER);
             test_fast_perturbation(&fast, GRZO_DTYPE_BF16, GRZO_NOISE_GAUSSIAN);
