@@ -43,9 +43,9 @@
      noise starts at j0 d_in for odd d_in: against the CPU backend within 1e-6 (1e-5 for
      linears; inputs exact in 16 bits, so the fast path matches too); test_cuda_emulated runs
      with grids of at most 2 blocks each way, so that every grid-stride loop turns;
-   - chunks of output rows: the linear, step and variant parity tests again on a pedantic
-     backend of transient_bytes 512 (every linear in several chunks, the last one short), and
-     the budget itself: a linear's device scratch is at most its whole-layer pieces plus
+   - chunks of output rows: the linear, step and variant parity tests again on pedantic
+     backends of transient_bytes 10000, 512 and 1 (every linear in several chunks, the last one
+     short, or one row a chunk), and the budget itself: a linear's device scratch is at most its whole-layer pieces plus
      transient_bytes (plus alignment), and the default budget runs a small linear in one chunk;
      test_cuda_emulated gives every scratch request a block of exactly its size
      (GRZO__CU_SCRATCH_EXACT), so that ASan sees a caller carving past what it asked for;
@@ -333,7 +333,6 @@ static void test_variants_parity(void) {
 }
 
 /* bf16 weights: forward close to fp32 on rounded weights; SR update unbiased on average */
-
 /* A bf16-weight linear on backend be against the fp32 CPU on the same (rounded) weights:
    max |gpu - cpu| / max |cpu|, or -1 when the GPU call failed. Memory comes from gpu. */
 static double bf16_linear_rel_diff(grzo_backend *be, int64_t DO, int64_t DI, int64_t N, uint32_t w_stream, uint32_t x_stream) {
