@@ -664,16 +664,29 @@ static void test_deferred_errors(void) {
     CHECK(gpu.iface->synchronize(gpu.self) == GRZO_OK, "the flag is reported once, then cleared");
     a.n_rows = 2;
     CHECK(gpu.iface->embedding(gpu.self, &a) == GRZO_OK && gpu.iface->synchronize(gpu.self) == GRZO_OK, "good ids pass");
-    {   /* the edges: one past the last row (rows 6), and -1 */
+    {   /* the edges, one past the last row (rows 6) and -1, plain and through the variants'
+           kernel (a perturbed pass with a sparse mask) */
         static const int32_t edge[2] = {6, -1};
-        int k;
+        static const int64_t off[2] = {0, 3}, ex[1] = {0};
+        static const int8_t sign[1] = {1};
+        grzo_perturb pt;
+        grzo_variant v;
+        int k, variant;
+        memset(&pt, 0, sizeof pt);
+        pt.base.seed = 3; pt.base.dist = GRZO_NOISE_RADEMACHER; pt.sigma = 1e-2f; pt.n_examples = 1; pt.n_segments = 1;
+        pt.offsets = off; pt.sign = sign; pt.example = ex;
+        memset(&v, 0, sizeof v);
+        v.sparse = 1; v.sparse_threshold = 1.0f;
         a.n_rows = 3;
-        for (k = 0; k < 2; k++) {
-            ids[2] = edge[k];
-            grzo_backend_upload(&gpu, dI, ids, sizeof ids);
-            CHECK(gpu.iface->embedding(gpu.self, &a) == GRZO_OK && gpu.iface->synchronize(gpu.self) == GRZO_ERR_INVALID_ARG,
-                  "token id %d of an embedding of 6 rows must be reported", (int)edge[k]);
-        }
+        for (variant = 0; variant < 2; variant++)
+            for (k = 0; k < 2; k++) {
+                a.perturb = variant ? &pt : NULL;
+                a.variant = variant ? &v : NULL;
+                ids[2] = edge[k];
+                grzo_backend_upload(&gpu, dI, ids, sizeof ids);
+                CHECK(gpu.iface->embedding(gpu.self, &a) == GRZO_OK && gpu.iface->synchronize(gpu.self) == GRZO_ERR_INVALID_ARG,
+                      "token id %d of an embedding of 6 rows must be reported (%s)", (int)edge[k], variant ? "sparse variant" : "plain");
+            }
     }
     grzo_backend_free(&gpu, dE); grzo_backend_free(&gpu, dI); grzo_backend_free(&gpu, dY);
 }
