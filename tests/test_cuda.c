@@ -784,6 +784,28 @@ static void test_create_errors(void) {
     grzo_backend_free(&gpu, q);
 }
 
+/* desc.stream: a backend created on the caller's stream works on it, gives it back
+   (grzo_backend_cuda_stream) and leaves it alive when destroyed; without one a backend makes
+   its own stream (not the legacy default stream, NULL). */
+static void test_user_stream(void) {
+    void *own = NULL, *got = NULL;
+    grzo_cuda_desc d;
+    grzo_backend be;
+    CHECK(grzo_backend_cuda_stream(&gpu, &own) == GRZO_OK && own != NULL, "a backend's own stream: %p", own);
+    memset(&d, 0, sizeof d);
+    d.stream = own;
+    if (grzo_backend_cuda_create(&d, &be) != GRZO_OK) {
+        CHECK(0, "could not create a backend on the caller's stream");
+        return;
+    }
+    CHECK(grzo_backend_cuda_stream(&be, &got) == GRZO_OK && got == own, "the caller's stream given back: %p, not %p", got,
+          own);
+    grzo_backend_destroy(&be);
+    test_linear_parity(1);   /* on gpu, whose stream the destroyed backend borrowed */
+    CHECK(gpu.iface->synchronize(gpu.self) == GRZO_OK, "the lender's stream still works: %s", gpu.iface->last_error(gpu.self));
+    CHECK(grzo_backend_cuda_stream(&cpu, &got) == GRZO_ERR_INVALID_ARG, "not a CUDA backend");
+}
+
 /* Freeing a pointer twice, or one the backend never gave out, changes nothing: the
    accounting stays and no error is left behind for the next operation's launch check. */
 static void test_foreign_free(void) {
@@ -1108,6 +1130,7 @@ int main(void) {
     test_deferred_errors();
     test_update_async();
     test_foreign_free();
+    test_user_stream();
     test_linear_int_limits();
     test_edges_update_copy(GRZO_NOISE_RADEMACHER);
     test_edges_update_copy(GRZO_NOISE_GAUSSIAN);
