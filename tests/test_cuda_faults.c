@@ -14,7 +14,9 @@
    run must:
      - get a non-OK status with a message from the call that met the failure (the backend's
        create fills its error buffer) that says the device failed (cuda, CUDA, cuBLAS or
-       device), never a crash or a sanitizer or emulator report;
+       device), never a crash or a sanitizer or emulator report; one plain failure of a call
+       that allocates (memory, pinned memory, a stream, an event, a cuBLAS handle) is
+       GRZO_ERR_OUT_OF_MEMORY and says "out of memory";
      - plain errors: take a failed step again after grzo_step_abort (or finish a failed
        update with grzo_step_end again), save or load a failed checkpoint again, and end with
        the clean run's parameters bit for bit (in-place MeZO in f32, whose abort restores by a
@@ -104,8 +106,24 @@ static grzo_status forward(grzo_ctx *ctx, const grzo_pass_info *pi, float *losse
     return GRZO_OK;
 }
 
-/* A failed call's status and message: a status that says the device failed, and words. */
+/* whether the failed call allocates (memory, a stream, an event, a cuBLAS handle): a plain
+   failure there is the device's out of memory (emu_fault.h) */
+static int failed_call_allocates(void) {
+    static const char *const names[5] = {"cudaMalloc", "cudaMallocHost", "cudaStreamCreate", "cudaEventCreate", "cublasCreate"};
+    int k;
+    for (k = 0; k < 5; k++)
+        if (!strcmp(emu_fault_failed_name(), names[k])) return 1;
+    return 0;
+}
+
+/* A failed call's status and message: a status that says the device failed, and words; out
+   of memory (one plain failure, of an allocating call) as GRZO_ERR_OUT_OF_MEMORY, in words
+   too (with calls failing in a row, the one reported is the first, not emu_fault_failed()). */
 static void check_failure(grzo_status s, const char *msg, const char *what) {
+    if (!sticky_run && fail_count == 1 && failed_call_allocates())
+        CHECK(s == GRZO_ERR_OUT_OF_MEMORY && msg && strstr(msg, "out of memory"),
+              "call %ld (%s) fails: %s returned %s (%s), not out of memory", emu_fault_failed(), emu_fault_failed_name(), what,
+              grzo_status_str(s), msg ? msg : "");
     CHECK(s == GRZO_ERR_OUT_OF_MEMORY || s == GRZO_ERR_BACKEND, "call %ld (%s) fails: %s returned %s (%s)", emu_fault_failed(),
           emu_fault_failed_name(), what, grzo_status_str(s), msg);
     CHECK(msg && msg[0], "call %ld (%s) fails: %s gave no message", emu_fault_failed(), emu_fault_failed_name(), what);
