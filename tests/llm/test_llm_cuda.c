@@ -23,7 +23,8 @@
      summation orders of <= 300 fp32 terms, ~1e-7 each), the same for the attention through
      cuBLAS (LLM_ATTENTION_GEMM: batched fp32 GEMMs, one softmax); token log-probabilities <= 1e-9
      absolute (double sums in different orders); padding rows of the attention output are
-     exactly 0 on both.
+     exactly 0 on both; destroying the ops states gives the backend back every device byte
+     they took.
    - whole forward, fp32 weights: max |logit_gpu - logit_cpu| <= 1e-4 (issue 16): cuBLAS in
      pedantic fp32 (no TF32) and the CPU's OpenBLAS differ only in summation order.
    - bf16 and f16 weights on the GPU vs fp32 on the CPU: the difference must be explained by
@@ -392,11 +393,18 @@ static void test_ops(void) {
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         op_fixture f;
         int before = tu_failures;
+        grzo_cuda_memory m0, m1;
+        TU_CHECK(grzo_backend_cuda_memory(&gpu, &m0) == GRZO_OK, "memory stats");
         op_open(&f, &cases[i]);
         op_ids_and_elementwise(&f);
         op_rope_attention(&f);
         op_token_logprob(&f);
         op_close(&f);
+        /* the ops states' device memory (tables, cuBLAS workspace, attention scratch) is the
+           backend's: destroying them gives every byte back */
+        TU_CHECK(grzo_backend_cuda_memory(&gpu, &m1) == GRZO_OK && m1.bytes_now == m0.bytes_now,
+                 "ops, case '%s': the backend holds %zu device bytes after the states are destroyed, %zu before", cases[i].label,
+                 m1.bytes_now, m0.bytes_now);
         printf("ops, case '%s': %s\n", cases[i].label, tu_failures == before ? "gpu == cpu" : "DIFFERENT");
     }
     {   /* the attention kernel's shared-memory opt-in belongs to the kernel: a state with head_dim
