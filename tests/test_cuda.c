@@ -33,7 +33,8 @@
      MeZO and FZOO cores: three steps of the tiny model, parameters within 1e-5 of the CPU's
      (the masks, the rounding bits and the fake-quantized weights are the same functions);
      each variant's linear alone at 70 x 129, fp32 and bf16 weights (the CPU's in fp32 on the
-     rounded values), within 1e-5.
+     rounded values), within 1e-5; each variant's perturbed copy (grzo_perturbed_params) of
+     matrix, vector and embedding blocks, within 1e-6.
    - no synchronization inside a pass: a bad token id is reported by the next synchronize (and
      only once), update coefficients may be overwritten as soon as update returns, and the
      memory accounting follows allocations byte for byte;
@@ -231,6 +232,53 @@ static void test_linear_variants_parity(void) {
                 snprintf(what, sizeof what, "%s, %s weights", names[k], bf16 ? "bf16" : "fp32");
                 linear_parity_on(&gpu, 0, bf16, flipout, &v, what);
             }
+}
+
+/* perturbed_copy (what grzo_perturbed_params gives a custom op) of matrix, vector and
+   embedding blocks, dense and with each variant, both Flipout settings, Rademacher and
+   Gaussian U: the CPU's values within 1e-6 (the same element functions) */
+static void test_copy_variants_parity(void) {
+    enum { R = 70, C = 129 };
+    static const char *names[6] = {"dense", "sparse", "low-rank", "int8", "int4", "sparse + int4"};
+    static const grzo_block_kind kinds[3] = {GRZO_BLOCK_MATRIX, GRZO_BLOCK_VECTOR, GRZO_BLOCK_EMBEDDING};
+    float *P = random_floats(R * C, 8), *oc = (float *)malloc(sizeof(float) * R * C), *og = (float *)malloc(sizeof(float) * R * C);
+    void *dP = dev_from(P, sizeof(float) * R * C), *dO = dev_from(P, sizeof(float) * R * C);
+    int k, kind, flipout, dist;
+    for (k = 0; k < 6; k++)
+        for (kind = 0; kind < 3; kind++)
+            for (flipout = 0; flipout < 2; flipout++)
+                for (dist = 0; dist < 2; dist++) {
+                    grzo_variant v;
+                    grzo_copy_args a;
+                    int64_t n = kinds[kind] == GRZO_BLOCK_VECTOR ? R : (int64_t)R * C;
+                    grzo_status sc, sg;
+                    memset(&v, 0, sizeof v);
+                    if (k == 1 || k == 5) { v.sparse = 1; v.sparse_threshold = 0.4f; }
+                    if (k == 2) { v.lowrank_rank = 3; v.lowrank_step = 2; }
+                    if (k == 3) v.quant_bits = 8;
+                    if (k >= 4) v.quant_bits = 4;
+                    if (k == 2 && kinds[kind] == GRZO_BLOCK_VECTOR) continue;   /* low-rank: matrix and embedding blocks */
+                    memset(&a, 0, sizeof a);
+                    a.p.kind = kinds[kind]; a.p.dtype = GRZO_DTYPE_F32; a.p.rows = R;
+                    a.p.cols = kinds[kind] == GRZO_BLOCK_VECTOR ? 1 : C;
+                    a.base.seed = 4; a.base.step = 2; a.base.block = 1;
+                    a.base.dist = dist ? GRZO_NOISE_GAUSSIAN : GRZO_NOISE_RADEMACHER;
+                    a.flipout = flipout; a.example = 1; a.scale = -0.01f; a.variant = k ? &v : NULL;
+                    a.p.data = P; a.out = oc;
+                    sc = cpu.iface->perturbed_copy(cpu.self, &a);
+                    a.p.data = dP; a.out = dO;
+                    sg = gpu.iface->perturbed_copy(gpu.self, &a);
+                    if (sg == GRZO_OK) sg = gpu.iface->synchronize(gpu.self);
+                    CHECK(sc == GRZO_OK && sg == GRZO_OK, "perturbed copy (%s, kind %d, flipout %d, dist %d): cpu %s, gpu %s (%s)",
+                          names[k], (int)kinds[kind], flipout, dist, grzo_status_str(sc), grzo_status_str(sg),
+                          gpu.iface->last_error(gpu.self));
+                    if (sc != GRZO_OK || sg != GRZO_OK) continue;
+                    to_host(og, dO, sizeof(float) * (size_t)n);
+                    CHECK(rel_diff(og, oc, n) <= 1e-6, "perturbed copy (%s, kind %d, flipout %d, dist %d): rel diff %.3g", names[k],
+                          (int)kinds[kind], flipout, dist, rel_diff(og, oc, n));
+                }
+    grzo_backend_free(&gpu, dP); grzo_backend_free(&gpu, dO);
+    free(P); free(oc); free(og);
 }
 
 /* Three GRZO steps of embedding -> linear -> gain on each backend: same parameters. */
@@ -1115,6 +1163,7 @@ int main(void) {
     test_linear_parity(1);
     test_linear_parity(0);
     test_linear_variants_parity();
+    test_copy_variants_parity();
     test_steps_parity(GRZO_ESTIMATOR_GRZO);
     test_steps_parity(GRZO_ESTIMATOR_MEZO);
     test_steps_parity(GRZO_ESTIMATOR_FZOO);
