@@ -54,7 +54,7 @@ typedef struct llm_ops_state llm_ops_state;
 typedef struct llm_ops {
     const char *name;             /* "cpu", "cuda" */
     grzo_status (*create)(const llm_ops_desc *d, llm_ops_state **out, char *err, size_t errlen);
-    void (*destroy)(llm_ops_state *os);
+    void (*destroy)(llm_ops_state *os);   /* NULL: nothing */
     /* The batch's tables, and its token ids into ids (backend memory, n_rows) for grzo_embedding. */
     grzo_status (*upload_layout)(llm_ops_state *os, const llm_layout *host, int32_t *ids);
     /* y = x / sqrt(mean(x^2) + eps) row by row (the gain is a grzo_vector afterwards); y may be x */

@@ -156,13 +156,16 @@ static void op_layout(op_fixture *f) {
         }
 }
 
-static void op_open(op_fixture *f, const op_case *c) {
+/* what op_layout allocated */
+static void op_layout_free(op_fixture *f) {
+    free(f->ids); free(f->row_pos); free(f->out_row); free(f->seq_row0); free(f->seq_pad); free(f->seq_len);
+    free(f->cos_t); free(f->sin_t);
+}
+
+/* the ops descriptor of a fixture's case (backend: cpu) */
+static void op_desc(const op_fixture *f, llm_ops_desc *dp) {
+    const op_case *c = f->c;
     llm_ops_desc d;
-    llm_layout lay;
-    char err[256];
-    memset(f, 0, sizeof *f);
-    f->c = c;
-    op_layout(f);
     memset(&d, 0, sizeof d);
     d.n_threads = 2;
     d.n_heads = c->n_heads;
@@ -175,6 +178,17 @@ static void op_open(op_fixture *f, const op_case *c) {
     d.rope_cos = f->cos_t;
     d.rope_sin = f->sin_t;
     d.be = &cpu;
+    *dp = d;
+}
+
+static void op_open(op_fixture *f, const op_case *c) {
+    llm_ops_desc d;
+    llm_layout lay;
+    char err[256];
+    memset(f, 0, sizeof *f);
+    f->c = c;
+    op_layout(f);
+    op_desc(f, &d);
     if (llm_ops_cpu.create(&d, &f->cpu_os, err, sizeof err) != GRZO_OK) { fprintf(stderr, "FATAL: %s\n", err); exit(1); }
     d.be = &gpu;
     if (llm_ops_cuda.create(&d, &f->auto_os, err, sizeof err) != GRZO_OK) { fprintf(stderr, "FATAL: %s\n", err); exit(1); }
@@ -206,8 +220,7 @@ static void op_close(op_fixture *f) {
     llm_ops_cuda.destroy(f->auto_os);
     grzo_backend_free(&gpu, f->ids_gpu);
     free(f->ids_cpu);
-    free(f->ids); free(f->row_pos); free(f->out_row); free(f->seq_row0); free(f->seq_pad); free(f->seq_len);
-    free(f->cos_t); free(f->sin_t);
+    op_layout_free(f);
 }
 
 /* gpu (downloaded) vs cpu, n floats: report and check */
@@ -377,6 +390,36 @@ static void op_token_logprob_vocab(int32_t V) {
     grzo_backend_free(&gpu, dl);
 }
 
+/* The CUDA ops refuse what they cannot run, saying why, and leave no state: a backend that is
+   not CUDA's, an unknown attention form, a head_dim past the attention kernel's 256 or more
+   sequences than a grid's 65535; destroy(NULL) does nothing. */
+static void op_create_refusals(const op_case *c) {
+    static const char *const what[4] = {"not the CUDA backend", "attention 3", "head_dim 258", "65536 sequences"};
+    op_fixture f;
+    int k;
+    memset(&f, 0, sizeof f);
+    f.c = c;
+    op_layout(&f);
+    for (k = 0; k < 4; k++) {
+        llm_ops_desc d;
+        llm_ops_state *os = (llm_ops_state *)&f;   /* create must set it to NULL */
+        char err[256] = "";
+        grzo_status s;
+        op_desc(&f, &d);
+        d.be = &gpu;
+        if (k == 0) d.be = &cpu;
+        if (k == 1) d.attention = (llm_attention)3;   /* past the last form (3: within the enum's range for C++) */
+        if (k == 2) d.head_dim = 258;
+        if (k == 3) d.max_seqs = 65536;
+        s = llm_ops_cuda.create(&d, &os, err, sizeof err);
+        TU_CHECK(s == (k < 2 ? GRZO_ERR_INVALID_ARG : GRZO_ERR_UNSUPPORTED) && os == NULL && strstr(err, what[k]) != NULL,
+                 "ops create, %s: %s, state %p, '%s'", what[k], grzo_status_str(s), (void *)os, err);
+    }
+    llm_ops_cuda.destroy(NULL);
+    llm_ops_cpu.destroy(NULL);
+    op_layout_free(&f);
+}
+
 static void test_ops(void) {
     static const op_case cases[] = {
         {"1 token, 1 head, head_dim 2", 1, 1, 2, 3, 1, {1}, {0}, -1},
@@ -421,6 +464,7 @@ static void test_ops(void) {
     }
     op_token_logprob_vocab(49152);
     op_token_logprob_vocab(128256);
+    op_create_refusals(&cases[0]);
 }
 
 /* ---- whole models ------------------------------------------------------------------------------ */
