@@ -12,13 +12,13 @@
    fp32 input to 10 mantissa bits (rounded to nearest, emu_runtime.cpp), so that a GEMM meant
    to be exact fp32 but run in TF32 errs here as on the device. What it cannot check:
    concurrency, the tensor cores' own rounding and summation order, nvcc's exact
-   contractions, real launch limits beyond the ones checked here. Kernels with shared memory or barriers are refused by launches.py,
-   unless it rewrites the source with --cooperative (EMU_COOPERATIVE, examples/llm/ops_cuda.cu):
-   then each thread of a block
-   runs as a coroutine (emu_runtime.cpp, emu_coop_run), __syncthreads() waits for the block and
-   a warp shuffle for its warp, shared memory is block-wide storage filled with 0xFF bytes at
-   each block (launches.py's docstring); a barrier not reached by every thread of the block (or
-   a full-mask shuffle by every lane of the warp) at the same line is reported, not hung.
+   contractions, real launch limits beyond the ones checked here. Kernels with shared memory
+   or barriers are refused by launches.py, unless it rewrites the source with --cooperative
+   (EMU_COOPERATIVE, examples/llm/ops_cuda.cu): then each thread of a block runs as a
+   coroutine (emu_runtime.cpp, emu_coop_run), __syncthreads() waits for the block and a warp
+   shuffle for its warp, shared memory is block-wide storage filled with 0xFF bytes at each
+   block (launches.py's docstring); a barrier not reached by every thread of the block (or a
+   full-mask shuffle by every lane of the warp) at the same line is reported, not hung.
    Faults: emu_fault.h makes the N-th fallible runtime or cuBLAS call fail (EMU_FAIL_AT=N) as a
    GPU's would, counts the calls and reports the device memory left at exit (EMU_COUNT_CALLS). */
 #ifndef GRZO_CUDA_EMU_H

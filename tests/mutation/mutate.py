@@ -121,15 +121,29 @@ def apply(src, c):
     return src[:a] + new + src[b:]
 
 
+RUNNING = []   # the command in flight (its own process group), ended with the driver
+
+
+def end_running():
+    for p in RUNNING:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def run(cmd, timeout):
     p = subprocess.Popen(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    RUNNING.append(p)   # left there when the driver is stopped meanwhile: main's finally ends it
     try:
         out, _ = p.communicate(timeout=timeout)
-        return p.returncode, out.decode(errors="replace")
     except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
+        end_running()
         p.communicate()
+        RUNNING.remove(p)
         return "timeout", ""
+    RUNNING.remove(p)
+    return p.returncode, out.decode(errors="replace")
 
 
 SELFTEST_SRC = r"""#include <stdio.h>
@@ -198,11 +212,13 @@ def main():
         return
     if a.ids:
         ids = [int(x) for x in a.ids.split(",")]
+        if any(i < 0 or i >= len(cands) for i in ids):
+            ap.error(f"--ids: {a.src} has candidates 0 .. {len(cands) - 1}")
     else:
         random.Random(a.seed).shuffle(ids)
         if a.count: ids = ids[:a.count]
     restore = lambda *_: open(a.src, "w", encoding="utf-8").write(orig)
-    signal.signal(signal.SIGTERM, lambda *_: (restore(), sys.exit(1)))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))   # through the finally below
     try:
         for i in ids:
             c = cands[i]
@@ -228,6 +244,7 @@ def main():
                 f.write(json.dumps(rec) + "\n")
             print(f"{i} line {rec['line']} {c[2]!r}->{c[3]!r}: {rec['result']} {rec.get('by', '')} ({rec['s']} s)", flush=True)
     finally:
+        end_running()
         restore()
 
 
