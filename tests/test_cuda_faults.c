@@ -106,21 +106,12 @@ static grzo_status forward(grzo_ctx *ctx, const grzo_pass_info *pi, float *losse
     return GRZO_OK;
 }
 
-/* whether the failed call allocates (memory, a stream, an event, a cuBLAS handle): a plain
-   failure there is the device's out of memory (emu_fault.h) */
-static int failed_call_allocates(void) {
-    static const char *const names[5] = {"cudaMalloc", "cudaMallocHost", "cudaStreamCreate", "cudaEventCreate", "cublasCreate"};
-    int k;
-    for (k = 0; k < 5; k++)
-        if (!strcmp(emu_fault_failed_name(), names[k])) return 1;
-    return 0;
-}
-
 /* A failed call's status and message: a status that says the device failed, and words; out
-   of memory (one plain failure, of an allocating call) as GRZO_ERR_OUT_OF_MEMORY, in words
-   too (with calls failing in a row, the one reported is the first, not emu_fault_failed()). */
+   of memory (a plain failure of an allocating call) as GRZO_ERR_OUT_OF_MEMORY, in words too.
+   That holds for one failing call only: with calls failing in a row, what a step reports may
+   come from a later one (its retry met the next failure), while the run is named by the first. */
 static void check_failure(grzo_status s, const char *msg, const char *what) {
-    if (!sticky_run && fail_count == 1 && failed_call_allocates())
+    if (fail_count == 1 && emu_fault_failed_out_of_memory())
         CHECK(s == GRZO_ERR_OUT_OF_MEMORY && msg && strstr(msg, "out of memory"),
               "call %ld (%s) fails: %s returned %s (%s), not out of memory", emu_fault_failed(), emu_fault_failed_name(), what,
               grzo_status_str(s), msg ? msg : "");

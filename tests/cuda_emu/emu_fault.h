@@ -52,6 +52,8 @@ void emu_fault_arm_count(long n, long count, int sticky);   /* calls n .. n + co
 long emu_fault_calls(void);               /* fallible calls since the arm */
 long emu_fault_failed(void);              /* the call that failed (0: not reached) */
 const char *emu_fault_failed_name(void);  /* its function, "" when none */
+int emu_fault_failed_out_of_memory(void); /* 1: its error was out of memory (a plain failure of an
+                                             allocation, a stream, an event or a cuBLAS handle) */
 long emu_fault_sites(long *first, long max);  /* each site's first call since the arm; returns the number of sites */
 size_t emu_device_bytes(void);            /* device memory allocated now */
 size_t emu_pinned_count(void);            /* cudaMallocHost blocks now */

@@ -65,6 +65,7 @@ void emu_set_launch_error(cudaError_t e) { g_last = e; }
 enum { FK_ALLOC, FK_CREATE, FK_LAUNCH, FK_OTHER, FK_DEVICE_COUNT, FK_SET_DEVICE, FK_BLAS_CREATE, FK_BLAS_SET, FK_BLAS_GEMM };
 static long g_calls, g_fail_at, g_failed_at, g_fail_count = 1;
 static const char *g_failed_name;
+static int g_failed_oom;   /* the first failed call gave an out-of-memory error */
 static int g_sticky_mode, g_env_read;
 static cudaError_t g_sticky = cudaSuccess;   /* the dead context's error, once a sticky failure fired */
 struct emu_site { const char *name; const void *where; long first; };
@@ -102,6 +103,7 @@ static cudaError_t emu_fault(const char *name, int kind, const void *where) {
     if (n == g_fail_at) {   /* the first of the calls that fail names the run */
         g_failed_at = n;
         g_failed_name = name;
+        g_failed_oom = !g_sticky_mode && (kind == FK_ALLOC || kind == FK_CREATE || kind == FK_BLAS_CREATE);
     }
 #if defined(__SANITIZE_ADDRESS__)
     if (getenv("EMU_FAIL_TRACE")) {   /* where the armed call was made (a sweep's reproduction) */
@@ -158,12 +160,14 @@ void emu_fault_arm_count(long n, long count, int sticky) {
     g_last = cudaSuccess;
     g_calls = g_failed_at = 0;
     g_failed_name = NULL;
+    g_failed_oom = 0;
     g_sites.clear();
 }
 void emu_fault_arm(long n, int sticky) { emu_fault_arm_count(n, 1, sticky); }
 long emu_fault_calls(void) { return g_calls; }
 long emu_fault_failed(void) { return g_failed_at; }
 const char *emu_fault_failed_name(void) { return g_failed_name ? g_failed_name : ""; }
+int emu_fault_failed_out_of_memory(void) { return g_failed_oom; }
 long emu_fault_sites(long *first, long max) {
     long i, n = (long)g_sites.size();
     for (i = 0; i < n && i < max; i++) first[i] = g_sites[(size_t)i].first;
