@@ -164,47 +164,62 @@ static double tf32_excess(const float *yg, const float *yc, const float *W, cons
     return worst;
 }
 
+/* The single-linear tests' pass: a GRZO pass over 2B uneven segments ("+" copies first) of an
+   LP_DO x LP_DI fp32 linear, n rows in all; a.w.data, a.x and a.y are the caller's to set. */
+enum { LP_B = 3, LP_DO = 70, LP_DI = 129 };
+typedef struct lp_pass {
+    int64_t off[2 * LP_B + 1], ex[2 * LP_B], n;
+    int8_t sign[2 * LP_B];
+    grzo_perturb pt;
+    grzo_linear_args a;
+} lp_pass;
+
+static void lp_pass_init(lp_pass *p, int flipout, const grzo_variant *v) {
+    int64_t c;
+    memset(p, 0, sizeof *p);
+    for (c = 0; c < 2 * LP_B; c++) {
+        p->off[c + 1] = p->off[c] + 1 + (c * 5) % 7;
+        p->sign[c] = c < LP_B ? 1 : -1;
+        p->ex[c] = c % LP_B;
+    }
+    p->n = p->off[2 * LP_B];
+    p->pt.base.seed = 5; p->pt.base.step = 3; p->pt.base.block = 2; p->pt.base.dist = GRZO_NOISE_RADEMACHER;
+    p->pt.sigma = 1e-2f; p->pt.flipout = flipout; p->pt.n_examples = LP_B; p->pt.n_segments = 2 * LP_B;
+    p->pt.offsets = p->off; p->pt.sign = p->sign; p->pt.example = p->ex;
+    p->a.w.kind = GRZO_BLOCK_MATRIX; p->a.w.dtype = GRZO_DTYPE_F32; p->a.w.rows = LP_DO; p->a.w.cols = LP_DI;
+    p->a.n_rows = p->n; p->a.perturb = &p->pt; p->a.variant = v;
+}
+
 /* One op through the CPU backend and be: the linear of a GRZO pass over 2B uneven segments,
    dense (v = NULL) or with a variant (grzo.h section 3c), fp32 weights or (bf16 = 1) bf16
    ones (the CPU's in fp32 on the same rounded values). be pedantic: within 1e-5 (the GPU
    widens bf16 exactly); fast (tf32 = 1): within TF32's bound. */
 static void linear_parity_on(grzo_backend *be, int tf32, int bf16, int flipout, const grzo_variant *v, const char *what) {
-    enum { B = 3, DO = 70, DI = 129 };
-    int64_t off[2 * B + 1], n, c;
-    int8_t sign[2 * B];
-    int64_t ex[2 * B];
+    enum { DO = LP_DO, DI = LP_DI };
+    lp_pass p;
+    int64_t n, c;
     float *W = random_floats(DO * DI, 1), *X, *yc, *yg;
     uint16_t Wb[DO * DI];
     void *dW, *dX, *dY;
-    grzo_perturb pt;
-    grzo_linear_args a;
     for (c = 0; bf16 && c < DO * DI; c++) { Wb[c] = to_bf16(W[c]); W[c] = from_bf16(Wb[c]); }
     dW = bf16 ? dev_from(Wb, sizeof Wb) : dev_from(W, sizeof(float) * DO * DI);
-    off[0] = 0;
-    for (c = 0; c < 2 * B; c++) { off[c + 1] = off[c] + 1 + (c * 5) % 7; sign[c] = c < B ? 1 : -1; ex[c] = c % B; }
-    n = off[2 * B];
+    lp_pass_init(&p, flipout, v);
+    n = p.n;
     X = random_floats(n * DI, 2);
     yc = (float *)malloc(sizeof(float) * (size_t)(n * DO));
     yg = (float *)malloc(sizeof(float) * (size_t)(n * DO));
     dX = dev_from(X, sizeof(float) * (size_t)(n * DI));
     dY = dev_from(yc, sizeof(float) * (size_t)(n * DO));
-    memset(&pt, 0, sizeof pt);
-    pt.base.seed = 5; pt.base.step = 3; pt.base.block = 2; pt.base.dist = GRZO_NOISE_RADEMACHER;
-    pt.sigma = 1e-2f; pt.flipout = flipout; pt.n_examples = B; pt.n_segments = 2 * B;
-    pt.offsets = off; pt.sign = sign; pt.example = ex;
-    memset(&a, 0, sizeof a);
-    a.w.kind = GRZO_BLOCK_MATRIX; a.w.dtype = GRZO_DTYPE_F32; a.w.rows = DO; a.w.cols = DI; a.n_rows = n; a.perturb = &pt;
-    a.variant = v;
-    a.w.data = W; a.x = X; a.y = yc;
-    CHECK(cpu.iface->linear(cpu.self, &a) == GRZO_OK, "cpu linear (%s)", what);
-    a.w.data = dW; a.x = (const float *)dX; a.y = (float *)dY;
-    a.w.dtype = bf16 ? GRZO_DTYPE_BF16 : GRZO_DTYPE_F32;
-    CHECK(be->iface->linear(be->self, &a) == GRZO_OK && be->iface->synchronize(be->self) == GRZO_OK, "gpu linear (%s): %s",
+    p.a.w.data = W; p.a.x = X; p.a.y = yc;
+    CHECK(cpu.iface->linear(cpu.self, &p.a) == GRZO_OK, "cpu linear (%s)", what);
+    p.a.w.data = dW; p.a.x = (const float *)dX; p.a.y = (float *)dY;
+    p.a.w.dtype = bf16 ? GRZO_DTYPE_BF16 : GRZO_DTYPE_F32;
+    CHECK(be->iface->linear(be->self, &p.a) == GRZO_OK && be->iface->synchronize(be->self) == GRZO_OK, "gpu linear (%s): %s",
           what, be->iface->last_error(be->self));
     to_host(yg, dY, sizeof(float) * (size_t)(n * DO));
     if (tf32)
-        CHECK(tf32_excess(yg, yc, W, X, n, DO, DI, pt.sigma) <= 1.0, "linear (%s) flipout=%d: %.3g of TF32's bound", what,
-              flipout, tf32_excess(yg, yc, W, X, n, DO, DI, pt.sigma));
+        CHECK(tf32_excess(yg, yc, W, X, n, DO, DI, p.pt.sigma) <= 1.0, "linear (%s) flipout=%d: %.3g of TF32's bound", what,
+              flipout, tf32_excess(yg, yc, W, X, n, DO, DI, p.pt.sigma));
     else
         CHECK(rel_diff(yg, yc, n * DO) <= 1e-5, "linear (%s) flipout=%d: rel diff %.3g", what, flipout, rel_diff(yg, yc, n * DO));
     grzo_backend_free(&gpu, dW); grzo_backend_free(&gpu, dX); grzo_backend_free(&gpu, dY);
@@ -1080,43 +1095,33 @@ static void test_chunked_parity(void) {
 /* Device bytes a GRZO pass's linear (test_linear_parity's shapes, Flipout) takes beyond what
    the caller allocated, on a fresh backend of budget `transient` (0: the default) */
 static size_t linear_scratch_bytes(size_t transient, int64_t *n_out) {
-    enum { B = 3, DO = 70, DI = 129 };
-    int64_t off[2 * B + 1], ex[2 * B], n, c;
-    int8_t sign[2 * B];
     grzo_backend be;
     grzo_cuda_desc d;
     grzo_cuda_memory m0, m1;
-    grzo_perturb pt;
-    grzo_linear_args a;
+    lp_pass p;
     void *dW = NULL, *dX = NULL, *dY = NULL;
     size_t used = 0;
+    int64_t n;
     memset(&d, 0, sizeof d);
     d.transient_bytes = transient;
     if (grzo_backend_cuda_create(&d, &be) != GRZO_OK) {
         CHECK(0, "could not create a backend of budget %zu", transient);
         return 0;
     }
-    off[0] = 0;
-    for (c = 0; c < 2 * B; c++) { off[c + 1] = off[c] + 1 + (c * 5) % 7; sign[c] = c < B ? 1 : -1; ex[c] = c % B; }
-    n = *n_out = off[2 * B];
-    grzo_backend_alloc(&be, sizeof(float) * DO * DI, &dW);
-    grzo_backend_alloc(&be, sizeof(float) * (size_t)(n * DI), &dX);
-    grzo_backend_alloc(&be, sizeof(float) * (size_t)(n * DO), &dY);
+    lp_pass_init(&p, 1, NULL);
+    n = *n_out = p.n;
+    grzo_backend_alloc(&be, sizeof(float) * LP_DO * LP_DI, &dW);
+    grzo_backend_alloc(&be, sizeof(float) * (size_t)(n * LP_DI), &dX);
+    grzo_backend_alloc(&be, sizeof(float) * (size_t)(n * LP_DO), &dY);
     {
-        float *W = random_floats(DO * DI, 1), *X = random_floats(n * DI, 2);
-        grzo_backend_upload(&be, dW, W, sizeof(float) * DO * DI);
-        grzo_backend_upload(&be, dX, X, sizeof(float) * (size_t)(n * DI));
+        float *W = random_floats(LP_DO * LP_DI, 1), *X = random_floats(n * LP_DI, 2);
+        grzo_backend_upload(&be, dW, W, sizeof(float) * LP_DO * LP_DI);
+        grzo_backend_upload(&be, dX, X, sizeof(float) * (size_t)(n * LP_DI));
         free(W); free(X);
     }
-    memset(&pt, 0, sizeof pt);
-    pt.base.seed = 5; pt.base.step = 3; pt.base.block = 2; pt.base.dist = GRZO_NOISE_RADEMACHER;
-    pt.sigma = 1e-2f; pt.flipout = 1; pt.n_examples = B; pt.n_segments = 2 * B;
-    pt.offsets = off; pt.sign = sign; pt.example = ex;
-    memset(&a, 0, sizeof a);
-    a.w.kind = GRZO_BLOCK_MATRIX; a.w.dtype = GRZO_DTYPE_F32; a.w.rows = DO; a.w.cols = DI; a.n_rows = n; a.perturb = &pt;
-    a.w.data = dW; a.x = (const float *)dX; a.y = (float *)dY;
+    p.a.w.data = dW; p.a.x = (const float *)dX; p.a.y = (float *)dY;
     if (grzo_backend_cuda_memory(&be, &m0) == GRZO_OK && grzo_backend_cuda_reset_peak(&be) == GRZO_OK &&
-        be.iface->linear(be.self, &a) == GRZO_OK && be.iface->synchronize(be.self) == GRZO_OK &&
+        be.iface->linear(be.self, &p.a) == GRZO_OK && be.iface->synchronize(be.self) == GRZO_OK &&
         grzo_backend_cuda_memory(&be, &m1) == GRZO_OK)
         used = m1.bytes_peak - m0.bytes_now;
     else
@@ -1131,7 +1136,7 @@ static size_t linear_scratch_bytes(size_t transient, int64_t *n_out) {
    alignment and the segment table); with the default (256 MiB) this small linear takes one
    chunk, its whole W, U and product. */
 static void test_transient_budget(void) {
-    enum { B = 3, DO = 70, DI = 129 };
+    enum { B = LP_B, DO = LP_DO, DI = LP_DI };
     const size_t budget = 8192, slack = 4096;   /* alignment of 6 pieces, and the segment table */
     int64_t n = 0;
     size_t whole_layer, small, dflt;
