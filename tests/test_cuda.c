@@ -228,23 +228,29 @@ static void linear_parity_on(grzo_backend *be, int tf32, int bf16, int flipout, 
 
 static void test_linear_parity(int flipout) { linear_parity_on(&gpu, 0, 0, flipout, NULL, "dense"); }
 
+/* Variant k of the single-op tests (grzo.h section 3c), its name; 0: dense (all zero) */
+enum { N_OP_VARIANTS = 6 };
+static const char *op_variant(int k, grzo_variant *v) {
+    static const char *const names[N_OP_VARIANTS] = {"dense", "sparse", "low-rank", "int8", "int4", "sparse + int4"};
+    memset(v, 0, sizeof *v);
+    if (k == 1 || k == 5) { v->sparse = 1; v->sparse_threshold = 0.4f; }
+    if (k == 2) { v->lowrank_rank = 3; v->lowrank_step = 2; }
+    if (k == 3) v->quant_bits = 8;
+    if (k >= 4) v->quant_bits = 4;
+    return names[k];
+}
+
 /* The variants' linear at the dense test's shapes (the tiny model's 9 x 16 weight leaves
    every per-example piece inside one 256-byte aligned slot of the scratch), fp32 and bf16
    weights (pedantic: widened to fp32 per chunk) */
 static void test_linear_variants_parity(void) {
-    static const char *names[5] = {"sparse", "low-rank", "int8", "int4", "sparse + int4"};
     int k, flipout, bf16;
-    for (k = 0; k < 5; k++)
+    for (k = 1; k < N_OP_VARIANTS; k++)
         for (bf16 = 0; bf16 < 2; bf16++)
             for (flipout = 0; flipout < 2; flipout++) {
                 grzo_variant v;
                 char what[64];
-                memset(&v, 0, sizeof v);
-                if (k == 0 || k == 4) { v.sparse = 1; v.sparse_threshold = 0.4f; }
-                if (k == 1) { v.lowrank_rank = 3; v.lowrank_step = 2; }
-                if (k == 2) v.quant_bits = 8;
-                if (k >= 3) v.quant_bits = 4;
-                snprintf(what, sizeof what, "%s, %s weights", names[k], bf16 ? "bf16" : "fp32");
+                snprintf(what, sizeof what, "%s, %s weights", op_variant(k, &v), bf16 ? "bf16" : "fp32");
                 linear_parity_on(&gpu, 0, bf16, flipout, &v, what);
             }
 }
@@ -254,12 +260,11 @@ static void test_linear_variants_parity(void) {
    Gaussian U: the CPU's values within 1e-6 (the same element functions) */
 static void test_copy_variants_parity(void) {
     enum { R = 70, C = 129 };
-    static const char *names[6] = {"dense", "sparse", "low-rank", "int8", "int4", "sparse + int4"};
     static const grzo_block_kind kinds[3] = {GRZO_BLOCK_MATRIX, GRZO_BLOCK_VECTOR, GRZO_BLOCK_EMBEDDING};
     float *P = random_floats(R * C, 8), *oc = (float *)malloc(sizeof(float) * R * C), *og = (float *)malloc(sizeof(float) * R * C);
     void *dP = dev_from(P, sizeof(float) * R * C), *dO = dev_from(P, sizeof(float) * R * C);
     int k, kind, flipout, dist;
-    for (k = 0; k < 6; k++)
+    for (k = 0; k < N_OP_VARIANTS; k++)
         for (kind = 0; kind < 3; kind++)
             for (flipout = 0; flipout < 2; flipout++)
                 for (dist = 0; dist < 2; dist++) {
@@ -267,11 +272,7 @@ static void test_copy_variants_parity(void) {
                     grzo_copy_args a;
                     int64_t n = kinds[kind] == GRZO_BLOCK_VECTOR ? R : (int64_t)R * C;
                     grzo_status sc, sg;
-                    memset(&v, 0, sizeof v);
-                    if (k == 1 || k == 5) { v.sparse = 1; v.sparse_threshold = 0.4f; }
-                    if (k == 2) { v.lowrank_rank = 3; v.lowrank_step = 2; }
-                    if (k == 3) v.quant_bits = 8;
-                    if (k >= 4) v.quant_bits = 4;
+                    const char *name = op_variant(k, &v);
                     if (k == 2 && kinds[kind] == GRZO_BLOCK_VECTOR) continue;   /* low-rank: matrix and embedding blocks */
                     memset(&a, 0, sizeof a);
                     a.p.kind = kinds[kind]; a.p.dtype = GRZO_DTYPE_F32; a.p.rows = R;
@@ -285,11 +286,11 @@ static void test_copy_variants_parity(void) {
                     sg = gpu.iface->perturbed_copy(gpu.self, &a);
                     if (sg == GRZO_OK) sg = gpu.iface->synchronize(gpu.self);
                     CHECK(sc == GRZO_OK && sg == GRZO_OK, "perturbed copy (%s, kind %d, flipout %d, dist %d): cpu %s, gpu %s (%s)",
-                          names[k], (int)kinds[kind], flipout, dist, grzo_status_str(sc), grzo_status_str(sg),
+                          name, (int)kinds[kind], flipout, dist, grzo_status_str(sc), grzo_status_str(sg),
                           gpu.iface->last_error(gpu.self));
                     if (sc != GRZO_OK || sg != GRZO_OK) continue;
                     to_host(og, dO, sizeof(float) * (size_t)n);
-                    CHECK(rel_diff(og, oc, n) <= 1e-6, "perturbed copy (%s, kind %d, flipout %d, dist %d): rel diff %.3g", names[k],
+                    CHECK(rel_diff(og, oc, n) <= 1e-6, "perturbed copy (%s, kind %d, flipout %d, dist %d): rel diff %.3g", name,
                           (int)kinds[kind], flipout, dist, rel_diff(og, oc, n));
                 }
     grzo_backend_free(&gpu, dP); grzo_backend_free(&gpu, dO);
