@@ -383,7 +383,9 @@
      Saving writes "<path>.tmp" (whatever was there removed first, then created exclusively,
      mode 0666 less the umask: never written through a symbolic link), fsyncs it, renames it
      over <path> and syncs the folder on POSIX systems, so a crash leaves the old file or
-     the new one. Loading checks the
+     the new one. It reads the parameters twice (the payload's hash, then the file): if
+     they differ (another thread wrote them meanwhile) the save fails, GRZO_ERR_BACKEND,
+     leaving the old file. Loading checks the
      whole file (sizes, checksums, each block's kind, dtype, shape and name) before it
      writes any parameter; the
      checkpoint's optimizer settings (seed, step, schedule, lr, ...) replace the context's.
@@ -3484,6 +3486,9 @@ GRZO__DEF grzo_status grzo_checkpoint_save(grzo_ctx *ctx, const char *path) {
                  "the parameters", path);
         return grzo__backend_fail(ctx, s, what);
     }
+    if (changed)
+        return grzo__fail(ctx, s, "grzo_checkpoint_save: could not write '%s': the parameters changed while they were read "
+                          "(another thread wrote them?); any previous file there is intact", path);
     if (s != GRZO_OK)
         return grzo__fail(ctx, s, "grzo_checkpoint_save: could not write '%s' (%s); any previous file there is intact", path, grzo_status_str(s));
     return GRZO_OK;

@@ -23,10 +23,13 @@
        tied-head linear marks no row;
      - checkpoint_temp: a save never writes through a symbolic link at its temporary's name,
        replaces a stale temporary, and says why it could not create its temporary;
+     - checkpoint_read_back: a save whose reads of the parameters fail, or see them change,
+       says so and leaves the previous file;
      - allocation_failures: each allocation of a run (create, blocks, sparse steps, a save)
        failing in turn gives GRZO_ERR_OUT_OF_MEMORY, changes nothing, leaks nothing;
      - inplace_update_fails: in-place MeZO's shift failing part-way is undone; its restore
-       failing leaves the parameters on record, restored by the next call that reads them. */
+       failing leaves the parameters on record (whichever blocks it left shifted), restored by
+       the next call that reads them; its moves' rounding streams. */
 #include <errno.h>
 #include <float.h>
 #include <sys/stat.h>
@@ -678,6 +681,14 @@ static void test_invalid_args(void)
 }
 
 /* ---- calls out of order ---------------------------------------------------------------- */
+/* whether the context's last error says `what` (and says which when not) */
+static int says(grzo_ctx *ctx, const char *what)
+{
+    if (strstr(grzo_last_error(ctx), what)) return 1;
+    fprintf(stderr, "    last error: %s\n    wanted it to say: %s\n", grzo_last_error(ctx), what);
+    return 0;
+}
+
 static void test_state(void)
 {
     static const grzo_estimator ests[3] = { GRZO_ESTIMATOR_GRZO, GRZO_ESTIMATOR_MEZO, GRZO_ESTIMATOR_FZOO };
@@ -705,6 +716,7 @@ static void test_state(void)
         CHECK_ST(grzo_pass_begin(v.ctx, &pi), GRZO_ERR_STATE);
         CHECK_ST(grzo_pass_end(v.ctx, losses), GRZO_ERR_STATE);
         CHECK_ST(grzo_step_end(v.ctx, &rep), GRZO_ERR_STATE);
+        CHECK(says(v.ctx, "no step in flight"));
         CHECK_ST(grzo_perturbed_params(v.ctx, v.blk[0], 0, v.scratch[0]), GRZO_ERR_STATE);
         CHECK(grzo_last_error(v.ctx)[0] != 0);
         CHECK(same(&v, &s));
@@ -714,6 +726,7 @@ static void test_state(void)
         CHECK_ST(grzo_step_begin(v.ctx, 2, &si), GRZO_ERR_STATE);
         CHECK_ST(grzo_pass_end(v.ctx, losses), GRZO_ERR_STATE);
         CHECK_ST(grzo_step_end(v.ctx, &rep), GRZO_ERR_STATE);
+        CHECK(says(v.ctx, "passes remain to be run"));
         CHECK_ST(grzo_perturbed_params(v.ctx, v.blk[0], 0, v.scratch[0]), GRZO_ERR_STATE);
         CHECK_ST(grzo_linear(v.ctx, v.blk[0], x, y, &rows), GRZO_ERR_STATE);   /* between passes */
         memset(&bd, 0, sizeof bd);
@@ -733,10 +746,14 @@ static void test_state(void)
             REQUIRE_OK(grzo_pass_begin(v.ctx, &pi));
             CHECK_ST(grzo_pass_begin(v.ctx, &pi), GRZO_ERR_STATE);
             CHECK_ST(grzo_step_end(v.ctx, &rep), GRZO_ERR_STATE);
+            CHECK(says(v.ctx, "a pass is in flight"));
             CHECK_ST(grzo_step_begin(v.ctx, 2, &si), GRZO_ERR_STATE);
             REQUIRE_OK(grzo_pass_end(v.ctx, losses));
             CHECK_ST(grzo_pass_end(v.ctx, losses), GRZO_ERR_STATE);
-            if (p + 1 < si.n_passes) CHECK_ST(grzo_step_end(v.ctx, &rep), GRZO_ERR_STATE);
+            if (p + 1 < si.n_passes) {
+                CHECK_ST(grzo_step_end(v.ctx, &rep), GRZO_ERR_STATE);
+                CHECK(says(v.ctx, "passes remain to be run"));
+            }
         }
         CHECK_ST(grzo_pass_begin(v.ctx, &pi), GRZO_ERR_STATE);   /* no pass is due */
         CHECK(same(&v, &s));                                      /* nothing applied yet */
@@ -885,9 +902,11 @@ static grzo_status failing_upload(void *self, void *dst, const void *src, size_t
    restores them first, or fails changing nothing else. Here the 3 x 4 matrix and the bias of
    the environment are blocks 0 and 1; g_update_fail_from = the first failing update call. */
 static long g_update_calls, g_update_fail_from, g_update_fail_count;
+static uint32_t g_update_streams[16];   /* round_stream of the first 16 update calls */
 static grzo_status failing_update(void *self, const grzo_update_args *a)
 {
     (void)self;
+    if (g_update_calls < 16) g_update_streams[g_update_calls] = a->round_stream;
     ++g_update_calls;
     if (g_update_fail_from > 0 && g_update_calls >= g_update_fail_from && g_update_calls < g_update_fail_from + g_update_fail_count)
         return GRZO_ERR_OUT_OF_MEMORY;
@@ -913,6 +932,46 @@ static int near_snapshot(const env *v, const snap *s, int shifted)
             else if (d > 4.0 * ldexp(1.0, -24) * (fabs((double)s->d[b][i]) + v->d.sigma)) return 0;
         }
     return shifted ? far > 0 : far == 0;
+}
+
+/* A failure left in-place MeZO's blocks shifted, those of `moved` (a bit a block) and no other:
+   while the update keeps failing, a plain op refuses and nothing moves; once it works, the op
+   restores them first. Which blocks stay shifted depends on where the failure came. */
+static void shifted_until_restored(env *v, const snap *s0, unsigned moved)
+{
+    float x[4] = { 1, 2, 3, 4 }, y[3];
+    grzo_rows rows;
+    int b;
+    memset(&rows, 0, sizeof rows);
+    rows.n_rows = 1;
+    CHECKF(strstr(grzo_last_error(v->ctx), "still perturbed") != NULL, "last error: %s", grzo_last_error(v->ctx));
+    for (b = 0; b < NP; b++) {
+        int same = memcmp(v->data[b], s0->d[b], (size_t)(PR[b] * PC[b]) * sizeof(float)) == 0;
+        CHECKF(same == !(moved >> b & 1u), "block %d %s", b, same ? "not shifted" : "shifted");
+    }
+    CHECK(near_snapshot(v, s0, 1));
+    CHECK_ST(grzo_linear(v->ctx, v->blk[0], x, y, &rows), GRZO_ERR_OUT_OF_MEMORY);
+    CHECK(near_snapshot(v, s0, 1));
+    update_fails(0, 0);
+    CHECK_OK(grzo_linear(v->ctx, v->blk[0], x, y, &rows));
+    CHECK(near_snapshot(v, s0, 0) && grzo_get_step(v->ctx) == s0->step);
+}
+
+/* One in-place MeZO step of 2 examples whose passes go through; the step's update calls fail
+   from its fail_from-th on (0: none). Returns grzo_step_end's status. */
+static grzo_status inplace_step(env *v, long fail_from)
+{
+    static const float losses[4] = { 1.0f, 2.0f, 3.0f, 4.0f };
+    grzo_step_info si;
+    grzo_pass_info pi;
+    int p;
+    update_fails(fail_from, 1000);
+    REQUIRE_OK(grzo_step_begin(v->ctx, 2, &si));
+    for (p = 0; p < si.n_passes; p++) {
+        REQUIRE_OK(grzo_pass_begin(v->ctx, &pi));
+        REQUIRE_OK(grzo_pass_end(v->ctx, losses));
+    }
+    return grzo_step_end(v->ctx, NULL);
 }
 
 static void test_inplace_update_fails(void)
@@ -944,14 +1003,9 @@ static void test_inplace_update_fails(void)
     CHECK(g_update_calls == 3);   /* block 0 +, block 1 fails, block 0 back */
     CHECK(near_snapshot(&v, &s0, 0) && grzo_get_step(v.ctx) == 0);
 
-    /* the restore at step end fails at the second block, and again when step_end retries it */
-    REQUIRE_OK(grzo_step_begin(v.ctx, 2, &si));
-    for (p = 0; p < si.n_passes; p++) {
-        REQUIRE_OK(grzo_pass_begin(v.ctx, &pi));
-        REQUIRE_OK(grzo_pass_end(v.ctx, losses));
-    }
-    update_fails(2, 1000);
-    CHECK_ST(grzo_step_end(v.ctx, NULL), GRZO_ERR_OUT_OF_MEMORY);
+    /* the restore at step end fails at the second block (the passes' moves are calls 1-4), and
+       again when step_end retries it */
+    CHECK_ST(inplace_step(&v, 6), GRZO_ERR_OUT_OF_MEMORY);
     CHECK(strstr(grzo_last_error(v.ctx), "still perturbed") != NULL);
     CHECK(near_snapshot(&v, &s0, 1) && grzo_get_step(v.ctx) == 0);
     /* while the update fails, each call that reads the parameters refuses, changing nothing */
@@ -968,14 +1022,43 @@ static void test_inplace_update_fails(void)
     CHECK(near_snapshot(&v, &s0, 0) && grzo_get_step(v.ctx) == 0);
     CHECK_OK(grzo_step_abort(v.ctx));   /* nothing left to restore */
     CHECK(near_snapshot(&v, &s0, 0));
-    /* and a step runs from there */
-    REQUIRE_OK(grzo_step_begin(v.ctx, 2, &si));
-    for (p = 0; p < si.n_passes; p++) {
-        REQUIRE_OK(grzo_pass_begin(v.ctx, &pi));
-        REQUIRE_OK(grzo_pass_end(v.ctx, losses));
-    }
-    CHECK_OK(grzo_step_end(v.ctx, NULL));
+    /* and a step runs from there, its three moves and its update each on their own rounding
+       stream (grzo.h: 4, 5, 6, then the update's), block by block */
+    CHECK_OK(inplace_step(&v, 0));
     CHECK(grzo_get_step(v.ctx) == 1);
+    CHECK(g_update_calls == 8);
+    for (p = 0; p < 8 && p < g_update_calls; p++) {
+        uint32_t want = p < 6 ? GRZO_STREAM_ROUND_INPLACE + (uint32_t)(p / 2) : 0u;
+        CHECKF(g_update_streams[p] == want, "update call %d: round_stream %u, want %u", p, (unsigned)g_update_streams[p], (unsigned)want);
+    }
+
+    /* pass 0's shift fails at the second block and moving the first back fails too: the first
+       block alone stays shifted */
+    take(&v, &s0);
+    REQUIRE_OK(grzo_checkpoint_save(v.ctx, path));
+    update_fails(2, 1000);
+    REQUIRE_OK(grzo_step_begin(v.ctx, 2, &si));
+    CHECK_ST(grzo_pass_begin(v.ctx, &pi), GRZO_ERR_OUT_OF_MEMORY);
+    shifted_until_restored(&v, &s0, 1u);
+    /* pass 1's shift fails at the first block and so does the restore: every block at +sigma */
+    update_fails(3, 1000);
+    REQUIRE_OK(grzo_step_begin(v.ctx, 2, &si));
+    REQUIRE_OK(grzo_pass_begin(v.ctx, &pi));
+    REQUIRE_OK(grzo_pass_end(v.ctx, losses));
+    CHECK_ST(grzo_pass_begin(v.ctx, &pi), GRZO_ERR_OUT_OF_MEMORY);
+    shifted_until_restored(&v, &s0, 3u);
+    /* the restore at step end fails at the first block: every block at -sigma */
+    CHECK_ST(inplace_step(&v, 5), GRZO_ERR_OUT_OF_MEMORY);
+    shifted_until_restored(&v, &s0, 3u);
+    /* a checkpoint loaded over blocks left shifted replaces them: nothing is moved back after */
+    CHECK_ST(inplace_step(&v, 5), GRZO_ERR_OUT_OF_MEMORY);
+    CHECK(near_snapshot(&v, &s0, 1));
+    CHECK_OK(grzo_checkpoint_load(v.ctx, path));
+    CHECK(same(&v, &s0));
+    update_fails(0, 0);
+    CHECK_OK(grzo_linear(v.ctx, v.blk[0], x, y, &rows));
+    CHECK_OK(grzo_step_abort(v.ctx));
+    CHECK(same(&v, &s0) && g_update_calls == 0);
     env_free(&v);
     remove(path);
 }
@@ -1441,6 +1524,73 @@ static void test_checkpoint_temp(void)
     remove(victim);
 }
 
+/* ---- a save whose reads of the parameters fail or disagree ------------------------------------
+   A save reads the parameters twice, through the backend's download: for the payload's hash,
+   then into the file. A failing download (the first read or the second) says it was reading
+   the parameters; parameters that change between the reads (another thread wrote them) fail
+   the save and say so. Either way the previous file is intact and no temporary is left. */
+static long g_download_calls, g_download_fail_at, g_download_change_from;
+static grzo_status hooked_download(void *self, void *dst, const void *src, size_t n)
+{
+    grzo_status s;
+    (void)self;
+    ++g_download_calls;
+    if (g_download_calls == g_download_fail_at) return GRZO_ERR_BACKEND;
+    s = g_inner.iface->download(g_inner.self, dst, src, n);
+    if (s == GRZO_OK && g_download_change_from > 0 && g_download_calls >= g_download_change_from && n > 0)
+        ((unsigned char *)dst)[0] ^= 1u;
+    return s;
+}
+
+static void test_checkpoint_read_back(void)
+{
+    static const struct { long fail_at, change_from; grzo_status st; const char *says; } cases[] = {
+        { 1, 0, GRZO_ERR_BACKEND, "reading the parameters" },   /* the hash's read */
+        { NP + 1, 0, GRZO_ERR_BACKEND, "reading the parameters" },   /* the file's */
+        { 0, NP + 1, GRZO_ERR_BACKEND, "the parameters changed while they were read" },
+    };
+    grzo_backend_i iface;
+    env v;
+    grzo_step_report rep;
+    char path[256], tmp[300];
+    unsigned char *saved, *got;
+    size_t n_saved, n;
+    struct stat st;
+    size_t c;
+    tu_tmp_path(path, sizeof path, "errors_read_back");
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    wrap_ref(&iface, &v.be);
+    iface.download = hooked_download;
+    env_init_on(&v, GRZO_ESTIMATOR_GRZO, 3, GRZO_NOISE_DEFAULT, 43, NULL);
+    g_download_fail_at = g_download_change_from = 0;
+    REQUIRE_OK(grzo_checkpoint_save(v.ctx, path));
+    saved = tu_read_file(path, &n_saved);
+    REQUIRE(saved != NULL);
+    REQUIRE_OK(env_step(&v, 3, &rep));
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        g_download_calls = 0;
+        g_download_fail_at = cases[c].fail_at;
+        g_download_change_from = cases[c].change_from;
+        CHECK_ST(grzo_checkpoint_save(v.ctx, path), cases[c].st);
+        CHECKF(g_download_calls >= (cases[c].fail_at ? cases[c].fail_at : 2 * NP), "case %zu: %ld downloads", c, g_download_calls);
+        CHECK(says(v.ctx, cases[c].says));
+        CHECK(says(v.ctx, path));
+        got = tu_read_file(path, &n);
+        CHECKF(got && n == n_saved && memcmp(got, saved, n) == 0, "case %zu: the previous file changed", c);
+        free(got);
+        CHECKF(lstat(tmp, &st) != 0, "case %zu: the temporary was left", c);
+    }
+    /* and with the reads agreeing again, the save goes through */
+    g_download_fail_at = g_download_change_from = 0;
+    CHECK_OK(grzo_checkpoint_save(v.ctx, path));
+    got = tu_read_file(path, &n);
+    CHECK(got && (n != n_saved || memcmp(got, saved, n) != 0));
+    free(got);
+    free(saved);
+    env_free(&v);
+    remove(path);
+}
+
 /* ---- every allocation failing in turn ---------------------------------------------------------
    The N-th call of the context's allocator fails, for N = 1, 2, ... until a run needs fewer
    calls: create, 20 blocks (the block table grows past 16), two steps with the sparse
@@ -1600,6 +1750,7 @@ int main(int argc, char **argv)
     if (tu_case("checkpoints")) test_checkpoints();
     if (tu_case("checkpoint_settings")) test_checkpoint_settings();
     if (tu_case("checkpoint_temp")) test_checkpoint_temp();
+    if (tu_case("checkpoint_read_back")) test_checkpoint_read_back();
     if (tu_case("allocation_failures")) test_allocation_failures();
     if (tu_case("inplace_update_fails")) test_inplace_update_fails();
     if (tu_case("normalize_range")) test_normalize_range();
