@@ -789,11 +789,30 @@ static grzo_status grzo__cu_scratch(grzo__cuda *cu, size_t bytes, void **out) {
 
 static size_t grzo__cu_align(size_t n) { return (n + 255) & ~(size_t)255; }
 
-/* Carves consecutive aligned pieces out of one scratch block. */
+/* In the emulated tests' exact-scratch build under AddressSanitizer, every carved piece is
+   followed by a poisoned red zone of 256 bytes (its alignment padding poisoned too), so that
+   a kernel writing or reading past its piece (a bounds check off by one, a grid past its
+   elements) is reported even where the next piece would otherwise absorb it. */
+#if defined(GRZO__CU_SCRATCH_EXACT) && defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define GRZO__CU_REDZONE 256u
+#define GRZO__CU_GUARD(p, bytes, span) (ASAN_UNPOISON_MEMORY_REGION((p), (bytes)), \
+                                        ASAN_POISON_MEMORY_REGION((char *)(p) + (bytes), (span) - (bytes)))
+#else
+#define GRZO__CU_REDZONE 0u
+#define GRZO__CU_GUARD(p, bytes, span) ((void)0)
+#endif
+
+/* The scratch bytes a carved piece of `bytes` takes (aligned, and its red zone if any). */
+static size_t grzo__cu_piece(size_t bytes) { return grzo__cu_align(bytes) + GRZO__CU_REDZONE; }
+
+/* Carves consecutive aligned pieces out of one scratch block; the caller asked
+   grzo__cu_scratch for the sum of their grzo__cu_piece sizes. */
 typedef struct grzo__cu_carve { char *base; size_t used; } grzo__cu_carve;
 static void *grzo__cu_take(grzo__cu_carve *c, size_t bytes) {
     void *p = c->base + c->used;
-    c->used += grzo__cu_align(bytes);
+    GRZO__CU_GUARD(p, bytes, grzo__cu_piece(bytes));
+    c->used += grzo__cu_piece(bytes);
     return p;
 }
 
@@ -1028,9 +1047,9 @@ static grzo_status grzo__cu_linear_fast16(grzo__cuda *cu, const grzo_linear_args
     size_t fixed;
     grzo_status s;
     chunk = grzo__cu_chunk_rows(cu, d_out, 2 * d_in + 4 * N);
-    fixed = grzo__cu_align((size_t)(N * d_in) * 2) +
-            (flip ? grzo__cu_align((size_t)(B * d_out) * 4) + grzo__cu_align((size_t)(B * d_in) * 4) : 0);
-    s = grzo__cu_scratch(cu, fixed + (pt ? grzo__cu_align((size_t)(chunk * d_in) * 2) + grzo__cu_align((size_t)(N * chunk) * 4) : 0),
+    fixed = grzo__cu_piece((size_t)(N * d_in) * 2) +
+            (flip ? grzo__cu_piece((size_t)(B * d_out) * 4) + grzo__cu_piece((size_t)(B * d_in) * 4) : 0);
+    s = grzo__cu_scratch(cu, fixed + (pt ? grzo__cu_piece((size_t)(chunk * d_in) * 2) + grzo__cu_piece((size_t)(N * chunk) * 4) : 0),
                          (void **)&c.base);
     if (s != GRZO_OK) return s;
     c.used = 0;
@@ -1092,8 +1111,8 @@ static grzo_status grzo__cu_linear_elementwise(grzo__cuda *cu, const grzo_linear
     grzo_noise base = pt ? pt->base : grzo_noise();
     grzo_status s;
     chunk = grzo__cu_chunk_rows(cu, d_out, 4 * d_in);
-    s = grzo__cu_scratch(cu, grzo__cu_align((size_t)d_out * 4) + grzo__cu_align((size_t)(B * d_out) * 4) +
-                                 grzo__cu_align((size_t)(B * d_in) * 4) + grzo__cu_align((size_t)(chunk * d_in) * 4), (void **)&c.base);
+    s = grzo__cu_scratch(cu, grzo__cu_piece((size_t)d_out * 4) + grzo__cu_piece((size_t)(B * d_out) * 4) +
+                                 grzo__cu_piece((size_t)(B * d_in) * 4) + grzo__cu_piece((size_t)(chunk * d_in) * 4), (void **)&c.base);
     if (s != GRZO_OK) return s;
     c.used = 0;
     amax = (float *)grzo__cu_take(&c, (size_t)d_out * 4);
@@ -1142,10 +1161,10 @@ static grzo_status grzo__cu_linear_lowrank(grzo__cuda *cu, const grzo_linear_arg
     grzo_noise un = grzo__lowrank_u_noise(&pt->base), vn = grzo__lowrank_v_noise(&pt->base, a->variant);
     grzo_status s;
     chunk = grzo__cu_chunk_rows(cu, d_out, 4 * (N > d_in ? N : d_in));
-    s = grzo__cu_scratch(cu, grzo__cu_align((size_t)(B * d_out) * 4) + grzo__cu_align((size_t)(B * d_in) * 4) +
-                                 grzo__cu_align((size_t)(N * d_in) * 4) + grzo__cu_align((size_t)(d_out * r) * 4) +
-                                 grzo__cu_align((size_t)(d_in * r) * 4) + grzo__cu_align((size_t)(N * r) * 4) +
-                                 grzo__cu_align((size_t)(chunk * (N > d_in ? N : d_in)) * 4), (void **)&c.base);
+    s = grzo__cu_scratch(cu, grzo__cu_piece((size_t)(B * d_out) * 4) + grzo__cu_piece((size_t)(B * d_in) * 4) +
+                                 grzo__cu_piece((size_t)(N * d_in) * 4) + grzo__cu_piece((size_t)(d_out * r) * 4) +
+                                 grzo__cu_piece((size_t)(d_in * r) * 4) + grzo__cu_piece((size_t)(N * r) * 4) +
+                                 grzo__cu_piece((size_t)(chunk * (N > d_in ? N : d_in)) * 4), (void **)&c.base);
     if (s != GRZO_OK) return s;
     c.used = 0;
     if (flip) {
@@ -1270,10 +1289,10 @@ static grzo_status grzo__cu_linear(void *self, const grzo_linear_args *a) {
     if (cu->math == GRZO_CUDA_MATH_FAST && a->w.dtype != GRZO_DTYPE_F32) return grzo__cu_linear_fast16(cu, a, pt);
     /* per output row of a chunk: W chunk, and with two products a U chunk and a P column of N */
     chunk = grzo__cu_chunk_rows(cu, d_out, 4 * (two ? 2 * d_in + N : d_in));
-    fixed = flip ? grzo__cu_align((size_t)(B * d_out) * 4) + grzo__cu_align((size_t)(B * d_in) * 4) +
-                       grzo__cu_align((size_t)(N * d_in) * 4) : 0;
-    s = grzo__cu_scratch(cu, fixed + grzo__cu_align((size_t)(chunk * d_in) * 4) * (two ? 2 : 1) +
-                                 (two ? grzo__cu_align((size_t)(N * chunk) * 4) : 0), (void **)&c.base);
+    fixed = flip ? grzo__cu_piece((size_t)(B * d_out) * 4) + grzo__cu_piece((size_t)(B * d_in) * 4) +
+                       grzo__cu_piece((size_t)(N * d_in) * 4) : 0;
+    s = grzo__cu_scratch(cu, fixed + grzo__cu_piece((size_t)(chunk * d_in) * 4) * (two ? 2 : 1) +
+                                 (two ? grzo__cu_piece((size_t)(N * chunk) * 4) : 0), (void **)&c.base);
     if (s != GRZO_OK) return s;
     c.used = 0;
     if ((s = grzo__cu_segments(cu, pt, &segs)) != GRZO_OK) return s;
@@ -1389,7 +1408,7 @@ static grzo_status grzo__cu_update(void *self, const grzo_update_args *a) {
     coeff += grzo__cu_align(sizes[0]);
     if (flip) {
         grzo_noise r = a->base, sn = a->base;
-        s = grzo__cu_scratch(cu, grzo__cu_align((size_t)(B * rows) * 4) + grzo__cu_align((size_t)(B * cols) * 4), (void **)&c.base);
+        s = grzo__cu_scratch(cu, grzo__cu_piece((size_t)(B * rows) * 4) + grzo__cu_piece((size_t)(B * cols) * 4), (void **)&c.base);
         if (s != GRZO_OK) return s;
         c.used = 0;
         r.stream = GRZO_STREAM_SIGN_R; r.dist = GRZO_NOISE_RADEMACHER;

@@ -336,6 +336,7 @@ static void run_tiny(grzo_backend *be, int on_gpu, grzo_estimator est, float *E,
     memset(&d, 0, sizeof d);
     m.be = be;
     d.backend = be; d.lr = 1e-3f; d.sigma = 1e-2f; d.seed = 11; d.estimator = est; d.fzoo_probes = 3;
+    d.weight_decay = 0.1f;   /* the update kernels' decay term, dense and variant alike, on both sides */
     d.sparse_density = tiny_axes.sparse_density; d.lowrank_rank = tiny_axes.lowrank_rank;
     d.lowrank_every = tiny_axes.lowrank_every; d.quant_bits = tiny_axes.quant_bits; d.noise = tiny_axes.noise;
     CHECK(grzo_create(&d, &ctx) == GRZO_OK, "create");
