@@ -763,9 +763,9 @@ static grzo__cu_shape grzo__cu_run_shape(uint64_t first, int64_t count) {
 }
 
 /* Scratch of at least `bytes`, carved by the caller; grows (synchronizing) when too small.
-   GRZO__CU_SCRATCH_EXACT (the emulated tests, tests/meson.build): every request gets a block
-   of exactly its size, so that a caller carving past what it asked for overruns the block,
-   which AddressSanitizer reports; a kept larger block would hide it. */
+   GRZO__CU_SCRATCH_EXACT (the emulated tests, tests/meson.build and tests/llm/): every
+   request gets a block of exactly its size, so that a caller carving past what it asked for
+   overruns the block, which AddressSanitizer reports; a kept larger block would hide it. */
 #ifdef GRZO__CU_SCRATCH_EXACT
 #define GRZO__CU_SCRATCH_FITS(cu, bytes) ((bytes) == (cu)->scratch_bytes)
 #else
