@@ -946,8 +946,8 @@ static void shifted_until_restored(env *v, const snap *s0, unsigned moved)
     rows.n_rows = 1;
     CHECKF(strstr(grzo_last_error(v->ctx), "still perturbed") != NULL, "last error: %s", grzo_last_error(v->ctx));
     for (b = 0; b < NP; b++) {
-        int same = memcmp(v->data[b], s0->d[b], (size_t)(PR[b] * PC[b]) * sizeof(float)) == 0;
-        CHECKF(same == !(moved >> b & 1u), "block %d %s", b, same ? "not shifted" : "shifted");
+        int unmoved = memcmp(v->data[b], s0->d[b], (size_t)(PR[b] * PC[b]) * sizeof(float)) == 0;
+        CHECKF(unmoved == !(moved >> b & 1u), "block %d %s", b, unmoved ? "not shifted" : "shifted");
     }
     CHECK(near_snapshot(v, s0, 1));
     CHECK_ST(grzo_linear(v->ctx, v->blk[0], x, y, &rows), GRZO_ERR_OUT_OF_MEMORY);
@@ -1544,10 +1544,10 @@ static grzo_status hooked_download(void *self, void *dst, const void *src, size_
 
 static void test_checkpoint_read_back(void)
 {
-    static const struct { long fail_at, change_from; grzo_status st; const char *says; } cases[] = {
-        { 1, 0, GRZO_ERR_BACKEND, "reading the parameters" },   /* the hash's read */
-        { NP + 1, 0, GRZO_ERR_BACKEND, "reading the parameters" },   /* the file's */
-        { 0, NP + 1, GRZO_ERR_BACKEND, "the parameters changed while they were read" },
+    static const struct { long fail_at, change_from; const char *msg; } cases[] = {   /* each GRZO_ERR_BACKEND */
+        { 1, 0, "reading the parameters" },        /* the hash's read fails */
+        { NP + 1, 0, "reading the parameters" },   /* the file's */
+        { 0, NP + 1, "the parameters changed while they were read" },
     };
     grzo_backend_i iface;
     env v;
@@ -1571,9 +1571,9 @@ static void test_checkpoint_read_back(void)
         g_download_calls = 0;
         g_download_fail_at = cases[c].fail_at;
         g_download_change_from = cases[c].change_from;
-        CHECK_ST(grzo_checkpoint_save(v.ctx, path), cases[c].st);
+        CHECK_ST(grzo_checkpoint_save(v.ctx, path), GRZO_ERR_BACKEND);
         CHECKF(g_download_calls >= (cases[c].fail_at ? cases[c].fail_at : 2 * NP), "case %zu: %ld downloads", c, g_download_calls);
-        CHECK(says(v.ctx, cases[c].says));
+        CHECK(says(v.ctx, cases[c].msg));
         CHECK(says(v.ctx, path));
         got = tu_read_file(path, &n);
         CHECKF(got && n == n_saved && memcmp(got, saved, n) == 0, "case %zu: the previous file changed", c);
