@@ -762,6 +762,28 @@ static grzo__cu_shape grzo__cu_run_shape(uint64_t first, int64_t count) {
     return grzo__cu_rows_shape(1, grzo__cu_tiles(first, count));
 }
 
+/* In the emulated tests' exact-scratch build under AddressSanitizer, every carved piece is
+   followed by a poisoned red zone of 256 bytes (its alignment padding poisoned too), so that
+   a kernel writing or reading past its piece (a bounds check off by one, a grid past its
+   elements) is reported even where the next piece would otherwise absorb it. Poisoning stops
+   at the block's end, past which ASan's own red zone reports a carve beyond the request. */
+
+#if defined(GRZO__CU_SCRATCH_EXACT) && defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define GRZO__CU_REDZONE 256u
+#define GRZO__CU_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+/* poisons [from, to), cut at the block's end */
+static void grzo__cu_poison_span(char *from, char *to, char *end) {
+    if (to > end) to = end;
+    if (from < to) ASAN_POISON_MEMORY_REGION(from, (size_t)(to - from));
+}
+#define GRZO__CU_POISON(from, to, end) grzo__cu_poison_span((from), (to), (end))
+#else
+#define GRZO__CU_REDZONE 0u
+#define GRZO__CU_UNPOISON(p, n) ((void)0)
+#define GRZO__CU_POISON(from, to, end) ((void)0)
+#endif
+
 /* Scratch of at least `bytes`, carved by the caller; grows (synchronizing) when too small.
    GRZO__CU_SCRATCH_EXACT (the emulated tests, tests/meson.build and tests/llm/): every
    request gets a block of exactly its size, so that a caller carving past what it asked for
@@ -783,36 +805,29 @@ static grzo_status grzo__cu_scratch(grzo__cuda *cu, size_t bytes, void **out) {
         if ((s = grzo__cu_malloc(cu, bytes, &cu->scratch)) != GRZO_OK) return s;
         cu->scratch_bytes = bytes;
     }
+    GRZO__CU_UNPOISON(cu->scratch, bytes);   /* a block kept from an earlier request: its red zones lifted */
     *out = cu->scratch;
     return GRZO_OK;
 }
 
 static size_t grzo__cu_align(size_t n) { return (n + 255) & ~(size_t)255; }
 
-/* In the emulated tests' exact-scratch build under AddressSanitizer, every carved piece is
-   followed by a poisoned red zone of 256 bytes (its alignment padding poisoned too), so that
-   a kernel writing or reading past its piece (a bounds check off by one, a grid past its
-   elements) is reported even where the next piece would otherwise absorb it. */
-#if defined(GRZO__CU_SCRATCH_EXACT) && defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#define GRZO__CU_REDZONE 256u
-#define GRZO__CU_GUARD(p, bytes, span) (ASAN_UNPOISON_MEMORY_REGION((p), (bytes)), \
-                                        ASAN_POISON_MEMORY_REGION((char *)(p) + (bytes), (span) - (bytes)))
-#else
-#define GRZO__CU_REDZONE 0u
-#define GRZO__CU_GUARD(p, bytes, span) ((void)0)
-#endif
-
 /* The scratch bytes a carved piece of `bytes` takes (aligned, and its red zone if any). */
 static size_t grzo__cu_piece(size_t bytes) { return grzo__cu_align(bytes) + GRZO__CU_REDZONE; }
 
-/* Carves consecutive aligned pieces out of one scratch block; the caller asked
-   grzo__cu_scratch for the sum of their grzo__cu_piece sizes. */
-typedef struct grzo__cu_carve { char *base; size_t used; } grzo__cu_carve;
+/* Consecutive pieces carved out of one scratch block of `bytes` (the sum of their
+   grzo__cu_piece sizes). */
+typedef struct grzo__cu_carve { char *base, *end; size_t used; } grzo__cu_carve;
+static grzo_status grzo__cu_carve_from(grzo__cuda *cu, size_t bytes, grzo__cu_carve *c) {
+    grzo_status s = grzo__cu_scratch(cu, bytes, (void **)&c->base);
+    c->end = s == GRZO_OK ? c->base + bytes : NULL;
+    c->used = 0;
+    return s;
+}
 static void *grzo__cu_take(grzo__cu_carve *c, size_t bytes) {
-    void *p = c->base + c->used;
-    GRZO__CU_GUARD(p, bytes, grzo__cu_piece(bytes));
+    char *p = c->base + c->used;
     c->used += grzo__cu_piece(bytes);
+    GRZO__CU_POISON(p + bytes, c->base + c->used, c->end);   /* padding and red zone */
     return p;
 }
 
@@ -1049,10 +1064,9 @@ static grzo_status grzo__cu_linear_fast16(grzo__cuda *cu, const grzo_linear_args
     chunk = grzo__cu_chunk_rows(cu, d_out, 2 * d_in + 4 * N);
     fixed = grzo__cu_piece((size_t)(N * d_in) * 2) +
             (flip ? grzo__cu_piece((size_t)(B * d_out) * 4) + grzo__cu_piece((size_t)(B * d_in) * 4) : 0);
-    s = grzo__cu_scratch(cu, fixed + (pt ? grzo__cu_piece((size_t)(chunk * d_in) * 2) + grzo__cu_piece((size_t)(N * chunk) * 4) : 0),
-                         (void **)&c.base);
+    s = grzo__cu_carve_from(cu, fixed + (pt ? grzo__cu_piece((size_t)(chunk * d_in) * 2) + grzo__cu_piece((size_t)(N * chunk) * 4) : 0),
+                         &c);
     if (s != GRZO_OK) return s;
-    c.used = 0;
     if ((s = grzo__cu_segments(cu, pt, &segs)) != GRZO_OK) return s;
     XH = (uint16_t *)grzo__cu_take(&c, (size_t)(N * d_in) * 2);
     grzo__cu_shape sh = grzo__cu_run_shape(0, N * d_in);
@@ -1111,10 +1125,9 @@ static grzo_status grzo__cu_linear_elementwise(grzo__cuda *cu, const grzo_linear
     grzo_noise base = pt ? pt->base : grzo_noise();
     grzo_status s;
     chunk = grzo__cu_chunk_rows(cu, d_out, 4 * d_in);
-    s = grzo__cu_scratch(cu, grzo__cu_piece((size_t)d_out * 4) + grzo__cu_piece((size_t)(B * d_out) * 4) +
-                                 grzo__cu_piece((size_t)(B * d_in) * 4) + grzo__cu_piece((size_t)(chunk * d_in) * 4), (void **)&c.base);
+    s = grzo__cu_carve_from(cu, grzo__cu_piece((size_t)d_out * 4) + grzo__cu_piece((size_t)(B * d_out) * 4) +
+                                 grzo__cu_piece((size_t)(B * d_in) * 4) + grzo__cu_piece((size_t)(chunk * d_in) * 4), &c);
     if (s != GRZO_OK) return s;
-    c.used = 0;
     amax = (float *)grzo__cu_take(&c, (size_t)d_out * 4);
     if (quant && (s = grzo__cu_row_amax(cu, &a->w, amax)) != GRZO_OK) return s;
     if (flip) {
@@ -1161,12 +1174,11 @@ static grzo_status grzo__cu_linear_lowrank(grzo__cuda *cu, const grzo_linear_arg
     grzo_noise un = grzo__lowrank_u_noise(&pt->base), vn = grzo__lowrank_v_noise(&pt->base, a->variant);
     grzo_status s;
     chunk = grzo__cu_chunk_rows(cu, d_out, 4 * (N > d_in ? N : d_in));
-    s = grzo__cu_scratch(cu, grzo__cu_piece((size_t)(B * d_out) * 4) + grzo__cu_piece((size_t)(B * d_in) * 4) +
+    s = grzo__cu_carve_from(cu, grzo__cu_piece((size_t)(B * d_out) * 4) + grzo__cu_piece((size_t)(B * d_in) * 4) +
                                  grzo__cu_piece((size_t)(N * d_in) * 4) + grzo__cu_piece((size_t)(d_out * r) * 4) +
                                  grzo__cu_piece((size_t)(d_in * r) * 4) + grzo__cu_piece((size_t)(N * r) * 4) +
-                                 grzo__cu_piece((size_t)(chunk * (N > d_in ? N : d_in)) * 4), (void **)&c.base);
+                                 grzo__cu_piece((size_t)(chunk * (N > d_in ? N : d_in)) * 4), &c);
     if (s != GRZO_OK) return s;
-    c.used = 0;
     if (flip) {
         R = (float *)grzo__cu_take(&c, (size_t)(B * d_out) * 4);
         S = (float *)grzo__cu_take(&c, (size_t)(B * d_in) * 4);
@@ -1291,10 +1303,9 @@ static grzo_status grzo__cu_linear(void *self, const grzo_linear_args *a) {
     chunk = grzo__cu_chunk_rows(cu, d_out, 4 * (two ? 2 * d_in + N : d_in));
     fixed = flip ? grzo__cu_piece((size_t)(B * d_out) * 4) + grzo__cu_piece((size_t)(B * d_in) * 4) +
                        grzo__cu_piece((size_t)(N * d_in) * 4) : 0;
-    s = grzo__cu_scratch(cu, fixed + grzo__cu_piece((size_t)(chunk * d_in) * 4) * (two ? 2 : 1) +
-                                 (two ? grzo__cu_piece((size_t)(N * chunk) * 4) : 0), (void **)&c.base);
+    s = grzo__cu_carve_from(cu, fixed + grzo__cu_piece((size_t)(chunk * d_in) * 4) * (two ? 2 : 1) +
+                                 (two ? grzo__cu_piece((size_t)(N * chunk) * 4) : 0), &c);
     if (s != GRZO_OK) return s;
-    c.used = 0;
     if ((s = grzo__cu_segments(cu, pt, &segs)) != GRZO_OK) return s;
     if (flip) {
         grzo_noise r = pt->base, sn = pt->base;
@@ -1408,9 +1419,8 @@ static grzo_status grzo__cu_update(void *self, const grzo_update_args *a) {
     coeff += grzo__cu_align(sizes[0]);
     if (flip) {
         grzo_noise r = a->base, sn = a->base;
-        s = grzo__cu_scratch(cu, grzo__cu_piece((size_t)(B * rows) * 4) + grzo__cu_piece((size_t)(B * cols) * 4), (void **)&c.base);
+        s = grzo__cu_carve_from(cu, grzo__cu_piece((size_t)(B * rows) * 4) + grzo__cu_piece((size_t)(B * cols) * 4), &c);
         if (s != GRZO_OK) return s;
-        c.used = 0;
         r.stream = GRZO_STREAM_SIGN_R; r.dist = GRZO_NOISE_RADEMACHER;
         sn.stream = GRZO_STREAM_SIGN_S; sn.dist = GRZO_NOISE_RADEMACHER;
         R = (float *)grzo__cu_take(&c, (size_t)(B * rows) * 4);

@@ -19,9 +19,10 @@
      weights (the GPU widens bf16 exactly; the rest is fp32 ordering), and a bf16 update with
      stochastic rounding has the right mean: over many weights, E[update] matches the fp32
      update within 5 standard errors; its rounding bits are the stream's groups k n + i for
-     the k-th draw of a step (round_draw), bit for bit. Past the largest finite value (bf16
-     and f16) an update rounds to inf or the largest value only, inf with probability 1/2
-     half a gap on (5 standard errors), inf for sure a gap on.
+     the k-th draw of a step (round_draw), bit for bit, dense and through each variant's
+     kernel. Past the largest finite value (bf16 and f16) an update rounds to inf or the
+     largest value only, inf with probability 1/2 half a gap on (5 standard errors), inf for
+     sure a gap on.
    - fast math, perturbation alone (W = 0, so y = sign sigma P): against an fp64 CPU
      reference, |P_j - (Z x)_j| <= (u + K 2^-24) sum_k |Z_jk x_k| (grzo_cuda.h's worst-case bound,
      unit roundoff u = 2^-8 bf16, 2^-11 f16, doubled for Gaussian U) and rms error / rms(Z x)
@@ -257,9 +258,10 @@ static void test_linear_variants_parity(void) {
 
 /* perturbed_copy (what grzo_perturbed_params gives a custom op) of matrix, vector and
    embedding blocks, dense and with each variant, both Flipout settings, Rademacher and
-   Gaussian U: the CPU's values within 1e-6 (the same element functions) */
+   Gaussian U: the CPU's values within 1e-6 (the same element functions); 300 rows, so that
+   the quantized variants' per-row scales take more than one block of threads */
 static void test_copy_variants_parity(void) {
-    enum { R = 70, C = 129 };
+    enum { R = 300, C = 129 };
     static const grzo_block_kind kinds[3] = {GRZO_BLOCK_MATRIX, GRZO_BLOCK_VECTOR, GRZO_BLOCK_EMBEDDING};
     float *P = random_floats(R * C, 8), *oc = (float *)malloc(sizeof(float) * R * C), *og = (float *)malloc(sizeof(float) * R * C);
     void *dP = dev_from(P, sizeof(float) * R * C), *dO = dev_from(P, sizeof(float) * R * C);
@@ -457,42 +459,56 @@ static void test_bf16(void) {
 /* The rounding bits of a bf16 update, bit for bit: element i of draw k rounds with word 0 of
    group k * n + i of the rounding stream (grzo_update_args.round_draw), so that FZOO's N
    probe updates of one step round independently; with every draw on group i (the old
-   behaviour) the draws' roundings would be one and the same, which the check tells apart. */
+   behaviour) the draws' roundings would be one and the same, which the check tells apart.
+   The same through each variant's update kernel (its base z from grzo.h's
+   grzo__variant_base, on weights spread over [0.25, 0.75) so that the sparse mask varies). */
 static void test_round_draw(void) {
     enum { M = 1 << 14 };
-    uint16_t *P16 = (uint16_t *)malloc(2 * M);
+    uint16_t *P16 = (uint16_t *)malloc(2 * M), *P0 = (uint16_t *)malloc(2 * M);
     float coeff = 1.0f / 1024.0f;
     uint32_t k;
-    for (k = 0; k < 3; k++) {
-        grzo_update_args u;
-        grzo_noise sr;
-        void *dP;
-        int64_t i, wrong = 0, as_draw0 = 0;
-        for (i = 0; i < M; i++) P16[i] = to_bf16(0.5f);
-        dP = dev_from(P16, 2 * M);
-        memset(&u, 0, sizeof u);
-        u.p.kind = GRZO_BLOCK_MATRIX; u.p.dtype = GRZO_DTYPE_BF16; u.p.rows = 128; u.p.cols = M / 128; u.p.data = dP;
-        u.base.seed = 11; u.base.step = 4; u.base.block = 2; u.base.dist = GRZO_NOISE_RADEMACHER;
-        u.n_examples = 1; u.coeff = &coeff; u.round_draw = k;
-        CHECK(gpu.iface->update(gpu.self, &u) == GRZO_OK, "bf16 update, draw %u", k);
-        to_host(P16, dP, 2 * M);
-        sr = u.base;
-        sr.stream = GRZO_STREAM_ROUND;
-        for (i = 0; i < M; i++) {
-            float v = 0.5f - grzo_noise_at(&u.base, (uint64_t)i) * coeff;
-            uint32_t w[4], w0[4], b;
-            memcpy(&b, &v, 4);
-            grzo__noise_group(&sr, (uint64_t)k * M + (uint64_t)i, w);
-            grzo__noise_group(&sr, (uint64_t)i, w0);
-            wrong += P16[i] != (uint16_t)((b + (w[0] & 0xFFFFu)) >> 16);
-            as_draw0 += P16[i] == (uint16_t)((b + (w0[0] & 0xFFFFu)) >> 16);
+    int var;
+    CHECK(P16 && P0, "test_round_draw: out of host memory");
+    if (!P16 || !P0) { free(P16); free(P0); return; }
+    for (var = 0; var < N_OP_VARIANTS; var++)
+        for (k = 0; k < 3; k++) {
+            grzo_update_args u;
+            grzo_variant v;
+            grzo_noise sr;
+            void *dP;
+            int64_t i, wrong = 0, as_draw0 = 0;
+            const char *name = op_variant(var, &v);
+            for (i = 0; i < M; i++) P0[i] = to_bf16(var ? 0.25f + (float)(i % 97) / 194.0f : 0.5f);
+            dP = dev_from(P0, 2 * M);
+            memset(&u, 0, sizeof u);
+            u.p.kind = GRZO_BLOCK_MATRIX; u.p.dtype = GRZO_DTYPE_BF16; u.p.rows = 128; u.p.cols = M / 128; u.p.data = dP;
+            u.base.seed = 11; u.base.step = 4; u.base.block = 2; u.base.dist = GRZO_NOISE_RADEMACHER;
+            u.n_examples = 1; u.coeff = &coeff; u.round_draw = k; u.variant = var ? &v : NULL;
+            CHECK(gpu.iface->update(gpu.self, &u) == GRZO_OK, "bf16 update (%s), draw %u", name, k);
+            to_host(P16, dP, 2 * M);
+            sr = u.base;
+            sr.stream = GRZO_STREAM_ROUND;
+            for (i = 0; i < M; i++) {
+                float th = from_bf16(P0[i]);
+                float z = var ? grzo__variant_base(&u.p, &u.base, &v, i / u.p.cols, i % u.p.cols, th)
+                              : grzo_noise_at(&u.base, (uint64_t)i);
+                float x = th - z * coeff;
+                uint32_t w[4], w0[4], b;
+                memcpy(&b, &x, 4);
+                grzo__noise_group(&sr, (uint64_t)k * M + (uint64_t)i, w);
+                grzo__noise_group(&sr, (uint64_t)i, w0);
+                wrong += P16[i] != (uint16_t)((b + (w[0] & 0xFFFFu)) >> 16);
+                as_draw0 += P16[i] == (uint16_t)((b + (w0[0] & 0xFFFFu)) >> 16);
+            }
+            CHECK(wrong == 0, "%s, draw %u: %lld of %d bf16 roundings are not the stream's groups k n + i", name, k,
+                  (long long)wrong, M);
+            /* about 1/4 of the roundings go up, independently of draw 0's: ~3/8 of them differ */
+            CHECK(k == 0 || as_draw0 < M - M / 8, "%s, draw %u rounds as draw 0 does in %lld of %d elements", name, k,
+                  (long long)as_draw0, M);
+            grzo_backend_free(&gpu, dP);
         }
-        CHECK(wrong == 0, "draw %u: %lld of %d bf16 roundings are not the stream's groups k n + i", k, (long long)wrong, M);
-        /* about 1/4 of the roundings go up, independently of draw 0's: ~3/8 of them differ */
-        CHECK(k == 0 || as_draw0 < M - M / 8, "draw %u rounds as draw 0 does in %lld of %d elements", k, (long long)as_draw0, M);
-        grzo_backend_free(&gpu, dP);
-    }
     free(P16);
+    free(P0);
 }
 
 /* A 16-bit update past the type's largest finite value: stochastic rounding's next step up is
