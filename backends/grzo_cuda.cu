@@ -767,7 +767,6 @@ static grzo__cu_shape grzo__cu_run_shape(uint64_t first, int64_t count) {
    a kernel writing or reading past its piece (a bounds check off by one, a grid past its
    elements) is reported even where the next piece would otherwise absorb it. Poisoning stops
    at the block's end, past which ASan's own red zone reports a carve beyond the request. */
-
 #if defined(GRZO__CU_SCRATCH_EXACT) && defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 #define GRZO__CU_REDZONE 256u
