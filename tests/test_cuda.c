@@ -460,8 +460,9 @@ static void test_bf16(void) {
    group k * n + i of the rounding stream (grzo_update_args.round_draw), so that FZOO's N
    probe updates of one step round independently; with every draw on group i (the old
    behaviour) the draws' roundings would be one and the same, which the check tells apart.
-   The same through each variant's update kernel (its base z from grzo.h's
-   grzo__variant_base, on weights spread over [0.25, 0.75) so that the sparse mask varies). */
+   The same through each variant's update kernel. The base z is grzo.h's grzo__variant_base
+   (for the dense update, whose variant is all zero, U itself), on weights spread over
+   [0.25, 0.75) so that the sparse mask varies. */
 static void test_round_draw(void) {
     enum { M = 1 << 14 };
     uint16_t *P16 = (uint16_t *)malloc(2 * M), *P0 = (uint16_t *)malloc(2 * M);
@@ -478,7 +479,7 @@ static void test_round_draw(void) {
             void *dP;
             int64_t i, wrong = 0, as_draw0 = 0;
             const char *name = op_variant(var, &v);
-            for (i = 0; i < M; i++) P0[i] = to_bf16(var ? 0.25f + (float)(i % 97) / 194.0f : 0.5f);
+            for (i = 0; i < M; i++) P0[i] = to_bf16(0.25f + (float)(i % 97) / 194.0f);
             dP = dev_from(P0, 2 * M);
             memset(&u, 0, sizeof u);
             u.p.kind = GRZO_BLOCK_MATRIX; u.p.dtype = GRZO_DTYPE_BF16; u.p.rows = 128; u.p.cols = M / 128; u.p.data = dP;
@@ -490,8 +491,7 @@ static void test_round_draw(void) {
             sr.stream = GRZO_STREAM_ROUND;
             for (i = 0; i < M; i++) {
                 float th = from_bf16(P0[i]);
-                float z = var ? grzo__variant_base(&u.p, &u.base, &v, i / u.p.cols, i % u.p.cols, th)
-                              : grzo_noise_at(&u.base, (uint64_t)i);
+                float z = grzo__variant_base(&u.p, &u.base, &v, i / u.p.cols, i % u.p.cols, th);
                 float x = th - z * coeff;
                 uint32_t w[4], w0[4], b;
                 memcpy(&b, &x, 4);

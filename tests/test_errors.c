@@ -944,7 +944,7 @@ static void shifted_until_restored(env *v, const snap *s0, unsigned moved)
     int b;
     memset(&rows, 0, sizeof rows);
     rows.n_rows = 1;
-    CHECKF(strstr(grzo_last_error(v->ctx), "still perturbed") != NULL, "last error: %s", grzo_last_error(v->ctx));
+    CHECK(says(v->ctx, "still perturbed"));
     for (b = 0; b < NP; b++) {
         int unmoved = memcmp(v->data[b], s0->d[b], (size_t)(PR[b] * PC[b]) * sizeof(float)) == 0;
         CHECKF(unmoved == !(moved >> b & 1u), "block %d %s", b, unmoved ? "not shifted" : "shifted");
