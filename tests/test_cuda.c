@@ -40,7 +40,8 @@
      only once), update coefficients may be overwritten as soon as update returns, and the
      memory accounting follows allocations byte for byte;
    - the tiled element-wise kernels (grzo_cuda.cu, "tiles") at their edges: rows not a
-     multiple of 128 wide (so rows start mid-tile), 1 wide, vector blocks, touched masks,
+     multiple of 128 wide (so rows start mid-tile), 1 wide, vector blocks (dense and through
+     each variant's kernel, over more than one block of threads), touched masks,
      Gaussian noise (4 elements a lane), segment tables with sign 0, fast-math chunks whose
      noise starts at j0 d_in for odd d_in: against the CPU backend within 1e-6 (1e-5 for
      linears; inputs exact in 16 bits, so the fast path matches too); test_cuda_emulated runs
@@ -996,7 +997,7 @@ static float *dyadic_floats(int64_t n, uint32_t stream) {
 static void test_edges_ops(grzo_backend *fast, grzo_backend *fast_chunked, uint32_t dist) {
     static const int64_t widths[4] = {301, 1, 128, 129};
     const int64_t N = 15, V = 11;
-    int wi, fl, op;
+    int wi, fl, op, k;
     for (wi = 0; wi < 4; wi++)
         for (fl = 0; fl < 2; fl++) {
             int64_t d = widths[wi], DO = 37, i;
@@ -1013,18 +1014,23 @@ static void test_edges_ops(grzo_backend *fast, grzo_backend *fast_chunked, uint3
             grzo_embedding_args ea;
             grzo_linear_args la;
             edge_perturb(&pt, dist, fl);
-            for (op = 0; op < 2; op++) {
-                memset(&va, 0, sizeof va);
-                va.v.kind = GRZO_BLOCK_VECTOR; va.v.dtype = GRZO_DTYPE_F32; va.v.rows = d; va.v.cols = 1;
-                va.op = op ? GRZO_VECTOR_ADD : GRZO_VECTOR_MUL; va.n_rows = N; va.perturb = &pt;
-                va.v.data = v; va.x = X; va.y = yc;
-                CHECK(cpu.iface->vector(cpu.self, &va) == GRZO_OK, "cpu vector");
-                va.v.data = dv; va.x = (const float *)dX; va.y = (float *)dY;
-                CHECK(gpu.iface->vector(gpu.self, &va) == GRZO_OK, "gpu vector");
-                to_host(yg, dY, (size_t)(N * d) * 4);
-                CHECK(rel_diff(yg, yc, N * d) <= 1e-6, "edges: vector d %lld op %d flipout %d dist %u: rel diff %.3g",
-                      (long long)d, op, fl, dist, rel_diff(yg, yc, N * d));
-            }
+            for (op = 0; op < 2; op++)
+                for (k = 0; k < N_OP_VARIANTS; k++) {   /* dense and each variant (low-rank: matrices only) */
+                    grzo_variant var;
+                    const char *name = op_variant(k, &var);
+                    if (k == 2) continue;
+                    memset(&va, 0, sizeof va);
+                    va.v.kind = GRZO_BLOCK_VECTOR; va.v.dtype = GRZO_DTYPE_F32; va.v.rows = d; va.v.cols = 1;
+                    va.op = op ? GRZO_VECTOR_ADD : GRZO_VECTOR_MUL; va.n_rows = N; va.perturb = &pt;
+                    va.variant = k ? &var : NULL;
+                    va.v.data = v; va.x = X; va.y = yc;
+                    CHECK(cpu.iface->vector(cpu.self, &va) == GRZO_OK, "cpu vector");
+                    va.v.data = dv; va.x = (const float *)dX; va.y = (float *)dY;
+                    CHECK(gpu.iface->vector(gpu.self, &va) == GRZO_OK, "gpu vector");
+                    to_host(yg, dY, (size_t)(N * d) * 4);
+                    CHECK(rel_diff(yg, yc, N * d) <= 1e-6, "edges: vector d %lld op %d flipout %d dist %u (%s): rel diff %.3g",
+                          (long long)d, op, fl, dist, name, rel_diff(yg, yc, N * d));
+                }
             for (i = 0; i < N; i++) ids[i] = (int32_t)((i * 7 + 3) % V);
             memset(tc, 0, sizeof tc);
             memset(tg, 0, sizeof tg);
