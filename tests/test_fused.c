@@ -20,7 +20,9 @@
    AVX-512 machine also tests the layout AVX2 machines get. With --bad-blis-env (run with
    BLIS_ARCH_TYPE naming a configuration BLIS lacks, which makes BLIS abort the process) the
    backend must not call BLIS: it reports the fused path off with a warning naming the
-   variable, and a perturbed linear still runs (the per-example path).
+   variable, and a perturbed linear still runs (the per-example path). With --old-openblas (run
+   with OPENBLAS_CORETYPE=Prescott, kept by GRZO_KERNEL_ENV_SET=1) the warning and
+   grzo_cpu_kernel_env name OpenBLAS's remedy.
    Skips (77) when the build has no BLIS or BLIS has no kernel for this CPU (or, with
    --blis-haswell, the CPU has no AVX2 and FMA). */
 #define _POSIX_C_SOURCE 200809L   /* cpu_env.h: setenv, execv */
@@ -714,6 +716,52 @@ static int check_bad_blis_env(void)
     return tu_finish("test_fused --bad-blis-env");
 }
 
+/* Run with OPENBLAS_CORETYPE=Prescott and GRZO_KERNEL_ENV_SET=1 (tests/meson.build): OpenBLAS's
+   SSE3 kernels on a CPU with more, what Debian's OpenBLAS picks on CPUs newer than itself. The
+   warning's first sentence names OpenBLAS's core and the remedy (BLIS's follows it where BLIS
+   chose older kernels by itself), grzo_cpu_kernel_env gives OPENBLAS_CORETYPE first (then
+   BLIS_ARCH_TYPE in that case), and a NULL name or value or a zero size gets 0, nothing written. */
+static int check_old_openblas(void)
+{
+#ifndef GRZO_USE_OPENBLAS
+    tu_skip("test_fused", "built without OpenBLAS (-Dopenblas=disabled or libopenblas-dev missing): no core to judge");
+#else
+    grzo_backend be;
+    const char *line = "", *warning = "", *name = "untouched", *rest;
+    char value[32] = "untouched", want[320];
+    int level = grzo__cpu_simd_level(), blis_old = 0, i = 0;
+    REQUIRE(getenv("GRZO_KERNEL_ENV_SET") != NULL);
+    if (strcmp(openblas_get_corename(), "Prescott") != 0)
+        tu_skip("test_fused", "this OpenBLAS does not take OPENBLAS_CORETYPE=Prescott (not a DYNAMIC_ARCH build)");
+    if (level < 1) tu_skip("test_fused", "this CPU has no AVX: Prescott's kernels are the newest it runs");
+#ifdef GRZO_USE_BLIS
+    blis_old = grzo__blis_older_than_cpu(level);
+#endif
+    REQUIRE(grzo_backend_cpu_create(NULL, &be) == GRZO_OK);
+    REQUIRE(grzo_backend_cpu_kernels(&be, &line, &warning) == GRZO_OK);
+    printf("test_fused --old-openblas: %s\n  %s\n", line, warning);
+    snprintf(want, sizeof want,
+             "OpenBLAS runs its Prescott (SSE) kernels on a CPU with %s: every GEMM runs up to 2-7x slower; set "
+             "OPENBLAS_CORETYPE=%s (grzo's programs do it themselves). ",
+             grzo__simd_name(level), grzo__openblas_core_for(level));
+    CHECKF(strncmp(warning, want, strlen(want)) == 0, "the warning opens with OpenBLAS's remedy: '%s'", warning);
+    rest = strncmp(warning, want, strlen(want)) == 0 ? warning + strlen(want) : "";
+    CHECKF(blis_old ? strncmp(rest, "BLIS chose its ", 15) == 0 : rest[0] == '\0',
+           "then BLIS's sentence %s: '%s'", blis_old ? "(BLIS chose older kernels)" : "none", rest);
+    CHECK(grzo_cpu_kernel_env(0, &name, value, sizeof value) == 1 && strcmp(name, "OPENBLAS_CORETYPE") == 0 &&
+          strcmp(value, grzo__openblas_core_for(level)) == 0);
+    if (blis_old) CHECK(grzo_cpu_kernel_env(++i, &name, value, sizeof value) == 1 && strcmp(name, "BLIS_ARCH_TYPE") == 0);
+    CHECK(grzo_cpu_kernel_env(i + 1, &name, value, sizeof value) == 0);
+    name = "untouched";
+    strcpy(value, "untouched");
+    CHECK(grzo_cpu_kernel_env(0, NULL, value, sizeof value) == 0 && strcmp(value, "untouched") == 0);
+    CHECK(grzo_cpu_kernel_env(0, &name, NULL, sizeof value) == 0 && strcmp(name, "untouched") == 0);
+    CHECK(grzo_cpu_kernel_env(0, &name, value, 0) == 0 && strcmp(name, "untouched") == 0 && strcmp(value, "untouched") == 0);
+    grzo_backend_destroy(&be);
+    return tu_finish("test_fused --old-openblas");
+#endif
+}
+
 #ifdef GRZO_USE_BLIS
 /* The scratch area the fused path keeps between calls: every request, larger or smaller
    than the last, gets a 64-byte aligned span of at least its bytes inside the area, and a
@@ -746,6 +794,7 @@ int main(int argc, char **argv)
     const char *line = "", *warning = "";
     int haswell = argc > 1 && strcmp(argv[1], "--blis-haswell") == 0;
     if (argc > 1 && strcmp(argv[1], "--bad-blis-env") == 0) return check_bad_blis_env();
+    if (argc > 1 && strcmp(argv[1], "--old-openblas") == 0) return check_old_openblas();
 #ifndef GRZO_USE_BLIS
     tu_skip("test_fused", "built without BLIS (-Dblis=disabled or libblis-dev missing): no fused path");
 #else
