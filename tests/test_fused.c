@@ -40,14 +40,15 @@
    i.e. one copy (the path that forms straight from W, as in a MeZO pass); flipout, one
    example's "+" and "-" copies; layout 2: "+" copies of tail rows only (1, 4 and 3 rows, and
    an empty one) paired with long "-" mirrors (13, 37), so that a pair's first copy has no
-   rows of its own in the formed weight while its mirror does */
-#define N_LAYOUTS 3
+   rows of its own in the formed weight while its mirror does; layout 3: one segment alone
+   (one copy, flipout too: the single-copy path with the example's s over several K blocks) */
+#define N_LAYOUTS 4
 static const int64_t seg_rows[N_LAYOUTS][N_SEG] = { { 13, 37, 0, 1, 5, 13, 37, 9 }, { 13, 37, 5, 1, 13, 37, 5, 1 },
-                                                    { 1, 4, 0, 3, 13, 37, 2, 6 } };
+                                                    { 1, 4, 0, 3, 13, 37, 2, 6 }, { 37 } };
 static const int8_t seg_sign[N_LAYOUTS][N_SEG] = { { 1, 1, 1, -1, -1, -1, 0, 1 }, { -1, -1, -1, -1, -1, -1, -1, -1 },
-                                                   { 1, 1, 1, 1, -1, -1, -1, -1 } };
+                                                   { 1, 1, 1, 1, -1, -1, -1, -1 }, { 1 } };
 static const int64_t seg_example[N_LAYOUTS][N_SEG] = { { 0, 1, 2, 0, 1, 2, 0, 3 }, { 0, 0, 0, 0, 0, 0, 0, 0 },
-                                                       { 0, 1, 2, 3, 0, 1, 2, 3 } };
+                                                       { 0, 1, 2, 3, 0, 1, 2, 3 }, { 2 } };
 
 static void run_linear_forming(grzo_cpu_linear_algo algo, int threads, int forming, const grzo_linear_args *a0, float *y);
 static void run_linear(grzo_cpu_linear_algo algo, int threads, const grzo_linear_args *a0, float *y)
@@ -117,7 +118,7 @@ static void check_case(int layout, int flipout, uint32_t dist)
     grzo_perturb pt;
     grzo_linear_args a;
     double worst = 0.0;
-    int n_seg = layout == 1 && flipout ? 2 : N_SEG;   /* flipout, layout 1: one example's "+" and "-" */
+    int n_seg = layout == 1 && flipout ? 2 : layout == 3 ? 1 : N_SEG;   /* flipout, layout 1: one example's "+" and "-" */
     for (c = 0; c < n_seg; c++) { off[c] = n_rows; n_rows += layout == 1 && flipout ? 4 * seg_rows[layout][4 * c] : seg_rows[layout][c]; }
     off[n_seg] = n_rows;
     W = (float *)malloc(sizeof(float) * D_OUT * D_IN);
