@@ -581,6 +581,34 @@ static void check_form_ukr(void)
    slivers (32 x 32 transposes, rows past the weight clear), row by row (for the packer that
    forms), and unpacked to the floats grzo__pack_u packs, bit for bit; starting columns that
    are not multiples of 32 and rows that start inside a Philox group, widths 12, 16 and 32. */
+/* The 32 x 32 bit transposes that make U's bits (bit c of word i becomes bit i of word c):
+   the vector one this build runs and the scalar one that compilers without GCC's vector
+   extensions run, against the definition, on random words and on single bits */
+static void check_bit_transpose(void)
+{
+#ifdef GRZO_USE_BLIS
+    uint32_t a[32], v[32], sc[32], x = 0x9E3779B9u;
+    int t, i, c, bad = 0;
+    for (t = 0; t < 64 + 32 * 32; t++) {
+        for (i = 0; i < 32; i++) {
+            x ^= x << 13, x ^= x >> 17, x ^= x << 5;   /* xorshift32 */
+            a[i] = t < 64 ? x : (i == (t - 64) / 32 ? 1u << ((t - 64) % 32) : 0u);
+        }
+        memcpy(v, a, sizeof a);
+        memcpy(sc, a, sizeof a);
+        grzo__transpose_bits32(v);
+        grzo__transpose_bits32_scalar(sc);
+        for (i = 0; i < 32; i++)
+            for (c = 0; c < 32; c++) {
+                uint32_t want = (a[i] >> c) & 1u;
+                bad += ((v[c] >> i) & 1u) != want;
+                bad += ((sc[c] >> i) & 1u) != want;
+            }
+    }
+    CHECKF(bad == 0, "bit transposes: %d bits misplaced", bad);
+#endif
+}
+
 static void check_u_bits(void)
 {
 #ifdef GRZO_USE_BLIS
@@ -822,6 +850,7 @@ int main(int argc, char **argv)
     check_packer();
     check_former();
     check_form_ukr();
+    check_bit_transpose();
     check_u_bits();
 #ifdef GRZO_USE_BLIS
     check_kept_area();
