@@ -244,7 +244,9 @@ static inline float grzo__former_term(const grzo__former *fm, int64_t i, int64_t
     return p * fm->u[i * fm->ldu + k];
 }
 
-#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
+/* GRZO__PACK_SCALAR: the scalar packing that other compilers (GCC before 12) run, here too
+   (tests/meson.build: fused_gemm_scalar_pack) */
+#if !defined(GRZO__PACK_SCALAR) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12))
 #define GRZO__PACK_VECTORS 1
 /* in GCC/clang vector extensions (no intrinsics: every target the compiler has) */
 typedef float grzo__v8 __attribute__((vector_size(32)));

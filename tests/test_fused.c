@@ -22,7 +22,8 @@
    backend must not call BLIS: it reports the fused path off with a warning naming the
    variable, and a perturbed linear still runs (the per-example path). With --old-openblas (run
    with OPENBLAS_CORETYPE=Prescott, kept by GRZO_KERNEL_ENV_SET=1) the warning and
-   grzo_cpu_kernel_env name OpenBLAS's remedy.
+   grzo_cpu_kernel_env name OpenBLAS's remedy. Built with -DGRZO__PACK_SCALAR
+   (test_fused_scalar_pack) it runs the scalar packing of compilers without GCC's vectors.
    Skips (77) when the build has no BLIS or BLIS has no kernel for this CPU (or, with
    --blis-haswell, the CPU has no AVX2 and FMA). */
 #define _POSIX_C_SOURCE 200809L   /* cpu_env.h: setenv, execv */
