@@ -304,15 +304,30 @@ static void check_packer(void)
 #endif
 }
 
+/* GUARD floats of a sentinel past an output: whatever writes past its end changes them */
+enum { GUARD = 16 };
+static void guard_set(float *p)
+{
+    int i;
+    for (i = 0; i < GUARD; i++) p[i] = 12345.5f;
+}
+static int guard_intact(const float *p)
+{
+    int i;
+    for (i = 0; i < GUARD; i++)
+        if (p[i] != 12345.5f) return 0;
+    return 1;
+}
+
 /* The former of a copy's weight sliver (and its mirror's) against the scalar expression, bit
    for bit: out = w + (f_i s_k) u, neg = w - (f_i s_k) u, for every width a kernel has and the
-   vector and element-by-element paths alike. */
+   vector and element-by-element paths alike, writing nothing past the sliver. */
 static void check_former(void)
 {
 #ifdef GRZO_USE_BLIS
     static const int64_t widths[] = { 6, 8, 16, 32 }, kcs[] = { 1, 7, 384 };
     float *w = (float *)malloc(sizeof(float) * 32 * 384), *u = (float *)malloc(sizeof(float) * 32 * 384);
-    float *out = (float *)malloc(sizeof(float) * 32 * 384), *neg = (float *)malloc(sizeof(float) * 32 * 384);
+    float *out = (float *)malloc(sizeof(float) * (32 * 384 + GUARD)), *neg = (float *)malloc(sizeof(float) * (32 * 384 + GUARD));
     float f[32], sg[384];
     uint32_t ub[384];
     int64_t wi, ki, i, k, n = 0;
@@ -328,6 +343,7 @@ static void check_former(void)
                 for (mirror = 0; mirror < 2; mirror++) {
                     int64_t width = widths[wi], kc = kcs[ki], bad = 0;
                     const float *s = form ? sg : NULL;
+                    guard_set(out + kc * width), guard_set(neg + kc * width);
                     grzo__form_sliver(w, u, f, s, kc, width, out, mirror ? neg : NULL);
                     for (k = 0; k < kc; k++)
                         for (i = 0; i < width; i++) {
@@ -336,7 +352,8 @@ static void check_former(void)
                             bad += memcmp(&out[k * width + i], &a, sizeof a) != 0;
                             if (mirror) bad += memcmp(&neg[k * width + i], &b, sizeof b) != 0;
                         }
-                    CHECKF(bad == 0, "former: width %lld kc %lld s %d mirror %d: %lld elements differ",
+                    bad += !guard_intact(out + kc * width) + !guard_intact(neg + kc * width);
+                    CHECKF(bad == 0, "former: width %lld kc %lld s %d mirror %d: %lld elements differ or written past the sliver",
                            (long long)width, (long long)kc, form, mirror, (long long)bad);
                     /* a +-1 U as bits: the same expression with u = -1 where a bit is set */
                     for (k = 0; k < kc; k++) {
@@ -344,6 +361,7 @@ static void check_former(void)
                         for (i = 0; i < width; i++) ub[k] |= (uint32_t)(u[k * width + i] < 0.0f) << i;
                     }
                     bad = 0;
+                    guard_set(out + kc * width), guard_set(neg + kc * width);
                     grzo__form_sliver_bits(w, ub, f, s, kc, width, out, mirror ? neg : NULL);
                     for (k = 0; k < kc; k++)
                         for (i = 0; i < width; i++) {
@@ -352,7 +370,8 @@ static void check_former(void)
                             bad += memcmp(&out[k * width + i], &a, sizeof a) != 0;
                             if (mirror) bad += memcmp(&neg[k * width + i], &b, sizeof b) != 0;
                         }
-                    CHECKF(bad == 0, "former from bits: width %lld kc %lld s %d mirror %d: %lld elements differ",
+                    bad += !guard_intact(out + kc * width) + !guard_intact(neg + kc * width);
+                    CHECKF(bad == 0, "former from bits: width %lld kc %lld s %d mirror %d: %lld elements differ or written past the sliver",
                            (long long)width, (long long)kc, form, mirror, (long long)bad);
                     n += 2;
                 }
