@@ -1661,8 +1661,8 @@ static grzo_status grzo__ref_embedding(void *self, const grzo_embedding_args *a)
     grzo__ref *r = (grzo__ref *)self;
     for (n = 0; n < a->n_rows; n++)   /* every id first: a refused op writes nothing, touched maps included */
         if (a->ids[n] < 0 || a->ids[n] >= a->e.rows) {
-            snprintf(r->err, sizeof r->err, "token id %lld out of range [0, %lld)",
-                     (long long)a->ids[n], (long long)a->e.rows);
+            snprintf(r->err, sizeof r->err, "embedding: token id %lld at row %lld out of range [0, %lld)",
+                     (long long)a->ids[n], (long long)n, (long long)a->e.rows);
             return GRZO_ERR_INVALID_ARG;
         }
     for (n = 0; n < a->n_rows; n++) {

@@ -464,6 +464,29 @@ static void test_backend_embedding(int kind, grzo_backend *be)
     CHECK_OK(be->iface->embedding(be->self, &a));
     ref_embedding(E, V, d, ids, n_rows, NULL, yr, mag);
     CHECKF(close_all("embedding plain", y, yr, mag, n_rows * d, RTOL), "%s", cfg_name(kind));
+    {   /* an id out of range in the first row or the last: refused, naming the row, nothing written */
+        int end;
+        float *y0 = (float *)malloc((size_t)(n_rows * d) * sizeof(float));
+        REQUIRE(y0 != NULL);
+        a.perturb = &pt;
+        a.touched = touched;
+        for (end = 0; end < 2; end++) {
+            int64_t row = end ? n_rows - 1 : 0;
+            int32_t keep = ids[row];
+            char want[64];
+            ids[row] = end ? (int32_t)V : -1;
+            memset(touched, 0, (size_t)V);
+            memcpy(y0, y, (size_t)(n_rows * d) * sizeof(float));
+            snprintf(want, sizeof want, "token id %ld at row %lld out of range", (long)ids[row], (long long)row);
+            CHECK(be->iface->embedding(be->self, &a) == GRZO_ERR_INVALID_ARG);
+            CHECKF(strstr(be->iface->last_error(be->self), want) != NULL, "%s: '%s' says '%s'", cfg_name(kind),
+                   be->iface->last_error(be->self), want);
+            CHECKF(memcmp(y0, y, (size_t)(n_rows * d) * sizeof(float)) == 0 && memchr(touched, 1, (size_t)V) == NULL,
+                   "%s: a refused embedding wrote y or marked rows", cfg_name(kind));
+            ids[row] = keep;
+        }
+        free(y0);
+    }
     grzo_backend_free(be, E);
     grzo_backend_free(be, y);
     grzo_backend_free(be, ids);
