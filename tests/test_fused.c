@@ -597,10 +597,6 @@ static void check_form_ukr(void)
 #endif
 }
 
-/* A Rademacher U as bits, against grzo_noise_at element by element: a block's bits in
-   slivers (32 x 32 transposes, rows past the weight clear), row by row (for the packer that
-   forms), and unpacked to the floats grzo__pack_u packs, bit for bit; starting columns that
-   are not multiples of 32 and rows that start inside a Philox group, widths 12, 16 and 32. */
 /* The 32 x 32 bit transposes that make U's bits (bit c of word i becomes bit i of word c):
    the vector one this build runs and the scalar one that compilers without GCC's vector
    extensions run, against the definition, on random words and on single bits */
@@ -629,6 +625,10 @@ static void check_bit_transpose(void)
 #endif
 }
 
+/* A Rademacher U as bits, against grzo_noise_at element by element: a block's bits in
+   slivers (32 x 32 transposes, rows past the weight clear), row by row (for the packer that
+   forms), and unpacked to the floats grzo__pack_u packs, bit for bit; starting columns that
+   are not multiples of 32 and rows that start inside a Philox group, widths 12, 16 and 32. */
 static void check_u_bits(void)
 {
 #ifdef GRZO_USE_BLIS
