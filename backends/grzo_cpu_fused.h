@@ -60,6 +60,28 @@
 #include <immintrin.h>
 #include <cpuid.h>    /* the CPU family: grzo__forming_kernels */
 #endif
+/* Under AddressSanitizer every piece carved from the kept area and from a thread's buffer
+   (grzo__carve_take) is followed by a poisoned red zone of 16 floats, its alignment padding
+   poisoned too, as is whatever of the area this call does not carve: a kernel reading or
+   writing past its piece (a former one float past its sliver) is reported where the next
+   piece would otherwise absorb it. Plain builds lay the pieces out as they always have. */
+#if defined(__SANITIZE_ADDRESS__)
+#define GRZO__CPU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GRZO__CPU_ASAN 1
+#endif
+#endif
+#ifdef GRZO__CPU_ASAN
+#include <sanitizer/asan_interface.h>
+#define GRZO__CPU_REDZONE 16   /* floats */
+#define GRZO__CPU_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (size_t)(n) * sizeof(float))
+#define GRZO__CPU_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (size_t)(n) * sizeof(float))
+#else
+#define GRZO__CPU_REDZONE 0
+#define GRZO__CPU_POISON(p, n) ((void)0)
+#define GRZO__CPU_UNPOISON(p, n) ((void)0)
+#endif
 
 #define GRZO__PACK_MAX_WIDTH 64 /* the widest sliver it takes (skx: MR 32) */
 #define GRZO__WIDE_X 24          /* rows of a packed X sliver of the 16-row forming kernels */
@@ -204,8 +226,11 @@ typedef struct grzo__fused_copy {
    aligned. The fused path's panels (MBs a call) through malloc and free were mapped and
    faulted in anew on some calls, as glibc's thresholds happened to fall (a GRZO linear at
    bench_llm's prompt lengths: 270 page faults a call). The old area is freed before a larger
-   one is taken, so that the two never add up in the peak. NULL when it cannot grow. */
-static void *grzo__cpu_kept(grzo__cpu *cpu, size_t bytes) {
+   one is taken, so that the two never add up in the peak. NULL when it cannot grow.
+   The area holds at least `floats` floats from a 64-byte line; *limit: how many it holds. */
+static float *grzo__cpu_kept(grzo__cpu *cpu, int64_t floats, int64_t *limit) {
+    size_t bytes = (size_t)floats * sizeof(float);
+    char *area;
     if (bytes + 64 > cpu->kept_bytes) {
         free(cpu->kept);
         cpu->kept_bytes = 0;
@@ -213,7 +238,34 @@ static void *grzo__cpu_kept(grzo__cpu *cpu, size_t bytes) {
         if (!cpu->kept) return NULL;
         cpu->kept_bytes = bytes + 64;
     }
-    return (char *)cpu->kept + (64 - ((uintptr_t)cpu->kept & 63u));
+    area = (char *)cpu->kept + (64 - ((uintptr_t)cpu->kept & 63u));
+    *limit = (int64_t)((cpu->kept_bytes - (size_t)(area - (char *)cpu->kept)) / sizeof(float));
+    return (float *)area;
+}
+
+/* Consecutive pieces of a float area (base, `limit` floats): each starts a multiple of
+   `align` floats in, and under AddressSanitizer is followed by its red zone. A NULL base only
+   counts: the same takes size an area (`used`) and then carve it. */
+typedef struct grzo__carve { float *base; int64_t used, limit, align; } grzo__carve;
+static grzo__carve grzo__carve_begin(float *base, int64_t limit, int64_t align) {
+    grzo__carve c;
+    c.base = base;
+    c.used = 0;
+    c.limit = limit;
+    c.align = GRZO__CPU_REDZONE > 0 && align < 16 ? 16 : align;   /* red zones from a 64-byte line */
+    if (base) GRZO__CPU_UNPOISON(base, limit);   /* an earlier call's red zones lifted */
+    return c;
+}
+static float *grzo__carve_take(grzo__carve *c, int64_t n) {
+    float *p = c->base ? c->base + c->used : NULL;
+    int64_t piece = (n + c->align - 1) / c->align * c->align + GRZO__CPU_REDZONE;
+    if (p) GRZO__CPU_POISON(p + n, piece - n);
+    c->used += piece;
+    return p;
+}
+/* poisons the area past the pieces taken (under AddressSanitizer) */
+static void grzo__carve_end(const grzo__carve *c) {
+    if (c->base && c->used < c->limit) GRZO__CPU_POISON(c->base + c->used, c->limit - c->used);
 }
 
 /* The transposing packer under every panel: `h` rows of a row-major source (row i at
@@ -1406,11 +1458,68 @@ static int64_t grzo__x_slivers(const grzo__ukr *u, const grzo__fused_copy *c) {
                    : grzo__even_slivers(c->n_main, u->xp);
 }
 
-/* The next `bytes` of a kept area at *off, which moves on to the next 64-byte boundary. */
-static void *grzo__carve(char *base, size_t *off, size_t bytes) {
-    void *p = base + *off;
-    *off += (bytes + 63) / 64 * 64;
-    return p;
+/* The kept area of a multi-copy op: every piece from a 64-byte line. */
+typedef struct grzo__fused_kept {
+    float *xpack;             /* the copies' packed X slivers */
+    uint32_t *sws;            /* the in-kernel copies' s sign words */
+    float *tbuf;              /* the threads' buffers (grzo__fused_tbuf) */
+    float *trows, *xt, *xs;   /* the tail set: its rows staged, plain and times s; their slivers */
+} grzo__fused_kept;
+
+/* Carves the kept area (base, `limit` floats; a NULL base only counts) and returns the floats
+   it takes. */
+static int64_t grzo__fused_kept_carve(float *base, int64_t limit, int64_t x_elems, int64_t n_sw, int64_t tbuf_elems,
+                                      int64_t tail_rows_elems, int64_t tail_elems, grzo__fused_kept *kp) {
+    grzo__carve c = grzo__carve_begin(base, limit, 16);
+    kp->xpack = grzo__carve_take(&c, x_elems);
+    kp->sws = (uint32_t *)grzo__carve_take(&c, n_sw);   /* words the size of floats */
+    kp->tbuf = grzo__carve_take(&c, tbuf_elems);
+    kp->trows = grzo__carve_take(&c, 2 * tail_rows_elems);
+    kp->xt = grzo__carve_take(&c, tail_elems);
+    kp->xs = grzo__carve_take(&c, tail_elems);
+    grzo__carve_end(&c);
+    return c.used;
+}
+
+/* A thread's buffer in one K block of kc. */
+typedef struct grzo__fused_tbuf {
+    float *wpk, *upk;         /* packed W and U of a block */
+    float *formed, *formed2;  /* a copy's and its mirror's formed sliver */
+    float *row, *f, *fblk;    /* one sliver's U rows, the f vector and the block's */
+    uint32_t *ub;             /* the block's U bits */
+    float *tw, *tt;           /* the tail set's two products */
+    float *fsel, *kept;       /* the FMA-forming kernels' scales and the block's weights they keep */
+} grzo__fused_tbuf;
+
+/* Carves a thread's buffer (base, `limit` floats; a NULL base only counts) for a K block of kc
+   and returns the floats it takes. */
+static int64_t grzo__fused_tbuf_carve(float *base, int64_t limit, const grzo__ukr *u, int64_t per_block, int64_t kc,
+                                      int64_t n_tail, int any_fma, grzo__fused_tbuf *tb) {
+    grzo__carve c = grzo__carve_begin(base, limit, 1);
+    int64_t block = per_block * u->wp;
+    tb->wpk = grzo__carve_take(&c, block * kc);
+    tb->upk = grzo__carve_take(&c, block * kc);
+    tb->formed = grzo__carve_take(&c, u->wp * kc);
+    tb->formed2 = grzo__carve_take(&c, u->wp * kc);
+    tb->row = grzo__carve_take(&c, u->wp * kc);
+    tb->f = grzo__carve_take(&c, u->wp);
+    tb->fblk = grzo__carve_take(&c, block);
+    tb->ub = (uint32_t *)grzo__carve_take(&c, per_block * grzo__bits_stride(kc));   /* words the size of floats */
+    tb->tw = grzo__carve_take(&c, n_tail * block);
+    tb->tt = grzo__carve_take(&c, n_tail * block);
+    tb->fsel = grzo__carve_take(&c, 2 * block);
+    tb->kept = grzo__carve_take(&c, any_fma ? block * kc : 0);
+    grzo__carve_end(&c);
+    return c.used;
+}
+
+/* A thread's buffer as the packers' stage of `n` floats (the pieces of a block are carved anew
+   after the packing). */
+static float *grzo__fused_stage(float *base, int64_t limit, int64_t n) {
+    grzo__carve c = grzo__carve_begin(base, limit, 1);
+    float *stage = grzo__carve_take(&c, n);
+    grzo__carve_end(&c);
+    return stage;
 }
 
 /* The K block of a multi-copy op: the fewest blocks of at most 1.5 KC, of equal size (a
@@ -1478,33 +1587,21 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     if (nt > 1) n_blocks = (n_blocks + nt - 1) / nt * nt;
     if (n_blocks > n_slivers) n_blocks = n_slivers;
     per_block = (n_slivers + n_blocks - 1) / n_blocks;   /* the largest block: slivers are split evenly */
-    /* per thread: packed W and U of a block, a copy's and its mirror's formed sliver, one
-       sliver's U rows, the f vector and the block's, the block's U bits, the tail set's two
-       products, the FMA-forming kernels' scales and the block's weights they keep */
-    t_elems = (size_t)(2 * per_block * u->wp * kc_max + 3 * u->wp * kc_max + u->wp + per_block * u->wp +
-                       per_block * grzo__bits_stride(kc_max) + 2 * n_tail * per_block * u->wp +
-                       2 * per_block * u->wp + (any_fma ? per_block * u->wp * kc_max : 0) + 15) / 16 * 16;
+    {   /* a thread's buffer at the largest K block (grzo__fused_tbuf), whole 64-byte lines */
+        grzo__fused_tbuf tb;
+        t_elems = (size_t)(grzo__fused_tbuf_carve(NULL, 0, u, per_block, kc_max, n_tail, any_fma, &tb) + 15) / 16 * 16;
+    }
     {   /* the packed rows, the copies' sign words, the threads' buffers, the tail set: kept */
-        size_t sz[6], total = 0, off = 0;
-        char *kept;
-        int i;
-        sz[0] = (size_t)x_elems * sizeof(float);
-        sz[1] = (size_t)n_sw * sizeof(uint32_t);
-        sz[2] = (size_t)nt * t_elems * sizeof(float);
-        sz[3] = (size_t)(2 * n_tail * kc_max) * sizeof(float);
-        sz[4] = sz[5] = (size_t)tail_elems * sizeof(float);
-        for (i = 0; i < 6; i++) total += (sz[i] + 63) / 64 * 64;
-        kept = (char *)grzo__cpu_kept(cpu, total);
+        grzo__fused_kept kp;
+        int64_t limit, n = grzo__fused_kept_carve(NULL, 0, x_elems, n_sw, nt * (int64_t)t_elems, n_tail * kc_max, tail_elems,
+                                                  &kp);
+        float *kept = grzo__cpu_kept(cpu, n, &limit);
         if (!kept) {
             grzo__cpu_release(&sc);
             return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed");
         }
-        xpack = (float *)grzo__carve(kept, &off, sz[0]);
-        sws = (uint32_t *)grzo__carve(kept, &off, sz[1]);
-        tbuf = (float *)grzo__carve(kept, &off, sz[2]);
-        trows = (float *)grzo__carve(kept, &off, sz[3]);
-        xt = (float *)grzo__carve(kept, &off, sz[4]);
-        xs = (float *)grzo__carve(kept, &off, sz[5]);
+        grzo__fused_kept_carve(kept, limit, x_elems, n_sw, nt * (int64_t)t_elems, n_tail * kc_max, tail_elems, &kp);
+        xpack = kp.xpack, sws = kp.sws, tbuf = kp.tbuf, trows = kp.trows, xt = kp.xt, xs = kp.xs;
     }
     for (k0 = 0; k0 < d_in; k0 += kc_max) {
         int64_t kc = d_in - k0 < kc_max ? d_in - k0 : kc_max;
@@ -1516,7 +1613,9 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
         for (job = 0; job < n_copies * max_jobs; job++) {
             int64_t i = job / max_jobs, t = job % max_jobs, own = grzo__x_slivers(u, &cp[i]);
             const grzo__fused_copy *ci = &cp[i];
-            float *stage = d_in % 1024 == 0 ? tbuf + (size_t)grzo__cpu_thread() * t_elems : NULL;   /* activations: cached */
+            float *stage = d_in % 1024 == 0   /* activations: cached */
+                ? grzo__fused_stage(tbuf + (size_t)grzo__cpu_thread() * t_elems, (int64_t)t_elems,
+                                    (ci->wide ? GRZO__WIDE_X : u->xp) * kc) : NULL;
             if (t < own && (ci->wide || ci->fma))
                 grzo__pack_even_sliver(a->x + ci->row0 * d_in + k0, d_in, ci->n_main, ci->wide ? GRZO__WIDE_X : u->xp, t,
                                        kc, stage, xpack + ci->x_off);
@@ -1537,21 +1636,14 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
         for (blk = 0; blk < n_blocks; blk++) {
             int64_t s0 = blk * n_slivers / n_blocks, s1 = (blk + 1) * n_slivers / n_blocks;
             int64_t j0 = s0 * u->wp, j1 = s1 * u->wp > d_out ? d_out : s1 * u->wp, q, i, cc;
-            float *wpk = tbuf + (size_t)grzo__cpu_thread() * t_elems, *upk, *formed, *formed2, *row, *f, *fblk, *tw, *tt;
-            float *fsel, *kept;
+            grzo__fused_tbuf tb;
+            float *wpk, *upk, *formed, *formed2, *row, *f, *fblk, *tw, *tt, *fsel, *kept;
             uint32_t *ub;
-            upk = wpk + per_block * u->wp * kc;
-            formed = upk + per_block * u->wp * kc;
-            formed2 = formed + u->wp * kc;
-            row = formed2 + u->wp * kc;
-            f = row + u->wp * kc;
-            fblk = f + u->wp;
-            ub = (uint32_t *)(fblk + per_block * u->wp);
-            tw = (float *)(ub + per_block * grzo__bits_stride(kc));
-            tt = tw + n_tail * per_block * u->wp;
-            fsel = tt + n_tail * per_block * u->wp;
-            kept = fsel + 2 * per_block * u->wp;
             if (j0 >= j1) continue;
+            grzo__fused_tbuf_carve(tbuf + (size_t)grzo__cpu_thread() * t_elems, (int64_t)t_elems, u, per_block, kc, n_tail,
+                                   any_fma, &tb);
+            wpk = tb.wpk, upk = tb.upk, formed = tb.formed, formed2 = tb.formed2, row = tb.row, f = tb.f, fblk = tb.fblk;
+            ub = tb.ub, tw = tb.tw, tt = tb.tt, fsel = tb.fsel, kept = tb.kept;
             if (n_copies == 1) {
                 if (cp[0].n_rows == 0) continue;
                 /* the whole formed block, where packed U would be (wpk: the staged W rows) */

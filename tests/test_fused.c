@@ -33,7 +33,8 @@
 #include "test_util.h"
 #include "../examples/common/cpu_env.h"
 
-#define D_IN 1000
+static int64_t d_in_case = 1000;   /* D_IN: 1000, then 2048 (rows of 1024 floats and more are staged) */
+#define D_IN d_in_case
 #define D_OUT 75
 #define N_SEG 8
 
@@ -179,8 +180,8 @@ static void check_case(int layout, int flipout, uint32_t dist)
                        (double)ype[n * D_OUT + j], bound);
             }
         }
-    printf("test_fused: layout %d, flipout %d, %s U: worst |fused - exact| = %.3f of (K + 2) eps mag\n", layout, flipout,
-           dist == GRZO_NOISE_GAUSSIAN ? "Gaussian" : "Rademacher", worst);
+    printf("test_fused: layout %d, flipout %d, %s U, d_in %lld: worst |fused - exact| = %.3f of (K + 2) eps mag\n", layout,
+           flipout, dist == GRZO_NOISE_GAUSSIAN ? "Gaussian" : "Rademacher", (long long)D_IN, worst);
     free(W); free(X); free(wp); free(pp); free(y1); free(y2); free(ype);
 }
 
@@ -306,12 +307,12 @@ static void check_packer(void)
 
 /* GUARD floats of a sentinel past an output: whatever writes past its end changes them */
 enum { GUARD = 16 };
-static void guard_set(float *p)
+TU_UNUSED static void guard_set(float *p)
 {
     int i;
     for (i = 0; i < GUARD; i++) p[i] = 12345.5f;
 }
-static int guard_intact(const float *p)
+TU_UNUSED static int guard_intact(const float *p)
 {
     int i;
     for (i = 0; i < GUARD; i++)
@@ -774,6 +775,7 @@ static int check_old_openblas(void)
 {
 #ifndef GRZO_USE_OPENBLAS
     tu_skip("test_fused", "built without OpenBLAS (-Dopenblas=disabled or libopenblas-dev missing): no core to judge");
+    return 77;   /* not reached: tu_skip exits */
 #else
     grzo_backend be;
     const char *line = "", *warning = "", *name = "untouched", *rest;
@@ -813,28 +815,64 @@ static int check_old_openblas(void)
 
 #ifdef GRZO_USE_BLIS
 /* The scratch area the fused path keeps between calls: every request, larger or smaller
-   than the last, gets a 64-byte aligned span of at least its bytes inside the area, and a
-   request that fits reuses it. */
+   than the last, gets a 64-byte aligned span of at least its floats inside the area, the
+   limit it reports is the area's end, and a request that fits reuses it. */
 static void check_kept_area(void)
 {
-    static const size_t sizes[] = { 1000, 1100, 1100, 50, 1163, 1164, 1165, 1228, 4096, 4000, 100000, 1, 100063 };
+    static const int64_t sizes[] = { 250, 275, 275, 12, 290, 291, 292, 307, 1024, 1000, 25000, 1, 25016 };
     grzo__cpu cpu;
     size_t i;
     memset(&cpu, 0, sizeof cpu);
     for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         const void *before = cpu.kept;
         size_t before_bytes = cpu.kept_bytes;
-        char *p = (char *)grzo__cpu_kept(&cpu, sizes[i]);
+        int64_t limit = -1;
+        float *p = grzo__cpu_kept(&cpu, sizes[i], &limit);
         REQUIRE(p != NULL);
-        CHECKF(((uintptr_t)p & 63u) == 0, "kept area: request %u not 64-byte aligned", (unsigned)sizes[i]);
-        CHECKF(p >= (char *)cpu.kept && p + sizes[i] <= (char *)cpu.kept + cpu.kept_bytes,
-               "kept area: request %u overruns the area of %u bytes", (unsigned)sizes[i], (unsigned)cpu.kept_bytes);
-        if (before && sizes[i] + 64 <= before_bytes)
-            CHECKF(cpu.kept == before, "kept area: request %u fits but the area was replaced", (unsigned)sizes[i]);
-        memset(p, 0xA5, sizes[i]);   /* the ASan build sees an overrun too */
+        CHECKF(((uintptr_t)p & 63u) == 0, "kept area: request %d not 64-byte aligned", (int)sizes[i]);
+        CHECKF((char *)p >= (char *)cpu.kept && limit >= sizes[i] &&
+               (char *)(p + limit) <= (char *)cpu.kept + cpu.kept_bytes &&
+               (char *)(p + limit + 1) > (char *)cpu.kept + cpu.kept_bytes,
+               "kept area: request %d: limit %d floats against the area of %u bytes", (int)sizes[i], (int)limit,
+               (unsigned)cpu.kept_bytes);
+        if (before && (size_t)sizes[i] * sizeof(float) + 64 <= before_bytes)
+            CHECKF(cpu.kept == before, "kept area: request %d fits but the area was replaced", (int)sizes[i]);
+        memset(p, 0xA5, (size_t)limit * sizeof(float));   /* the ASan build sees an overrun too */
     }
     free(cpu.kept);
 }
+
+#ifdef GRZO__CPU_ASAN
+/* The red zones of the carved pieces (AddressSanitizer builds): each piece is addressable to
+   its last float and poisoned right after it, the area past the pieces is poisoned, and a new
+   carving of the same area with other sizes lifts the old red zones. */
+static void check_red_zones(void)
+{
+    static const int64_t first[] = { 5, 16, 1, 0, 33 }, second[] = { 40, 3, 17 };
+    float *area = (float *)malloc(4096 * sizeof(float)), *p[5];
+    grzo__carve c;
+    int i;
+    REQUIRE(area != NULL);
+    c = grzo__carve_begin(area, 4096, 1);
+    for (i = 0; i < 5; i++) p[i] = grzo__carve_take(&c, first[i]);
+    grzo__carve_end(&c);
+    for (i = 0; i < 5; i++) {
+        if (first[i] > 0) CHECKF(!__asan_address_is_poisoned(p[i] + first[i] - 1), "red zones: piece %d's last float", i);
+        CHECKF(__asan_address_is_poisoned(p[i] + first[i]), "red zones: no red zone after piece %d", i);
+        CHECKF(((uintptr_t)p[i] & 63u) == 0, "red zones: piece %d not from a 64-byte line", i);
+    }
+    CHECK(__asan_address_is_poisoned(area + c.used) && __asan_address_is_poisoned(area + 4095));
+    c = grzo__carve_begin(area, 4096, 1);
+    for (i = 0; i < 3; i++) {
+        float *q = grzo__carve_take(&c, second[i]);
+        int64_t k;
+        for (k = 0; k < second[i]; k++) CHECKF(!__asan_address_is_poisoned(q + k), "red zones: piece %d float %d", i, (int)k);
+        CHECKF(__asan_address_is_poisoned(q + second[i]), "red zones: no red zone after piece %d (carved again)", i);
+    }
+    grzo__carve_end(&c);
+    free(area);
+}
+#endif
 #endif
 
 int main(int argc, char **argv)
@@ -874,6 +912,9 @@ int main(int argc, char **argv)
     check_u_bits();
 #ifdef GRZO_USE_BLIS
     check_kept_area();
+#ifdef GRZO__CPU_ASAN
+    check_red_zones();
+#endif
     check_auto_choice();
 #endif
     {
@@ -882,6 +923,11 @@ int main(int argc, char **argv)
             for (flip = 0; flip < 2; flip++)
                 for (gauss = 0; gauss < 2; gauss++)
                     check_case(layout, flip, gauss ? GRZO_NOISE_GAUSSIAN : GRZO_NOISE_RADEMACHER);
+        /* a d_in of a multiple of 1024: each X sliver's rows staged in its thread's buffer
+           before they are packed */
+        d_in_case = 2048;
+        for (layout = 0; layout < N_LAYOUTS; layout += 3)
+            for (flip = 0; flip < 2; flip++) check_case(layout, flip, GRZO_NOISE_RADEMACHER);
     }
     return tu_finish("test_fused");
 }
