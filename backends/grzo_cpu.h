@@ -107,6 +107,33 @@ GRZO_API int grzo_cpu_kernel_env(int i, const char **name, char *value, size_t v
 #include <cblas.h>
 #endif
 
+/* Under AddressSanitizer the bytes past a backend allocation's end (its alignment slack) are
+   poisoned, so a kernel writing one element past a buffer is reported; and every piece the
+   fused path carves from its kept area and from a thread's buffer (grzo__carve_take) is
+   followed by a poisoned red zone of 16 floats, its alignment padding poisoned too, as is
+   whatever of the area a call does not carve: a kernel reading or writing past its piece (a
+   former one float past its sliver) is reported where the next piece would otherwise absorb
+   it. Plain builds lay everything out as they always have. */
+#if defined(__SANITIZE_ADDRESS__)
+#define GRZO__CPU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GRZO__CPU_ASAN 1
+#endif
+#endif
+#ifdef GRZO__CPU_ASAN
+#include <sanitizer/asan_interface.h>
+#define GRZO__CPU_REDZONE 16   /* floats */
+#define GRZO__CPU_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (size_t)(n) * sizeof(float))
+#define GRZO__CPU_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (size_t)(n) * sizeof(float))
+#define GRZO__CPU_POISON_BYTES(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#else
+#define GRZO__CPU_REDZONE 0
+#define GRZO__CPU_POISON(p, n) ((void)0)
+#define GRZO__CPU_UNPOISON(p, n) ((void)0)
+#define GRZO__CPU_POISON_BYTES(p, n) ((void)0)
+#endif
+
 struct grzo__ukr;
 typedef struct grzo__cpu {
     int n_threads;
@@ -197,6 +224,7 @@ static grzo_status grzo__cpu_alloc(void *self, size_t bytes, void **out) {
     if (!raw) return grzo__cpu_fail((grzo__cpu *)self, GRZO_ERR_OUT_OF_MEMORY, "host allocation failed");
     p = raw + GRZO__CPU_ALIGN - (size_t)((uintptr_t)raw % GRZO__CPU_ALIGN);
     memcpy(p - sizeof raw, &raw, sizeof raw);
+    GRZO__CPU_POISON_BYTES(p + bytes, (size_t)(raw + bytes + GRZO__CPU_ALIGN - (p + bytes)));
     *out = p;
     return GRZO_OK;
 }

@@ -60,28 +60,6 @@
 #include <immintrin.h>
 #include <cpuid.h>    /* the CPU family: grzo__forming_kernels */
 #endif
-/* Under AddressSanitizer every piece carved from the kept area and from a thread's buffer
-   (grzo__carve_take) is followed by a poisoned red zone of 16 floats, its alignment padding
-   poisoned too, as is whatever of the area this call does not carve: a kernel reading or
-   writing past its piece (a former one float past its sliver) is reported where the next
-   piece would otherwise absorb it. Plain builds lay the pieces out as they always have. */
-#if defined(__SANITIZE_ADDRESS__)
-#define GRZO__CPU_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GRZO__CPU_ASAN 1
-#endif
-#endif
-#ifdef GRZO__CPU_ASAN
-#include <sanitizer/asan_interface.h>
-#define GRZO__CPU_REDZONE 16   /* floats */
-#define GRZO__CPU_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (size_t)(n) * sizeof(float))
-#define GRZO__CPU_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (size_t)(n) * sizeof(float))
-#else
-#define GRZO__CPU_REDZONE 0
-#define GRZO__CPU_POISON(p, n) ((void)0)
-#define GRZO__CPU_UNPOISON(p, n) ((void)0)
-#endif
 
 #define GRZO__PACK_MAX_WIDTH 64 /* the widest sliver it takes (skx: MR 32) */
 #define GRZO__WIDE_X 24          /* rows of a packed X sliver of the 16-row forming kernels */

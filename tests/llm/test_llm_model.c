@@ -593,8 +593,243 @@ static void test_capacity_limits(void) {
     fx_close(&f);
 }
 
+/* A registration with cfg and w through a CPU backend of its own: its status; *msg the
+   model's error (a copy). */
+static grzo_status try_register(const llm_config *cfg, const llm_weights *w, char *msg, size_t cap) {
+    grzo_backend be;
+    grzo_desc d;
+    grzo_ctx *ctx = NULL;
+    llm_model m;
+    grzo_status s;
+    llm_weights copy = *w;
+    if (grzo_backend_cpu_create(NULL, &be) != GRZO_OK) exit(1);
+    memset(&d, 0, sizeof d);
+    d.backend = &be;
+    if (grzo_create(&d, &ctx) != GRZO_OK) exit(1);
+    memset(&m, 0, sizeof m);
+    s = llm_model_register(ctx, &m, cfg, &copy);
+    snprintf(msg, cap, "%s", llm_model_error(&m));
+    llm_model_free(&m);
+    grzo_destroy(ctx);
+    grzo_backend_destroy(&be);
+    return s;
+}
+
+/* Registration: each size of the config at 0 and -1, and each weight tensor missing (the
+   last layer's, the output when untied), is refused with a message saying which; the
+   smallest model (every size 1, head_dim 2) registers and runs. */
+static void test_register_refusals(void) {
+    static const char *fields[] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "head_dim", "vocab_size"};
+    llm_config cfg = tu_tiny_config(0), bad;
+    tu_model tm;
+    char msg[300];
+    grzo_status s;
+    int f, v, k;
+    tu_model_create(&tm, &cfg, 77);
+    TU_CHECK(try_register(&cfg, &tm.w, msg, sizeof msg) == GRZO_OK, "the untied tiny model: %s", msg);
+    for (f = 0; f < 7; f++)
+        for (v = 0; v >= -1; v--) {
+            int32_t *field[7];
+            bad = cfg;
+            field[0] = &bad.dim, field[1] = &bad.hidden_dim, field[2] = &bad.n_layers, field[3] = &bad.n_heads;
+            field[4] = &bad.n_kv_heads, field[5] = &bad.head_dim, field[6] = &bad.vocab_size;
+            *field[f] = v;
+            s = try_register(&bad, &tm.w, msg, sizeof msg);
+            TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(msg, "non-positive size"), "config %s = %d: %s (%s)", fields[f], v,
+                     grzo_status_str(s), msg);
+        }
+    for (k = 0; k < 9; k++) {   /* the last layer's tensors, one at a time */
+        llm_layer *L = &tm.w.layers[cfg.n_layers - 1], keep = *L;
+        float **t[9];
+        t[0] = &L->attn_norm, t[1] = &L->wq, t[2] = &L->wk, t[3] = &L->wv, t[4] = &L->wo, t[5] = &L->ffn_norm;
+        t[6] = &L->w1, t[7] = &L->w2, t[8] = &L->w3;
+        *t[k] = NULL;
+        s = try_register(&cfg, &tm.w, msg, sizeof msg);
+        *L = keep;
+        TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(msg, "layer 1 misses"), "layer 1 tensor %d missing: %s (%s)", k,
+                 grzo_status_str(s), msg);
+    }
+    {
+        float *out = tm.w.output;
+        tm.w.output = NULL;
+        s = try_register(&cfg, &tm.w, msg, sizeof msg);
+        TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(msg, "missing"), "untied, no output: %s (%s)", grzo_status_str(s), msg);
+        tm.w.output = out;
+    }
+    tu_model_free(&tm);
+    {   /* the smallest sizes: accepted, and a forward of them finite */
+        fixture fx;
+        llm_config one = tu_tiny_config(1);
+        llm_state_desc sd;
+        llm_seq q;
+        llm_batch b;
+        int32_t tok[2] = {0, 0}, pos = 1;
+        float logit = NAN;
+        one.dim = one.hidden_dim = one.n_layers = one.n_heads = one.n_kv_heads = one.vocab_size = 1;
+        one.head_dim = 2;
+        memset(&fx, 0, sizeof fx);
+        tu_model_create(&fx.tm, &one, 5);
+        if (grzo_backend_cpu_create(NULL, &fx.be) != GRZO_OK) exit(1);
+        {
+            grzo_desc d;
+            memset(&d, 0, sizeof d);
+            d.backend = &fx.be;
+            if (grzo_create(&d, &fx.ctx) != GRZO_OK) exit(1);
+        }
+        TU_OK(&fx.m, llm_model_register(fx.ctx, &fx.m, &one, &fx.tm.w));
+        memset(&sd, 0, sizeof sd);
+        sd.max_rows = 2;
+        sd.max_seqs = 1;
+        sd.max_outputs = 1;
+        TU_OK(&fx.m, llm_state_create(fx.ctx, &fx.m, &sd, &fx.st));
+        memset(&q, 0, sizeof q);
+        q.tokens = tok;
+        q.n_tokens = 2;
+        q.out_pos = &pos;
+        q.n_out = 1;
+        b.seqs = &q;
+        b.n_seqs = 1;
+        b.n_segments = 0;
+        TU_OK(&fx.m, llm_forward(fx.ctx, &fx.m, fx.st, &b, &logit));
+        TU_CHECK(isfinite(logit), "the smallest model's logit is %g", (double)logit);
+        fx_close(&fx);
+    }
+}
+
+/* The state and forward entries' refusals the tests above do not reach, each with a message
+   saying what is wrong and nothing written; the values just inside each bound accepted. */
+static void test_api_refusals(void) {
+    fixture f, g;
+    example ex[N_EX];
+    llm_state_desc sd;
+    llm_state *st;
+    llm_seq q;
+    llm_batch b;
+    llm_profile prof;
+    float logits[16 * 64];
+    int which[1] = {0};
+    int32_t n_context[1], toks[MAX_TOK + 2];
+    double sum = 12.5;
+    grzo_status s;
+    int i, k;
+    fx_open(&f, 1, GRZO_ESTIMATOR_GRZO, 1e-2f);
+    make_examples(ex, f.tm.cfg.vocab_size, 23);
+    llm_model_free(NULL);   /* no-ops */
+    llm_state_free(NULL);
+    llm_state_profile_reset(NULL);
+    llm_state_profile(NULL, &prof);
+    /* capacities: each one out of range alone */
+    for (k = 0; k < 6; k++) {
+        memset(&sd, 0, sizeof sd);
+        sd.max_rows = 16;
+        sd.max_seqs = 2;
+        sd.max_outputs = 0;   /* accepted: a state may request no outputs */
+        if (k == 0) sd.max_rows = 0;
+        else if (k == 1) sd.max_seqs = 0, sd.max_segments = 4;   /* not 0: that alone would be refused */
+        else if (k == 2) sd.max_outputs = -1;
+        else if (k == 3) sd.max_seq_len = -1;
+        else if (k == 4) sd.max_segments = -1;
+        st = (llm_state *)&sd;
+        s = llm_state_create(f.ctx, &f.m, &sd, &st);
+        if (k == 5)
+            TU_CHECK(s == GRZO_OK && st != NULL, "the smallest capacities: %s (%s)", grzo_status_str(s), llm_model_error(&f.m));
+        else
+            TU_CHECK(s == GRZO_ERR_INVALID_ARG && st == NULL && strstr(llm_model_error(&f.m), "capacities must be positive"),
+                     "capacity case %d: %s (%s)", k, grzo_status_str(s), llm_model_error(&f.m));
+        if (s == GRZO_OK) llm_state_free(st);
+    }
+    /* a state from a context the model was not registered with */
+    fx_open(&g, 1, GRZO_ESTIMATOR_GRZO, 1e-2f);
+    memset(&sd, 0, sizeof sd);
+    sd.max_rows = 16;
+    sd.max_seqs = 2;
+    sd.max_outputs = 4;
+    st = (llm_state *)&sd;
+    s = llm_state_create(g.ctx, &f.m, &sd, &st);
+    TU_CHECK(s == GRZO_ERR_INVALID_ARG && st == NULL && strstr(llm_model_error(&f.m), "not the context"),
+             "another model's context: %s (%s)", grzo_status_str(s), llm_model_error(&f.m));
+    fx_close(&g);
+    /* forward: a token out of range in the first and in the last position, then bad batches;
+       the message is the model's own (it checks before any op runs), the logits untouched */
+    for (k = 0; k < 4; k++) {
+        example e = ex[0];
+        if (k < 2) e.tokens[0] = k == 0 ? -1 : f.tm.cfg.vocab_size;
+        else e.tokens[e.n_tokens - 1] = k == 2 ? -1 : f.tm.cfg.vocab_size;
+        for (i = 0; i < 16 * 64; i++) logits[i] = 7.0f;
+        s = forward_examples(&f, &e, which, NULL, 1, 0, logits);
+        TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(llm_model_error(&f.m), "llm_forward: sequence 0 token") &&
+                 strstr(llm_model_error(&f.m), "outside"), "token case %d: %s (%s)", k, grzo_status_str(s), llm_model_error(&f.m));
+        for (i = 0; i < 16 * 64; i++)
+            if (logits[i] != 7.0f) break;
+        TU_CHECK(i == 16 * 64, "token case %d: a refused forward wrote logit %d", k, i);
+    }
+    for (k = 0; k < 3; k++) {
+        b.seqs = NULL;
+        b.n_seqs = k == 0 ? 1 : k == 1 ? -1 : 0;
+        b.n_segments = k == 2 ? -1 : 0;
+        s = llm_forward(f.ctx, &f.m, f.st, &b, logits);
+        TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(llm_model_error(&f.m), "bad batch"), "batch case %d: %s (%s)", k,
+                 grzo_status_str(s), llm_model_error(&f.m));
+    }
+    /* scoring: sequences NULL; no context token (n_context = n_pad = 0); nothing to score */
+    b.seqs = NULL;
+    b.n_seqs = 1;
+    b.n_segments = 0;
+    n_context[0] = 1;
+    s = llm_sequence_logprob(f.ctx, &f.m, f.st, &b, n_context, &sum, NULL);
+    TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(llm_model_error(&f.m), "are required") && sum == 12.5,
+             "scoring without sequences: %s (%s)", grzo_status_str(s), llm_model_error(&f.m));
+    memset(&q, 0, sizeof q);
+    q.tokens = ex[0].tokens;
+    q.n_tokens = ex[0].n_tokens;
+    b.seqs = &q;
+    for (k = 0; k < 3; k++) {
+        n_context[0] = k == 0 ? 0 : k == 1 ? q.n_tokens : 1;
+        s = llm_sequence_logprob(f.ctx, &f.m, f.st, &b, n_context, &sum, NULL);
+        if (k == 2)
+            TU_CHECK(s == GRZO_OK && isfinite(sum) && sum < 0.0, "one context token: %s, sum %g", grzo_status_str(s), sum);
+        else
+            TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(llm_model_error(&f.m), "must leave a context token") && sum == 12.5,
+                     "n_context %d of %d tokens: %s (%s)", n_context[0], q.n_tokens, grzo_status_str(s), llm_model_error(&f.m));
+    }
+    /* log-softmax at a token out of range or of no logits: -inf */
+    TU_CHECK(llm_log_softmax_at(NULL, 2, 0) == -INFINITY, "log-softmax of no logits");
+    TU_CHECK(llm_log_softmax_at(logits, 2, -1) == -INFINITY && llm_log_softmax_at(logits, 2, 2) == -INFINITY,
+             "log-softmax at a token out of range");
+    /* the profile counts the forwards since its reset */
+    llm_state_profile(f.st, &prof);
+    TU_CHECK(prof.n_forward > 0 && prof.n_rows > 0, "the profile counted %lld forwards", (long long)prof.n_forward);
+    llm_state_profile_reset(f.st);
+    llm_state_profile(f.st, &prof);
+    TU_CHECK(prof.n_forward == 0 && prof.n_rows == 0 && prof.n_linear == 0 && prof.forward_s == 0.0, "the profile after its reset");
+    /* generation: a negative or NaN temperature, steps before the prompt's end, no prompt;
+       steps == n_prompt predicts one token */
+    {
+        llm_generate_desc gd;
+        int32_t n_total = -5;
+        memset(&gd, 0, sizeof gd);
+        gd.stop[0] = gd.stop[1] = -1;
+        for (k = 0; k < 5; k++) {
+            memcpy(toks, ex[0].tokens, sizeof(int32_t) * 4);
+            gd.steps = k == 2 ? 3 : 4;
+            gd.temperature = k == 0 ? -1.0f : k == 1 ? NAN : 0.0f;
+            s = llm_generate(f.ctx, &f.m, f.st, toks, k == 3 ? 0 : 4, &gd, &n_total);
+            if (k == 4)
+                TU_CHECK(s == GRZO_OK && n_total == 5 && toks[4] >= 0 && toks[4] < f.tm.cfg.vocab_size,
+                         "steps == n_prompt: %s, %d tokens (%s)", grzo_status_str(s), n_total, llm_model_error(&f.m));
+            else
+                TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(llm_model_error(&f.m), "bad arguments") &&
+                         memcmp(toks, ex[0].tokens, sizeof(int32_t) * 4) == 0,
+                         "generation case %d: %s (%s)", k, grzo_status_str(s), llm_model_error(&f.m));
+        }
+    }
+    fx_close(&f);
+}
+
 int main(void) {
     test_attention_choice();
+    test_register_refusals();
+    test_api_refusals();
     test_capacity_limits();
     test_batch_equals_alone(0);
     test_batch_equals_alone(1);

@@ -10,7 +10,8 @@
    - the host-side conversion to bf16 / f16 (what a device backend receives): through a CPU
      backend that claims 16-bit storage, every stored value must be the nearest 16-bit value
      of the fp32 weight (ties to even; f16: subnormals, 65504, overflow to infinity),
-     computed here from the definition;
+     computed here from the definition, in a tensor of edge values and in an embedding
+     longer than one chunk of the conversion;
    - llm_backend_create: "cpu" works, an unknown device or weight dtype is refused with a message, "cuda"
      either works (a GPU is present) or says why not in one line. */
 #include "llm_test_util.h"
@@ -213,8 +214,9 @@ static void test_conversion(grzo_dtype t) {
     grzo_param p;
     const uint16_t *h;
     int64_t i, n, bad = 0;
-    int p_bits = t == GRZO_DTYPE_BF16 ? 8 : 11;
+    int p_bits = t == GRZO_DTYPE_BF16 ? 8 : 11, which;
     double q_min = t == GRZO_DTYPE_BF16 ? ldexp(1.0, -133) : ldexp(1.0, -24), max = t == GRZO_DTYPE_BF16 ? 3.4e38 : 65504.0;
+    cfg.vocab_size = 33000;   /* an embedding of 1,056,000 weights: more than one chunk of the conversion (2^20) */
     tu_model_create(&tm, &cfg, 5);
     memcpy(tm.w.layers[0].wq, edge, sizeof edge);
     memset(&f, 0, sizeof f);
@@ -229,20 +231,26 @@ static void test_conversion(grzo_dtype t) {
     memset(&md, 0, sizeof md);
     md.dtype = t;
     TU_OK(&f.m, llm_model_register_ex(f.ctx, &f.m, &cfg, &tm.w, &md));
-    if (grzo_block_param(f.ctx, f.m.layers[0].wq, &p) != GRZO_OK) exit(1);
-    h = (const uint16_t *)p.data;
-    n = p.rows * p.cols;
-    TU_CHECK(p.dtype == t, "the block's dtype is %d, want %d", (int)p.dtype, (int)t);
-    for (i = 0; i < n; i++) {
-        double want = nearest((double)tm.w.layers[0].wq[i], p_bits, q_min, max), got = decode16(h[i], t);
-        int same = want == got && signbit(want) == signbit(got);
-        if (!same && bad++ < 5)
-            TU_CHECK(0, "%s: weight %lld = %.9g stored as %.9g (0x%04x), nearest is %.9g", t == GRZO_DTYPE_BF16 ? "bf16" : "f16",
-                     (long long)i, (double)tm.w.layers[0].wq[i], got, h[i], want);
+    for (which = 0; which < 2; which++) {   /* blk.0.attn_q with the edge values; the embedding, past one chunk */
+        const float *src = which == 0 ? tm.w.layers[0].wq : tm.w.tok_emb;
+        if (grzo_block_param(f.ctx, which == 0 ? f.m.layers[0].wq : f.m.tok_emb, &p) != GRZO_OK) exit(1);
+        h = (const uint16_t *)p.data;
+        n = p.rows * p.cols;
+        bad = 0;
+        TU_CHECK(p.dtype == t, "the block's dtype is %d, want %d", (int)p.dtype, (int)t);
+        for (i = 0; i < n; i++) {
+            double want = nearest((double)src[i], p_bits, q_min, max), got = decode16(h[i], t);
+            int same = want == got && signbit(want) == signbit(got);
+            if (!same && bad++ < 5)
+                TU_CHECK(0, "%s: %s weight %lld = %.9g stored as %.9g (0x%04x), nearest is %.9g",
+                         t == GRZO_DTYPE_BF16 ? "bf16" : "f16", which == 0 ? "blk.0.attn_q" : "token_embd", (long long)i,
+                         (double)src[i], got, h[i], want);
+        }
+        printf("%s conversion: %lld of %lld weights of %s rounded to nearest\n", t == GRZO_DTYPE_BF16 ? "bf16" : "f16",
+               (long long)(n - bad), (long long)n,
+               which == 0 ? "blk.0.attn_q (with the edge values)" : "token_embd (converted in chunks of 2^20)");
+        TU_CHECK(bad == 0, "%lld weights converted wrongly", (long long)bad);
     }
-    printf("%s conversion: %lld of %lld weights of blk.0.attn_q (%d edge values) rounded to nearest\n",
-           t == GRZO_DTYPE_BF16 ? "bf16" : "f16", (long long)(n - bad), (long long)n, (int)(sizeof edge / sizeof edge[0]));
-    TU_CHECK(bad == 0, "%lld weights converted wrongly", (long long)bad);
     llm_model_free(&f.m);
     grzo_destroy(f.ctx);
     grzo_backend_destroy(&f.be);
