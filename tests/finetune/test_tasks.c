@@ -12,6 +12,7 @@
 #include "qa_score.h"
 
 #include <stdarg.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -662,7 +663,7 @@ static void case_sampling(void)
             buf[len] = '\0';
             fclose(f);
             CHECKF(strstr(buf, "task CB (seed 3") && strstr(buf, "CB/train.jsonl (6 examples") &&
-                       strstr(buf, "train 4 examples") && strstr(buf, "dev   2 examples"),
+                       strstr(buf, "train 4 examples, gold: [0] ") && strstr(buf, "dev   2 examples"),
                    "%s", buf);
         }
         tasks_free(&a);
@@ -925,14 +926,18 @@ static const bad_file BAD[] = {
     {"RTE", "rte_field_not_string.jsonl", 2, "\"premise\" must be a string"},
     {"RTE", "rte_bad_label.tsv", 3, "\"yes\""},
     {"RTE", "rte_no_label_column.tsv", 1, "no \"label\" column"},
+    {"RTE", "json_partial_bom.jsonl", 1, "unexpected 0xEF"},   /* two of a BOM's three bytes are no BOM */
     {"BoolQ", "boolq_label_string.jsonl", 2, "true or false"},
+    {"BoolQ", "boolq_missing_passage.jsonl", 2, "missing \"passage\""},
     {"MultiRC", "multirc_answers_not_array.jsonl", 2, "\"passage.questions[0].answers\" must be an array"},
     {"MultiRC", "multirc_label_range.jsonl", 2, "\"passage.questions[0].answers[1].label\""},
     {"MultiRC", "multirc_passage_not_object.jsonl", 1, "\"passage\" must be an object"},
+    {"MultiRC", "multirc_missing_question.jsonl", 1, "missing \"passage.questions[0].question\""},
     {"COPA", "copa_bad_question.jsonl", 2, "\"because\""},
     {"COPA", "copa_label_range.jsonl", 3, "\"label\" must be an integer"},
     {"COPA", "copa_blank_choice.jsonl", 2, "blank"},
     {"WSC", "wsc_target_not_object.jsonl", 1, "\"target\" must be an object"},
+    {"WSC", "wsc_missing_label.jsonl", 1, "missing \"label\""},
     {"WiC", "wic_missing_label.jsonl", 3, "missing \"label\""},
     {"SST-2", "sst2_unlabeled.tsv", 1, "no \"label\" column"},
     {"SST-2", "sst2_label_range.tsv", 3, "not 0 or 1"},
@@ -958,6 +963,7 @@ static const bad_file BAD[] = {
     {"SQuAD", "squad_data_not_array.json", 0, "\"data\" must be an array"},
     {"SQuAD", "squad_unanswerable.json", 0, "\"data[0].paragraphs[0].qas[0].answers\" is empty (SQuAD 2.0"},
     {"SQuAD", "squad_answer_not_string.json", 0, "\"data[0].paragraphs[0].qas[0].answers[0].text\" must be a string"},
+    {"SQuAD", "squad_answer_not_object.json", 0, "\"data[0].paragraphs[0].qas[0].answers[0]\" must be an object"},
     {"SQuAD", "squad_missing_context.json", 0, "missing \"data[0].paragraphs[0].context\""},
     {"SQuAD", "squad_missing_id.json", 0, "missing \"data[0].paragraphs[0].qas[0].id\""},
     {"SQuAD", "squad_truncated.json", 3, "control character"},
@@ -966,6 +972,7 @@ static const bad_file BAD[] = {
     {"DROP", "drop_spans_not_array.json", 0, "\"p1.qa_pairs[0].answer.spans\" must be an array"},
     {"DROP", "drop_span_not_string.json", 0, "\"p1.qa_pairs[0].answer.spans[1]\" must be a string"},
     {"DROP", "drop_missing_answer.json", 0, "missing \"p1.qa_pairs[0].answer\""},
+    {"DROP", "drop_answer_not_object.json", 0, "\"p1.qa_pairs[0].answer\" must be an object"},
     {"DROP", "drop_date_not_object.json", 0, "\"p1.qa_pairs[0].answer.date\" must be an object"},
     {"DROP", "drop_validated_bad.json", 0, "\"p1.qa_pairs[0].validated_answers[1].date.day\" must be a string"},
     {"DROP", "drop_no_usable_answer.json", 0, "no examples in the file (1 skipped: no usable answer)"},
@@ -1033,7 +1040,22 @@ static void case_malformed(void)
                       data("malformed/json_trailing_comma.jsonl"), 2, ":2:59: ");
     CHECK(tasks_load("SST-2", NULL, data("SST-2/dev.tsv"), 1, -1, -1, -1, &s, err, sizeof err) != 0 && strstr(err, "required"));
     CHECK(tasks_load("SST-2", data("SST-2/train.tsv"), NULL, 1, -1, -1, -1, &s, NULL, 0) != 0); /* err may be NULL */
+    CHECK(tasks_load("SST-2", data("SST-2/train.tsv"), NULL, 1, -1, -1, -1, &s, NULL, 64) != 0); /* with any length */
     CHECK(tasks_load_ex(NULL, &s, err, sizeof err) != 0);
+    /* blank lines between and after a tsv's rows are skipped; a file's hash is FNV-1a 64 of
+       its bytes, every one of them (an indices file names it: a changed first byte must show) */
+    if (tasks_load("SST-2", data("SST-2/blank_lines.tsv"), data("SST-2/dev.tsv"), 1, -1, 0, -1, &s, err, sizeof err) == 0) {
+        FILE *f = fopen(data("SST-2/blank_lines.tsv"), "rb");
+        uint64_t h = UINT64_C(0xcbf29ce484222325);
+        int c;
+        CHECKF(s.pool[TASKS_TRAIN] == 2 && s.train.n == 2, "blank lines: %lu examples, want 2", (unsigned long)s.train.n);
+        CHECK(f != NULL);
+        while (f && (c = getc(f)) != EOF) h = (h ^ (uint64_t)(unsigned char)c) * UINT64_C(0x100000001b3);
+        if (f) fclose(f);
+        CHECKF(s.hash[TASKS_TRAIN] == h, "the train file's hash %016" PRIx64 ", FNV-1a 64 of its bytes %016" PRIx64,
+               s.hash[TASKS_TRAIN], h);
+        tasks_free(&s);
+    } else CHECKF(0, "SST-2 with blank lines: %s", err);
 }
 
 /* ====================================================================================== */
@@ -1379,6 +1401,11 @@ static void case_qa_templates(void)
         expect_prediction(&s, find_ex(&s.test, 1), "24\xe2\x80\x93" "10.", 1, 1);
         expect_prediction(&s, find_ex(&s.test, 2), "Levi's Stadium, Santa Clara", 0, 0.8);
         CHECK(tasks_score_prediction(tasks_find("RTE"), find_ex(&s.test, 0), "x", &(double){0}, &(double){0}) != 0);
+        {   /* an example without answers cannot be scored */
+            tasks_example none = *find_ex(&s.test, 0);
+            none.n_answers = 0;
+            CHECK(tasks_score_prediction(s.task, &none, "x", &(double){0}, &(double){0}) != 0);
+        }
         tasks_free(&s);
     }
     if (load_all("DROP", "DROP/drop_dataset_train.json", "DROP/drop_dataset_dev.json", &s) == 0) {
