@@ -65,7 +65,9 @@ static uint32_t py_lower(uint32_t c)
         return c + 32;
     if ((c >= 0x100 && c <= 0x137 && c % 2 == 0) || (c >= 0x139 && c <= 0x148 && c % 2 == 1) ||
         (c >= 0x14A && c <= 0x177 && c % 2 == 0) || (c >= 0x179 && c <= 0x17E && c % 2 == 1) ||
-        (c >= 0x460 && c <= 0x481 && c % 2 == 0) || (c >= 0x48A && c <= 0x4BF && c % 2 == 0))
+        c == 0x370 || c == 0x372 || c == 0x376 || (c >= 0x3D8 && c <= 0x3EE && c % 2 == 0) || c == 0x3F7 ||
+        c == 0x3FA || (c >= 0x460 && c <= 0x481 && c % 2 == 0) || (c >= 0x48A && c <= 0x4BF && c % 2 == 0) ||
+        (c >= 0x4C1 && c <= 0x4CD && c % 2 == 1) || (c >= 0x4D0 && c <= 0x52F && c % 2 == 0))
         return c + 1;
     if (c == 0x178) return 0xFF;
     if (c >= 0x400 && c <= 0x40F) return c + 80;
@@ -73,7 +75,15 @@ static uint32_t py_lower(uint32_t c)
     if (c >= 0x388 && c <= 0x38A) return c + 37;
     if (c == 0x38C) return 0x3CC;
     if (c == 0x38E || c == 0x38F) return c + 63;
-    return c;
+    if (c >= 0x3FD && c <= 0x3FF) return c - 130;   /* the reversed lunate sigmas */
+    switch (c) {   /* archaic and symbol forms of Greek, Cyrillic palochka */
+    case 0x37F: return 0x3F3;
+    case 0x3CF: return 0x3D7;
+    case 0x3F4: return 0x3B8;
+    case 0x3F9: return 0x3F2;
+    case 0x4C0: return 0x4CF;
+    default: return c;
+    }
 }
 
 /* Non-ASCII blocks whose characters are not alphanumeric (so not \w for Python's re). */
@@ -121,28 +131,32 @@ static int word_nocase(const char *s, size_t n, const char *w)
     return 1;
 }
 
-/* The length of Python whitespace at the start of s[0..n). */
-static size_t space_prefix(const char *s, size_t n)
+/* What float() strips around a number: str.isspace()'s characters but the four information
+   separators U+001C..U+001F (float("\x1c1") raises). */
+static int py_float_space(uint32_t cp) { return qa_py_isspace(cp) && !(cp >= 0x1C && cp <= 0x1F); }
+
+/* The length of whitespace (by `space`) at the start of s[0..n). */
+static size_t space_prefix(const char *s, size_t n, int (*space)(uint32_t))
 {
     size_t i = 0;
     while (i < n) {
         uint32_t cp;
         size_t l = utf8_seq((const unsigned char *)s + i, n - i, &cp);
-        if (!l || !qa_py_isspace(cp)) break;
+        if (!l || !space(cp)) break;
         i += l;
     }
     return i;
 }
 
-/* Python whitespace at the end: the start of the trailing run. */
-static size_t space_suffix_start(const char *s, size_t n)
+/* Whitespace (by `space`) at the end: the start of the trailing run. */
+static size_t space_suffix_start(const char *s, size_t n, int (*space)(uint32_t))
 {
     size_t end = n;
     while (end > 0) {
         size_t start = end - 1;
         uint32_t cp;
         while (start > 0 && ((unsigned char)s[start] & 0xC0) == 0x80) start--;
-        if (utf8_seq((const unsigned char *)s + start, end - start, &cp) != end - start || !qa_py_isspace(cp)) break;
+        if (utf8_seq((const unsigned char *)s + start, end - start, &cp) != end - start || !space(cp)) break;
         end = start;
     }
     return end;
@@ -150,7 +164,7 @@ static size_t space_suffix_start(const char *s, size_t n)
 
 int qa_py_is_number(const char *s, double *value)
 {
-    size_t n = strlen(s), a = space_prefix(s, n), b = space_suffix_start(s, n), i, g;
+    size_t n = strlen(s), a = space_prefix(s, n, py_float_space), b = space_suffix_start(s, n, py_float_space), i, g;
     char clean[512];
     size_t m = 0;
     const char *p;
@@ -713,7 +727,7 @@ done:
 static int blank(const char *s)
 {
     size_t n = strlen(s);
-    return space_prefix(s, n) == n;
+    return space_prefix(s, n, qa_py_isspace) == n;
 }
 
 int qa_drop_score(const char *prediction, const qa_answer *golds, int n_golds, double *em, double *f1)
