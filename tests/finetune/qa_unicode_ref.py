@@ -5,7 +5,8 @@
     whitespace, through SQuAD's normalize_answer and DROP's _normalize_answer;
   - every character Python's str.split() splits at;
   - str.lower() of every capital of Latin-1, Latin Extended-A, Greek and Cyrillic (with its
-    supplement), and the final sigma, between letters that \\b cannot separate;
+    supplement), between letters that \\b cannot separate, and the final sigma next to every
+    character up to U+052F (which of them are cased, which case-ignorable);
   - invalid UTF-8 (truncated, overlong, surrogate, out-of-range and stray bytes) repaired as
     bytes.decode("utf-8", "replace") does.
 usage: qa_unicode_ref.py HELPER (tests/finetune/qa_normalize_hex). Exits 0 when all agree."""
@@ -33,6 +34,13 @@ def cases():
         if c.isalpha() and c.lower() != c:
             out += [("squad", f"x{c}y"), ("drop", f"x{c}y")]
     out += [("squad", s) for s in ("xΣ", "aΣb", "ΑΣ ΣΑ", "Σ", "xΣ.", "İx", "xİ")]
+    for before in ("é", "Ā", "ƀ", "ω", "ж", "ԑ", "x'", "é\u0301", "1", "😀"):   # the final sigma after each script
+        out += [("squad", f"{before}Σ"), ("squad", f"{before}Σ{before}")]
+    out += [(m, "a 😀 the 𝔸 b\U0010FFFF") for m in ("squad", "drop")]   # four-byte characters kept
+    for cp in range(0x21, 0x530):   # the final sigma's reading of each character: cased, case-ignorable
+        c = chr(cp)
+        if not c.isspace() and not (0x180 <= cp <= 0x2AF and c.lower() != c):   # Latin Extended-B: not lowered
+            out += [("squad", f"{c}Σ"), ("squad", f"x{c}Σ"), ("squad", f"xΣ{c}")]
     return out
 
 

@@ -1237,6 +1237,14 @@ static void case_qa_score(void)
     /* str.lower() at the edges of its ranges: U+00DE, U+0100, U+014A, U+0179 -> U+00FE, U+0101,
        U+014B, U+017A */
     CHECK_NORM(qa_squad_normalize, "\xc3\x9e \xc4\x80 \xc5\x8a \xc5\xb9", "\xc3\xbe \xc4\x81 \xc5\x8b \xc5\xba");
+    /* no golds: nothing to score against; invalid UTF-8 throughout: three bytes out per byte in */
+    {
+        qa_answer none = {cat, 1};
+        char *r = qa_utf8_repair("\xff\xfe\xc3", 3);
+        CHECK(qa_squad_score("cat", &none, 0, &em, &f1) != 0 && qa_drop_score("cat", &none, 0, &em, &f1) != 0);
+        CHECK(r != NULL && strcmp(r, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd") == 0);
+        free(r);
+    }
     /* exact match and F1, maxima over the golds */
     squad_known("the Denver Broncos", broncos, 2, 1, 1);
     squad_known("Broncos", broncos, 2, 0, 2.0 / 3.0);
