@@ -32,8 +32,10 @@
    ---- Unicode ----
    ASCII text behaves exactly as in Python. Beyond ASCII, Python consults the whole Unicode
    database; here: lower() maps the capitals of Latin-1, Latin Extended-A, Greek and
-   Cyrillic (U+0130 becomes "i" + U+0307, as in Python) and leaves other scripts as they
-   are; a character counts as a word character for \b unless it is whitespace or in the
+   Cyrillic (U+0130 becomes "i" + U+0307, as in Python; a capital sigma becomes final by
+   Python's cased and case-ignorable characters up to U+052F) and leaves other scripts as
+   they are (tests/finetune/qa_unicode_ref.py checks each of these characters against
+   CPython); a character counts as a word character for \b unless it is whitespace or in the
    punctuation/symbol blocks listed in qa_score.c (Latin-1 punctuation, combining marks,
    General Punctuation, currency, arrows and mathematical/technical symbols, box drawing to
    dingbats, CJK punctuation, fullwidth punctuation, emoji); float() accepts ASCII digits
