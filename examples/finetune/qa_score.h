@@ -30,17 +30,17 @@
    whose first span is not blank, EM and F1 each.
 
    ---- Unicode ----
-   ASCII text behaves exactly as in Python. Beyond ASCII, Python consults the whole Unicode
-   database; here: lower() maps the capitals of Latin-1, Latin Extended-A, Greek and
-   Cyrillic (U+0130 becomes "i" + U+0307, as in Python; a capital sigma becomes final by
-   Python's cased and case-ignorable characters up to U+052F) and leaves other scripts as
-   they are (tests/finetune/qa_unicode_ref.py checks each of these characters against
-   CPython); a character counts as a word character for \b unless it is whitespace or in the
-   punctuation/symbol blocks listed in qa_score.c (Latin-1 punctuation, combining marks,
-   General Punctuation, currency, arrows and mathematical/technical symbols, box drawing to
-   dingbats, CJK punctuation, fullwidth punctuation, emoji); float() accepts ASCII digits
-   only (Python also takes other scripts' decimal digits). Invalid UTF-8 in a prediction
-   reads as U+FFFD, as a tokenizer's decode(errors="replace") gives it.
+   ASCII text behaves exactly as in Python, and so does every character up to U+052F
+   (Latin-1, Latin Extended-A and -B, IPA, Greek, Cyrillic and its supplement): its lower
+   case (U+0130 becomes "i" + U+0307), whether it is a word character for \b, and the final
+   sigma beside it (tests/finetune/qa_unicode_ref.py checks each against CPython). Beyond,
+   Python consults the whole Unicode database; here lower() leaves other scripts as they are,
+   and a character counts as a word character unless it is whitespace or in the punctuation
+   and symbol blocks listed in qa_score.c (General Punctuation, currency, arrows and
+   mathematical/technical symbols, box drawing to dingbats, CJK punctuation, fullwidth
+   punctuation, emoji). float() accepts ASCII digits only (Python also takes other scripts'
+   decimal digits). Invalid UTF-8 in a prediction reads as U+FFFD, as a tokenizer's
+   decode(errors="replace") gives it.
 
    Every function returns 0, or -1 for bad arguments or no memory. */
 #ifndef GRZO_QA_SCORE_H

@@ -4,9 +4,9 @@
   - every ASCII character, in contexts that exercise lowering, punctuation, articles and
     whitespace, through SQuAD's normalize_answer and DROP's _normalize_answer;
   - every character Python's str.split() splits at;
-  - str.lower() of every capital of Latin-1, Latin Extended-A, Greek and Cyrillic (with its
-    supplement), between letters that \\b cannot separate, and the final sigma next to every
-    character up to U+052F (which of them are cased, which case-ignorable);
+  - every character from U+0080 to U+052F (Latin-1, Latin Extended-A and -B, IPA, Greek and
+    Cyrillic with its supplement): str.lower() of it between letters, whether \\b sees a word
+    character (beside "the"), and the final sigma next to it (cased, case-ignorable);
   - invalid UTF-8 (truncated, overlong, surrogate, out-of-range and stray bytes) repaired as
     bytes.decode("utf-8", "replace") does.
 usage: qa_unicode_ref.py HELPER (tests/finetune/qa_normalize_hex). Exits 0 when all agree."""
@@ -28,18 +28,17 @@ def cases():
     for cp in range(0x80, 0x3001):
         if chr(cp).isspace():
             out += [("squad", f"a{chr(cp)}b the{chr(cp)}c"), ("drop", f"a{chr(cp)}b 7{chr(cp)}")]
-    lowered = [cp for r in ((0xC0, 0xDF), (0x100, 0x17F), (0x370, 0x3FF), (0x400, 0x52F)) for cp in range(r[0], r[1] + 1)]
-    for cp in lowered:
+    for cp in range(0x80, 0x530):   # lowered, and a word character or not (\\b beside "the")
         c = chr(cp)
-        if c.isalpha() and c.lower() != c:
-            out += [("squad", f"x{c}y"), ("drop", f"x{c}y")]
+        if not c.isspace():
+            out += [("squad", f"x{c}y"), ("drop", f"x{c}y"), ("squad", f"the{c}x"), ("squad", f"x{c}the")]
     out += [("squad", s) for s in ("xΣ", "aΣb", "ΑΣ ΣΑ", "Σ", "xΣ.", "İx", "xİ")]
     for before in ("é", "Ā", "ƀ", "ω", "ж", "ԑ", "x'", "é\u0301", "1", "😀"):   # the final sigma after each script
         out += [("squad", f"{before}Σ"), ("squad", f"{before}Σ{before}")]
     out += [(m, "a 😀 the 𝔸 b\U0010FFFF") for m in ("squad", "drop")]   # four-byte characters kept
     for cp in range(0x21, 0x530):   # the final sigma's reading of each character: cased, case-ignorable
         c = chr(cp)
-        if not c.isspace() and not (0x180 <= cp <= 0x2AF and c.lower() != c):   # Latin Extended-B: not lowered
+        if not c.isspace() and not (0x250 <= cp <= 0x2AF and c.lower() != c):   # IPA: not lowered
             out += [("squad", f"{c}Σ"), ("squad", f"x{c}Σ"), ("squad", f"xΣ{c}")]
     return out
 
