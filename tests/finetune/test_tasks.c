@@ -13,6 +13,7 @@
 
 #include <stdarg.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,19 +198,31 @@ static void case_table(void)
 
 /* ====================================================================================== */
 
+/* text[0..len) in a heap block of exactly len bytes, no NUL after it: the parser must not
+   read past len (the ASan copy reports a byte too far) */
+static char *exact_copy(const char *text, size_t len)
+{
+    char *c = (char *)malloc(len ? len : 1);
+    if (!c) { fprintf(stderr, "out of memory\n"); exit(1); }
+    memcpy(c, text, len);
+    return c;
+}
+
 static void json_ok(const char *text, json_value *v)
 {
-    char err[256];
-    int rc = json_parse(text, strlen(text), v, NULL, err, sizeof err);
+    char err[256], *c = exact_copy(text, strlen(text));
+    int rc = json_parse(c, strlen(text), v, NULL, err, sizeof err);
+    free(c);
     CHECKF(rc == 0, "%s: %s", text, err);
 }
 
 static void json_bad(const char *text, size_t len, size_t want_offset, const char *want_msg)
 {
     json_value v;
-    char err[256] = "";
+    char err[256] = "", *c = exact_copy(text, len);
     size_t off = 12345;
-    int rc = json_parse(text, len, &v, &off, err, sizeof err);
+    int rc = json_parse(c, len, &v, &off, err, sizeof err);
+    free(c);
     CHECKF(rc != 0, "accepted: %s", text);
     CHECKF(off == want_offset, "%s: offset %lu, want %lu (%s)", text, (unsigned long)off, (unsigned long)want_offset, err);
     CHECKF(strstr(err, want_msg) != NULL, "%s: message \"%s\" lacks \"%s\"", text, err, want_msg);
@@ -260,6 +273,24 @@ static void case_json(void)
     json_ok("-9223372036854775808", &v);
     CHECK(v.is_integer && v.integer == (-9223372036854775807LL - 1));
     json_free(&v);
+    json_ok("\"\\uD800\\uDC00\"", &v); /* the first pair: U+10000 */
+    CHECK_STR(v.string, "\xf0\x90\x80\x80");
+    json_free(&v);
+    json_ok("2.5", &v);   /* a fraction, an exponent at the text's end */
+    CHECK(!v.is_integer && v.number == 2.5);
+    json_free(&v);
+    json_ok("25e-1", &v);
+    CHECK(!v.is_integer && v.number == 2.5);
+    json_free(&v);
+    {   /* a number longer than the parser's own buffer */
+        char big[102];
+        big[0] = '1';
+        memset(big + 1, '0', 99);
+        big[100] = '\0';
+        json_ok(big, &v);
+        CHECK(v.type == JSON_NUMBER && !v.is_integer && fabs(v.number / 1e99 - 1.0) < 1e-15);
+        json_free(&v);
+    }
 
     /* 128 levels are fine, 129 are not */
     for (i = 0; i < 128; i++) deep[i] = '[';
@@ -277,6 +308,10 @@ static void case_json(void)
     json_bad("{\"a\":1,}", 8, 7, "trailing comma");
     json_bad("[1,]", 4, 3, "trailing comma");
     json_bad("[1 2]", 5, 3, "expected ',' or ']'");
+    json_bad("[1", 2, 0, "unterminated array");
+    json_bad("{", 1, 0, "unterminated object");
+    json_bad("\x7f", 1, 0, "0x7F");
+    json_bad("\"\x80\"", 3, 1, "invalid UTF-8");
     json_bad("{\"a\" 1}", 7, 5, "expected ':'");
     json_bad("{a:1}", 5, 1, "string key");
     json_bad("{\"a\":1,\"a\":2}", 13, 0, "duplicate key \"a\"");
@@ -284,6 +319,7 @@ static void case_json(void)
     json_bad("\"a\\", 3, 0, "unterminated string");
     json_bad("\"\\x\"", 4, 1, "invalid escape");
     json_bad("\"\\u12\"", 6, 1, "four hex digits");
+    json_bad("\"\\u12", 5, 1, "four hex digits");   /* the escape cut by the text's end */
     json_bad("\"\\ud800\"", 8, 1, "unpaired high surrogate");
     json_bad("\"\\ud800\\u0041\"", 14, 1, "unpaired high surrogate");
     json_bad("\"\\udc00\"", 8, 1, "unpaired low surrogate");
