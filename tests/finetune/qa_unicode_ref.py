@@ -21,7 +21,7 @@ from qa_rescore import drop_normalize, squad_normalize  # noqa: E402
 def cases():
     out = []
     for c in map(chr, range(1, 128)):
-        if c in "\n":
+        if c == "\n":   # the helper reads a line per case
             continue
         for s in (f"The{c}A an{c}x", f"a {c} the", f"{c}", f"x{c}y", f"An{c}12 {c}3.50-{c}the"):
             out += [("squad", s), ("drop", s)]
@@ -38,16 +38,15 @@ def cases():
     out += [(m, "a 😀 the 𝔸 b\U0010FFFF") for m in ("squad", "drop")]   # four-byte characters kept
     for cp in range(0x21, 0x530):   # the final sigma's reading of each character: cased, case-ignorable
         c = chr(cp)
-        if not c.isspace() and not (0x250 <= cp <= 0x2AF and c.lower() != c):   # IPA: not lowered
+        if not c.isspace():
             out += [("squad", f"{c}Σ"), ("squad", f"x{c}Σ"), ("squad", f"xΣ{c}")]
     return out
 
 
 def repair_cases():
-    raw = [b"\xff", b"a\xc3", b"\xc3(", b"\xe2\x82", b"\xe2\x82(", b"\xf0\x9f\x98", b"\xc0\xaf", b"\xe0\x80\xaf",
-           b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xf8\x88\x80\x80\x80", b"\x80\x80x", b"\xff" * 40,
-           b"ok \xe2\x82\xac \xf0\x9f\x98\x80", b"\xf0\x90\x80", b"\xf0\x90\x80\x80"]
-    return raw
+    return [b"\xff", b"a\xc3", b"\xc3(", b"\xe2\x82", b"\xe2\x82(", b"\xf0\x9f\x98", b"\xc0\xaf", b"\xe0\x80\xaf",
+            b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xf8\x88\x80\x80\x80", b"\x80\x80x", b"\xff" * 40,
+            b"ok \xe2\x82\xac \xf0\x9f\x98\x80", b"\xf0\x90\x80", b"\xf0\x90\x80\x80"]
 
 
 def main():

@@ -12,7 +12,9 @@
        (grzo's literal SPEC) gives the CPU backend's perturbed logits;
      - scoring: llm_sequence_logprob equals the log-softmax of llm_forward's logits;
      - a full grzo_step through the model runs and changes the parameters;
-     - bad batches are refused with GRZO_ERR_INVALID_ARG.
+     - bad batches, configs, weights, capacities and arguments of every entry point are
+       refused with GRZO_ERR_INVALID_ARG and a message saying what is wrong, nothing
+       written; the smallest model (every size 1) runs at full capacity.
    Exit 0 pass, 1 fail. */
 #include "llm_test_util.h"
 
@@ -34,13 +36,11 @@ typedef struct fixture {
     llm_state *st;
 } fixture;
 
-static void fx_open_backend(fixture *f, int tied, grzo_estimator est, float sigma, int ref_backend) {
+/* A fixture's backend and context, nothing registered yet (the model and the state zero). */
+static void fx_begin(fixture *f, grzo_estimator est, float sigma, int ref_backend) {
     grzo_desc d;
-    llm_state_desc sd;
-    llm_config cfg = tu_tiny_config(tied);
     grzo_status bs;
     memset(f, 0, sizeof *f);
-    tu_model_create(&f->tm, &cfg, 1234 + (uint64_t)tied);
     bs = ref_backend ? grzo_backend_ref_create(&f->be) : grzo_backend_cpu_create(&(grzo_cpu_desc){0}, &f->be);
     if (bs != GRZO_OK) { fprintf(stderr, "backend\n"); exit(1); }
     memset(&d, 0, sizeof d);
@@ -51,6 +51,13 @@ static void fx_open_backend(fixture *f, int tied, grzo_estimator est, float sigm
     d.seed = 7;
     d.fzoo_probes = 2;
     if (grzo_create(&d, &f->ctx) != GRZO_OK) { fprintf(stderr, "grzo_create\n"); exit(1); }
+}
+
+static void fx_open_backend(fixture *f, int tied, grzo_estimator est, float sigma, int ref_backend) {
+    llm_state_desc sd;
+    llm_config cfg = tu_tiny_config(tied);
+    fx_begin(f, est, sigma, ref_backend);
+    tu_model_create(&f->tm, &cfg, 1234 + (uint64_t)tied);
     TU_OK(&f->m, llm_model_register(f->ctx, &f->m, &f->tm.cfg, &f->tm.w));
     memset(&sd, 0, sizeof sd);
     sd.max_rows = 256;
@@ -596,22 +603,13 @@ static void test_capacity_limits(void) {
 /* A registration with cfg and w through a CPU backend of its own: its status; *msg the
    model's error (a copy). */
 static grzo_status try_register(const llm_config *cfg, const llm_weights *w, char *msg, size_t cap) {
-    grzo_backend be;
-    grzo_desc d;
-    grzo_ctx *ctx = NULL;
-    llm_model m;
+    fixture fx;
     grzo_status s;
     llm_weights copy = *w;
-    if (grzo_backend_cpu_create(NULL, &be) != GRZO_OK) exit(1);
-    memset(&d, 0, sizeof d);
-    d.backend = &be;
-    if (grzo_create(&d, &ctx) != GRZO_OK) exit(1);
-    memset(&m, 0, sizeof m);
-    s = llm_model_register(ctx, &m, cfg, &copy);
-    snprintf(msg, cap, "%s", llm_model_error(&m));
-    llm_model_free(&m);
-    grzo_destroy(ctx);
-    grzo_backend_destroy(&be);
+    fx_begin(&fx, GRZO_ESTIMATOR_GRZO, 1e-2f, 0);
+    s = llm_model_register(fx.ctx, &fx.m, cfg, &copy);
+    snprintf(msg, cap, "%s", llm_model_error(&fx.m));
+    fx_close(&fx);
     return s;
 }
 
@@ -667,15 +665,8 @@ static void test_register_refusals(void) {
         float logit = NAN;
         one.dim = one.hidden_dim = one.n_layers = one.n_heads = one.n_kv_heads = one.vocab_size = 1;
         one.head_dim = 2;
-        memset(&fx, 0, sizeof fx);
+        fx_begin(&fx, GRZO_ESTIMATOR_GRZO, 1e-2f, 0);
         tu_model_create(&fx.tm, &one, 5);
-        if (grzo_backend_cpu_create(NULL, &fx.be) != GRZO_OK) exit(1);
-        {
-            grzo_desc d;
-            memset(&d, 0, sizeof d);
-            d.backend = &fx.be;
-            if (grzo_create(&d, &fx.ctx) != GRZO_OK) exit(1);
-        }
         TU_OK(&fx.m, llm_model_register(fx.ctx, &fx.m, &one, &fx.tm.w));
         memset(&sd, 0, sizeof sd);
         sd.max_rows = 2;
