@@ -113,7 +113,9 @@ GRZO_API int grzo_cpu_kernel_env(int i, const char **name, char *value, size_t v
    followed by a poisoned red zone of 16 floats, its alignment padding poisoned too, as is
    whatever of the area a call does not carve: a kernel reading or writing past its piece (a
    former one float past its sliver) is reported where the next piece would otherwise absorb
-   it. Plain builds lay everything out as they always have. */
+   it. The other ops' per-thread scratch is cut the same way: each thread's slice, and each
+   piece of a slice, is followed by its red zone (grzo__cpu_take_slices, grzo__cpu_slice_pieces).
+   Plain builds lay everything out as they always have. */
 #if defined(__SANITIZE_ADDRESS__)
 #define GRZO__CPU_ASAN 1
 #elif defined(__has_feature)
@@ -285,6 +287,64 @@ static void *grzo__cpu_take(grzo__cpu_scratch *s, size_t bytes) {
     return p;
 }
 static void grzo__cpu_release(grzo__cpu_scratch *s) { while (s->n > 0) free(s->p[--s->n]); }
+
+/* Consecutive pieces of a float area (base, `limit` floats): each starts a multiple of
+   `align` floats in, and under AddressSanitizer is followed by its red zone. A NULL base only
+   counts: the same takes size an area (`used`) and then carve it. */
+typedef struct grzo__carve { float *base; int64_t used, limit, align; } grzo__carve;
+static grzo__carve grzo__carve_begin(float *base, int64_t limit, int64_t align) {
+    grzo__carve c;
+    c.base = base;
+    c.used = 0;
+    c.limit = limit;
+    c.align = GRZO__CPU_REDZONE > 0 && align < 16 ? 16 : align;   /* red zones from a 64-byte line */
+    if (base) GRZO__CPU_UNPOISON(base, limit);   /* an earlier call's red zones lifted */
+    return c;
+}
+static float *grzo__carve_take(grzo__carve *c, int64_t n) {
+    float *p = c->base ? c->base + c->used : NULL;
+    int64_t piece = (n + c->align - 1) / c->align * c->align + GRZO__CPU_REDZONE;
+    if (p) GRZO__CPU_POISON(p + n, piece - n);
+    c->used += piece;
+    return p;
+}
+/* poisons the area past the pieces taken (under AddressSanitizer) */
+static void grzo__carve_end(const grzo__carve *c) {
+    if (c->base && c->used < c->limit) GRZO__CPU_POISON(c->base + c->used, c->limit - c->used);
+}
+
+/* Per-thread scratch: nt slices of `per` floats, grzo__cpu_slice_stride(per) floats apart.
+   Under AddressSanitizer each slice starts a multiple of 16 floats into the allocation and is
+   followed by a poisoned red zone, so a kernel that runs past its slice is reported instead of
+   writing over the next thread's; plain builds keep the slices back to back. */
+static int64_t grzo__cpu_slice_stride(int64_t per) {
+    return GRZO__CPU_REDZONE > 0 ? (per + 15) / 16 * 16 + GRZO__CPU_REDZONE : per;
+}
+static float *grzo__cpu_take_slices(grzo__cpu_scratch *s, int nt, int64_t per) {
+    int64_t stride = grzo__cpu_slice_stride(per), t;
+    float *p = (float *)grzo__cpu_take(s, (size_t)(nt * stride) * sizeof(float));
+    for (t = 0; p && t < nt; t++) GRZO__CPU_POISON(p + t * stride + per, stride - per);
+    return p;
+}
+/* the calling thread's slice */
+static float *grzo__cpu_slice(float *slices, int64_t per) {
+    return slices + grzo__cpu_thread() * grzo__cpu_slice_stride(per);
+}
+/* A slice as k consecutive pieces of n[i] floats (piece[i]), red zones between them under
+   AddressSanitizer; a NULL slice only counts. Returns the slice's size in floats: its `per`. */
+static int64_t grzo__cpu_slice_pieces(float *slice, int k, const int64_t *n, float **piece) {
+    grzo__carve c = grzo__carve_begin(NULL, 0, 1);
+    int64_t size;
+    int i;
+    for (i = 0; i < k; i++) grzo__carve_take(&c, n[i]);
+    size = c.used;
+    if (slice) {
+        c = grzo__carve_begin(slice, size, 1);
+        for (i = 0; i < k; i++) piece[i] = grzo__carve_take(&c, n[i]);
+        grzo__carve_end(&c);
+    }
+    return size;
+}
 
 /* Loops that run once per weight element and copy (forming, the update) are built for the
    CPU's widest vectors where the compiler dispatches at run time (GCC, x86-64 Linux).
@@ -482,8 +542,8 @@ static grzo_status grzo__cpu_linear_per_example(grzo__cpu *cpu, const grzo_linea
     R = (float *)grzo__cpu_take(&sc, (size_t)(B * d_out) * sizeof(float));
     S = (float *)grzo__cpu_take(&sc, (size_t)(B * d_in) * sizeof(float));
     U = (float *)grzo__cpu_take(&sc, (size_t)(chunk * d_in) * sizeof(float));
-    bufs = (float *)grzo__cpu_take(&sc, (size_t)(T * buf_elems) * sizeof(float));
-    xss = (float *)grzo__cpu_take(&sc, (size_t)(T * max_rows * d_in) * sizeof(float));
+    bufs = grzo__cpu_take_slices(&sc, T, buf_elems);
+    xss = grzo__cpu_take_slices(&sc, T, max_rows * d_in);
     if (!R || !S || !U || !bufs || !xss) { grzo__cpu_release(&sc); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "linear: scratch allocation failed"); }
     grzo__cpu_fill_signs(nt, &pt->base, GRZO_STREAM_SIGN_R, B, d_out, R);
     grzo__cpu_fill_signs(nt, &pt->base, GRZO_STREAM_SIGN_S, B, d_in, S);
@@ -496,10 +556,9 @@ static grzo_status grzo__cpu_linear_per_example(grzo__cpu *cpu, const grzo_linea
         int64_t j1 = j0 + chunk > d_out ? d_out : j0 + chunk;
         grzo__cpu_fill_u(nt, &pt->base, d_in, j0, j1, U);
         GRZO__OMP_FOR_DYNAMIC
-        for (e = 0; e < B; e++) {
-            int t = grzo__cpu_thread();
-            grzo__cpu_linear_example_chunk(a, U, R, S, e, j0, j1, bufs + t * buf_elems, xss + t * max_rows * d_in);
-        }
+        for (e = 0; e < B; e++)
+            grzo__cpu_linear_example_chunk(a, U, R, S, e, j0, j1, grzo__cpu_slice(bufs, buf_elems),
+                                           grzo__cpu_slice(xss, max_rows * d_in));
     }
     grzo__cpu_release(&sc);
     return GRZO_OK;
@@ -766,7 +825,7 @@ static grzo_status grzo__cpu_linear_elementwise(grzo__cpu *cpu, const grzo_linea
     memset(&cv, 0, sizeof cv);
     Wq = (float *)grzo__cpu_take(&sc, (size_t)(chunk * d_in) * sizeof(float));
     Bz = (float *)grzo__cpu_take(&sc, (size_t)(chunk * d_in) * sizeof(float));
-    Wp = (float *)grzo__cpu_take(&sc, (size_t)(2 * T * chunk * d_in) * sizeof(float));   /* two per thread */
+    Wp = grzo__cpu_take_slices(&sc, T, 2 * chunk * d_in);   /* two weights per thread; the shared path's one: slice 0 */
     if (flip) {
         R = (float *)grzo__cpu_take(&sc, (size_t)(B * d_out) * sizeof(float));
         S = (float *)grzo__cpu_take(&sc, (size_t)(B * d_in) * sizeof(float));
@@ -790,7 +849,7 @@ static grzo_status grzo__cpu_linear_elementwise(grzo__cpu *cpu, const grzo_linea
         if (flip) {
             GRZO__OMP_FOR_DYNAMIC
             for (e = 0; e < B; e++)
-                grzo__cpu_variant_example_chunk(a, Wq, Bz, R, S, e, j0, j1, Wp + (int64_t)grzo__cpu_thread() * 2 * chunk * d_in);
+                grzo__cpu_variant_example_chunk(a, Wq, Bz, R, S, e, j0, j1, grzo__cpu_slice(Wp, 2 * chunk * d_in));
         }
         while (c < pt->n_segments) {   /* shared Z: runs of one sign; clean segments (any estimator) */
             int64_t c1 = c + 1, r0 = pt->offsets[c], r1;
@@ -876,15 +935,16 @@ static grzo_status grzo__cpu_linear_variant(grzo__cpu *cpu, const grzo_linear_ar
     return grzo__cpu_linear_elementwise(cpu, a);
 }
 
-/* The perturbed vector op's segments: base[0..d) holds the perturbation base (U, or a
-   variant's B); base[d * (1 + thread)..] is each thread's scratch for its copy's vector
-   v + sign sigma base (.) r_e (Flipout) or v + sign sigma base; nt threads. */
-static void grzo__cpu_vector_segments(const grzo_vector_args *a, const float *v, float *base, int64_t d, int nt) {
+/* The perturbed vector op's segments: base (d floats) holds the perturbation base (U, or a
+   variant's B); `slices` (grzo__cpu_take_slices, d floats) each thread's scratch for its copy's
+   vector v + sign sigma base (.) r_e (Flipout) or v + sign sigma base; nt threads. */
+static void grzo__cpu_vector_segments(const grzo_vector_args *a, const float *v, const float *base, float *slices,
+                                      int64_t d, int nt) {
     const grzo_perturb *pt = a->perturb;
     int64_t c;
     GRZO__OMP_FOR_DYNAMIC
     for (c = 0; c < pt->n_segments; c++) {
-        float *vp = base + d * (1 + grzo__cpu_thread()), scl = (float)pt->sign[c] * pt->sigma;
+        float *vp = grzo__cpu_slice(slices, d), scl = (float)pt->sign[c] * pt->sigma;
         int64_t j, n;
         if (pt->flipout) {
             grzo_noise r = grzo__sign_noise(&pt->base, GRZO_STREAM_SIGN_R);
@@ -906,15 +966,16 @@ static grzo_status grzo__cpu_vector_variant(grzo__cpu *cpu, const grzo_vector_ar
     int64_t d = a->v.rows, j;
     int nt = cpu->n_threads;
     grzo__cpu_var cv;
-    float *Bz = (float *)malloc((size_t)d * sizeof(float) * (size_t)(1 + nt));
+    grzo__cpu_scratch sc = {{0}, 0};
+    float *Bz = (float *)grzo__cpu_take(&sc, (size_t)d * sizeof(float)), *slices = grzo__cpu_take_slices(&sc, nt, d);
     grzo_status st;
-    if (!Bz) return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "vector: scratch allocation failed");
+    if (!Bz || !slices) { grzo__cpu_release(&sc); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "vector: scratch allocation failed"); }
     st = grzo__cpu_var_init(cpu, &cv, &a->v, &pt->base, a->variant);
-    if (st != GRZO_OK) { free(Bz); return st; }
+    if (st != GRZO_OK) { grzo__cpu_release(&sc); return st; }
     for (j = 0; j < d; j++) grzo__cpu_var_row(&cv, j, v + j, Bz + j);   /* cols = 1: one element per row */
-    grzo__cpu_vector_segments(a, v, Bz, d, nt);
+    grzo__cpu_vector_segments(a, v, Bz, slices, d, nt);
     grzo__cpu_var_free(&cv);
-    free(Bz);
+    grzo__cpu_release(&sc);
     return GRZO_OK;
 }
 
@@ -933,19 +994,20 @@ static grzo_status grzo__cpu_embedding_variant(grzo__cpu *cpu, const grzo_embedd
     const float *E = (const float *)a->e.data;
     int64_t d = a->e.cols, V = a->e.rows, n;
     int nt = cpu->n_threads;
-    float *S = (float *)malloc((size_t)(pt->n_examples * d) * sizeof(float)), *buf = (float *)malloc((size_t)(nt * d) * sizeof(float));
+    grzo__cpu_scratch sc = {{0}, 0};
+    float *S = (float *)grzo__cpu_take(&sc, (size_t)(pt->n_examples * d) * sizeof(float)), *buf = grzo__cpu_take_slices(&sc, nt, d);
     grzo__cpu_var cv;
     grzo_status st;
-    if (!S || !buf) { free(S); free(buf); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "embedding: scratch allocation failed"); }
+    if (!S || !buf) { grzo__cpu_release(&sc); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "embedding: scratch allocation failed"); }
     st = grzo__cpu_var_init(cpu, &cv, &a->e, &pt->base, a->variant);
-    if (st != GRZO_OK) { free(S); free(buf); return st; }
+    if (st != GRZO_OK) { grzo__cpu_release(&sc); return st; }
     if (pt->flipout) grzo__cpu_fill_signs(nt, &pt->base, GRZO_STREAM_SIGN_S, pt->n_examples, d, S);
     grzo__cpu_mark_touched(a);
     GRZO__OMP_FOR
     for (n = 0; n < a->n_rows; n++) {
         int64_t row = a->ids[n], k, c = grzo__segment_of(pt, n), e = pt->example[c];
         const float *src = E + row * d;
-        float *y = a->y + n * d, *b = buf + grzo__cpu_thread() * d, f = (float)pt->sign[c] * pt->sigma;
+        float *y = a->y + n * d, *b = grzo__cpu_slice(buf, d), f = (float)pt->sign[c] * pt->sigma;
         if (f == 0.0f) { memcpy(y, src, (size_t)d * sizeof(float)); continue; }
         grzo__cpu_var_row(&cv, row, src, b);
         if (pt->flipout) {
@@ -957,8 +1019,7 @@ static grzo_status grzo__cpu_embedding_variant(grzo__cpu *cpu, const grzo_embedd
         }
     }
     grzo__cpu_var_free(&cv);
-    free(S);
-    free(buf);
+    grzo__cpu_release(&sc);
     return GRZO_OK;
 }
 
@@ -993,19 +1054,25 @@ static grzo_status grzo__cpu_update_variant(grzo__cpu *cpu, const grzo_update_ar
     int64_t rows = a->p.rows, cols = a->p.cols, B = a->n_examples, j;
     int nt = cpu->n_threads, vec = a->p.kind == GRZO_BLOCK_VECTOR, flip = a->flipout != 0;
     float *R, *S, *scratch;
+    const int64_t pieces[2] = {cols, cols};   /* per thread: a row's B, its M row */
+    int64_t per = grzo__cpu_slice_pieces(NULL, 2, pieces, NULL);
     double shared;
     grzo__cpu_var cv;
+    grzo__cpu_scratch sc = {{0}, 0};
     grzo_status st = grzo__cpu_update_signs(cpu, a, &R, &S, &shared);
     if (st != GRZO_OK) return st;
-    scratch = (float *)malloc((size_t)(nt * 2 * cols) * sizeof(float));
+    scratch = grzo__cpu_take_slices(&sc, nt, per);
     if (!scratch) { free(R); free(S); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "update: scratch allocation failed"); }
     st = grzo__cpu_var_init(cpu, &cv, &a->p, &a->base, a->variant);
-    if (st != GRZO_OK) { free(scratch); free(R); free(S); return st; }
+    if (st != GRZO_OK) { grzo__cpu_release(&sc); free(R); free(S); return st; }
     GRZO__OMP_FOR
     for (j = 0; j < rows; j++) {
-        float *b = scratch + grzo__cpu_thread() * 2 * cols, *m = b + cols, *p = P + j * cols;
+        float *piece[2] = {NULL, NULL}, *b, *m, *p = P + j * cols;
         int64_t k, i;
         if (a->touched && !a->touched[j]) continue;
+        grzo__cpu_slice_pieces(grzo__cpu_slice(scratch, per), 2, pieces, piece);
+        b = piece[0];
+        m = piece[1];
         grzo__cpu_var_row(&cv, j, p, b);
         for (k = 0; k < cols; k++) m[k] = flip ? 0.0f : (float)shared;
         for (i = 0; flip && i < B; i++) {   /* row j of M = R^T diag(coeff) S (vectors: no S) */
@@ -1015,7 +1082,7 @@ static grzo_status grzo__cpu_update_variant(grzo__cpu *cpu, const grzo_update_ar
         for (k = 0; k < cols; k++) p[k] = p[k] - b[k] * m[k] - a->decay * p[k];
     }
     grzo__cpu_var_free(&cv);
-    free(scratch);
+    grzo__cpu_release(&sc);
     free(R);
     free(S);
     return GRZO_OK;
@@ -1035,17 +1102,18 @@ static grzo_status grzo__cpu_perturbed_copy_variant(grzo__cpu *cpu, const grzo_c
     float *out = (float *)a->out;
     int64_t rows = a->p.rows, cols = a->p.cols, j;
     int nt = cpu->n_threads, quant = grzo__quantizes_weights(&a->p, a->variant);
-    float *S = (float *)malloc((size_t)cols * sizeof(float)), *buf = (float *)malloc((size_t)(nt * cols) * sizeof(float));
+    grzo__cpu_scratch sc = {{0}, 0};
+    float *S = (float *)grzo__cpu_take(&sc, (size_t)cols * sizeof(float)), *buf = grzo__cpu_take_slices(&sc, nt, cols);
     grzo__cpu_var cv;
     grzo_status st;
-    if (!S || !buf) { free(S); free(buf); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "perturbed_copy: scratch allocation failed"); }
+    if (!S || !buf) { grzo__cpu_release(&sc); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "perturbed_copy: scratch allocation failed"); }
     st = grzo__cpu_var_init(cpu, &cv, &a->p, &a->base, a->variant);
-    if (st != GRZO_OK) { free(S); free(buf); return st; }
+    if (st != GRZO_OK) { grzo__cpu_release(&sc); return st; }
     grzo__cpu_copy_signs(a, S);
     GRZO__OMP_FOR
     for (j = 0; j < rows; j++) {
         const float *p = P + j * cols;
-        float *o = out + j * cols, *b = buf + grzo__cpu_thread() * cols, f = a->scale, amax = quant ? grzo__row_amax(P, cols, j) : 0.0f;
+        float *o = out + j * cols, *b = grzo__cpu_slice(buf, cols), f = a->scale, amax = quant ? grzo__row_amax(P, cols, j) : 0.0f;
         int64_t k;
         grzo__cpu_var_row(&cv, j, p, b);
         if (a->flipout) {
@@ -1055,8 +1123,7 @@ static grzo_status grzo__cpu_perturbed_copy_variant(grzo__cpu *cpu, const grzo_c
         for (k = 0; k < cols; k++) o[k] = (quant ? grzo__fake_quant(p[k], amax, a->variant->quant_bits) : p[k]) + f * (b[k] * S[k]);
     }
     grzo__cpu_var_free(&cv);
-    free(S);
-    free(buf);
+    grzo__cpu_release(&sc);
     return GRZO_OK;
 }
 
@@ -1085,7 +1152,8 @@ static grzo_status grzo__cpu_vector(void *self, const grzo_vector_args *a) {
     const float *v = (const float *)a->v.data;
     int64_t d = a->v.rows, n_seg = pt && pt->sigma != 0.0f ? pt->n_segments : 0;
     int nt = cpu->n_threads;
-    float *U = NULL;
+    grzo__cpu_scratch sc = {{0}, 0};
+    float *U, *slices;
     if (n_seg > 0 && a->variant) return grzo__cpu_vector_variant(cpu, a);
     if (n_seg == 0) {
         int64_t n;
@@ -1097,11 +1165,12 @@ static grzo_status grzo__cpu_vector(void *self, const grzo_vector_args *a) {
         }
         return GRZO_OK;
     }
-    U = (float *)malloc((size_t)d * sizeof(float) * (size_t)(1 + nt));
-    if (!U) return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "vector: scratch allocation failed");
+    U = (float *)grzo__cpu_take(&sc, (size_t)d * sizeof(float));
+    slices = grzo__cpu_take_slices(&sc, nt, d);
+    if (!U || !slices) { grzo__cpu_release(&sc); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "vector: scratch allocation failed"); }
     grzo_noise_fill(&pt->base, 0, (size_t)d, U);
-    grzo__cpu_vector_segments(a, v, U, d, nt);
-    free(U);
+    grzo__cpu_vector_segments(a, v, U, slices, d, nt);
+    grzo__cpu_release(&sc);
     return GRZO_OK;
 }
 
@@ -1111,6 +1180,7 @@ static grzo_status grzo__cpu_embedding(void *self, const grzo_embedding_args *a)
     const float *E = (const float *)a->e.data;
     int64_t d = a->e.cols, V = a->e.rows, n, bad = -1;
     int nt = cpu->n_threads;
+    grzo__cpu_scratch sc = {{0}, 0};
     float *S = NULL, *Ubuf = NULL;
     for (n = 0; n < a->n_rows; n++)
         if (a->ids[n] < 0 || a->ids[n] >= V) { bad = n; break; }
@@ -1121,9 +1191,9 @@ static grzo_status grzo__cpu_embedding(void *self, const grzo_embedding_args *a)
     }
     if (pt && a->variant) return grzo__cpu_embedding_variant(cpu, a);
     if (pt) {
-        S = (float *)malloc((size_t)(pt->n_examples * d) * sizeof(float));
-        Ubuf = (float *)malloc((size_t)(nt * d) * sizeof(float));
-        if (!S || !Ubuf) { free(S); free(Ubuf); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "embedding: scratch allocation failed"); }
+        S = (float *)grzo__cpu_take(&sc, (size_t)(pt->n_examples * d) * sizeof(float));
+        Ubuf = grzo__cpu_take_slices(&sc, nt, d);
+        if (!S || !Ubuf) { grzo__cpu_release(&sc); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "embedding: scratch allocation failed"); }
         if (pt->flipout) grzo__cpu_fill_signs(nt, &pt->base, GRZO_STREAM_SIGN_S, pt->n_examples, d, S);
     }
     grzo__cpu_mark_touched(a);
@@ -1135,7 +1205,7 @@ static grzo_status grzo__cpu_embedding(void *self, const grzo_embedding_args *a)
         if (!pt) { memcpy(y, src, (size_t)d * sizeof(float)); continue; }
         {
             int64_t c = grzo__segment_of(pt, n), e = pt->example[c];
-            float scl = (float)pt->sign[c] * pt->sigma, *u = Ubuf + grzo__cpu_thread() * d;
+            float scl = (float)pt->sign[c] * pt->sigma, *u = grzo__cpu_slice(Ubuf, d);
             if (scl == 0.0f) { memcpy(y, src, (size_t)d * sizeof(float)); continue; }
             grzo_noise_fill(&pt->base, (uint64_t)(row * d), (size_t)d, u);
             if (pt->flipout) {
@@ -1148,8 +1218,7 @@ static grzo_status grzo__cpu_embedding(void *self, const grzo_embedding_args *a)
             }
         }
     }
-    free(S);
-    free(Ubuf);
+    grzo__cpu_release(&sc);
     return GRZO_OK;
 }
 
@@ -1518,20 +1587,27 @@ static grzo_status grzo__cpu_update_flipout(grzo__cpu *cpu, const grzo_update_ar
     int groups = (int)((B + GRZO__SIGN_GROUP - 1) / GRZO__SIGN_GROUP), nt = cpu->n_threads, simd = cpu->simd;
     /* per thread: U's rows (floats, or bits), the chunk's coefficients padded to whole groups,
        a row's tables */
-    int64_t g4 = (int64_t)groups * GRZO__SIGN_GROUP, per_thread = nb * cols + nb * g4 + (int64_t)groups * 16;
-    uint32_t *sb = (uint32_t *)malloc((size_t)((B + 31) / 32 * cols) * sizeof(uint32_t));
-    float *scratch = (float *)malloc((size_t)(nt * per_thread) * sizeof(float));
+    int64_t g4 = (int64_t)groups * GRZO__SIGN_GROUP;
+    const int64_t pieces[3] = {nb * cols, nb * g4, (int64_t)groups * 16};
+    int64_t per = grzo__cpu_slice_pieces(NULL, 3, pieces, NULL);
+    grzo__cpu_scratch sc = {{0}, 0};
+    uint32_t *sb = (uint32_t *)grzo__cpu_take(&sc, (size_t)((B + 31) / 32 * cols) * sizeof(uint32_t));
+    float *scratch = grzo__cpu_take_slices(&sc, nt, per);
     if (!sb || !scratch) {
-        free(sb); free(scratch);
+        grzo__cpu_release(&sc);
         return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "update: scratch allocation failed");
     }
     grzo__sign_bits_by_column(S, B, cols, sb);
     GRZO__OMP_FOR
     for (blk = 0; blk < (rows + nb - 1) / nb; blk++) {
-        float *u = scratch + grzo__cpu_thread() * per_thread, *c = u + nb * cols, *tab = c + nb * g4;
+        float *piece[3] = {NULL, NULL, NULL}, *u, *c, *tab;
         int64_t j0 = blk * nb, h = rows - j0 < nb ? rows - j0 : nb, i;
         const uint32_t *ub;
         if (!grzo__cpu_rows_touched(a->touched, j0, j0 + h)) continue;
+        grzo__cpu_slice_pieces(grzo__cpu_slice(scratch, per), 3, pieces, piece);
+        u = piece[0];
+        c = piece[1];
+        tab = piece[2];
         ub = grzo__cpu_update_u_rows(&a->base, j0, h, cols, u);
         grzo__cpu_chunk_coeffs(a, R, rows, j0, h, g4, c);
         for (i = 0; i < h; i++) {
@@ -1548,8 +1624,7 @@ static grzo_status grzo__cpu_update_flipout(grzo__cpu *cpu, const grzo_update_ar
             grzo__apply_row_tables(simd, P + j * cols, rf, rb, tab, groups, sb, cols, cols, a->decay, ahead);
         }
     }
-    free(sb);
-    free(scratch);
+    grzo__cpu_release(&sc);
     return GRZO_OK;
 }
 
@@ -1560,7 +1635,10 @@ static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
     int64_t rows = a->p.rows, cols = a->p.cols, B = a->n_examples, blk;
     int nt = cpu->n_threads, vec = a->p.kind == GRZO_BLOCK_VECTOR;
     float *S, *R, *scratch;
+    const int64_t pieces[2] = {nb * cols, nb * B};   /* per thread: a chunk of U's rows, its coefficients */
+    int64_t per = grzo__cpu_slice_pieces(NULL, 2, pieces, NULL);
     double shared;
+    grzo__cpu_scratch sc = {{0}, 0};
     grzo_status st;
     if (a->variant) return grzo__cpu_update_variant(cpu, a);
     st = grzo__cpu_update_signs(cpu, a, &R, &S, &shared);
@@ -1572,14 +1650,17 @@ static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
         return st;
     }
     /* shared Z (any block), or a flipout vector (cols = 1, no s): one coefficient per row */
-    scratch = (float *)malloc((size_t)(nt * nb * (cols + B)) * sizeof(float));   /* per thread: a chunk of U's rows, its coefficients */
+    scratch = grzo__cpu_take_slices(&sc, nt, per);
     if (!scratch) { free(R); free(S); return grzo__cpu_fail(cpu, GRZO_ERR_OUT_OF_MEMORY, "update: scratch allocation failed"); }
     GRZO__OMP_FOR
     for (blk = 0; blk < (rows + nb - 1) / nb; blk++) {
-        float *u = scratch + grzo__cpu_thread() * nb * (cols + B), *c = u + nb * cols, g = (float)shared;
+        float *piece[2] = {NULL, NULL}, *u, *c, g = (float)shared;
         int64_t j0 = blk * nb, h = rows - j0 < nb ? rows - j0 : nb, i, e;
         const uint32_t *ub;
         if (!grzo__cpu_rows_touched(a->touched, j0, j0 + h)) continue;
+        grzo__cpu_slice_pieces(grzo__cpu_slice(scratch, per), 2, pieces, piece);
+        u = piece[0];
+        c = piece[1];
         ub = grzo__cpu_update_u_rows(&a->base, j0, h, cols, u);
         if (a->flipout) grzo__cpu_chunk_coeffs(a, R, rows, j0, h, B, c);
         for (i = 0; i < h; i++) {
@@ -1593,7 +1674,7 @@ static grzo_status grzo__cpu_update(void *self, const grzo_update_args *a) {
             grzo__cpu_apply_row(P + j * cols, rf, rb, g, cols, a->decay);
         }
     }
-    free(scratch);
+    grzo__cpu_release(&sc);
     free(R);
     free(S);
     return GRZO_OK;

@@ -221,31 +221,6 @@ static float *grzo__cpu_kept(grzo__cpu *cpu, int64_t floats, int64_t *limit) {
     return (float *)area;
 }
 
-/* Consecutive pieces of a float area (base, `limit` floats): each starts a multiple of
-   `align` floats in, and under AddressSanitizer is followed by its red zone. A NULL base only
-   counts: the same takes size an area (`used`) and then carve it. */
-typedef struct grzo__carve { float *base; int64_t used, limit, align; } grzo__carve;
-static grzo__carve grzo__carve_begin(float *base, int64_t limit, int64_t align) {
-    grzo__carve c;
-    c.base = base;
-    c.used = 0;
-    c.limit = limit;
-    c.align = GRZO__CPU_REDZONE > 0 && align < 16 ? 16 : align;   /* red zones from a 64-byte line */
-    if (base) GRZO__CPU_UNPOISON(base, limit);   /* an earlier call's red zones lifted */
-    return c;
-}
-static float *grzo__carve_take(grzo__carve *c, int64_t n) {
-    float *p = c->base ? c->base + c->used : NULL;
-    int64_t piece = (n + c->align - 1) / c->align * c->align + GRZO__CPU_REDZONE;
-    if (p) GRZO__CPU_POISON(p + n, piece - n);
-    c->used += piece;
-    return p;
-}
-/* poisons the area past the pieces taken (under AddressSanitizer) */
-static void grzo__carve_end(const grzo__carve *c) {
-    if (c->base && c->used < c->limit) GRZO__CPU_POISON(c->base + c->used, c->limit - c->used);
-}
-
 /* The transposing packer under every panel: `h` rows of a row-major source (row i at
    src + i ld) become one sliver of `width` rows, out[k width + i] for k < kc, rows h..width-1
    zero. With a former (below) the rows packed are the formed weight w + (f_i s_k) u, the
