@@ -8,10 +8,12 @@
 #   resume     --resume refuses options that contradict the run (one line naming each and
 #              the recorded value) and changes nothing; settings not given come from
 #              run.json; results.json reports what ran; a checkpoint of another run is
-#              refused; a new run refuses a folder with an earlier run unless --overwrite
+#              refused; a new run refuses a folder with an earlier run unless --overwrite;
+#              a run.json without a setting is refused (the variants' may be missing)
 #   saves      --save-every: kill -9 loses at most N steps and --resume continues from the
 #              last periodic checkpoint, reproducing the uninterrupted log; a save that
-#              fails (periodic or final) fails the run
+#              fails (periodic or final) fails the run; a new run that fails after its
+#              checkpoint keeps it
 #   paths      long paths are not truncated; a directory given as --log is refused and
 #              kept; an unreadable checkpoint says why; a bad model or data leaves no files
 #   variants   --sparse-density, --lowrank-rank/--lowrank-every and --quant: bad values and
@@ -23,12 +25,13 @@
 #              before the record is held to its log
 #   inputs     a model or tokenizer file changed under its recorded path is refused on resume
 #              (given again or not); a run resumes from another folder (absolute paths)
-#   hf_folder  a Hugging Face folder as --model has an identity of its files (needs grzo-export)
-#   leftovers  missing --log/--checkpoint folders and a newline in --data are refused before
+#   hf_folder  a Hugging Face folder as --model has an identity of its files, both ends of
+#              each (needs grzo-export)
+#   leftovers  missing --out/--log/--checkpoint folders and a newline in --data are refused before
 #              anything is written; a new run that fails before its first checkpoint leaves
 #              nothing; --overwrite that cannot run removes nothing
-#   logs       a log write error stops the run (one line, exit 1); a last line cut short is
-#              dropped on resume
+#   logs       a log write error stops the run (one line, exit 1); a last line cut short,
+#              and lines past the checkpoint, are dropped on resume; a log gone is refused
 #   interrupt  Ctrl-C stops the zero-shot evaluation (nothing kept, exit 130) and the final
 #              one (checkpoint kept, exit 130; --resume evaluates)
 #   collisions --log/--checkpoint/--export on another of the run's files (or each other) are
@@ -133,6 +136,7 @@ case_injection() {
     if command -v gnuplot > /dev/null; then
         [ -s "$out/loss.png" ] || fail "no loss.png: $(cat err.txt)"
         [ ! -e "$out/loss.gp" ] && [ ! -e "$out/loss.png.tmp" ] || fail "the plot left its script or temporary file"
+        ! grep -q "^note: " err.txt || fail "a note although the plot was drawn: $(grep '^note: ' err.txt)"
         echo "ok: no command ran, loss.png drawn"
     else
         echo "ok: no command ran (gnuplot not installed: the plot itself was not checked)"
@@ -171,8 +175,18 @@ case_resume() {
     cp r/log.jsonl log.before
     run 2 "${common[@]}" --steps 2 --out r; one_line "new run over an old one"
     grep -q -- "--overwrite" err.txt && cmp -s log.before r/log.jsonl || fail "a new run mixed with an earlier one"
+    grep -qF "'r' holds an earlier run (r/run.json, r/checkpoint.grzo, r/log.jsonl, r/indices.txt, r/results.json" err.txt ||
+        fail "the refusal does not name the earlier run's files: $(cat err.txt)"
     run 0 "${common[@]}" --steps 2 --out r --overwrite
     [ "$(wc -l < r/log.jsonl)" -eq 2 ] && grep -q '"steps":2' r/results.json || fail "--overwrite did not start over"
+    # a run.json without a setting it has always recorded is refused; one recorded before the
+    # variants existed (no "sparse_density") resumes as the dense run it was
+    cp -r r r-nolr && sed -i '/^ "lr":/d' r-nolr/run.json
+    run 2 --out r-nolr --resume --steps 3; one_line "run.json without lr"
+    grep -qF 'r-nolr/run.json: no "lr"' err.txt || fail "run.json without lr: $(cat err.txt)"
+    cp -r r r-old && sed -i '/^ "sparse_density":/d' r-old/run.json
+    run 0 --out r-old --resume --steps 3
+    [ "$(wc -l < r-old/log.jsonl)" -eq 3 ] || fail "a run.json from before the variants did not resume"
     # --resume where there is no run
     run 2 --out nothing-here --resume; one_line "resume without a run"
     [ ! -e nothing-here ] || fail "a refused resume created its folder"
@@ -208,6 +222,20 @@ case_saves() {
     [ "$(wc -l < s1/log.jsonl)" -eq 3 ] || fail "the run went on after a failed save"
     run 1 "${common[@]}" --steps 2 --out s2 --checkpoint cks2/ck.grzo
     [ ! -e s2/results.json ] || fail "results.json written although the final save failed"
+    # a new run that fails after its checkpoint (results.json cannot be written: its temporary
+    # is a folder) keeps what it saved, and --resume finishes it
+    mkdir -p s3/results.json.tmp
+    run 1 "${common[@]}" --steps 2 --out s3
+    tail -1 err.txt | grep -q "cannot create 's3/results.json.tmp'" || fail "results.json failure: $(tail -2 err.txt)"
+    [ -f s3/checkpoint.grzo ] && [ -f s3/run.json ] && [ "$(wc -l < s3/log.jsonl)" -eq 2 ] ||
+        fail "a run that failed after its checkpoint removed its files: $(ls s3 | tr '\n' ' ')"
+    rmdir s3/results.json.tmp
+    run 0 --out s3 --resume --steps 2
+    [ -f s3/results.json ] || fail "the resume did not write results.json"
+    # (and an evaluation, --steps 0, whose checkpoint is of step 0)
+    mkdir -p s4/results.json.tmp
+    run 1 "${common[@]}" --steps 0 --out s4
+    [ -f s4/checkpoint.grzo ] && [ -f s4/run.json ] || fail "an evaluation that failed after its checkpoint removed it"
     echo "ok: kill -9 after $done_steps steps, resumed from step $ck_step, log equals the straight run's; failed saves fail"
 }
 
@@ -223,6 +251,11 @@ case_paths() {
         [ -f "$long/$name" ] || fail "no $name in a ${#long}-character --out: $(ls "$long" | tr '\n' ' ')"
     done
     [ "$(wc -l < "$long/log.jsonl")" -eq 2 ] || fail "the log in the long folder was overwritten"
+    # a model file name longer than the plot title's buffer (128 bytes) is cut, not overrun
+    name=m$(printf 'x%.0s' $(seq 1 200)).bin
+    cp "${common[1]}" "$name"
+    run 0 --model "$name" "${common[@]:2}" --steps 2 --out p0
+    [ -f p0/results.json ] || fail "the run of a model with a long name: $(tail -2 err.txt)"
     # a directory given as --log (or --checkpoint) is refused and kept
     mkdir -p logdir ckdir
     run 2 "${common[@]}" --steps 2 --out p1 --log logdir; one_line "--log directory"
@@ -291,6 +324,12 @@ case_variants() {
     cmp -s g/checkpoint.grzo r8/checkpoint.grzo && fail "--noise gaussian trained the same weights as Rademacher"
     run 2 --out g --resume --steps 3 --noise rademacher; one_line "resume with another --noise"
     grep -q -- "--noise rademacher (the run has gaussian)" err.txt || fail "resume with another --noise: $(cat err.txt)"
+    # and the Gaussian run's checkpoint in the Rademacher run's folder (run.json agrees with the command)
+    cp r8/checkpoint.grzo r8.ck; cp g/checkpoint.grzo r8/checkpoint.grzo
+    run 1 --out r8 --resume --steps 3
+    grep -q -- "belongs to another run than r8/run.json: --noise rademacher (the checkpoint has gaussian)" err.txt ||
+        fail "a Gaussian checkpoint in a Rademacher run: $(cat err.txt)"
+    cp r8.ck r8/checkpoint.grzo
     echo "ok: variant options checked, refused combinations leave nothing, each variant trains and resumes"
 }
 
@@ -391,11 +430,24 @@ case_hf_folder() {
     grep -q -- "--resume: --model hf: cannot read it, .*: No such file" err.txt || fail "an unreadable folder: $(cat err.txt)"
     rm hf/tokenizer.json; mv tokenizer.json.orig hf/tokenizer.json
     run 0 --out o --resume --steps 3
+    # a file over 2 MiB changed only in its last bytes: its identity reads its first and
+    # last MiB (here tokenizer.json with 2.5 MiB of trailing spaces, one of them then a
+    # newline: the same tokenizer, another file)
+    cp -r hf hf-big
+    python3 -c 'import sys; open(sys.argv[1], "a").write(" " * (5 << 19))' hf-big/tokenizer.json
+    run 0 --model hf-big "${common[@]:4}" --steps 2 --out big
+    printf '\n' | dd of=hf-big/tokenizer.json bs=1 seek=$(($(stat -c %s hf-big/tokenizer.json) - 10)) conv=notrunc status=none
+    run 2 --out big --resume --steps 3; one_line "a folder's big file changed near its end"
+    grep -q "the model at .*/hf-big is another file" err.txt || fail "a big file changed near its end: $(cat err.txt)"
     echo "ok: a Hugging Face folder is identified by its files"
 }
 
 # Failures of a new run leave nothing that blocks the same command, and are found before it trains
 case_leftovers() {
+    run 1 "${common[@]}" --steps 2 --out nonexistent/out
+    tail -1 err.txt | grep -q "^grzo-finetune: cannot create directory 'nonexistent/out': No such file or directory$" ||
+        fail "--out in a missing folder: $(tail -2 err.txt)"
+    [ ! -e nonexistent ] || fail "a refused --out made a folder"
     run 1 "${common[@]}" --steps 2 --out l1 --log "$work/nonexistent/x/log.jsonl"
     tail -1 err.txt | grep -q "^grzo-finetune: --log .*cannot create a file in" || fail "--log in a missing folder: $(tail -2 err.txt)"
     run 1 "${common[@]}" --steps 2 --out l2 --checkpoint nodir/ck.grzo
@@ -433,6 +485,17 @@ case_logs() {
     run 0 --out t --resume --steps 5
     run 0 "${common[@]}" --steps 5 --out t5
     diff <(strip t5/log.jsonl) <(strip t/log.jsonl) > d || fail "the log with a cut line, resumed: $(head -4 d)"
+    # a crash after steps 4 and 5 were logged, before their checkpoint: the resume drops them
+    run 0 "${common[@]}" --steps 3 --out u
+    cp t5/log.jsonl u/log.jsonl
+    run 0 --out u --resume --steps 5
+    grep -q "^resumed at step 3 " err.txt || fail "the resume did not start at the checkpoint: $(grep resumed err.txt)"
+    diff <(strip t5/log.jsonl) <(strip u/log.jsonl) > d || fail "the log with steps past the checkpoint, resumed: $(head -4 d)"
+    # the log gone: the checkpoint is ahead of it, and the run is not continued
+    rm u/log.jsonl
+    run 1 --out u --resume --steps 6
+    tail -1 err.txt | grep -q "checkpoint u/checkpoint.grzo is at step 5, but the log u/log.jsonl holds 0 steps" ||
+        fail "a resume without its log: $(tail -2 err.txt)"
     echo "ok: a log write error stops the run; a cut last line is dropped"
 }
 
