@@ -326,6 +326,15 @@ static int load_everything(run *r, char *err, size_t errlen) {
     return 0;
 }
 
+/* --export: refused before training when no checkpoint of the model could be exported as GGUF
+   (a llama2.c original, a tokenizer llama.cpp would encode differently), not after it. */
+static int check_export(const run *r, char *err, size_t errlen) {
+    char why[1024];
+    if (!r->o.str[OPT_EXPORT] || llm_export_check_gguf(r->o.str[OPT_MODEL], &r->cfg, r->tok, why, sizeof why) == 0) return 0;
+    snprintf(err, errlen, "--export: %s", why);
+    return -1;
+}
+
 /* grzo's one-line reason for a refused descriptor (e.g. a variant combination) */
 static void keep_message(grzo_log_level level, grzo_status s, const char *msg, void *user) {
     (void)level; (void)s;
@@ -584,7 +593,9 @@ int main(int argc, char **argv) {
     if (r.o.resume && check_checkpoint_readable(r.path_ckpt, err, sizeof err)) return fail(&r, 1, err);
     /* the folders the run writes to take files (rank 0 writes), before the model loads */
     if (r.ranks.rank == 0 && check_folders_writable(&r, err, sizeof err)) return fail(&r, 1, err);
-    if (load_everything(&r, err, sizeof err) || setup_optimizer(&r, err, sizeof err)) return fail(&r, 1, err);
+    if (load_everything(&r, err, sizeof err)) return fail(&r, 1, err);
+    if (check_export(&r, err, sizeof err)) return fail(&r, 2, err);
+    if (setup_optimizer(&r, err, sizeof err)) return fail(&r, 1, err);
     /* mpirun: every rank has checked the paths and loaded the same model before rank 0 writes */
     if (grzo_check_replicas(r.ctx) != GRZO_OK) return fail(&r, 1, grzo_last_error(r.ctx));
     if (r.ranks.rank == 0) tasks_describe(&r.data, stderr);

@@ -393,7 +393,7 @@ static const char *pre_name_of(const llm_tokenizer_view *v, char *err, size_t er
     if (v->kind != LLM_TOK_BPE || !hf || !hf->byte_level) {
         llm__errf(err, errlen, "the tokenizer is character BPE (SentencePiece-style, Llama-2): llama.cpp's 'llama' "
                   "tokenizer merges by token score, not by merge rank, so a GGUF of it would tokenize differently "
-                  "(export --format safetensors)");
+                  "(grzo-export --format safetensors)");
         return NULL;
     }
     if (hf->pre == LLM_PRE_GPT2) name = "gpt2";
@@ -426,20 +426,10 @@ static llm_bytes token_of(const llm_tokenizer_view *v, int32_t i)
 /* tokenizer.ggml.*: tokens (ids without a token, and ids past the tokenizer up to the
    model's vocabulary, become "[PAD<id>]", UNUSED, as the converter writes them), types,
    merges as "left right", the bos/eos/unknown/padding ids, add_bos/add_eos, the chat template. */
-static int put_tokenizer(gguf_out *o, const llm_tokenizer_view *v, const char *pre, int32_t n_vocab, char *err,
-                         size_t errlen)
+static void put_tokenizer(gguf_out *o, const llm_tokenizer_view *v, const char *pre, int32_t n_vocab)
 {
     int32_t i;
     char pad[32];
-    if (v->n_tokens > n_vocab)
-        return llm__errf(err, errlen, "the tokenizer has %d tokens, the model's vocabulary %d", (int)v->n_tokens,
-                         (int)n_vocab);
-    for (i = 0; i < v->n_merges; i++) {
-        llm_bytes a = token_of(v, v->merge_left[i]), b = token_of(v, v->merge_right[i]);
-        if (memchr(a.p, ' ', a.n) || memchr(b.p, ' ', b.n))
-            return llm__errf(err, errlen, "merge %d names a token with a space, which GGUF's \"left right\" merges "
-                             "cannot spell", (int)i);
-    }
     kv_str(o, "tokenizer.ggml.model", "gpt2");
     kv_str(o, "tokenizer.ggml.pre", pre);
     kv_array(o, "tokenizer.ggml.tokens", GGUF_STRING, (uint64_t)n_vocab);
@@ -469,7 +459,37 @@ static int put_tokenizer(gguf_out *o, const llm_tokenizer_view *v, const char *p
     kv_bool(o, "tokenizer.ggml.add_bos_token", v->add_bos);
     kv_bool(o, "tokenizer.ggml.add_eos_token", 0);   /* grzo's tokenizer.json post-processor adds BOS only */
     if (v->chat_template) kv_str(o, "tokenizer.chat_template", v->chat_template);
-    return 0;
+}
+
+/* llama.cpp's pre-tokenizer name for cfg's model with tokenizer v, or NULL with err set: every
+   refusal of llm_gguf_write_model that the weights do not decide. */
+static const char *checked_pre_name(const llm_config *cfg, const llm_tokenizer_view *v, char *err, size_t errlen)
+{
+    const char *pre;
+    int32_t i;
+    if (llm__config_check(cfg, err, errlen) || !(pre = pre_name_of(v, err, errlen))) return NULL;
+    if (v->n_tokens > cfg->vocab_size) {
+        llm__errf(err, errlen, "the tokenizer has %d tokens, the model's vocabulary %d", (int)v->n_tokens,
+                  (int)cfg->vocab_size);
+        return NULL;
+    }
+    for (i = 0; i < v->n_merges; i++) {
+        llm_bytes a = token_of(v, v->merge_left[i]), b = token_of(v, v->merge_right[i]);
+        if (memchr(a.p, ' ', a.n) || memchr(b.p, ' ', b.n)) {
+            llm__errf(err, errlen, "merge %d names a token with a space, which GGUF's \"left right\" merges cannot spell",
+                      (int)i);
+            return NULL;
+        }
+    }
+    return pre;
+}
+
+int llm_gguf_check_model(const llm_config *cfg, const llm_tokenizer *tok, char *err, size_t errlen)
+{
+    llm_tokenizer_view v;
+    if (!cfg || !tok) return llm__errf(err, errlen, "llm_gguf_check_model: missing argument");
+    llm__tokenizer_view(tok, &v);
+    return checked_pre_name(cfg, &v, err, errlen) ? 0 : 1;
 }
 
 /* general.* and llama.* as the converter writes them; a llama3 rope_scaling also as
@@ -558,9 +578,8 @@ int llm_gguf_write_model(const llm_config *cfg, const llm_weights *w, const llm_
     int rc = 1;
     if (!cfg || !w || !w->arena || !tok || !name || !out_path || !out_path[0] || (unsigned)type > LLM_GGUF_Q8_0)
         return llm__errf(err, errlen, "llm_gguf_write_model: missing or invalid argument");
-    if (llm__config_check(cfg, err, errlen)) return 1;
     llm__tokenizer_view(tok, &v);
-    if (!(pre = pre_name_of(&v, err, errlen))) return 1;
+    if (!(pre = checked_pre_name(cfg, &v, err, errlen))) return 1;
     memset(&o, 0, sizeof o);
     o.alignment = 32;
     cap = (size_t)cfg->n_layers * 9 + 4;
@@ -573,7 +592,7 @@ int llm_gguf_write_model(const llm_config *cfg, const llm_weights *w, const llm_
         goto done;
     }
     put_model(&o, cfg, name, type);
-    if (put_tokenizer(&o, &v, pre, cfg->vocab_size, err, errlen)) goto done;
+    put_tokenizer(&o, &v, pre, cfg->vocab_size);
     if (o.oom) {
         llm__errf(err, errlen, "out of memory");
         goto done;

@@ -64,4 +64,10 @@ int llm_gguf_write(const uint8_t *original, size_t original_size, const llm_conf
 int llm_gguf_write_model(const llm_config *cfg, const llm_weights *w, const llm_tokenizer *tok, const char *name,
                          llm_gguf_type type, const char *out_path, char *err, size_t errlen);
 
+/* Whether llm_gguf_write_model would take cfg and tok, before any weights exist: its refusals
+   that depend on the configuration and the tokenizer alone (the tokenizer's pipeline, more
+   tokens than the vocabulary, a merge naming a token with a space). grzo-finetune --export
+   asks before it trains. Returns 0, or nonzero with one line in err. */
+int llm_gguf_check_model(const llm_config *cfg, const llm_tokenizer *tok, char *err, size_t errlen);
+
 #endif /* GRZO_LLM_GGUF_WRITE_H */

@@ -1,4 +1,6 @@
 /* llm_export.c - the original model + a grzo checkpoint -> a model file (llm_export.h). */
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -97,6 +99,30 @@ static int export_hf(const char *model, const char *checkpoint, const char *out_
     return rc;
 }
 
+static int refuse_llama2c_gguf(const char *model, char *err, size_t errlen)
+{
+    return llm__errf(err, errlen, "%s is a llama2.c checkpoint: a GGUF export copies the metadata and tokenizer of a GGUF "
+                     "original, which a llama2.c file does not have (grzo-export --format safetensors, or convert it to "
+                     "GGUF first)", model);
+}
+
+int llm_export_check_gguf(const char *model, const llm_config *cfg, const llm_tokenizer *tok, char *err, size_t errlen)
+{
+    unsigned char magic[4];
+    size_t got;
+    FILE *f;
+    if (!model || !cfg) return llm__errf(err, errlen, "llm_export_check_gguf: missing argument");
+    if (is_directory(model)) {
+        if (llm_gguf_check_model(cfg, tok, err, errlen) == 0) return 0;
+        llm__err_prefix(err, errlen, model);   /* as llm_export names it */
+        return 1;
+    }
+    if (!(f = fopen(model, "rb"))) return llm__errf(err, errlen, "%s: %s", model, strerror(errno));
+    got = fread(magic, 1, sizeof magic, f);
+    fclose(f);
+    return got == sizeof magic && memcmp(magic, "GGUF", 4) == 0 ? 0 : refuse_llama2c_gguf(model, err, errlen);
+}
+
 int llm_export(const char *model, const char *checkpoint, const char *out_path, llm_export_format format,
                llm_gguf_type type, char *err, size_t errlen)
 {
@@ -117,9 +143,7 @@ int llm_export(const char *model, const char *checkpoint, const char *out_path, 
     is_gguf = size >= 4 && memcmp(image, "GGUF", 4) == 0;
     if (format == LLM_EXPORT_GGUF && !is_gguf) {
         free(image);
-        return llm__errf(err, errlen, "%s is a llama2.c checkpoint: a GGUF export copies the metadata and tokenizer of a "
-                         "GGUF original, which a llama2.c file does not have (export --format safetensors, or convert "
-                         "it to GGUF first)", model);
+        return refuse_llama2c_gguf(model, err, errlen);
     }
     rc = llm_load_memory(image, size, &cfg, &w, is_gguf ? &tok : NULL, err, errlen);
     if (rc) llm__err_prefix(err, errlen, model);

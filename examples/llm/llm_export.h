@@ -32,6 +32,14 @@ int llm_export_format_parse(const char *name, llm_export_format *out);
 int llm_export(const char *model, const char *checkpoint, const char *out_path, llm_export_format format,
                llm_gguf_type type, char *err, size_t errlen);
 
+/* Whether llm_export can write `model` as GGUF once a checkpoint exists: the refusals that
+   the weights do not decide, with the model's configuration and tokenizer as loaded (a
+   llama2.c original; a Hugging Face folder whose tokenizer llama.cpp would encode
+   differently, llm_gguf_check_model: a folder needs tok, a file does not read it). A GGUF
+   original passes. grzo-finetune --export asks before it trains. Returns 0, or nonzero with
+   one line in err. */
+int llm_export_check_gguf(const char *model, const llm_config *cfg, const llm_tokenizer *tok, char *err, size_t errlen);
+
 /* llm_export to GGUF with the type named as on the command line ("f32", "f16", "bf16",
    "q8_0"): grzo-finetune --export's one call. */
 int llm_export_as(const char *model, const char *checkpoint, const char *out_path, const char *type_name, char *err,

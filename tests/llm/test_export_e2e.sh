@@ -7,8 +7,7 @@
 #   2. grzo-finetune --export writes the same file as grzo-export;
 #   3. grzo-export refuses a checkpoint of another model (stories260K's run) in one line,
 #      exit 1, naming the checkpoint, and leaves no file; grzo-finetune --export of a llama2.c
-#      model fails in one line at the end (the checkpoint is kept); a bad --export-type is
-#      refused before the run (exit 2);
+#      model and a bad --export-type are refused in one line before the run (exit 2, no files);
 #   4. a safetensors folder exported from stories260K (no tokenizer.json) generates, with
 #      --tokenizer, the text of the original + the checkpoint.
 # usage: test_export_e2e.sh GRZO_FINETUNE GRZO_EXPORT GRZO_GENERATE DATA_DIR WORK_DIR
@@ -39,14 +38,18 @@ cmp -s "$work/from_checkpoint.txt" "$work/from_export.txt" ||
     fail "the export generates other text: '$(cat "$work/from_export.txt")' vs '$(cat "$work/from_checkpoint.txt")'"
 echo "same text from the export and from the original + checkpoint: $(head -c 120 "$work/from_export.txt")"
 
-# a checkpoint of another model: stories260K fine-tuned for 1 step
-"$finetune" --model "$data/stories260K.bin" --tokenizer "$data/tok512.bin" --task sst2 --data "$data/tasks/SST-2" \
-    --n-train 4 --n-dev 2 --n-test 2 --batch 2 --eval-every 0 --threads 1 --steps 1 --out "$work/other" \
-    --export "$work/other.gguf" > "$work/ft2.out" 2> "$work/ft2.err"
+# a checkpoint of another model: stories260K fine-tuned for 1 step; its --export (GGUF from a
+# llama2.c file) is refused before it trains
+other=(--model "$data/stories260K.bin" --tokenizer "$data/tok512.bin" --task sst2 --data "$data/tasks/SST-2"
+       --n-train 4 --n-dev 2 --n-test 2 --batch 2 --eval-every 0 --threads 1 --steps 1 --out "$work/other")
+"$finetune" "${other[@]}" --export "$work/other.gguf" > "$work/ft2.out" 2> "$work/ft2.err"
 rc=$?
-[ "$rc" -eq 1 ] && [ -f "$work/other/checkpoint.grzo" ] && [ ! -e "$work/other.gguf" ] ||
-    fail "grzo-finetune --export of a llama2.c model: exit $rc, want 1 with the checkpoint and no export"
-tail -1 "$work/ft2.err" | grep -q "^grzo-finetune: .*llama2.c" || fail "no one-line reason: $(tail -2 "$work/ft2.err")"
+[ "$rc" -eq 2 ] && [ ! -e "$work/other" ] && [ ! -e "$work/other.gguf" ] ||
+    fail "grzo-finetune --export of a llama2.c model: exit $rc, want 2 before the run"
+[ "$(grep -c "^grzo-finetune: " "$work/ft2.err")" -eq 1 ] &&
+    tail -1 "$work/ft2.err" | grep -q "^grzo-finetune: --export: .*stories260K.bin is a llama2.c checkpoint" ||
+    fail "no one-line reason: $(tail -2 "$work/ft2.err")"
+"$finetune" "${other[@]}" > "$work/ft2.out" 2> "$work/ft2.err" || fail "grzo-finetune of stories260K: $(tail -2 "$work/ft2.err")"
 "$finetune" --model "$model" --task sst2 --data "$data/tasks/SST-2" --steps 1 --out "$work/bad" --export "$work/bad.gguf" \
     --export-type q4 > /dev/null 2>&1
 rc=$?

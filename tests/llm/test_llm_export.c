@@ -436,6 +436,30 @@ static void test_refusals(const char *orig, const char *ckpt, const char *llama2
     CHECK(temporaries_left() == 0);
 }
 
+/* llm_export_check_gguf (grzo-finetune --export, before training) on files, whose tokenizer it
+   does not need: a GGUF original passes; a llama2.c one is refused as llm_export refuses it; a
+   missing file is named; a missing argument is refused (a folder's tokenizer: test_hf_refusals) */
+static void test_export_check(const char *orig, const char *ckpt, const char *llama2c)
+{
+    llm_config cfg;
+    llm_weights w;
+    char err[512] = "", late[512] = "", out[512];
+    REQUIRE(llm_load(orig, &cfg, &w, NULL, err, sizeof err) == 0, "load %s: %s", orig, err);
+    CHECKF(llm_export_check_gguf(orig, &cfg, NULL, err, sizeof err) == 0, "%s", err);
+    CHECK(llm_export_check_gguf(llama2c, &cfg, NULL, err, sizeof err) != 0);
+    snprintf(out, sizeof out, "%s/refused.gguf", dir);
+    CHECK(llm_export(llama2c, ckpt, out, LLM_EXPORT_GGUF, LLM_GGUF_F32, late, sizeof late) != 0);
+    CHECKF(strstr(err, "is a llama2.c checkpoint") != NULL && strcmp(err, late) == 0, "'%s' before, '%s' after", err, late);
+    CHECK(llm_export_check_gguf("/nonexistent-grzo-model.gguf", &cfg, NULL, err, sizeof err) != 0);
+    CHECKF(strstr(err, "/nonexistent-grzo-model.gguf") != NULL, "%s", err);
+    CHECK(llm_export_check_gguf(NULL, &cfg, NULL, err, sizeof err) != 0);
+    CHECK(llm_export_check_gguf(orig, NULL, NULL, err, sizeof err) != 0);
+    CHECK(llm_export_check_gguf(dir, &cfg, NULL, err, sizeof err) != 0);   /* a folder without its tokenizer */
+    CHECKF(strstr(err, "missing argument") != NULL, "%s", err);
+    CHECK(llm_gguf_check_model(&cfg, NULL, err, sizeof err) != 0);
+    llm_weights_free(&w);
+}
+
 /* ---- a Hugging Face folder -> GGUF (llm_gguf_write_model) ---- */
 
 /* Tokenizers of hf_tokenizer_cases.py that llama.cpp has by name, each with a model of
@@ -503,6 +527,7 @@ static void test_hf_pipeline(const char *python, const char *ref, const char *re
     snprintf(ckpt, sizeof ckpt, "%s/%s.grzo", work, tok_name);
     REQUIRE(llm_load(folder, &cfg, &w, &tok, err, sizeof err) == 0, "load %s: %s", folder, err);
     CHECK(cfg.rope_scaling == LLM_ROPE_SCALING_LLAMA3);
+    CHECKF(llm_export_check_gguf(folder, &cfg, tok, err, sizeof err) == 0, "%s: %s", folder, err);
     tune_and_save(&cfg, &w, ckpt);
     for (type = 0; type < 4; type++) {
         uint64_t differ;
@@ -540,7 +565,8 @@ static void test_hf_pipeline(const char *python, const char *ref, const char *re
     llm_weights_free(&w);
 }
 
-/* Tokenizers that llama.cpp would encode differently: refused, naming why, no file left. */
+/* Tokenizers that llama.cpp would encode differently: refused, naming why, no file left; and
+   refused the same by llm_export_check_gguf, which grzo-finetune --export asks before training. */
 static void test_hf_refusals(const char *python, const char *ref, const char *work, const char *tok_dir)
 {
     static const char *const cases[][3] = {{"llama2", "hf_llama2_mha_f32", "character BPE"},
@@ -548,18 +574,22 @@ static void test_hf_refusals(const char *python, const char *ref, const char *wo
                                            {"gpt2_noregex", "hf_llama3_untied_f32", "without a regex"}};
     size_t i;
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char folder[1024], ckpt[1024], out[1024], err[512] = "";
+        char folder[1024], ckpt[1024], out[1024], err[512] = "", early[512] = "";
         llm_config cfg;
         llm_weights w;
+        llm_tokenizer *tok = NULL;
         make_hf(python, ref, work, cases[i][0], cases[i][1], tok_dir, cases[i][0]);
         snprintf(folder, sizeof folder, "%s/%s", work, cases[i][0]);
         snprintf(ckpt, sizeof ckpt, "%s/%s.grzo", work, cases[i][0]);
         snprintf(out, sizeof out, "%s/%s.gguf", work, cases[i][0]);
-        REQUIRE(llm_load(folder, &cfg, &w, NULL, err, sizeof err) == 0, "load %s: %s", folder, err);
+        REQUIRE(llm_load(folder, &cfg, &w, &tok, err, sizeof err) == 0, "load %s: %s", folder, err);
+        CHECK(llm_export_check_gguf(folder, &cfg, tok, early, sizeof early) != 0);
         tune_and_save(&cfg, &w, ckpt);
+        llm_tokenizer_free(tok);
         llm_weights_free(&w);
         CHECK(llm_export(folder, ckpt, out, LLM_EXPORT_GGUF, LLM_GGUF_F32, err, sizeof err) != 0);
         CHECKF(strstr(err, cases[i][2]) != NULL && strstr(err, folder) != NULL, "%s: %s", cases[i][0], err);
+        CHECKF(strcmp(early, err) == 0, "%s: the check before training says '%s', the export '%s'", cases[i][0], early, err);
         CHECK(!file_exists(out));
     }
 }
@@ -618,6 +648,7 @@ int main(int argc, char **argv)
     test_safetensors(orig, &cfg, &tuned, ckpt);
     test_safetensors_llama2c(llama2c);
     test_refusals(orig, ckpt, llama2c);
+    test_export_check(orig, ckpt, llama2c);
     if (python) CHECKF(read_with_gguf_package(argv[2], python, orig) == 0, "the gguf package's reader disagrees (above)");
     llm_weights_free(&tuned);
     if (!lt_failures) {
