@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # grzo-finetune's command line, folders and files (issue 13), one case per argument:
-#   options    bad numeric values: exit 2, one line on stderr naming the option, no files
+#   options    bad numeric values and an unknown task: exit 2, one line on stderr naming the
+#              option, no files; --n-dev 0 runs; --max-len takes effect
 #   launcher   MPI is initialized only under an MPI launcher (or GRZO_MPI=1); a build
 #              without MPI refuses a launcher's environment; a bad GRZO_MPI is refused
 #   injection  --out/--log with $(...), backquotes, quotes, spaces and a newline run no
@@ -86,12 +87,25 @@ case_options() {
     grep -q -- "--attention: expected auto, fused or gemm" err.txt || fail "--attention flash: $(cat err.txt)"
     run 2 "${common[@]}" --attention fused --out o; one_line "--attention fused on the CPU"
     grep -q -- "--attention fused needs --device cuda" err.txt || fail "--attention fused on the CPU: $(cat err.txt)"
+    run 2 --model "$data/stories260K.bin" --tokenizer "$data/tok512.bin" --task nosuch --data "$data/tasks/SST-2" --out o
+    one_line "--task nosuch"
+    grep -q -- "--task: unknown task 'nosuch'" err.txt || fail "--task nosuch: $(cat err.txt)"
     # a path that is not UTF-8 cannot be recorded in run.json (JSON text)
     mkdir u8 && cp "$data/stories260K.bin" u8/$'mod\xe9l.bin'
     run 2 "${common[@]}" --model u8/$'mod\xe9l.bin' --out o; one_line "a model path that is not UTF-8"
     grep -q -- "--model: the path is not valid UTF-8" err.txt || fail "a path that is not UTF-8: $(cat err.txt)"
     rm -r u8
     [ -z "$(ls -A | grep -v -x -e err.txt -e out.txt)" ] || fail "bad command lines left files: $(ls -A | tr '\n' ' ')"
+    # a bound itself is taken: no dev split (--n-dev 0), evaluated every step all the same
+    run 0 "${common[@]}" --n-dev 0 --steps 2 --eval-every 1 --out z
+    grep -q '"n_dev":0' z/run.json && [ "$(wc -l < z/log.jsonl)" -eq 2 ] || fail "--n-dev 0: $(tail -2 err.txt)"
+    rm -r z
+    # --max-len below the model's context cuts the sequences: another loss than the full length's
+    run 0 "${common[@]}" --steps 1 --out ml0
+    run 0 "${common[@]}" --steps 1 --max-len 12 --out ml12
+    grep -q '"max_len":12' ml12/run.json && ! cmp -s <(strip ml0/log.jsonl) <(strip ml12/log.jsonl) ||
+        fail "--max-len 12 trained as the full length"
+    rm -r ml0 ml12
     echo "ok: bad values refused with one line each, nothing written"
 }
 
@@ -352,6 +366,10 @@ case_foreign() {
     mkdir moved; cp A.ck moved/ck.grzo; rm A/checkpoint.grzo
     run 0 --out A --resume --steps 3 --checkpoint moved/ck.grzo
     diff <(strip C/log.jsonl) <(strip A/log.jsonl) > d || fail "resumed from the moved checkpoint: $(head -4 d)"
+    # and the run's log, moved: taken with --log, and continued there
+    mv A/log.jsonl moved/log.jsonl
+    run 0 --out A --resume --steps 4 --checkpoint moved/ck.grzo --log moved/log.jsonl
+    [ "$(wc -l < moved/log.jsonl)" -eq 4 ] && [ ! -e A/log.jsonl ] || fail "the moved log was not continued: $(tail -2 err.txt)"
     # a crash after a save's rename, before run.json recorded it: run.json says which step was being saved
     run 0 "${common[@]}" --steps 2 --out D
     cp C/checkpoint.grzo D/checkpoint.grzo; cp C/log.jsonl D/log.jsonl
@@ -374,7 +392,7 @@ case_foreign() {
     (ulimit -f 4; trap '' XFSZ; exec "$bin" --out G --resume --steps 300 > out.txt 2> err.txt) && fail "the log did not outgrow 4 KiB"
     grep -q '"checkpoint_step":2,' G/run.json || fail "the resumed run did not record its checkpoint: $(tail -1 G/run.json)"
     run 0 --out G --resume --steps 3
-    echo "ok: a checkpoint of another run, or another state of this one, is refused; a moved one and a cut-short save are taken"
+    echo "ok: a checkpoint of another run, or another state of this one, is refused; a moved one (and log) and a cut-short save are taken"
 }
 
 # the model and tokenizer files are checked on every resume, given again or not; relative paths
