@@ -40,17 +40,38 @@
 # and recorded; a folder begun before the grids were extended (no grid_extend in its protocol)
 # goes on with the extension. The report is rewritten at the end of every call.
 # --jobs N runs N grzo-finetune processes at a time on the one device (zero-shot runs, the grids
-# of each task and estimator, final runs), each with the cores shared out (--threads 0). A small
-# model leaves a large GPU mostly idle (SmolLM2-135M at B = 16: a GRZO step of 17 ms on an H200
-# is launches and waits, not arithmetic), so the runs overlap; each run's results are its own
-# (its seed), but its seconds are the shared device's: the report marks such runs' steps/s, and
-# its plots draw them against their steps at the speed of runs made alone.
+# of each task and estimator, final runs), each with the cores shared out (--threads 0). It was
+# meant for a small model that leaves a large GPU mostly idle, but measured on an H200
+# (SmolLM2-135M at B = 16) four at a time ran at 0.76x the throughput of one at a time: a GRZO
+# grid run took 0.0245 s a step alone and 0.106-0.110 s beside three others. Each run's results
+# are its own (its seed), but its seconds are the shared device's: the report marks such runs'
+# steps/s, and its plots draw them against their steps at the speed of runs made alone.
 # --fit (for a machine's last call: the checkpoints of runs stopped by the budget do not travel
-# to the next machine, so their steps are lost): a run starts only when the budget left holds
-# its steps at the slowest speed that finished runs of its task and estimator measured at this
-# --jobs (else of its task at any, of its estimator at this --jobs, at any; when none finished,
-# it starts), evaluations included, plus 10 s to load; the others are left for a later call, as
-# stopped ones are. A stopped run is resumed whatever is left.
+# to the next machine, so their steps are lost) starts a new grid or final run only when the
+# budget left holds all that it does, at what the runs made alone measured (run_costs, estimate):
+#   - as a finished run of the same kind (grid or final), task and estimator, the slowest: its
+#     results.json seconds over its steps (training, the dev evaluations, checkpoints and the
+#     evaluation at the end), its end again for the zero-shot evaluation before the first step;
+#   - else the slowest training step of the task and estimator (else of the estimator on another
+#     task, scaled by the two tasks' ratio with another estimator) times the steps, and each
+#     evaluation at what one of the task measured: a final run's zero-shot and end (dev + test:
+#     zs-TASK's, or a final run's end) and its dev evaluation every --eval-every steps (one in a
+#     log, else a grid run's end: dev and a checkpoint); a grid run's zero-shot and end (a grid
+#     run's end, else zs-TASK's);
+#   - and the diagnostics (GRZO and MeZO final runs: at the start and every --diagnose-every
+#     steps), the slowest the task measured (else any task; else --diagnose-probes training steps);
+#   - and 10% over all that (FIT_MARGIN), for runs alike differ (SST-2 GRZO grid runs made alone
+#     on the H200: 4.9-5.2 s, 6%) and a final run's checkpoints every 10 minutes, which no grid
+#     run measures;
+#   - and 10 s to load the model (FIT_LOAD): grzo-finetune's files do not record a load.
+# The others are left for a later call, as stopped ones are; a stopped run is resumed whatever
+# is left; a run whose estimator no run made alone has measured starts. Only runs made alone
+# count (runs/NAME.jobs all 1, or none: made before --jobs), and --fit with --jobs over 1 is a
+# usage error: a run's speed beside others depends on what runs beside it. On the H200 at
+# --jobs 4, --fit took 0.106 s a step from an SST-2 GRZO grid run made beside others and
+# started four 2000-step final runs with 228 s left; the SST-2 GRZO one, beside three others
+# rather than two and evaluating, ran 0.110 s a step, and all four were stopped by the budget
+# (at steps 1983, 1943, 1170 and 1209), their work lost.
 # Exit status: 0 when everything planned is done, 3 when runs are left for a later call, 1 when
 # a run failed, 2 on usage.
 set -u -o pipefail
@@ -69,7 +90,7 @@ usage: bash bench/gpu/finetune.sh [options] MODEL DATA_DIR OUTDIR | --report-onl
   --grid-grzo LIST  --grid-mezo LIST  --grid-fzoo LIST   (comma lists of learning rates)
   --grid-extend N (2)   lrs added beyond the grid's edge where the best lr sits there (0: none)
   --jobs N (1)   runs at a time on the one device (each grid of a task and estimator is one)
-  --fit          start a run only when the budget left holds it (at its estimator's measured speed)
+  --fit          start a run only when the budget left holds it (as runs made alone measured; --jobs 1 only)
   grzo-finetune: $GRZO_FINETUNE, else build-gpu/examples/finetune/grzo-finetune
 EOF
     exit 2
@@ -213,7 +234,7 @@ any_shared() { cat "$OUT"/runs/final-*.jobs 2> /dev/null | awk '$1 > 1 { f = 1 }
 # JOBS is the most runs at a time of the calls that made it (1 before --jobs), STEP the seconds
 # a step took with the evaluations (results.json's seconds over its steps: finished runs) and
 # TRAIN without them (the last logged step's elapsed over the steps logged); 0 where not measured. The plan
-# line, --fit and the plots each read what they need from it.
+# line and the plots each read what they need from it (--fit reads run_costs).
 run_speeds() {
     local d name j
     for d in "$OUT"/runs/grid-* "$OUT"/runs/final-*; do
@@ -231,6 +252,87 @@ run_speeds() {
 # 1), the slowest of them; nothing when none
 solo_step_seconds() {
     run_speeds | awk -v t="$1" -v e="$2" '$1 == t && $2 == e && $3 == 1 && $5 > 0 && $5 > m { m = $5 } END { if (m) print m }'
+}
+
+# ---- --fit: what a new run will take ------------------------------------------------------------
+FIT_MARGIN=10   # percent over the estimate (the header says why)
+FIT_LOAD=10     # seconds to load the model: not measured (grzo-finetune's files record no load)
+# Whether the run in folder $1 was made alone: its .jobs all 1, or none (made before --jobs). A
+# run made beside others measured the shared device, which depends on what ran beside it.
+made_alone() { [ ! -e "$1.jobs" ] || ! grep -qvx 1 "$1.jobs"; }
+# What the runs made alone measured, a line each: KIND TASK EST STEPS SECONDS TRAIN DEV END DIAG
+# (KIND zs, grid or final; EST - for a zero-shot run; 0 where not measured). grzo-finetune's
+# clocks: results.json's seconds run from the first step to the results (training, the dev
+# evaluations, checkpoints and the evaluation at the end), log.jsonl's elapsed to each step (on
+# a line with dev_acc, that evaluation included); neither counts the load, the zero-shot
+# evaluation before the first step or the diagnostics (theirs is on their log lines).
+#   TRAIN  a training step: the mean of the steps' elapsed increments, those with a dev evaluation left out
+#   DEV    the slowest dev evaluation during training: its step's increment less TRAIN
+#   END    the evaluation at the end and its checkpoint: seconds less the last step's elapsed
+#          (a zero-shot run: all of its seconds)
+#   DIAG   the slowest diagnostic
+run_costs() {
+    local d
+    for d in "$OUT"/runs/zs-* "$OUT"/runs/grid-* "$OUT"/runs/final-*; do
+        [ -f "$d/log.jsonl" ] && made_alone "$d" || continue
+        awk -v name="$(basename "$d")" -v s="$(field "$d/results.json" seconds 2> /dev/null)" \
+            -v n="$(field "$d/results.json" steps 2> /dev/null)" '
+            function num(key) { return match($0, "\"" key "\":[0-9.eE+-]+") ? substr($0, RSTART + length(key) + 3, RLENGTH - length(key) - 3) + 0 : 0 }
+            /"loss"/ { e = num("elapsed"); if (/"dev_acc"/) dev[++nd] = e - last; else { train += e - last; nt++ }; last = e }
+            /"diagnose"/ && num("seconds") > diag { diag = num("seconds") }
+            END { split(name, w, "-"); t = nt ? train / nt : 0
+                  for (i = 1; i <= nd; i++) if (dev[i] - t > dv) dv = dev[i] - t
+                  printf "%s %s %s %d %.6g %.6g %.6g %.6g %.6g\n", w[1], w[2], (w[3] == "" ? "-" : w[3]), n, s, t, dv, (s > 0 ? s - last : 0), diag }' \
+            "$d/log.jsonl"
+    done
+}
+# --fit's estimate of the seconds the new run NAME ($1) of STEPS ($2) steps takes, as "SECONDS
+# HOW" (HOW: what it rests on, for the log); nothing when no run made alone measured a training
+# step of its estimator. The evaluations and diagnostics are counted as grzo-finetune makes
+# them: a dev evaluation after every --eval-every-th step, a diagnostic before the first step
+# and before every --diagnose-every-th (final runs; diag holds their options, none for FZOO).
+# Where the task has no training step of the estimator, another task's is taken, times the
+# slowest ratio of the two tasks' steps with another estimator (1 where none says): RTE's
+# prompts are longer than SST-2's (a GRZO step 0.046 s against 0.019 s on the H200).
+estimate() {
+    local kind task est evals=0 diags=0
+    IFS=- read -r kind task est _ <<< "$1"
+    if [ "$kind" = final ]; then
+        [ "$EVAL_EVERY" -eq 0 ] || evals=$(( $2 / EVAL_EVERY ))
+        [ ${#diag[@]} -eq 0 ] || diags=$(( 1 + (DIAG_EVERY > 0 ? ($2 - 1) / DIAG_EVERY : 0) ))
+    fi
+    run_costs | awk -v kind="$kind" -v t="$task" -v e="$est" -v steps="$2" -v evals="$evals" -v diags="$diags" \
+        -v probes="$DIAG_PROBES" -v margin="$FIT_MARGIN" -v load="$FIT_LOAD" '
+        function up(k, v) { if (v > m[k]) m[k] = v }   # the slowest of each figure
+        $1 == kind && $2 == t && $3 == e && $4 > 0 && $5 > 0 { up("alike", $5 / $4 * steps + $8) }
+        $3 != "-" && $6 > 0 { up($2 SUBSEP $3, $6); tasks[$2]; ests[$3] }   # training steps
+        $2 == t && ($1 == "zs" || $1 == "final") { up("dev+test", $8) }
+        $2 == t && $1 == "grid" { up("dev", $8) }
+        $2 == t { up("dev", $7); up("diag", $9) }
+        { up("diag on any task", $9) }
+        function other_task(o,   x, r) {
+            for (x in ests) if (m[t SUBSEP x] > 0 && m[o SUBSEP x] > 0 && m[t SUBSEP x] / m[o SUBSEP x] > r) r = m[t SUBSEP x] / m[o SUBSEP x]
+            return m[o SUBSEP e] * (r ? r : 1)
+        }
+        END {
+            train = m[t SUBSEP e]; of = ""
+            if (!train) for (o in tasks) if (m[o SUBSEP e] > 0 && other_task(o) > train) { train = other_task(o); of = " (from " o ")" }
+            if (!train) exit
+            devtest = m["dev+test"] ? m["dev+test"] : m["dev"]
+            dev = m["dev"] ? m["dev"] : devtest
+            diag = m["diag"] ? m["diag"] : m["diag on any task"] ? m["diag on any task"] : probes * train
+            if (m["alike"]) {
+                s = m["alike"]; how = sprintf("as a finished %s run of %s, %s", kind, t, e)
+            } else {
+                ev = kind == "final" ? 2 * devtest + evals * dev : 2 * dev
+                s = steps * train + ev
+                how = sprintf("%d steps at %.3g s%s, %d evaluations %.3g s", steps, train, of, (kind == "final" ? 2 + evals : 2), ev)
+                if (!devtest) how = how " (none measured alone)"
+            }
+            s += diags * diag
+            if (diags) how = how sprintf(", %d diagnostic%s %.3g s", diags, (diags > 1 ? "s" : ""), diags * diag)
+            s = s * (1 + margin / 100) + load
+            printf "%d %s, +%d%%, %d s to load\n", (s == int(s) ? s : int(s) + 1), how, margin, load }'
 }
 
 # The loss curves of the first seed's final runs, against steps and against seconds. Where runs
@@ -412,6 +514,12 @@ for n in BUDGET:1 STEPS:1 GRID_STEPS:1 EVAL_EVERY:0 DIAG_EVERY:0 DIAG_PROBES:2 B
     is_count "${!n}" || { echo "finetune.sh: $opt: expected a count, got '${!n}'" >&2; usage; }
     [ "${!n}" -ge "$least" ] || { echo "finetune.sh: $opt: at least $least, got ${!n}" >&2; usage; }
 done
+# --fit holds a run to the budget at the speed runs made alone measured; beside others it runs
+# at a speed that depends on what runs beside it (the header: the H200's four final runs)
+if [ "$FIT" -eq 1 ] && [ "$JOBS" -gt 1 ]; then
+    echo "finetune.sh: --fit with --jobs $JOBS: a run's speed beside others depends on what runs beside it, so --fit cannot hold it to the budget; use --jobs 1 with --fit" >&2
+    usage
+fi
 case $DEVICE in cuda|cpu) ;; *) echo "finetune.sh: --device: expected cuda or cpu, got '$DEVICE'" >&2; usage ;; esac
 case $DTYPE in bf16|f16|f32) ;; *) echo "finetune.sh: --dtype: expected bf16, f16 or f32, got '$DTYPE'" >&2; usage ;; esac
 check_lists || usage
@@ -504,33 +612,23 @@ spawn() {
     while [ "$(jobs -pr | wc -l)" -ge "$JOBS" ]; do wait -n; done
     "$@" &
 }
-# The seconds a step of task $1's estimator $2 took (evaluations included), at the slowest of
-# the finished runs that match best: the same task and --jobs, the same task, the estimator at
-# this --jobs, the estimator (run_speeds); nothing when none has finished
-step_seconds() {
-    run_speeds | awk -v t="$1" -v e="$2" -v j="$JOBS" '
-        $2 == e && $4 > 0 { for (k = 0; k < 4; k++)   # the match levels this run meets
-                                if ((k == 0 && $1 == t && $3 == j) || (k == 1 && $1 == t) || (k == 2 && $3 == j) || k == 3)
-                                    if ($4 > m[k]) m[k] = $4 }
-        END { for (k = 0; k < 4; k++) if (m[k]) { print m[k]; exit } }'
-}
-# --fit: 0 when a new run of STEPS steps of the estimator in NAME fits in SECS, else 1 with its
-# estimate in need
+# --fit: 0 when the new run NAME ($1) of STEPS ($2) steps fits in SECS ($3) seconds, or when
+# nothing measured says; else 1, with the estimate in need and what it rests on in need_how
 fits() {
-    local v
-    need=0
+    local e
+    need=0 need_how=""
     [ "$FIT" -eq 1 ] || return 0
     case $1 in grid-*|final-*) ;; *) return 0 ;; esac
-    v=$(step_seconds "$(echo "$1" | cut -d- -f2)" "$(echo "$1" | cut -d- -f3)")
-    [ -n "$v" ] || return 0
-    need=$(awk -v n="$2" -v v="$v" 'BEGIN { printf "%.0f", n * v + 10 }')
+    e=$(estimate "$1" "$2")
+    [ -n "$e" ] || return 0
+    need=${e%% *} need_how=${e#* }
     [ "$need" -le "$3" ]
 }
 # run NAME STEPS ARGS...: finished runs are skipped, stopped ones resumed, the rest started;
 # each gets what is left of the budget. runs/NAME.jobs gets a line with --jobs for each call
 # that runs it (its seconds are a shared device's when one of them is over 1).
 run() {
-    local name=$1 steps=$2 d="$OUT/runs/$1" secs st need
+    local name=$1 steps=$2 d="$OUT/runs/$1" secs st need need_how
     shift 2
     [ -s "$d/results.json" ] && return 0
     secs=$(( START + BUDGET - $(date +%s) ))
@@ -541,7 +639,7 @@ run() {
         # the diagnostics are not part of a run's identity (run.json): a resume asks for them again
         timeout -s INT -k 30 "$secs" "$FT" --out "$d" --resume --steps "$steps" --threads "$RUN_THREADS" "${diag[@]}" >> "$d.out" 2>&1
     elif ! fits "$name" "$steps" "$secs"; then
-        outcome left "$name"; say "  $name: not started (--fit: ~$need s at the speed measured, $secs s left)"; return 0
+        outcome left "$name"; say "  $name: not started (--fit: ~$need s, $need_how; $secs s left)"; return 0
     else
         rm -rf "$d"
         say "  $name (at most $secs s)"

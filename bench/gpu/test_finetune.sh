@@ -4,8 +4,10 @@
 # whole tiny protocol (zero-shot, grid, choice, final runs over two seeds, the report), the
 # same two runs at a time (--jobs 2: the same losses), the refusal of a changed protocol in the
 # same OUTDIR (its files moved to other folders are taken, a model of another name is not), the
-# grids extended at their edges, --jobs and --fit against the clock, and two runs stopped by the
-# budget that the next call resumes instead of restarting, their B_eff diagnostics going on.
+# grids extended at their edges, --jobs against the clock, --fit's estimates (evaluations
+# included, runs made beside others not used; --fit with --jobs over 1 refused), and two runs
+# stopped by the budget that the next call resumes instead of restarting, their B_eff
+# diagnostics going on.
 # usage: test_finetune.sh GRZO_FINETUNE DATA_DIR WORK_DIR   (DATA_DIR: tests/data)
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -50,6 +52,9 @@ done << 'EOF2'
 --threads 01 expected a count
 --seeds 01 not a seed
 EOF2
+# --fit with --jobs over 1: a run's speed beside others is not one --fit can hold to the budget
+fs --fit --jobs 2 "$data/stories260K.bin" "$data/tasks" "$work/x" > "$work/e.out" 2>&1
+[ $? -eq 2 ] && grep -q "^finetune.sh: --fit with --jobs 2: .*use --jobs 1 with --fit$" "$work/e.out" || fail "--fit --jobs 2: $(cat "$work/e.out")"
 [ ! -e "$work/x" ] || fail "a refused call created its OUTDIR"
 
 # a call whose runs grzo-finetune all refuses (a stand-in that rejects its options) fails and
@@ -122,7 +127,9 @@ fs "${tiny[@]}" --tasks sst2,rte --estimators grzo,mezo --grid-steps 4 --steps 6
 [ $? -eq 1 ] && grep -q "another protocol" "$work/renamed.out" || fail "a model of another name: $(tail -2 "$work/renamed.out")"
 
 # the grid extended beyond its edge, against a stand-in grzo-finetune whose dev accuracy peaks
-# at the lr $PEAK (0.9 - 0.1 |log10(lr / PEAK)|), so that where the best lr lies is known
+# at the lr $PEAK (0.9 - 0.1 |log10(lr / PEAK)|), so that where the best lr lies is known. With
+# $STEP its log's steps take STEP seconds each (elapsed) and its results' seconds add $END
+# (the evaluation at the end; a zero-shot run's is all of it), else its seconds are $SLEEP or 1.
 cat > "$work/peak-ft" << 'EOF3'
 #!/bin/sh
 out="" lr=1e-3 steps=0
@@ -134,9 +141,11 @@ while [ $# -gt 0 ]; do
 done
 mkdir -p "$out" && : > "$out/log.jsonl" || exit 1
 [ -z "${SLEEP:-}" ] || sleep "$SLEEP"
-i=0; while [ "$i" -lt "$steps" ]; do echo "{\"step\":$i,\"loss\":0.5}" >> "$out/log.jsonl"; i=$((i + 1)); done
-awk -v lr="$lr" -v p="$PEAK" -v n="$steps" -v sec="${SLEEP:-1}" 'BEGIN { d = log(lr / p) / log(10); if (d < 0) d = -d; a = 0.9 - 0.1 * d
-    printf "{\"steps\":%d,\"seconds\":%d,\"dev_acc\":%.4f,\"test_acc\":%.4f,\"zero_shot_dev_acc\":0.5,\"zero_shot_test_acc\":0.5}\n", n, sec, a, a }' \
+awk -v n="$steps" -v st="${STEP:-}" 'BEGIN { for (i = 0; i < n; i++)
+    printf "{\"step\":%d,\"loss\":0.5%s}\n", i, (st == "" ? "" : sprintf(",\"elapsed\":%.3f", (i + 1) * st)) }' >> "$out/log.jsonl"
+[ -z "${STEP:-}" ] && sec=${SLEEP:-1} || sec=$(awk -v n="$steps" -v st="$STEP" -v e="${END:-0}" 'BEGIN { print n * st + e }')
+awk -v lr="$lr" -v p="$PEAK" -v n="$steps" -v sec="$sec" 'BEGIN { d = log(lr / p) / log(10); if (d < 0) d = -d; a = 0.9 - 0.1 * d
+    printf "{\"steps\":%d,\"seconds\":%g,\"dev_acc\":%.4f,\"test_acc\":%.4f,\"zero_shot_dev_acc\":0.5,\"zero_shot_test_acc\":0.5}\n", n, sec, a, a }' \
     > "$out/results.json"
 EOF3
 chmod +x "$work/peak-ft" || exit 1
@@ -182,15 +191,31 @@ PEAK=1e-3 SLEEP=5 GRZO_FINETUNE=$work/peak-ft fs --budget 18 "${jb[@]}" "$work/j
     fail "two at a time within 18 s: the two final runs must be left: $(tail -3 "$work/jobs2.out")"
 [ -z "$(find "$work/jobs-left/runs" -name '.outcomes.*')" ] || fail "the outcomes file was left behind"
 
-# --fit: a final run of 20 steps at the 1 s a step its grid run measured (2 steps in 2 s) needs
-# ~30 s: with 25 s of budget it is not started (left, exit 3), with 45 s it is
-ft=(--fit --device cpu --grid-grzo 1e-3 --grid-extend 0 --grid-steps 2 --steps 20 --seeds 1 --tasks sst2 --estimators grzo
-    "$data/stories260K.bin" "$data/tasks")
-PEAK=1e-3 SLEEP=2 GRZO_FINETUNE=$work/peak-ft fs --budget 25 "${ft[@]}" "$work/fit" > "$work/fit1.out" 2>&1
-[ $? -eq 3 ] && grep -q "final-sst2-grzo-s1: not started (--fit: ~30 s at the speed measured" "$work/fit1.out" &&
-    [ ! -e "$work/fit/runs/final-sst2-grzo-s1" ] || fail "--fit must not start a run the budget cannot hold: $(tail -3 "$work/fit1.out")"
-PEAK=1e-3 SLEEP=2 GRZO_FINETUNE=$work/peak-ft fs --budget 45 "${ft[@]}" "$work/fit" > "$work/fit2.out" 2>&1 &&
-    [ -s "$work/fit/runs/final-sst2-grzo-s1/results.json" ] || fail "--fit with room for the run: $(tail -3 "$work/fit2.out")"
+# --fit (the stand-in's figures, no sleeping): a final run of 20 steps at the 1 s a step its
+# grid run measured, a dev evaluation every 5 steps, one diagnostic (2 probes: ~2 steps), would
+# fit in a budget of 50 s by its training (20 s, +10%, 10 s to load); its 6 evaluations at the
+# END s that the zero-shot and grid runs measured (2 zero-shot and end, 4 during training) make
+# it ~68 s with END 5 (not started, left: exit 3) and ~38 s with END 0.5 (started)
+ft=(--fit --budget 50 --device cpu --grid-grzo 1e-3 --grid-extend 0 --grid-steps 2 --steps 20 --eval-every 5 --diagnose-every 0
+    --diagnose-probes 2 --tasks sst2 --estimators grzo "$data/stories260K.bin" "$data/tasks")
+PEAK=1e-3 STEP=1 END=5 GRZO_FINETUNE=$work/peak-ft fs --seeds 1 "${ft[@]}" "$work/fit" > "$work/fit1.out" 2>&1
+[ $? -eq 3 ] && [ ! -e "$work/fit/runs/final-sst2-grzo-s1" ] &&
+    grep -q "final-sst2-grzo-s1: not started (--fit: ~68 s, 20 steps at 1 s, 6 evaluations 30 s, 1 diagnostic 2 s, +10%, 10 s to load;" "$work/fit1.out" ||
+    fail "--fit must count the evaluations and not start a run they make too long: $(grep -A1 '3/3' "$work/fit1.out")"
+o=$work/fit-room
+PEAK=1e-3 STEP=1 END=0.5 GRZO_FINETUNE=$work/peak-ft fs --seeds 1,2 "${ft[@]}" "$o" > "$work/fit2.out" 2>&1 &&
+    [ -s "$o/runs/final-sst2-grzo-s1/results.json" ] && [ -s "$o/runs/final-sst2-grzo-s2/results.json" ] ||
+    fail "--fit with room for the runs and their evaluations: $(tail -3 "$work/fit2.out")"
+# a finished run of the same kind, task and estimator goes first: seed 1's seconds made 45 (its
+# end 25 s, taken again for the zero-shot evaluation) put seed 2 at ~90 s, not started; once
+# seed 1 was made beside another (its .jobs 2) it counts no more, and seed 2 starts at ~38 s
+rm -rf "$o/runs/final-sst2-grzo-s2" "$o/runs/final-sst2-grzo-s2".* && sed -i 's/"seconds":[0-9.]*/"seconds":45/' "$o/runs/final-sst2-grzo-s1/results.json" || exit 1
+PEAK=1e-3 STEP=1 END=0.5 GRZO_FINETUNE=$work/peak-ft fs --seeds 1,2 "${ft[@]}" "$o" > "$work/fit3.out" 2>&1
+[ $? -eq 3 ] && grep -q "final-sst2-grzo-s2: not started (--fit: ~90 s, as a finished final run of sst2, grzo, 1 diagnostic 2 s," "$work/fit3.out" ||
+    fail "--fit must go by a finished run alike first: $(grep -A1 '3/3' "$work/fit3.out")"
+echo 2 > "$o/runs/final-sst2-grzo-s1.jobs"
+PEAK=1e-3 STEP=1 END=0.5 GRZO_FINETUNE=$work/peak-ft fs --seeds 1,2 "${ft[@]}" "$o" > "$work/fit4.out" 2>&1 &&
+    [ -s "$o/runs/final-sst2-grzo-s2/results.json" ] || fail "--fit used a run made beside others: $(grep -A1 '3/3' "$work/fit4.out")"
 
 # An OUTDIR begun before the extension (no grid_extend in its protocol) goes on with it: the
 # choices whose final runs have not begun are made again (and extended), the others stand
