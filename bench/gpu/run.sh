@@ -49,6 +49,17 @@
 # calls shorter than 10 minutes (a machine that keeps each command under that limit), each
 # building in the same call: the OUTDIRs of the calls, unpacked into one folder, make one
 # report with --report-only (every stage writes its own files).
+# GRZO_CPU_LIBS=DIR: CPU libraries the machine lacks, as bench/gpu/lease.sh pack carries them
+# (cpulibs.tar.xz, which lease.sh check and build unpack): DIR/lib/libblis.so.4 (+ libblis.so)
+# and DIR/include/blis.h, Debian 12's BLIS (OpenMP build), and DIR/openblas/libopenblas.so.0,
+# Debian 12's OpenBLAS OpenMP build. The build stage's meson setup then gets -isystem DIR/include,
+# -L DIR/lib and an rpath to DIR/lib (c_args, cpp_args, cuda_args and their link args, kept in
+# the build folder): Meson finds BLIS (GRZO_USE_BLIS, the fused perturbed GEMM) and every
+# program loads libblis.so.4 from DIR in later calls, with no environment. The GPU stages keep
+# the machine's OpenBLAS; only the cpu stage runs bench_mlp and bench_llm with DIR/openblas
+# first on LD_LIBRARY_PATH (preloaded where an RPATH would win), the OpenBLAS Debian 12 users
+# get, and cpu/libs.txt says which libopenblas.so.0 and libblis.so.4 they loaded. A folder
+# already configured keeps what its setup found.
 # No network is needed: the models are stories260K (in the repository), shapes initialised on
 # the spot, and the optional GGUF. Nothing is installed. Progress lines start with [mm:ss].
 # Exit status: 0 when every stage passed, 1 when one failed (the report says which), 2 on usage.
@@ -56,6 +67,7 @@ set -u -o pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${GRZO_GPU_BUILD:-$REPO/build-gpu}
+CPU_LIBS=${GRZO_CPU_LIBS:-}
 START=$(date +%s)
 # stage caps in seconds (sum 520; the opt-in attention, peer and cpu stages add their own)
 CAP_BUILD=150 CAP_TESTS=90 CAP_BENCH=170 CAP_ATTENTION=0 CAP_PEER=0 CAP_CPU=0 CAP_TUNE=90 CAP_REPORT=20
@@ -121,6 +133,19 @@ undo_failed_setup() {
     else rm -rf "${BUILD:?}/meson-private" "${BUILD:?}/meson-logs" "${BUILD:?}/meson-info"; fi
 }
 
+# GRZO_CPU_LIBS's meson options, into the array CPU_OPTS (empty without it): the include folder
+# for the C, C++ and CUDA compilers (a system one, as Debian's blis.h is: its own warnings are
+# not grzo's), the library folder and its rpath for their linkers (nvcc takes -Xlinker and
+# -isystem=, not -Wl and -isystem: LDFLAGS would reach it as -Wl and stop the CUDA programs' link)
+cpu_lib_opts() {
+    local d=$CPU_LIBS
+    CPU_OPTS=()
+    [ -n "$d" ] || return 0
+    CPU_OPTS=("-Dc_args=['-isystem$d/include']" "-Dcpp_args=['-isystem$d/include']" "-Dcuda_args=['-isystem=$d/include']"
+              "-Dc_link_args=['-L$d/lib', '-Wl,-rpath,$d/lib']" "-Dcpp_link_args=['-L$d/lib', '-Wl,-rpath,$d/lib']"
+              "-Dcuda_link_args=['-L$d/lib', '-Xlinker=-rpath=$d/lib']")
+}
+
 # meson setup of $BUILD (nothing when it is configured already). Meson finds the CUDA toolkit
 # through CUDA_PATH or /usr/local/cuda; where neither leads to the nvcc on PATH (a toolkit
 # elsewhere), the setup is tried again with CUDA_PATH set to that nvcc's folder. The toolkit
@@ -132,11 +157,13 @@ configure_gpu_build() {
     nvcc_root=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
     echo "nvcc: $(command -v nvcc) ($(nvcc --version | tail -1)); CUDA_PATH=${CUDA_PATH:-unset}; toolkit root $nvcc_root:" \
          "$(ls "$nvcc_root"/lib64/libcublas.so* "$nvcc_root"/lib/libcublas.so* 2> /dev/null | head -1)"
-    meson setup "$BUILD" "$REPO" -Dcuda=enabled -Dgpu_archs=90 -Dbuildtype=release && return 0
+    cpu_lib_opts
+    [ -z "$CPU_LIBS" ] || echo "GRZO_CPU_LIBS=$CPU_LIBS: BLIS from there (${CPU_OPTS[*]})"
+    meson setup "$BUILD" "$REPO" -Dcuda=enabled -Dgpu_archs=90 -Dbuildtype=release "${CPU_OPTS[@]}" && return 0
     [ -z "${CUDA_PATH:-}" ] && [ -f "$nvcc_root/include/cuda_runtime.h" ] || return 1
     undo_failed_setup "$origin"
     echo "run.sh: meson setup again with CUDA_PATH=$nvcc_root"
-    CUDA_PATH=$nvcc_root meson setup "$BUILD" "$REPO" -Dcuda=enabled -Dgpu_archs=90 -Dbuildtype=release
+    CUDA_PATH=$nvcc_root meson setup "$BUILD" "$REPO" -Dcuda=enabled -Dgpu_archs=90 -Dbuildtype=release "${CPU_OPTS[@]}"
 }
 
 # SST-2 into SST2 (a folder) and grzo-finetune's sizes for it (the array sizes): the full task when
@@ -337,6 +364,28 @@ host_cpu() {
     [ -f "$BUILD/meson-logs/meson-log.txt" ] || return 0
     awk '/^  grzo [0-9]/ { on = 1; next } on && /^    (BLIS|GEMM kernel|OpenBLAS|OpenMP)/ { sub(/^ +/, ""); sub(/ +:/, ":"); print } on && /^ *$/ { on = 0 }' \
         "$BUILD/meson-logs/meson-log.txt" | tail -5
+    # with GRZO_CPU_LIBS: the BLIS the programs load (the rpath the setup gave them)
+    if [ -n "$CPU_LIBS" ] && [ -x "$BUILD/bench/bench_mlp" ]; then echo "libblis.so.4 (bench_mlp): $(loaded_lib "$BUILD/bench/bench_mlp" libblis.so.4)"; fi
+}
+
+# The file the loader maps for the library NAME in PROGRAM (ldd), in the environment of the
+# VAR=VALUE arguments: "not found", or "not loaded" where PROGRAM does not need it (or is no
+# dynamic executable)
+loaded_lib() {
+    local prog=$1 name=$2
+    shift 2
+    command -v ldd > /dev/null || { echo "unknown (no ldd)"; return; }
+    # "NAME => PATH (0xADDRESS)", "NAME => not found", or "PATH (0xADDRESS)" for a preloaded one
+    env "$@" ldd "$prog" 2> /dev/null | awk -v n="$name" '
+        { l = $0; sub(/^[ \t]+/, "", l); sub(/ \(0x[0-9a-fA-F]+\)$/, "", l); i = index(l, " => ") }
+        i && substr(l, 1, i - 1) == n { print substr(l, i + 4); found = 1; exit }
+        !i && l ~ /^\// { k = l; sub(/.*\//, "", k); if (k == n) { print l; found = 1; exit } }
+        END { if (!found) print "not loaded" }'
+}
+# an OpenBLAS library file's build: the OpenMP one needs libgomp
+openblas_variant() {
+    case $1 in /*) ;; *) echo "?"; return ;; esac
+    if ldd "$1" 2> /dev/null | grep -q 'libgomp'; then echo "OpenMP build"; else echo "not the OpenMP build"; fi
 }
 
 # What a CPU-side build here would have to work with, one line: gcc, glibc, pkg-config, and the
@@ -348,9 +397,12 @@ host_toolchain() {
     lv=$(ldd --version 2> /dev/null | head -1 | awk '{ print $NF }')
     pv=$(pkg-config --version 2> /dev/null || echo none)
     for lib in libopenblas libblis; do
-        libs="$libs; $lib: $(ldconfig -p 2> /dev/null | awk -v l="$lib" '$1 ~ "^" l "[.]so" { print $NF; exit }' | grep . || echo none)"
+        # (awk reads to the end: an early exit would stop ldconfig by SIGPIPE, and pipefail add "none")
+        libs="$libs; $lib: $(ldconfig -p 2> /dev/null | awk -v l="$lib" '$1 ~ "^" l "[.]so" && f == "" { f = $NF } END { print (f != "" ? f : "none") }')"
     done
     echo "toolchain: gcc ${gv}; glibc ${lv:-?}; pkg-config ${pv}${libs}"
+    # GRZO_CPU_LIBS: the folder and the Debian packages its files came from (lease.sh pack's SOURCES)
+    [ -z "$CPU_LIBS" ] || echo "GRZO_CPU_LIBS: $CPU_LIBS ($(sed -n 's/^[^:]*[.]so[.0-9]*: .*(\(.*\))$/\1/p' "$CPU_LIBS/SOURCES" 2> /dev/null | paste -sd, - | sed 's/,/, /g' | grep . || echo 'no SOURCES'))"
 }
 
 write_report() {
@@ -420,6 +472,9 @@ write_report() {
             echo "## The CPU backend on this host (bench_mlp, bench_llm)"
             echo
             echo "Issue 10's targets measured on the GPU machine's own CPU: $(head -1 "$OUT/host.txt" 2> /dev/null || echo 'host not recorded')."
+            if [ -s "$OUT/cpu/libs.txt" ]; then
+                echo; echo "The libraries bench_mlp and bench_llm loaded (ldd, in the stage's environment): $(paste -sd';' "$OUT/cpu/libs.txt" | sed 's/;/; /g')."
+            fi
             case $(stage_field cpu 1) in passed) ;; *) echo; echo "The stage: $(stage_field cpu 1)." ;; esac
             for s in bench_mlp bench_llm; do
                 if [ -s "$OUT/cpu/$s.md" ]; then echo; sed 's/^## /### /' "$OUT/cpu/$s.md"
@@ -470,6 +525,12 @@ if [ -z "$GGUF" ] && wanted peer; then echo "--stages peer needs the SmolLM2 GGU
 [ -z "$GGUF" ] || GGUF=$(cd "$(dirname "$GGUF")" && pwd)/$(basename "$GGUF")
 mkdir -p "$OUT" || die "cannot create $OUT"
 OUT=$(cd "$OUT" && pwd)
+if [ -n "$CPU_LIBS" ]; then   # an absolute path (the rpath) that the meson options can hold
+    [ -e "$CPU_LIBS/lib/libblis.so" ] && [ -s "$CPU_LIBS/include/blis.h" ] ||
+        die "GRZO_CPU_LIBS=$CPU_LIBS: no lib/libblis.so and include/blis.h there (bench/gpu/lease.sh pack's cpulibs.tar.xz, unpacked)"
+    case $CPU_LIBS in *[,:\'\"\\]*) die "GRZO_CPU_LIBS=$CPU_LIBS: its path must not hold a comma, a colon, a quote or a backslash (the meson options and the rpath would split it)" ;; esac
+    CPU_LIBS=$(cd "$CPU_LIBS" && pwd)
+fi
 
 # ---- preflight: fail clearly, before spending any time ------------------------------------------
 command -v nvcc > /dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && export PATH=$PATH:/usr/local/cuda/bin; }
@@ -636,19 +697,47 @@ if wanted cpu; then
     cpu_ok=1 why=
     # without BLIS's micro-kernel and OpenBLAS the build has no fused kernel and portable loops
     # for GEMMs: figures of neither issue 10's kernels nor anything a user would run
-    if ! grep -qx 'BLIS (fused perturbed GEMM): True' "$OUT/host.txt" || ! grep -qx 'OpenBLAS: True' "$OUT/host.txt"; then
+    # (Meson's summary says True before 1.4 or so, true after: the 2026-11-30 H200's 1.12.1)
+    if ! grep -qix 'BLIS (fused perturbed GEMM): true' "$OUT/host.txt" || ! grep -qix 'OpenBLAS: true' "$OUT/host.txt"; then
         record cpu "skipped: this build has no BLIS or no OpenBLAS (host.txt): not issue 10's kernels" $(( $(date +%s) - t0 ))
         say "    $(stage_field cpu 1)"
     else
+        # the OpenBLAS and BLIS the programs load: with GRZO_CPU_LIBS, its OpenMP OpenBLAS first on
+        # LD_LIBRARY_PATH, and preloaded where that does not win (an RPATH, unlike a RUNPATH, comes
+        # before LD_LIBRARY_PATH; LD_PRELOAD splits at spaces); left out where it cannot load
+        # here. cpu/libs.txt says which.
+        cpu_env=()
+        : > "$C/libs.txt"
+        if [ -n "$CPU_LIBS" ] && [ -e "$CPU_LIBS/openblas/libopenblas.so.0" ]; then
+            cpu_env=("LD_LIBRARY_PATH=$CPU_LIBS/openblas${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+            if [ "$(loaded_lib "$BUILD/bench/bench_mlp" libopenblas.so.0 "${cpu_env[@]}")" != "$CPU_LIBS/openblas/libopenblas.so.0" ]; then
+                case $CPU_LIBS in
+                    *[[:space:]]*) echo "GRZO_CPU_LIBS's OpenBLAS not preloaded: its path holds a space, at which LD_PRELOAD splits" >> "$C/libs.txt" ;;
+                    *) cpu_env+=("LD_PRELOAD=$CPU_LIBS/openblas/libopenblas.so.0${LD_PRELOAD:+ $LD_PRELOAD}") ;;
+                esac
+            fi
+            missing=$(env "${cpu_env[@]}" ldd "$BUILD/bench/bench_mlp" 2> /dev/null | awk '/=> *not found/ { print $1 }' | sort -u | paste -sd' ' -)
+            if [ -n "$missing" ]; then
+                echo "GRZO_CPU_LIBS's OpenBLAS left out: it needs $missing, which this machine lacks" >> "$C/libs.txt"
+                cpu_env=()
+            fi
+        fi
+        lib=$(loaded_lib "$BUILD/bench/bench_mlp" libopenblas.so.0 "${cpu_env[@]}")
+        {
+            echo "libopenblas.so.0: $lib ($(openblas_variant "$lib"))"
+            echo "libblis.so.4: $(loaded_lib "$BUILD/bench/bench_mlp" libblis.so.4 "${cpu_env[@]}")"
+            [ ${#cpu_env[@]} -eq 0 ] || echo "environment: ${cpu_env[*]}"
+        } >> "$C/libs.txt"
+        say "    $(paste -sd';' "$C/libs.txt" | sed 's/;/; /g')"
         b=$(budget $((CAP_TUNE + CAP_REPORT))); [ -z "$GGUF" ] || b=$((b / 2))
         say "    bench_mlp --rounds $CPU_MLP_ROUNDS (at most $b s)"
-        timeout "$b" "$BUILD/bench/bench_mlp" --rounds "$CPU_MLP_ROUNDS" > "$C/bench_mlp.md" 2> "$C/bench_mlp.log" ||
+        timeout "$b" env "${cpu_env[@]}" "$BUILD/bench/bench_mlp" --rounds "$CPU_MLP_ROUNDS" > "$C/bench_mlp.md" 2> "$C/bench_mlp.log" ||
             { cpu_ok=0 why="bench_mlp failed or ran out of time (cpu/bench_mlp.log)"; tail -3 "$C/bench_mlp.log" | sed 's/^/    /'; }
         if [ -n "$GGUF" ]; then
             find_sst2
             b=$(budget $((CAP_TUNE + CAP_REPORT)))
             say "    bench_llm --rounds $CPU_LLM_ROUNDS on $SST2/train.tsv (at most $b s)"
-            timeout "$b" "$BUILD/bench/bench_llm" --model "$GGUF" --data "$SST2/train.tsv" --rounds "$CPU_LLM_ROUNDS" \
+            timeout "$b" env "${cpu_env[@]}" "$BUILD/bench/bench_llm" --model "$GGUF" --data "$SST2/train.tsv" --rounds "$CPU_LLM_ROUNDS" \
                 > "$C/bench_llm.md" 2> "$C/bench_llm.log" ||
                 { cpu_ok=0 why=${why:-"bench_llm failed or ran out of time (cpu/bench_llm.log)"}; tail -3 "$C/bench_llm.log" | sed 's/^/    /'; }
         fi

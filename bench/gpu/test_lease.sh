@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # bench/gpu/lease.sh's own logic, against stand-ins for run.sh and finetune.sh (a GPU's calls
-# cannot run here): its usage errors, Call A copying the GGUF's half and handing run.sh its
-# budget and folders, Call B joining the halves (a corrupt half refused, nothing kept), the peer
-# stage and finetune.sh handed their budgets, options and paths, the tars written (without the
-# checkpoints), finetune.sh's "runs left" passed on, a machine gone cold said as such, and
-# --cpu-bench's cores (two of their own for the cpu stage, the rest for finetune.sh), its wait
-# and tar, and its refusal where too few cores are; all under paths with spaces.
+# cannot run here): its usage errors (--fit with --jobs over 1 among them), Call A copying the
+# GGUF's half and handing run.sh its budget and folders, Call B joining the halves (a corrupt
+# half refused, nothing kept), the peer stage and finetune.sh handed their budgets, options and
+# paths, the tars written (without the checkpoints), finetune.sh's "runs left" passed on, a
+# machine gone cold said as such, and --cpu-bench's cores (two of their own for the cpu stage,
+# the rest for finetune.sh), its wait and tar, and its refusal where too few cores are. Then
+# pack, in a checkout of its own with stand-ins for the GGUF, the libraries and the tasks: the
+# exclude entry, the files and what they hold, the sizes it reports, its refusal of a call over
+# 64 MiB and of missing inputs, and a second pack changing nothing; and the calls on what it
+# packed: cpulibs unpacked and handed to run.sh as GRZO_CPU_LIBS (also with Python's tarfile
+# where there is no xz; left out where it does not unpack or the machine lacks what BLIS
+# needs), the data tarball unpacked for the peer stage and finetune.sh, neither unpacked again
+# by a later call; all under paths with spaces.
 # usage: test_lease.sh WORK_DIR
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -25,10 +32,13 @@ echo "seed report" > "$work/seed/finetune.md"
 # one would leave in its folder
 cat > "$work/run.sh" << 'EOF'
 printf '%s\n' "$@" > "$GRZO_LEASE_DIR/run.args"
-echo "GRZO_GPU_BUILD=${GRZO_GPU_BUILD:-} GRZO_SST2_DIR=${GRZO_SST2_DIR:-}" > "$GRZO_LEASE_DIR/run.env"
+echo "GRZO_GPU_BUILD=${GRZO_GPU_BUILD:-} GRZO_CPU_LIBS=${GRZO_CPU_LIBS:-} GRZO_SST2_DIR=${GRZO_SST2_DIR:-}" > "$GRZO_LEASE_DIR/run.env"
 for a; do out=$a; case $a in --*|[0-9]*|tests,bench|peer|build|cpu) ;; *) break ;; esac; done
 # the cpu stage runs beside the others: its own record, and time for the lease to wait for it
-if [ "${4:-}" = cpu ]; then printf '%s\n' "$@" > "$GRZO_LEASE_DIR/run.args.cpu"; sleep 2; echo "done" > "$GRZO_LEASE_DIR/cpu.done"; fi
+if [ "${4:-}" = cpu ]; then
+    printf '%s\n' "$@" > "$GRZO_LEASE_DIR/run.args.cpu"; cp "$GRZO_LEASE_DIR/run.env" "$GRZO_LEASE_DIR/run.env.cpu"
+    sleep 2; echo "done" > "$GRZO_LEASE_DIR/cpu.done"
+fi
 mkdir -p "$out" && echo "report" > "$out/report.md"
 exit "${RUN_EXIT:-0}"
 EOF
@@ -54,8 +64,13 @@ check 300 "$work/out" --peer
 finetune 300 "$work/out" --jobs 0
 finetune 300 "$work/out" --jobs x
 finetune 300 "$work/out" --what
+finetune 300 "$work/out" --jobs 4 --fit
+finetune 300 "$work/out" --fit --peer --jobs 2
 again 300 "$work/out"
+pack "$work/tasks" more
 EOF
+lease finetune 300 "$work/out" --fit --jobs 4 > "$work/e.out" 2>&1
+grep -q -- "--fit with --jobs 4: finetune.sh refuses it" "$work/e.out" || fail "--fit with --jobs 4 must say why: $(cat "$work/e.out")"
 [ ! -e "$S" ] || fail "a refused call made the state folder"
 
 # Call A: without its half, a clear error; with it, run.sh gets the budget less 40 s, the stages,
@@ -66,6 +81,8 @@ lease check 300 "$work/out" > "$work/a0.out" 2>&1
 mv "$work/part.00" "$work/gpu/a/part.00"
 lease check 300 "$work/out" > "$work/a.out" 2>&1 || fail "Call A: $(cat "$work/a.out")"
 cmp -s "$S/smol/part.00" "$work/gpu/a/part.00" || fail "Call A did not copy the GGUF's half"
+grep -q "no .*/gpu/a/cpulibs.tar.xz (lease.sh pack makes it): the build goes without BLIS" "$work/a.out" && grep -q " GRZO_CPU_LIBS= " "$S/run.env" ||
+    fail "Call A without cpulibs.tar.xz: say so, and no GRZO_CPU_LIBS: $(cat "$work/a.out" "$S/run.env")"
 [ "$(sed -n 1p "$S/run.args")" = --budget ] && b=$(sed -n 2p "$S/run.args") && [ "$b" -ge 255 ] && [ "$b" -le 260 ] ||
     fail "Call A's run.sh budget (want 300 - 40 s): $(tr '\n' ' ' < "$S/run.args")"
 [ "$(sed -n 3,5p "$S/run.args" | tr '\n' '|')" = "--stages|tests,bench|$S/oa|" ] || fail "Call A's run.sh arguments: $(tr '\n' ' ' < "$S/run.args")"
@@ -94,14 +111,14 @@ lease finetune 300 "$work/out" > "$work/b1.out" 2>&1
 mv "$work/part.01" "$work/gpu/b/part.01"
 # Call B: joined, the peer stage, then finetune.sh with the rest; runs left: exit 3
 rm -f "$S/run.args"
-lease finetune 300 "$work/out" --peer --jobs 4 --fit > "$work/b.out" 2>&1
+lease finetune 300 "$work/out" --peer --jobs 1 --fit > "$work/b.out" 2>&1
 [ $? -eq 3 ] || fail "Call B must pass finetune.sh's 3 (runs left) on: $(tail -3 "$work/b.out")"
 cmp -s "$S/smol/smol.gguf" "$work/model.gguf" || fail "the joined GGUF is not the model"
 [ "$(tr '\n' '|' < "$S/run.args")" = "--budget|100|--stages|peer|$S/op|$S/smol/smol.gguf|" ] ||
     fail "the peer stage's arguments: $(tr '\n' ' ' < "$S/run.args")"
 grep -q "GRZO_SST2_DIR=$work/gpu/data/SST-2$" "$S/run.env" || fail "the peer stage's SST-2: $(cat "$S/run.env")"
 tar -tzf "$work/out/op.tgz" | grep -q report.md || fail "the peer stage's tar"
-[ "$(sed -n 1,4p "$S/ft.args" | tr '\n' '|')" = "--jobs|4|--fit|--budget|" ] && b=$(sed -n 5p "$S/ft.args") &&
+[ "$(sed -n 1,4p "$S/ft.args" | tr '\n' '|')" = "--jobs|1|--fit|--budget|" ] && b=$(sed -n 5p "$S/ft.args") &&
     [ "$b" -ge 220 ] && [ "$b" -le 230 ] || fail "finetune.sh's options and budget (want what is left, 300 s less the stand-ins' seconds, less 70): $(tr '\n' ' ' < "$S/ft.args")"
 [ "$(sed -n 6,8p "$S/ft.args" | tr '\n' '|')" = "$S/smol/smol.gguf|$work/gpu/data|$S/ft|" ] ||
     fail "finetune.sh's model, data and folder: $(tr '\n' ' ' < "$S/ft.args")"
@@ -111,8 +128,9 @@ tar -tzf "$work/out/ft.tgz" > "$work/ft.list" && grep -q "log.jsonl" "$work/ft.l
     fail "the fine-tuning tar (the logs, not the checkpoints): $(cat "$work/ft.list")"
 # a second Call B in the same lease: the joined GGUF and the folder stand (no half needed)
 rm "$S/smol/part.00" && echo "resumed" > "$S/ft/finetune.md"
-lease finetune 200 "$work/out" > "$work/b2.out" 2>&1
-[ $? -eq 3 ] && [ "$(cat "$S/ft/finetune.md")" = resumed ] || fail "a later Call B: $(tail -3 "$work/b2.out")"
+lease finetune 200 "$work/out" --jobs 4 > "$work/b2.out" 2>&1
+[ $? -eq 3 ] && [ "$(cat "$S/ft/finetune.md")" = resumed ] && [ "$(sed -n 1,2p "$S/ft.args" | tr '\n' '|')" = "--jobs|4|" ] ||
+    fail "a later Call B (--jobs 4 without --fit): $(tail -3 "$work/b2.out")"
 
 # --cpu-bench: after the peer stage, run.sh's cpu stage on two CPUs of two cores of their own,
 # finetune.sh on the CPUs of the other cores; the call waits for it and tars its folder. The
@@ -147,9 +165,159 @@ grep -q -- "--cpu-bench: run.sh --stages cpu on CPUs 7,5 .*the GPU work on CPUs 
     [ "$b" -ge 190 ] && [ "$b" -le 200 ] || fail "the cpu stage's arguments (a budget of 300 s less 100): $(tr '\n' ' ' < "$S/run.args.cpu")"
 [ -s "$S/cpu.done" ] && tar -tzf "$work/out/oc.tgz" > "$work/oc.list" && grep -q report.md "$work/oc.list" && grep -q run.log "$work/oc.list" ||
     fail "--cpu-bench: the call must wait for the cpu stage and tar its folder with its log"
+grep -q -- "--cpu-bench: no .*/cpulibs (Call A had no cpulibs.tar.xz): the build has no BLIS, the stage will skip" "$work/c.out" &&
+    grep -q " GRZO_CPU_LIBS= GRZO_SST2_DIR=$work/gpu/data/SST-2$" "$S/run.env.cpu" ||
+    fail "--cpu-bench without cpulibs: say so: $(grep -- --cpu-bench "$work/c.out"; cat "$S/run.env.cpu")"
 # too few cores: said why, the rest as without it (nothing pinned)
 rm -f "$S/taskset.log" "$work/out/oc.tgz"
 PATH=$sb:$PATH LSCPU_CPUS=5 lease finetune 300 "$work/out" --cpu-bench > "$work/c2.out" 2>&1
 [ $? -eq 3 ] && grep -q -- "--cpu-bench: not run: too few cores" "$work/c2.out" && [ ! -e "$S/taskset.log" ] && [ ! -e "$work/out/oc.tgz" ] ||
     fail "--cpu-bench with 5 CPUs on 3 cores: $(cat "$work/c2.out")"
-echo "ok: lease.sh (usage, Call A, Call B: join, peer, finetune.sh's budget and options, tars, a cold machine, --cpu-bench)"
+# ---- pack: .gpu/ made in a checkout of its own (a git repository holding a copy of lease.sh,
+# which packs the checkout it lies in), from stand-ins: a GGUF where grzo_fetch_smollm2 puts it
+# (in the ignored build/), three library files and the two tasks' folders
+if ! command -v git > /dev/null || ! command -v xz > /dev/null; then
+    echo "note: no git or xz here: lease.sh pack and the calls on what it packs are not checked"
+    echo "ok: lease.sh (usage, Call A, Call B: join, peer, finetune.sh's budget and options, tars, a cold machine, --cpu-bench)"
+    exit 0
+fi
+repo=$work/checkout
+gguf=$repo/build/models/SmolLM2-135M-Instruct.Q4_1.gguf
+mkdir -p "$repo/bench/gpu" "$repo/build/models" "$work/libs" "$work/tasks/SST-2/k-shot" "$work/tasks/RTE" "$work/tasks/CB" || exit 1
+cp "$here/lease.sh" "$repo/bench/gpu/lease.sh" && git -C "$repo" init -q && echo "/build/" > "$repo/.gitignore" &&
+    head -c 3000 /dev/urandom > "$repo/tracked.bin" && git -C "$repo" add .gitignore tracked.bin bench &&
+    head -c 1000 /dev/urandom > "$repo/untracked.bin" && head -c 300000 /dev/urandom > "$gguf" || exit 1
+head -c 20000 /dev/urandom > "$work/libs/libblis.so.4" && head -c 5000 /dev/urandom > "$work/libs/blis.h" &&
+    head -c 30000 /dev/urandom > "$work/libs/libopenblasp-r0.3.21.so" && ln -s libopenblasp-r0.3.21.so "$work/libs/libopenblas.so.0" || exit 1
+printf 'sentence\tlabel\ngood\t1\n' > "$work/tasks/SST-2/train.tsv" && printf 'x\t0\n' > "$work/tasks/SST-2/k-shot/dev.tsv" &&
+    printf 'a\tb\tentailment\n' > "$work/tasks/RTE/train.tsv" && echo "not carried" > "$work/tasks/CB/train.tsv" || exit 1
+# the earlier layout, made by hand: a read-only copy of the tasks (cp -r of ../shared/data) and a stray file
+mkdir -p "$repo/.gpu/data/SST-2" "$repo/.gpu/a" && echo old > "$repo/.gpu/data/SST-2/train.tsv" && chmod -R a-w "$repo/.gpu/data" &&
+    echo old > "$repo/.gpu/a/stray" || exit 1
+G=$repo/.gpu
+pack() {
+    env -u GRZO_LEASE_GPU_DIR GRZO_LEASE_BLIS_SO="${GRZO_LEASE_BLIS_SO:-$work/libs/libblis.so.4}" GRZO_LEASE_BLIS_H="$work/libs/blis.h" \
+        GRZO_LEASE_OPENBLAS="${GRZO_LEASE_OPENBLAS:-$work/libs/libopenblas.so.0}" bash "$repo/bench/gpu/lease.sh" pack "$@"
+}
+# the files in .gpu/, each with its inode and size: a file rewritten gets a new inode
+inodes() { find "$G" -type f ! -path "$G/.pack/*" -printf '%i %s %P\n' | sort -k3; }
+pack "$work/tasks" > "$work/p1.out" 2>&1 || fail "pack: $(cat "$work/p1.out")"
+[ "$(grep -cx '/.gpu/' "$repo/.git/info/exclude")" -eq 1 ] && git -C "$repo" check-ignore -q .gpu/b/data.tar.xz ||
+    fail "pack: /.gpu/ in .git/info/exclude once, and .gpu/ ignored: $(cat "$repo/.git/info/exclude")"
+[ ! -e "$G/data" ] && [ ! -e "$G/a/stray" ] || fail "pack: the earlier layout's files must go: $(find "$G" | sort)"
+[ "$(find "$G" -type f ! -path "$G/.pack/*" -printf '%P\n' | sort | tr '\n' ' ')" = "a/cpulibs.tar.xz a/part.00 b/data.tar.xz b/part.01 b/sha256 " ] ||
+    fail "pack: the files of .gpu/: $(find "$G" -type f | sort)"
+cat "$G/a/part.00" "$G/b/part.01" | cmp -s - "$gguf" && [ "$(cat "$G/b/sha256")" = "$(sha256sum "$gguf" | cut -d' ' -f1)" ] ||
+    fail "pack: the GGUF's parts do not join to it, or its sha256"
+tar -tvJf "$G/a/cpulibs.tar.xz" > "$work/cpulibs.list" && grep -q ' lib/libblis.so -> libblis.so.4$' "$work/cpulibs.list" &&
+    [ "$(tar -tJf "$G/a/cpulibs.tar.xz" | grep -v '/$' | sort | tr '\n' ' ')" = "SOURCES include/blis.h lib/libblis.so lib/libblis.so.4 openblas/libopenblas.so.0 " ] &&
+    tar -xJOf "$G/a/cpulibs.tar.xz" lib/libblis.so.4 | cmp -s - "$work/libs/libblis.so.4" &&
+    tar -xJOf "$G/a/cpulibs.tar.xz" include/blis.h | cmp -s - "$work/libs/blis.h" &&
+    tar -xJOf "$G/a/cpulibs.tar.xz" openblas/libopenblas.so.0 | cmp -s - "$work/libs/libopenblasp-r0.3.21.so" &&
+    tar -xJOf "$G/a/cpulibs.tar.xz" SOURCES | grep -q "^openblas/libopenblas.so.0: $work/libs/libopenblasp-r0.3.21.so (" ||
+    fail "pack: cpulibs.tar.xz: $(cat "$work/cpulibs.list")"
+[ "$(tar -tJf "$G/b/data.tar.xz" | grep -v '/$' | sort | tr '\n' ' ')" = "RTE/train.tsv SST-2/k-shot/dev.tsv SST-2/train.tsv " ] &&
+    tar -xJOf "$G/b/data.tar.xz" SST-2/train.tsv | cmp -s - "$work/tasks/SST-2/train.tsv" || fail "pack: data.tar.xz: $(tar -tJf "$G/b/data.tar.xz")"
+# the sizes: the tree is the four files that are not ignored; both calls carry the same, give or take a byte
+tree=$(cat "$repo/.gitignore" "$repo/tracked.bin" "$repo/untracked.bin" "$repo/bench/gpu/lease.sh" | wc -c)
+a=$(( $(stat -c %s "$G/a/part.00") + $(stat -c %s "$G/a/cpulibs.tar.xz") ))
+b=$(( $(stat -c %s "$G/b/part.01") + $(stat -c %s "$G/b/sha256") + $(stat -c %s "$G/b/data.tar.xz") ))
+grep -q "the tree that travels with every call (tracked and untracked-not-ignored files): $tree bytes" "$work/p1.out" &&
+    grep -q "Call A (check, build): carry .gpu/a, $a bytes; with the tree $((tree + a)) bytes (0.[0-9][0-9] MiB) of 64 MiB" "$work/p1.out" &&
+    grep -q "Calls B and C (finetune): carry .gpu/b, $b bytes; with the tree $((tree + b)) bytes" "$work/p1.out" ||
+    fail "pack: the sizes (tree $tree, A $a, B $b bytes): $(cat "$work/p1.out")"
+[ $((a - b)) -le 1 ] && [ $((b - a)) -le 1 ] || fail "pack: the GGUF's cut must make both calls carry the same: A $a, B $b bytes"
+# again: nothing rewritten, the exclude entry not added twice
+inodes > "$work/inodes1"
+pack "$work/tasks" > "$work/p2.out" 2>&1 || fail "pack again: $(cat "$work/p2.out")"
+inodes > "$work/inodes2"
+cmp -s "$work/inodes1" "$work/inodes2" && [ "$(grep -c ': unchanged' "$work/p2.out")" -eq 5 ] && ! grep -q 'written\|added' "$work/p2.out" &&
+    [ "$(grep -cx '/.gpu/' "$repo/.git/info/exclude")" -eq 1 ] || fail "pack must be idempotent: $(cat "$work/p2.out"; diff "$work/inodes1" "$work/inodes2")"
+# over the limit: a 64 MiB file (sparse) in the tree puts both calls over by the rest; exit 1, said how much
+truncate -s 64M "$repo/big.bin" || exit 1
+pack "$work/tasks" > "$work/p3.out" 2>&1
+[ $? -eq 1 ] && grep -q "Call A (check, build): carry .gpu/a, $a bytes; .*OVER the limit of 64 MiB by $((tree + a)) bytes" "$work/p3.out" &&
+    grep -q "Calls B and C (finetune): .*OVER the limit of 64 MiB by $((tree + b)) bytes" "$work/p3.out" &&
+    grep -q "largest folders: (top level) 64.00 MiB" "$work/p3.out" && grep -q "more than the device tool's 64 MiB" "$work/p3.out" ||
+    fail "pack with a call over 64 MiB: $(cat "$work/p3.out")"
+rm "$repo/big.bin"
+# what it reads, missing: exit 1, said what to install or fetch, nothing changed
+GRZO_LEASE_GGUF=$work/none.gguf pack "$work/tasks" > "$work/p4.out" 2>&1
+[ $? -eq 1 ] && grep -q "no GGUF at $work/none.gguf: fetch it .*grzo_fetch_smollm2" "$work/p4.out" || fail "pack without the GGUF: $(cat "$work/p4.out")"
+GRZO_LEASE_BLIS_SO=$work/none pack "$work/tasks" > "$work/p4.out" 2>&1
+[ $? -eq 1 ] && grep -q "apt-get install libblis4-openmp libblis-openmp-dev" "$work/p4.out" || fail "pack without BLIS: $(cat "$work/p4.out")"
+GRZO_LEASE_OPENBLAS=$work/none pack "$work/tasks" > "$work/p4.out" 2>&1
+[ $? -eq 1 ] && grep -q "apt-get install libopenblas0-openmp" "$work/p4.out" || fail "pack without OpenBLAS: $(cat "$work/p4.out")"
+pack "$work/tasks/RTE" > "$work/p4.out" 2>&1
+[ $? -eq 1 ] && grep -q "no SST-2 and RTE folders in $work/tasks/RTE" "$work/p4.out" || fail "pack without the tasks: $(cat "$work/p4.out")"
+# a .gitignore rule that keeps .gpu/ from being ignored: refused
+cp "$repo/.gitignore" "$work/gitignore" && echo '!/.gpu/' >> "$repo/.gitignore"
+pack "$work/tasks" > "$work/p4.out" 2>&1
+[ $? -eq 1 ] && grep -q "still not ignored" "$work/p4.out" || fail "pack with .gpu/ not ignored: $(cat "$work/p4.out")"
+cp "$work/gitignore" "$repo/.gitignore"
+inodes > "$work/inodes3"
+cmp -s "$work/inodes1" "$work/inodes3" || fail "a refused pack changed .gpu/: $(diff "$work/inodes1" "$work/inodes3")"
+
+# ---- the calls on what pack made -----------------------------------------------------------------
+export GRZO_LEASE_GPU_DIR=$G GRZO_LEASE_DIR="$work/state 2"
+S=$GRZO_LEASE_DIR
+# Call A: cpulibs unpacked (the link too) and handed to run.sh
+lease check 300 "$work/out" > "$work/pa.out" 2>&1 || fail "Call A on the pack: $(cat "$work/pa.out")"
+cmp -s "$S/cpulibs/lib/libblis.so.4" "$work/libs/libblis.so.4" && [ "$(readlink "$S/cpulibs/lib/libblis.so")" = libblis.so.4 ] &&
+    cmp -s "$S/cpulibs/include/blis.h" "$work/libs/blis.h" && cmp -s "$S/cpulibs/openblas/libopenblas.so.0" "$work/libs/libopenblasp-r0.3.21.so" ||
+    fail "Call A: cpulibs not unpacked: $(find "$S/cpulibs" | sort)"
+grep -q "cpulibs unpacked to $S/cpulibs" "$work/pa.out" && grep -q "^GRZO_GPU_BUILD=$S/build-gpu GRZO_CPU_LIBS=$S/cpulibs GRZO_SST2_DIR=$" "$S/run.env" ||
+    fail "Call A: run.sh must get GRZO_CPU_LIBS: $(cat "$S/run.env")"
+# Call A of a fine-tuning lease, later in the same lease: cpulibs not unpacked again
+echo mine > "$S/cpulibs/marker"
+lease build 120 "$work/out" > "$work/pb.out" 2>&1 && [ -e "$S/cpulibs/marker" ] && grep -q " GRZO_CPU_LIBS=$S/cpulibs " "$S/run.env" ||
+    fail "Call A (build) again: $(cat "$work/pb.out")"
+# without xz (the device's image may lack it): Python's tarfile unpacks it, the link too
+if command -v python3 > /dev/null; then
+    nox=$work/bin-no-xz
+    mkdir -p "$nox" || exit 1
+    IFS=: read -r -a dirs <<< "$PATH"
+    for d in "${dirs[@]}"; do
+        for f in "$d"/*; do n=${f##*/}; [ "$n" = xz ] || [ -e "$nox/$n" ] || [ ! -x "$f" ] || ln -s "$f" "$nox/$n"; done
+    done
+    rm -rf "$S/cpulibs" "$S/cpulibs.sha256"
+    PATH=$nox lease build 120 "$work/out" > "$work/pc.out" 2>&1 || fail "Call A without xz: $(cat "$work/pc.out")"
+    cmp -s "$S/cpulibs/lib/libblis.so.4" "$work/libs/libblis.so.4" && [ "$(readlink "$S/cpulibs/lib/libblis.so")" = libblis.so.4 ] ||
+        fail "Call A without xz: cpulibs not unpacked: $(cat "$work/pc.out"; find "$S/cpulibs" | sort)"
+else
+    echo "note: no python3 here: unpacking without xz is not checked"
+fi
+# a machine without what the carried BLIS needs (a stand-in ldd says libgomp.so.1 is missing):
+# the build goes without it, and says so
+lb=$work/bin-ldd
+mkdir -p "$lb" && printf '#!/bin/sh\nprintf "\\tlibgomp.so.1 => not found\\n"\n' > "$lb/ldd" && chmod +x "$lb/ldd" || exit 1
+rm -rf "$S/cpulibs" "$S/cpulibs.sha256"
+PATH=$lb:$PATH lease build 120 "$work/out" > "$work/pd.out" 2>&1
+[ $? -eq 0 ] && grep -q "the carried BLIS needs libgomp.so.1, which this machine lacks: the build goes without BLIS" "$work/pd.out" &&
+    grep -q " GRZO_CPU_LIBS= " "$S/run.env" && [ ! -e "$S/cpulibs" ] || fail "Call A where BLIS cannot load: $(cat "$work/pd.out" "$S/run.env")"
+# a tarball that does not unpack: the same
+mkdir -p "$work/bad/a" && cp "$G/a/part.00" "$work/bad/a/" && head -c 1000 /dev/urandom > "$work/bad/a/cpulibs.tar.xz" || exit 1
+GRZO_LEASE_GPU_DIR=$work/bad lease build 120 "$work/out" > "$work/pd.out" 2>&1
+[ $? -eq 0 ] && grep -q "cannot unpack .*cpulibs.tar.xz (make it again: lease.sh pack): the build goes without BLIS" "$work/pd.out" &&
+    grep -q " GRZO_CPU_LIBS= " "$S/run.env" && [ ! -e "$S/cpulibs" ] || fail "Call A with a corrupt cpulibs.tar.xz: $(cat "$work/pd.out" "$S/run.env")"
+lease build 120 "$work/out" > "$work/pb.out" 2>&1 || fail "Call A (build): $(cat "$work/pb.out")"
+# Call B: the GGUF's parts (cut off the middle) joined, the data unpacked for the peer stage and
+# finetune.sh, GRZO_CPU_LIBS for both run.sh calls (the cpu stage's OpenBLAS)
+mkdir -p "$S/build-gpu/examples/finetune" && printf '#!/bin/sh\n' > "$S/build-gpu/examples/finetune/grzo-finetune" &&
+    chmod +x "$S/build-gpu/examples/finetune/grzo-finetune" || exit 1
+rm -f "$S/taskset.log"
+PATH=$sb:$PATH lease finetune 300 "$work/out" --peer --fit --cpu-bench > "$work/pe.out" 2>&1
+[ $? -eq 3 ] || fail "Call B on the pack: $(cat "$work/pe.out")"
+cmp -s "$S/smol/smol.gguf" "$gguf" || fail "Call B on the pack: the joined GGUF is not the model"
+cmp -s "$S/data/SST-2/train.tsv" "$work/tasks/SST-2/train.tsv" && cmp -s "$S/data/RTE/train.tsv" "$work/tasks/RTE/train.tsv" ||
+    fail "Call B: data.tar.xz not unpacked into $S/data: $(find "$S/data" | sort)"
+grep -q " GRZO_CPU_LIBS=$S/cpulibs GRZO_SST2_DIR=$S/data/SST-2$" "$S/run.env" && grep -q " GRZO_CPU_LIBS=$S/cpulibs GRZO_SST2_DIR=$S/data/SST-2$" "$S/run.env.cpu" ||
+    fail "Call B: the peer and cpu stages' data and libraries: $(cat "$S/run.env" "$S/run.env.cpu")"
+[ "$(sed -n 1,2p "$S/ft.args" | tr '\n' '|')" = "--fit|--budget|" ] && [ "$(sed -n 4,6p "$S/ft.args" | tr '\n' '|')" = "$S/smol/smol.gguf|$S/data|$S/ft|" ] ||
+    fail "Call B: finetune.sh's options, model, data and folder: $(tr '\n' ' ' < "$S/ft.args")"
+# a later call of the lease: the data not unpacked again
+echo mine > "$S/data/marker"
+lease finetune 200 "$work/out" > "$work/pf.out" 2>&1
+[ $? -eq 3 ] && [ -e "$S/data/marker" ] && [ "$(sed -n 4p "$S/ft.args")" = "$S/data" ] || fail "a later Call B on the pack: $(cat "$work/pf.out")"
+echo "ok: lease.sh (usage, Call A, Call B: join, peer, finetune.sh's budget and options, tars, a cold machine, --cpu-bench; pack, and the calls on what it packs)"
+

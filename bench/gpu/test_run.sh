@@ -3,10 +3,13 @@
 # written from an earlier run's files (--report-only) with its stage, test, benchmark,
 # same-batch and fine-tuning sections (and a run folder whose name is gnuplot code, which must
 # stay a name), a failed meson setup in a build folder of the user's (whose files must survive the retry),
-# and (given grzo-finetune) a whole run of every stage against stand-ins for the GPU
+# GRZO_CPU_LIBS's meson options (both setup tries) and its refusals, and (given grzo-finetune) a
+# whole run of every stage against stand-ins for the GPU
 # programs, from a checkout and with a GGUF whose paths hold spaces, so that the folders,
 # paths and flags the stages hand each other are checked before a GPU machine's scarce
-# minutes are. The GPU programs themselves run only on a GPU machine.
+# minutes are; the cpu stage also with GRZO_CPU_LIBS (its OpenBLAS on LD_LIBRARY_PATH, preloaded,
+# or left out, as a stand-in ldd makes the loader answer). The GPU programs themselves run only
+# on a GPU machine.
 # usage: test_run.sh WORK_DIR [GRZO_FINETUNE [CUDA_BUILD_DIR]]
 # CUDA_BUILD_DIR: a build configured with CUDA, against which the programs run.sh builds
 # (its GPU_TARGETS) are checked by name
@@ -185,6 +188,41 @@ env -u CUDA_PATH PATH="$sb:$tk/bin:$PATH" GRZO_GPU_BUILD="$work/new build" bash 
 [ "$(grep -c "^setup CUDA_PATH=$tk: $" "$work/setup.log")" -eq 1 ] ||
     fail "the retry in a folder the script created must start from nothing: $(cat "$work/setup.log")"
 
+# GRZO_CPU_LIBS (lease.sh's cpulibs, unpacked): both tries of the meson setup get its include
+# folder (a system one), its library folder and an rpath to it, for C, C++ and CUDA (nvcc's own
+# forms), and the host line names it with the packages its SOURCES gives; a folder without
+# BLIS, or with a comma in its path, is refused before anything runs. Its path has a space.
+cl="$work/cpu libs"
+mkdir -p "$cl/lib" "$cl/include" "$cl/openblas" || exit 1
+: > "$cl/lib/libblis.so.4" && ln -s libblis.so.4 "$cl/lib/libblis.so" && echo "/* blis */" > "$cl/include/blis.h" && : > "$cl/openblas/libopenblas.so.0" || exit 1
+{
+    echo "lib/libblis.so.4: /usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4 (libblis4-openmp 0.9.0-1)"
+    echo "include/blis.h: /usr/include/x86_64-linux-gnu/blis-openmp/blis.h (libblis-openmp-dev 0.9.0-1)"
+    echo "openblas/libopenblas.so.0: /usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblasp-r0.3.21.so (libopenblas0-openmp 0.3.21+ds-4)"
+} > "$cl/SOURCES"
+ab=$work/args-bin
+mkdir -p "$ab" && cp "$sb/nvidia-smi" "$sb/ninja" "$ab/" || exit 1
+printf '#!/bin/sh\n[ "$1" = setup ] || exit 1\nprintf "%%s\\n" "$@" -- >> "%s"\nexit 1\n' "$work/setup-args" > "$ab/meson" && chmod +x "$ab/meson" || exit 1
+env -u CUDA_PATH PATH="$ab:$tk/bin:$PATH" GRZO_GPU_BUILD="$work/cpu build" GRZO_CPU_LIBS="$cl" bash "$here/run.sh" --stages tests "$work/cpu-setup" \
+    > "$work/cpu-setup.out" 2>&1
+[ $? -eq 1 ] || fail "GRZO_CPU_LIBS with a failing setup: want exit 1: $(tail -3 "$work/cpu-setup.out")"
+want=$(printf '%s\n' setup "$work/cpu build" "$(cd "$here/../.." && pwd)" -Dcuda=enabled -Dgpu_archs=90 -Dbuildtype=release \
+    "-Dc_args=['-isystem$cl/include']" "-Dcpp_args=['-isystem$cl/include']" "-Dcuda_args=['-isystem=$cl/include']" \
+    "-Dc_link_args=['-L$cl/lib', '-Wl,-rpath,$cl/lib']" "-Dcpp_link_args=['-L$cl/lib', '-Wl,-rpath,$cl/lib']" \
+    "-Dcuda_link_args=['-L$cl/lib', '-Xlinker=-rpath=$cl/lib']" --)
+[ "$(cat "$work/setup-args" 2> /dev/null)" = "$want"$'\n'"$want" ] ||
+    fail "GRZO_CPU_LIBS: the meson setup's arguments (both tries): $(cat "$work/setup-args" 2> /dev/null)"
+grep -qxF "GRZO_CPU_LIBS: $cl (libblis4-openmp 0.9.0-1, libopenblas0-openmp 0.3.21+ds-4)" "$work/cpu-setup/host.txt" ||
+    fail "GRZO_CPU_LIBS: the host line: $(cat "$work/cpu-setup/host.txt")"
+GRZO_CPU_LIBS="$work/nowhere" bash "$here/run.sh" --stages tests "$work/cpu-setup" > "$work/cpu-setup.out" 2>&1
+[ $? -eq 1 ] && grep -q "GRZO_CPU_LIBS=$work/nowhere: no lib/libblis.so and include/blis.h there" "$work/cpu-setup.out" ||
+    fail "GRZO_CPU_LIBS without BLIS: $(cat "$work/cpu-setup.out")"
+for bad in "a,b" "a:b"; do
+    mkdir -p "$work/$bad" && cp -a "$cl/lib" "$cl/include" "$work/$bad/" || exit 1
+    GRZO_CPU_LIBS="$work/$bad" bash "$here/run.sh" --stages tests "$work/cpu-setup" > "$work/cpu-setup.out" 2>&1
+    [ $? -eq 1 ] && grep -q "must not hold a comma, a colon" "$work/cpu-setup.out" || fail "GRZO_CPU_LIBS=$work/$bad: $(cat "$work/cpu-setup.out")"
+done
+
 # ---- every stage, end to end, against stand-ins ---------------------------------------------------
 # On PATH: nvcc and nvidia-smi that say a GPU is here, a meson whose 'test' reports one
 # passing cuda test, and a ninja that builds nothing but, given CUDA_BUILD_DIR, refuses a
@@ -224,6 +262,28 @@ done
 echo "[1/1] stand-in: $*"
 EOF2
 printf '#!/bin/sh\necho "Stand-in GPU, 81559 MiB, 0.0"\n' > "$sb/nvidia-smi"
+# ldd: an OpenBLAS file in a folder openblas/ (the carried one) needs libgomp; a program loads
+# libopenblas.so.0 from the first LD_LIBRARY_PATH folder holding one (as under a RUNPATH), or the
+# machine's whatever LD_LIBRARY_PATH says (STANDIN_RPATH=1: an RPATH), or the preloaded one;
+# libblis.so.4 from $STANDIN_BLIS; $STANDIN_MISSING is not found where the carried OpenBLAS is in
+cat > "$sb/ldd" << 'EOF2'
+#!/usr/bin/env bash
+[ "$1" = --version ] && { echo "ldd (GNU libc) 2.39"; exit 0; }
+case $1 in
+    */openblas/libopenblas.so.0) printf '\tlibgomp.so.1 => /lib/x86_64-linux-gnu/libgomp.so.1 (0x0)\n'; exit 0 ;;
+    *.so*) exit 0 ;;
+esac
+ob=/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0
+if [ -n "${LD_PRELOAD:-}" ]; then printf '\t%s (0x0)\n' "${LD_PRELOAD%% *}"; ob=""
+elif [ -z "${STANDIN_RPATH:-}" ]; then
+    IFS=: read -r -a dirs <<< "${LD_LIBRARY_PATH:-}"
+    for d in "${dirs[@]}"; do [ -e "$d/libopenblas.so.0" ] && { ob=$d/libopenblas.so.0; break; }; done
+fi
+[ -z "$ob" ] || printf '\tlibopenblas.so.0 => %s (0x0)\n' "$ob"
+[ -z "${STANDIN_BLIS:-}" ] || printf '\tlibblis.so.4 => %s (0x0)\n' "$STANDIN_BLIS"
+case $ob in */openblas/libopenblas.so.0|"") [ -z "${STANDIN_MISSING:-}" ] || printf '\t%s => not found\n' "$STANDIN_MISSING" ;; esac
+exit 0
+EOF2
 cat > "$sb/meson" << 'EOF2'
 #!/bin/sh
 [ "$1" = test ] || { echo "stand-in meson: only 'meson test' (got $*)" >&2; exit 1; }
@@ -274,10 +334,10 @@ echo "  S floor 8.0 ms"'
 standin "$B/bench/bench_llm" "$here/../bench_llm.c" '
 [ "${opt[--model]:-}" = "$gguf" ] || { echo "$me: --model \"${opt[--model]:-}\", not the GGUF" >&2; exit 1; }
 [ -s "${opt[--data]:-}" ] || { echo "$me: --data \"${opt[--data]:-}\": no SST-2 file there" >&2; exit 1; }
-[ -n "${opt[--dump-tokens]:-}" ] || { printf "## grzo bench_llm\n\n%s rounds on %s\n" "${opt[--rounds]:-3}" "${opt[--data]}"; exit 0; }
+[ -n "${opt[--dump-tokens]:-}" ] || { printf "## grzo bench_llm\n\n%s rounds on %s\n\nlibraries: LD_LIBRARY_PATH=%s LD_PRELOAD=%s\n" "${opt[--rounds]:-3}" "${opt[--data]}" "${LD_LIBRARY_PATH:-}" "${LD_PRELOAD:-}"; exit 0; }
 printf "{\"candidates\": [5, 6], \"synthetic\": false, \"examples\": [\n  {\"label\": 1, \"tokens\": [1, 2, 3]},\n  {\"label\": 0, \"tokens\": [4, 5, 6, 7]}\n]}\n" > "${opt[--dump-tokens]}"'
 # bench_mlp (the cpu stage): its tables, with the rounds it was given
-standin "$B/bench/bench_mlp" "$here/../bench_mlp.c" 'printf "## grzo bench_mlp\n\n%s rounds\n" "${opt[--rounds]:-15}"'
+standin "$B/bench/bench_mlp" "$here/../bench_mlp.c" 'printf "## grzo bench_mlp\n\n%s rounds\n\nlibraries: LD_LIBRARY_PATH=%s LD_PRELOAD=%s\n" "${opt[--rounds]:-15}" "${LD_LIBRARY_PATH:-}" "${LD_PRELOAD:-}"'
 # grzo-export: the checkpoint grzo-finetune (the real one, 0 steps) wrote, into a Hugging Face folder
 standin "$B/examples/llm/grzo-export" "$here/../../examples/llm/export.c" '
 [ "${opt[--model]:-}" = "$gguf" ] || { echo "$me: --model \"${opt[--model]:-}\", not the GGUF" >&2; exit 1; }
@@ -345,6 +405,50 @@ grep -q '^| cpu | passed |' "$c" && grep -q '^| tests | not run |' "$c" && grep 
     grep -qx '### grzo bench_mlp' "$c" && grep -qx '15 rounds' "$c" && grep -qx '### grzo bench_llm' "$c" &&
     grep -qx "5 rounds on /.*/SST-2/train.tsv" "$c" ||
     fail "--stages cpu: $(sed -n '/^## The CPU/,$p' "$c" | head -20; grep '^| ' "$c" | head -8)"
+grep -qx 'libopenblas.so.0: /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 (not the OpenMP build)' "$work/cpu-only/cpu/libs.txt" &&
+    ! grep -q '^environment' "$work/cpu-only/cpu/libs.txt" &&
+    grep -q "^The libraries bench_mlp and bench_llm loaded (ldd, in the stage's environment): libopenblas.so.0: /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 (not the OpenMP build); libblis.so.4: not loaded.$" "$c" ||
+    fail "--stages cpu: the libraries loaded: $(cat "$work/cpu-only/cpu/libs.txt"; grep '^The libraries' "$c")"
+# With GRZO_CPU_LIBS (and Meson's summary in lower case, as Meson 1.12 writes it): bench_mlp and
+# bench_llm run with its OpenMP OpenBLAS first on LD_LIBRARY_PATH where that wins (a RUNPATH),
+# preloaded where it does not (an RPATH, STANDIN_RPATH=1; not from a path with a space, which
+# LD_PRELOAD would split), left out where it cannot load (STANDIN_MISSING); cpu/libs.txt and the
+# report say which was loaded. The preloading needs a copy of the folder at a path without a space.
+sed -i 's/: True$/: true/' "$B/meson-logs/meson-log.txt"
+hows="runpath rpath-space missing"
+case $work in
+    *[[:space:]]*) echo "note: WORK_DIR has a space: the cpu stage's preloading is not checked" ;;
+    *) cp -a "$cl" "$work/cpulibs" && hows="$hows rpath" || exit 1 ;;
+esac
+for how in $hows; do
+    oc=$work/cpu-$how
+    rp=; case $how in rpath*) rp=1 ;; esac
+    miss=; [ $how = missing ] && miss=libgfortran.so.5
+    d=$cl; [ $how = rpath ] && d=$work/cpulibs
+    PATH=$sb:$PATH GRZO_GPU_BUILD=$B GRZO_CPU_LIBS="$d" STANDIN_BLIS="$d/lib/libblis.so.4" STANDIN_RPATH=$rp STANDIN_MISSING=$miss \
+        GRZO_SST2_DIR="$here/../../tests/data/tasks/SST-2" bash "$repo/bench/gpu/run.sh" --budget 100 --stages cpu "$oc" "$gguf" > "$oc.out" 2>&1 ||
+        fail "--stages cpu with GRZO_CPU_LIBS ($how): $(tail -5 "$oc.out")"
+    grep -q '^| cpu | passed |' "$oc/report.md" && grep -qxF "libblis.so.4 (bench_mlp): $d/lib/libblis.so.4" "$oc/host.txt" ||
+        fail "--stages cpu with GRZO_CPU_LIBS ($how): $(grep '^| cpu' "$oc/report.md"; cat "$oc/host.txt")"
+    case $how in
+        runpath) want="libopenblas.so.0: $cl/openblas/libopenblas.so.0 (OpenMP build)|libblis.so.4: $cl/lib/libblis.so.4|environment: LD_LIBRARY_PATH=$cl/openblas"
+                 ran="libraries: LD_LIBRARY_PATH=$cl/openblas*LD_PRELOAD=" ;;
+        rpath)   want="libopenblas.so.0: $d/openblas/libopenblas.so.0 (OpenMP build)|libblis.so.4: $d/lib/libblis.so.4|environment: LD_LIBRARY_PATH=$d/openblas* LD_PRELOAD=$d/openblas/libopenblas.so.0"
+                 ran="libraries: LD_LIBRARY_PATH=$d/openblas*LD_PRELOAD=$d/openblas/libopenblas.so.0" ;;
+        rpath-space) want="GRZO_CPU_LIBS's OpenBLAS not preloaded: its path holds a space, at which LD_PRELOAD splits|libopenblas.so.0: /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 (not the OpenMP build)|libblis.so.4: $cl/lib/libblis.so.4|environment: LD_LIBRARY_PATH=$cl/openblas*"
+                 ran="libraries: LD_LIBRARY_PATH=$cl/openblas*LD_PRELOAD=" ;;
+        missing) want="GRZO_CPU_LIBS's OpenBLAS left out: it needs libgfortran.so.5, which this machine lacks|libopenblas.so.0: /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 (not the OpenMP build)|libblis.so.4: $cl/lib/libblis.so.4"
+                 ran="libraries: LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} LD_PRELOAD=" ;;
+    esac
+    # shellcheck disable=SC2053   # (the patterns' * are meant)
+    [[ "$(paste -sd'|' "$oc/cpu/libs.txt")" == $want ]] || fail "--stages cpu with GRZO_CPU_LIBS ($how): libs.txt: $(cat "$oc/cpu/libs.txt")"
+    # shellcheck disable=SC2053
+    [[ "$(grep '^libraries' "$oc/cpu/bench_mlp.md")" == $ran ]] && [[ "$(grep '^libraries' "$oc/cpu/bench_llm.md")" == $ran ]] ||
+        fail "--stages cpu with GRZO_CPU_LIBS ($how): what the programs ran with: $(grep -h '^libraries' "$oc/cpu/"*.md)"
+    grep -qF "The libraries bench_mlp and bench_llm loaded (ldd, in the stage's environment): $(head -1 "$oc/cpu/libs.txt");" "$oc/report.md" ||
+        fail "--stages cpu with GRZO_CPU_LIBS ($how): the report: $(grep '^The libraries' "$oc/report.md")"
+done
+sed -i 's/: true$/: True/' "$B/meson-logs/meson-log.txt"
 # a build without BLIS (the Meson summary says so): the stage is skipped, said why, and passes
 sed -i 's/BLIS (fused perturbed GEMM): True/BLIS (fused perturbed GEMM): False/' "$B/meson-logs/meson-log.txt"
 PATH=$sb:$PATH GRZO_GPU_BUILD=$B bash "$repo/bench/gpu/run.sh" --budget 100 --stages cpu "$work/cpu-skip" "$gguf" > "$work/cpu-skip.out" 2>&1 ||
