@@ -11,8 +11,9 @@
 # 64 MiB and of missing inputs, and a second pack changing nothing; and the calls on what it
 # packed: cpulibs unpacked and handed to run.sh as GRZO_CPU_LIBS (also with Python's tarfile
 # where there is no xz; left out where it does not unpack or the machine lacks what BLIS
-# needs), the data tarball unpacked for the peer stage and finetune.sh, neither unpacked again
-# by a later call; all under paths with spaces.
+# needs; a build that fails with it made again without it), the data tarball unpacked for the
+# peer stage and finetune.sh, neither unpacked again by a later call; all under paths with
+# spaces.
 # usage: test_lease.sh WORK_DIR
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -40,6 +41,8 @@ if [ "${4:-}" = cpu ]; then
     sleep 2; echo "done" > "$GRZO_LEASE_DIR/cpu.done"
 fi
 mkdir -p "$out" && echo "report" > "$out/report.md"
+# RUN_FAIL_WITH_LIBS: a build that fails with the carried BLIS (a compiler of the machine's own)
+if [ -n "${RUN_FAIL_WITH_LIBS:-}" ] && [ -n "${GRZO_CPU_LIBS:-}" ]; then echo "blis.h: error" > "$out/build.log"; exit 1; fi
 exit "${RUN_EXIT:-0}"
 EOF
 cat > "$work/finetune.sh" << 'EOF'
@@ -272,6 +275,17 @@ grep -q "cpulibs unpacked to $S/cpulibs" "$work/pa.out" && grep -q "^GRZO_GPU_BU
 echo mine > "$S/cpulibs/marker"
 lease build 120 "$work/out" > "$work/pb.out" 2>&1 && [ -e "$S/cpulibs/marker" ] && grep -q " GRZO_CPU_LIBS=$S/cpulibs " "$S/run.env" ||
     fail "Call A (build) again: $(cat "$work/pb.out")"
+# a build that fails with the carried BLIS goes once more without it (check and build alike),
+# the first try's log kept; the cpu stage then finds no cpulibs
+for mode in build check; do
+    o=$S/$([ "$mode" = build ] && echo ob || echo oa)
+    RUN_FAIL_WITH_LIBS=1 lease "$mode" 300 "$work/out" > "$work/pf.out" 2>&1
+    [ $? -eq 0 ] && grep -q "the build with the carried BLIS failed" "$work/pf.out" && grep -q "blis.h: error" "$o/build-with-cpulibs.log" &&
+        grep -q " GRZO_CPU_LIBS= " "$S/run.env" && [ ! -e "$S/cpulibs" ] ||
+        fail "Call A ($mode) whose build fails with the carried BLIS: $(cat "$work/pf.out" "$S/run.env")"
+    [ "$mode" = build ] || [ "$(sed -n 3,4p "$S/run.args" | tr '\n' '|')" = "--stages|tests,bench|" ] ||
+        fail "Call A (check) after the build without BLIS: $(tr '\n' ' ' < "$S/run.args")"
+done
 # without xz (the device's image may lack it): Python's tarfile unpacks it, the link too
 if command -v python3 > /dev/null; then
     nox=$work/bin-no-xz
