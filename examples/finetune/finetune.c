@@ -19,11 +19,12 @@
    - Evaluation: argmax of the candidate scores, accuracy. Zero-shot accuracy is measured
      on dev and test before training, dev every --eval-every steps, test at the end.
    - SQuAD and DROP (generation tasks): training is the LM loss on the gold answer's tokens,
-     as for COPA; evaluation decodes greedily from the prompt (at most 50 new tokens, up to
-     the first newline, BOS or EOS; MeZO's generation) and scores the text with the task's
-     official exact match and F1 (qa_score.h); F1 takes accuracy's place (log: dev_f1 and
-     dev_em; results.json: *_f1 and *_em; predictions.jsonl: each test question's id,
-     generated answer, EM and F1).
+     as for COPA; evaluation decodes greedily from the prompt (at most 50 new tokens, and
+     the prompt and answer within --max-len, up to the first newline, BOS or EOS; MeZO's
+     generation) and scores the text with the task's official exact match and F1
+     (qa_score.h); F1 takes accuracy's place (log: dev_f1 and dev_em; results.json: *_f1
+     and *_em; predictions.jsonl: each test question's id, generated answer, EM, F1, its
+     new tokens and what ended it: "bos", "eos", "newline", "max_new_tokens", "max_len").
    Outputs in --out (default finetune-out): run.json (the run's settings, which --resume
    compares and reuses), log.jsonl (one line per step: step, loss, lr, elapsed seconds, and
    dev_acc when evaluated; with --diagnose, a {"step":S,"diagnose":{...}} line before step S
@@ -127,28 +128,50 @@ static const char *score_text(double score, double em, char buf[64]) {
     return buf;
 }
 
-/* Generation stops at the first token whose text holds a newline (MeZO's eos_token "\n"). */
-static int stop_at_newline(int32_t prev, int32_t token, void *user) {
-    return strchr(llm_token_text((const llm_tokenizer *)user, prev, token), '\n') != NULL;
+/* What ends a generated answer: BOS or EOS (not part of the answer), the first token whose
+   text holds a newline (MeZO's eos_token "\n"), or else the length: TASKS_MAX_NEW_TOKENS
+   new tokens, or the sequence's cap (--max-len, the model's seq_len) before that. The stop
+   tokens are watched here rather than by llm_generate's stop list, so that the answer can
+   say which one ended it (predictions.jsonl's "stop"). */
+typedef struct answer_watch {
+    const llm_tokenizer *tok;
+    int32_t bos, eos;
+    const char *stop;   /* "bos", "eos", "newline"; NULL while none came */
+} answer_watch;
+
+static int answer_stops(int32_t prev, int32_t token, void *user) {
+    answer_watch *w = (answer_watch *)user;
+    if (token == w->bos) w->stop = "bos";
+    else if (token == w->eos) w->stop = "eos";
+    else if (strchr(llm_token_text(w->tok, prev, token), '\n')) w->stop = "newline";
+    return w->stop != NULL;
 }
 
 /* Greedy decoding from ex's prompt; the text up to the first newline into *out (MeZO strips
-   it; the scorers' normalization ignores surrounding whitespace, so it is kept as is). */
-static grzo_status generate_answer(run *r, const tok_example *ex, char **out) {
+   it; the scorers' normalization ignores surrounding whitespace, so it is kept as is), the
+   new tokens of the answer (a stop token not counted) into *n_new and what ended it into
+   *stop ("bos", "eos", "newline", "max_new_tokens" or "max_len"). */
+static grzo_status generate_answer(run *r, const tok_example *ex, char **out, int32_t *n_new, const char **stop) {
     llm_generate_desc g;
-    int32_t n_total = 0, i;
+    answer_watch w;
+    int32_t n_total = 0, i, limit = ex->n_prompt + TASKS_MAX_NEW_TOKENS - 1;   /* TASKS_MAX_NEW_TOKENS new tokens at most */
     size_t len = 0;
     grzo_status s;
     char *text;
     memset(&g, 0, sizeof g);
-    g.steps = ex->n_prompt + TASKS_MAX_NEW_TOKENS - 1;   /* TASKS_MAX_NEW_TOKENS new tokens at most */
-    if (g.steps > r->gen_steps) g.steps = r->gen_steps;
-    g.stop[0] = llm_tokenizer_bos(r->tok);
-    g.stop[1] = llm_tokenizer_eos(r->tok);
-    g.on_token = stop_at_newline;
-    g.user_data = r->tok;
+    g.steps = limit < r->gen_steps ? limit : r->gen_steps;
+    g.stop[0] = g.stop[1] = -1;
+    w.tok = r->tok;
+    w.bos = llm_tokenizer_bos(r->tok);
+    w.eos = llm_tokenizer_eos(r->tok);
+    w.stop = NULL;
+    g.on_token = answer_stops;
+    g.user_data = &w;
     memcpy(r->gen_tokens, ex->prompt, sizeof(int32_t) * (size_t)ex->n_prompt);
     if ((s = llm_generate(r->ctx, &r->model, r->st, r->gen_tokens, ex->n_prompt, &g, &n_total)) != GRZO_OK) return s;
+    if (w.stop && strcmp(w.stop, "newline") != 0) n_total--;   /* BOS or EOS: the answer ends before it */
+    *n_new = n_total - ex->n_prompt;
+    *stop = w.stop ? w.stop : g.steps < limit ? "max_len" : "max_new_tokens";
     for (i = ex->n_prompt; i < n_total; i++) len += strlen(llm_token_text(r->tok, r->gen_tokens[i - 1], r->gen_tokens[i]));
     if (!(text = (char *)malloc(len + 1))) return GRZO_ERR_OUT_OF_MEMORY;
     for (len = 0, i = ex->n_prompt; i < n_total; i++) {
@@ -181,10 +204,12 @@ static grzo_status evaluate_generation(run *r, const tok_split *split, double *f
     }
     for (i = 0; i < split->n; i++) {
         char *answer = NULL;
+        const char *stop = NULL;
+        int32_t n_new = 0;
         double e, f;
         grzo_status s;
         if (interruptible && interrupted) return GRZO_OK;
-        s = generate_answer(r, &split->ex[i], &answer);
+        s = generate_answer(r, &split->ex[i], &answer, &n_new, &stop);
         if (s != GRZO_OK) return s;
         if (tasks_score_prediction(r->data.task, &split->src->ex[i], answer, &e, &f)) {
             free(answer);
@@ -194,6 +219,8 @@ static grzo_status evaluate_generation(run *r, const tok_split *split, double *f
             r->preds[i].text = answer;
             r->preds[i].em = e;
             r->preds[i].f1 = f;
+            r->preds[i].new_tokens = n_new;
+            r->preds[i].stop = stop;
         } else free(answer);
         *f1 += f;
         *em += e;
@@ -284,6 +311,13 @@ static void progress(const run *r, int64_t step, double loss, double rate) {
 }
 
 /* ---- setup ------------------------------------------------------------------------------------- */
+/* The tokens a sequence may hold: --max-len, the model's seq_len where that is 0 or more. A
+   generation's prompt and answer are one sequence, so its answer stops there too. */
+static int32_t sequence_cap(const run *r) {
+    int64_t n = r->o.num[OPT_MAX_LEN];
+    return n == 0 || n > r->cfg.max_seq_len ? r->cfg.max_seq_len : (int32_t)n;
+}
+
 /* Reads the model, the tokenizer and the data; writes nothing (an early failure leaves no
    files). A resumed run uses its indices file, so it sees exactly the same examples. */
 static int load_everything(run *r, char *err, size_t errlen) {
@@ -316,8 +350,7 @@ static int load_everything(run *r, char *err, size_t errlen) {
     r->lm_loss = r->data.train_on_gold_tokens;
     r->generation = r->data.task->metric != TASKS_METRIC_ACCURACY;
     bos = llm_tokenizer_wants_bos(r->tok);
-    max_len = (int32_t)o->num[OPT_MAX_LEN];
-    if (max_len == 0 || max_len > r->cfg.max_seq_len) max_len = r->cfg.max_seq_len;
+    max_len = sequence_cap(r);
     if (tokenize_split(r->tok, bos, max_len, &r->data.train, &r->train, err, errlen) ||
         tokenize_split(r->tok, bos, max_len, &r->data.dev, &r->dev, err, errlen) ||
         tokenize_split(r->tok, bos, max_len, &r->data.test, &r->test, err, errlen))
@@ -374,7 +407,7 @@ static int setup_optimizer(run *r, char *err, size_t errlen) {
     if (r->test.max_len > max_len) max_len = r->test.max_len;
     if (r->generation) {   /* llm_generate: the prompt and the answer in one sequence */
         r->gen_steps = r->dev.max_generate > r->test.max_generate ? r->dev.max_generate : r->test.max_generate;
-        if (r->gen_steps > r->cfg.max_seq_len) r->gen_steps = r->cfg.max_seq_len;
+        if (r->gen_steps > sequence_cap(r)) r->gen_steps = sequence_cap(r);
         if (r->gen_steps > max_len) max_len = r->gen_steps;
         if (r->gen_steps > max_total) max_total = r->gen_steps;
         if (!(r->gen_tokens = (int32_t *)malloc(sizeof(int32_t) * ((size_t)r->gen_steps + 1)))) {

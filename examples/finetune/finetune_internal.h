@@ -15,10 +15,12 @@
 #include "options.h"
 #include "tok_examples.h"
 
-/* A generated answer and its scores. */
+/* A generated answer, its scores, its length in new tokens and what ended it. */
 typedef struct prediction {
     char *text;
     double em, f1;
+    int32_t new_tokens;
+    const char *stop;   /* a static name: "bos", "eos", "newline", "max_new_tokens", "max_len" */
 } prediction;
 
 typedef struct run {

@@ -1132,8 +1132,9 @@ static void write_results_json(FILE *f, const run *r) {
     fprintf(f, "}\n");
 }
 
-/* predictions.jsonl: one line per test question, {"id", "prediction", "em", "f1"} (the id is
-   the file's "id" / "query_id", so the official scripts' predictions can be built from it) */
+/* predictions.jsonl: one line per test question, {"id", "prediction", "em", "f1",
+   "new_tokens", "stop"} (the id is the file's "id" / "query_id", so the official scripts'
+   predictions can be built from it; the last two say how the decoding ended) */
 static void write_predictions_json(FILE *f, const run *r) {
     size_t i;
     for (i = 0; i < r->test.n; i++) {
@@ -1141,7 +1142,8 @@ static void write_predictions_json(FILE *f, const run *r) {
         json_string(f, r->data.test.ex[i].id ? r->data.test.ex[i].id : "");
         fprintf(f, ",\"prediction\":");
         json_string(f, r->preds[i].text);
-        fprintf(f, ",\"em\":%.6f,\"f1\":%.6f}\n", r->preds[i].em, r->preds[i].f1);
+        fprintf(f, ",\"em\":%.6f,\"f1\":%.6f,\"new_tokens\":%d,\"stop\":\"%s\"}\n", r->preds[i].em, r->preds[i].f1,
+                (int)r->preds[i].new_tokens, r->preds[i].stop);
     }
 }
 

@@ -26,12 +26,7 @@ set -u
 bin=$1 data=$2 work=$3 ref=$4
 shift 4
 fail() { echo "FAIL: $*"; exit 1; }
-py=
-for cand in "${@:-python3}"; do
-    if "$cand" -c 'import numpy' 2>/dev/null; then py=$cand; break; fi
-done
-[ -n "$py" ] || { echo "SKIP: no Python with numpy among: ${*:-python3} (CI installs python3-numpy)"; exit 77; }
-echo "reference interpreter: $py"
+. "$(dirname "${BASH_SOURCE[0]}")/numpy_python.sh"   # py, or a skip that says why
 rm -rf "$work" && mkdir -p "$work" || exit 1
 
 # lines FIRST..LAST (1-based) of a file, the j-th repeated 2^(j-1) times

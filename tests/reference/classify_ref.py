@@ -79,36 +79,62 @@ class RefError(Exception):
 # ---------------------------------------------------------------------------- llama2.c checkpoint
 
 
-def read_llama2c(path):
-    """(meta, tensors) of a llama2.c checkpoint in llama_ref.forward's GGUF names (float64)."""
-    with open(path, "rb") as f:
-        data = f.read()
+def llama2c_header(data, path):
+    """The 7 header fields of a llama2.c checkpoint (vocab as stored: negative for an untied head)."""
     if len(data) < 28:
         raise RefError(f"{path}: too short for a llama2.c header")
-    dim, hidden, n_layers, n_heads, n_kv, vocab, seq_len = struct.unpack_from("<7i", data, 0)
-    shared = vocab > 0
-    vocab = abs(vocab)
-    if min(dim, hidden, n_layers, n_heads, n_kv, vocab, seq_len) <= 0 or dim % n_heads or n_heads % n_kv:
-        raise RefError(f"{path}: implausible header {dim, hidden, n_layers, n_heads, n_kv, vocab, seq_len}")
+    h = struct.unpack_from("<7i", data, 0)
+    dim, hidden, n_layers, n_heads, n_kv, vocab, seq_len = h
+    if min(dim, hidden, n_layers, n_heads, n_kv, abs(vocab), seq_len) <= 0 or dim % n_heads or n_heads % n_kv:
+        raise RefError(f"{path}: implausible header {h}")
+    return h
+
+
+def llama2c_layout(header):
+    """[(name, shape)] of a llama2.c checkpoint's fp32 tensors after the 28-byte header, in file
+    order (llama2.c's memory_map_weights; every matrix (d_out, d_in), row-major); "output" (the
+    classifier) only when the header's vocab is negative (untied)."""
+    dim, hidden, L, n_heads, n_kv, vocab, seq_len = header
     hd = dim // n_heads
     kv_dim = n_kv * hd
-    L = n_layers
-    # llama2.c's memory_map_weights order; every matrix is (d_out, d_in), row-major
-    layout = [("token_embd", (vocab, dim)), ("attn_norm", (L, dim)), ("attn_q", (L, n_heads * hd, dim)),
+    V = abs(vocab)
+    layout = [("token_embd", (V, dim)), ("attn_norm", (L, dim)), ("attn_q", (L, n_heads * hd, dim)),
               ("attn_k", (L, kv_dim, dim)), ("attn_v", (L, kv_dim, dim)), ("attn_output", (L, dim, n_heads * hd)),
               ("ffn_norm", (L, dim)), ("ffn_gate", (L, hidden, dim)), ("ffn_down", (L, dim, hidden)),
               ("ffn_up", (L, hidden, dim)), ("output_norm", (dim,)),
               ("freq_cis", (2, seq_len, hd // 2))]        # the unused rotary tables
-    if not shared:
-        layout.append(("output", (vocab, dim)))
+    if vocab < 0:
+        layout.append(("output", (V, dim)))
+    return layout
+
+
+def llama2c_arrays(data, path):
+    """(header, arrays) of a llama2.c checkpoint's bytes: its seven header ints and each
+    tensor of llama2c_layout as a float32 array of its own; the file's size checked."""
+    header = llama2c_header(data, path)
+    layout = llama2c_layout(header)
     need = 28 + 4 * sum(int(np.prod(s)) for _, s in layout)
     if len(data) != need:
         raise RefError(f"{path}: {len(data)} bytes, a llama2.c checkpoint of this header has {need}")
     raw, off = {}, 28
     for name, shape in layout:
         n = int(np.prod(shape))
-        raw[name] = np.frombuffer(data, dtype="<f4", count=n, offset=off).astype(np.float64).reshape(shape)
+        raw[name] = np.frombuffer(data, dtype="<f4", count=n, offset=off).reshape(shape).copy()
         off += 4 * n
+    return list(header), raw
+
+
+def read_llama2c(path):
+    """(meta, tensors) of a llama2.c checkpoint in llama_ref.forward's GGUF names (float64)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    header, raw = llama2c_arrays(data, path)
+    raw = {name: a.astype(np.float64) for name, a in raw.items()}
+    dim, hidden, n_layers, n_heads, n_kv, vocab, seq_len = header
+    shared = vocab > 0
+    vocab = abs(vocab)
+    hd = dim // n_heads
+    L = n_layers
     t = {"token_embd.weight": raw["token_embd"], "output_norm.weight": raw["output_norm"]}
     if not shared:
         t["output.weight"] = raw["output"]
@@ -315,13 +341,9 @@ def predict(scores):
     return best
 
 
-def evaluate(args):
-    """Every dev and test example scored; the split's rows grouped by identical examples."""
-    idx = read_indices(args.indices)
-    task = find_task(args.task)
-    if find_task(idx.get("task", "")) != task:
-        raise RefError(f"{args.indices} is for task {idx.get('task')}, not {task}")
-    reader, prompt, cands = TASKS[task]
+def read_pools(idx, reader):
+    """The examples of each file indices.txt names (train, dev, test), read by reader(path),
+    each file checked against its recorded FNV-1a 64 hash and example count."""
     pools = {}
     for which in ("train", "dev", "test"):
         pool, h, path = idx["files"][which]
@@ -334,6 +356,17 @@ def evaluate(args):
         pools[which] = reader(path)
         if len(pools[which]) != pool:
             raise RefError(f"{path}: {len(pools[which])} examples read here, grzo-finetune counted {pool}")
+    return pools
+
+
+def evaluate(args):
+    """Every dev and test example scored; the split's rows grouped by identical examples."""
+    idx = read_indices(args.indices)
+    task = find_task(args.task)
+    if find_task(idx.get("task", "")) != task:
+        raise RefError(f"{args.indices} is for task {idx.get('task')}, not {task}")
+    reader, prompt, cands = TASKS[task]
+    pools = read_pools(idx, reader)
     meta, t = read_llama2c(args.model)
     tok = Llama2cTokenizer(args.tokenizer, meta["vocab"])
     result = {"task": task, "tol": args.tol, "candidates": cands, "splits": {}}

@@ -202,11 +202,14 @@ def rms_norm(x, g, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * g
 
 
-def rope(x, theta):
-    """x: (T, heads, hd). Rotate pairs (2i, 2i+1) by pos * theta^(-2i/hd)."""
+def rope(x, theta, pos=None):
+    """x: (T, heads, hd) at positions pos (default 0..T-1). Rotate pairs (2i, 2i+1) by
+    pos * theta^(-2i/hd)."""
     T, _, hd = x.shape
+    if pos is None:
+        pos = np.arange(T)
     inv = theta ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)          # (hd/2,)
-    ang = np.arange(T, dtype=np.float64)[:, None] * inv[None, :]         # (T, hd/2)
+    ang = np.asarray(pos, dtype=np.float64)[:, None] * inv[None, :]      # (T, hd/2)
     c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
     a, b = x[..., 0::2], x[..., 1::2]
     out = np.empty_like(x)
