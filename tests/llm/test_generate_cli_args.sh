@@ -10,18 +10,8 @@ gen=$1 data=$2 work=$3
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$work" && mkdir -p "$work" || exit 1
 base=(--model "$data/stories260K.bin" --tokenizer "$data/tok512.bin" --steps 8 --threads 1)
-n=0
-# refused STATUS MESSAGE ARGS...: grzo-generate ARGS exits STATUS, its first stderr line names MESSAGE
-refused() {
-    local want=$1 msg=$2 rc
-    shift 2
-    "$gen" "$@" > "$work/out" 2> "$work/err"
-    rc=$?
-    [ "$rc" -eq "$want" ] || fail "$*: exit $rc, want $want: $(head -1 "$work/err")"
-    head -1 "$work/err" | grep -qF -- "grzo-generate: $msg" || fail "$*: want 'grzo-generate: $msg' on stderr, got: $(head -1 "$work/err")"
-    [ "$want" -ne 2 ] || [ ! -s "$work/out" ] || fail "$*: a usage error printed text: $(head -c 200 "$work/out")"
-    n=$((n + 1))
-}
+tool=$gen name=grzo-generate
+. "$(dirname "${BASH_SOURCE[0]}")/cli_refusals.sh"   # refused STATUS MESSAGE ARGS...
 refused 2 "--model is required" --tokenizer "$data/tok512.bin"
 refused 2 "option '--prompt' needs a value" "${base[@]}" --prompt
 refused 2 "unknown option '--what'" "${base[@]}" --what x
@@ -42,18 +32,18 @@ refused 1 "the prompt's 26 tokens do not fit in 8 steps (raise --steps)" "${base
     --prompt "Once upon a time there was a little girl who lived in a village"
 refused 1 "$data/no-such.bin: cannot open: No such file or directory" --model "$data/no-such.bin" --tokenizer "$data/tok512.bin"
 # a full disk: the text is lost, so the run fails and says so
-"$gen" "${base[@]}" > /dev/full 2> "$work/err"
-[ $? -eq 1 ] && grep -q "^grzo-generate: cannot write the text to standard output: " "$work/err" ||
-    fail "stdout on a full disk: $(cat "$work/err")"
+"$gen" "${base[@]}" > /dev/full 2> "$work/stderr"
+[ $? -eq 1 ] && grep -q "^grzo-generate: cannot write the text to standard output: " "$work/stderr" ||
+    fail "stdout on a full disk: $(cat "$work/stderr")"
 n=$((n + 1))
 
 # accepted: every option once
-"$gen" "${base[@]}" --temperature 0.5 --seed 3 --device cpu --dtype f32 > "$work/out" 2> "$work/err" ||
-    fail "every option once: $(tail -1 "$work/err")"
-[ -s "$work/out" ] && grep -q "^generated 8 tokens in " "$work/err" || fail "every option once: $(cat "$work/out" "$work/err")"
+"$gen" "${base[@]}" --temperature 0.5 --seed 3 --device cpu --dtype f32 > "$work/stdout" 2> "$work/stderr" ||
+    fail "every option once: $(tail -1 "$work/stderr")"
+[ -s "$work/stdout" ] && grep -q "^generated 8 tokens in " "$work/stderr" || fail "every option once: $(cat "$work/stdout" "$work/stderr")"
 # a prompt that fills --steps: one new token, the prompt echoed
-"$gen" "${base[@]}" --steps 5 --temperature 0 --prompt "Once upon a time" > "$work/out" 2> "$work/err" ||
-    fail "a prompt that fills --steps: $(tail -1 "$work/err")"
-[ "$(cat "$work/out")" = "Once upon a time," ] && grep -q "^generated 1 tokens in " "$work/err" ||
-    fail "a prompt that fills --steps: $(cat "$work/out" "$work/err")"
+"$gen" "${base[@]}" --steps 5 --temperature 0 --prompt "Once upon a time" > "$work/stdout" 2> "$work/stderr" ||
+    fail "a prompt that fills --steps: $(tail -1 "$work/stderr")"
+[ "$(cat "$work/stdout")" = "Once upon a time," ] && grep -q "^generated 1 tokens in " "$work/stderr" ||
+    fail "a prompt that fills --steps: $(cat "$work/stdout" "$work/stderr")"
 echo "PASS: $n refusals, 2 accepted runs"
