@@ -4,8 +4,7 @@
 
 It shares no code with the C side. The llama2.c checkpoint reader, the llama2.c tokenizer
 (encode), MeZO's prompt assembly and the indices.txt reader come from classify_ref.py, the
-float64 Llama forward from llama_ref.py (a key/value-cached copy of it decodes, and every
-question's logits are checked against llama_ref.forward over the whole decoded sequence).
+float64 Llama forward from llama_ref.py (with its key/value cache, one token at a time).
 
 What grzo-finetune does, as re-implemented here (examples/finetune):
   - the prompt (tasks.c template_squad / template_drop, MeZO's SQuADv2Template/DROPTemplate):
@@ -184,52 +183,6 @@ def complete_prefix(b):
 # ---------------------------------------------------------------------------- decoding
 
 
-class Cache:
-    """llama_ref.forward with a key/value cache: feed() appends tokens, returns the logits of the last."""
-
-    def __init__(self, meta, t):
-        self.meta, self.t = meta, t
-        self.dim = meta["llama.embedding_length"]
-        self.L = meta["llama.block_count"]
-        self.nh = meta["llama.attention.head_count"]
-        self.nkv = meta["llama.attention.head_count_kv"]
-        self.hd = meta["llama.attention.key_length"]
-        self.eps = meta["llama.attention.layer_norm_rms_epsilon"]
-        self.theta = meta["llama.rope.freq_base"]
-        self.k = [np.zeros((0, self.nkv, self.hd)) for _ in range(self.L)]
-        self.v = [np.zeros((0, self.nkv, self.hd)) for _ in range(self.L)]
-        self.n = 0
-
-    def feed(self, tokens):
-        t, T, n0 = self.t, len(tokens), self.n
-        pos = np.arange(n0, n0 + T)
-        x = t["token_embd.weight"][np.asarray(tokens)]
-        group = self.nh // self.nkv
-        for l in range(self.L):
-            p = f"blk.{l}."
-            h = llama_ref.rms_norm(x, t[p + "attn_norm.weight"], self.eps)
-            q = llama_ref.rope((h @ t[p + "attn_q.weight"].T).reshape(T, self.nh, self.hd), self.theta, pos)
-            k = llama_ref.rope((h @ t[p + "attn_k.weight"].T).reshape(T, self.nkv, self.hd), self.theta, pos)
-            v = (h @ t[p + "attn_v.weight"].T).reshape(T, self.nkv, self.hd)
-            self.k[l] = np.concatenate([self.k[l], k])
-            self.v[l] = np.concatenate([self.v[l], v])
-            K, V = self.k[l], self.v[l]
-            mask = np.where(np.arange(n0 + T)[None, :] > pos[:, None], -np.inf, 0.0)
-            att = np.empty((T, self.nh, self.hd))
-            for head in range(self.nh):
-                s = q[:, head, :] @ K[:, head // group, :].T / np.sqrt(self.hd) + mask
-                s = np.exp(s - s.max(axis=1, keepdims=True))
-                att[:, head, :] = (s / s.sum(axis=1, keepdims=True)) @ V[:, head // group, :]
-            x = x + att.reshape(T, self.nh * self.hd) @ t[p + "attn_output.weight"].T
-            h = llama_ref.rms_norm(x, t[p + "ffn_norm.weight"], self.eps)
-            g = h @ t[p + "ffn_gate.weight"].T
-            u = h @ t[p + "ffn_up.weight"].T
-            x = x + (g / (1.0 + np.exp(-g)) * u) @ t[p + "ffn_down.weight"].T
-        self.n += T
-        head = t.get("output.weight", t["token_embd.weight"])
-        return llama_ref.rms_norm(x[-1:], t["output_norm.weight"], self.eps)[0] @ head.T
-
-
 def first_max(logits):
     """model.c llm__argmax: the first maximum; and the margin to the best other token."""
     best = int(np.argmax(logits))          # numpy: the first occurrence
@@ -237,14 +190,17 @@ def first_max(logits):
     return best, float(logits[best] - other)
 
 
-def decode(meta, t, tok, prompt, steps, ignore=(), check=False):
-    """Greedy decoding as llm_generate + generate_answer; ignore: stops to skip ("bos", "eos",
+def decode(meta, t, tok, prompt, steps, ignore=()):
+    """Greedy decoding as llm_generate + generate_answer: llama_ref.forward over the prompt,
+    then one token at a time against its key/value cache; ignore: stops to skip ("bos", "eos",
     "newline"). Returns the generated tokens, the stop, the per-step margins, the raw bytes."""
-    cache = Cache(meta, t)
-    logits = cache.feed(prompt)
-    tokens, margins, rows, stop = list(prompt), [], [logits], None
+    cache = {}
+    tokens, margins, stop = list(prompt), [], None
     n_prompt = len(prompt)
+    logits = llama_ref.forward(meta, t, tokens, cache)[-1]
     for pos in range(n_prompt - 1, steps):
+        if pos >= n_prompt:
+            logits = llama_ref.forward(meta, t, tokens[-1:], cache)[-1]
         nxt, margin = first_max(logits)
         margins.append(margin)
         if nxt == BOS and "bos" not in ignore:
@@ -257,16 +213,8 @@ def decode(meta, t, tok, prompt, steps, ignore=(), check=False):
         if b"\n" in piece_bytes(tok, tokens[-2], nxt) and "newline" not in ignore:
             stop = "newline"
             break
-        if pos + 1 < steps:
-            logits = cache.feed([nxt])
-            rows.append(logits)
     if stop is None:
         stop = "max_new_tokens" if steps == n_prompt + MAX_NEW - 1 else "max_len"
-    if check:   # the cached forward against llama_ref.forward over the whole sequence
-        full = llama_ref.forward(meta, t, tokens[:n_prompt - 1 + len(rows)])[n_prompt - 1:]
-        err = float(np.max(np.abs(full - np.array(rows))))
-        if err > 1e-9 * max(1.0, float(np.max(np.abs(full)))):
-            raise RefError(f"the cached decoder differs from llama_ref.forward by {err}")
     new = tokens[n_prompt:]
     raw = b"".join(piece_bytes(tok, tokens[n_prompt + i - 1], new[i]) for i in range(len(new)))
     return {"new": new, "stop": stop, "margins": margins, "raw": raw}
@@ -315,7 +263,7 @@ def evaluate(args):
 
 def run_question(meta, t, tok, prompt, steps, gen_steps, tol):
     n = len(prompt)
-    d = decode(meta, t, tok, prompt, steps, check=True)
+    d = decode(meta, t, tok, prompt, steps)
     near = next((i for i, m in enumerate(d["margins"]) if m < tol), None)
     r = {"new": d["new"], "stop": d["stop"], "raw": d["raw"], "prediction": prediction_of(d["raw"]),
          "min_margin": min(d["margins"]) if d["margins"] else float("inf"), "near_tie_step": near, "what_if": {}}

@@ -218,8 +218,10 @@ def rope(x, theta, pos=None):
     return out
 
 
-def forward(meta, t, tokens):
-    """Logits (T, vocab) of one sequence, in float64."""
+def forward(meta, t, tokens, cache=None):
+    """Logits (T, vocab) of one sequence, in float64. With cache (a dict, empty at first), the
+    tokens continue the sequence whose keys and values the cache holds, and are added to it:
+    greedy decoding feeds one token at a time."""
     dim = meta["llama.embedding_length"]
     n_layers = meta["llama.block_count"]
     nh = meta["llama.attention.head_count"]
@@ -228,18 +230,25 @@ def forward(meta, t, tokens):
     eps = meta.get("llama.attention.layer_norm_rms_epsilon", 1e-5)
     theta = meta.get("llama.rope.freq_base", 10000.0)
     T = len(tokens)
+    n0 = cache.get("n", 0) if cache is not None else 0
+    pos = np.arange(n0, n0 + T)
     x = t["token_embd.weight"][np.asarray(tokens)]
     for l in range(n_layers):
         p = f"blk.{l}."
         h = rms_norm(x, t[p + "attn_norm.weight"], eps)
-        q = rope((h @ t[p + "attn_q.weight"].T).reshape(T, nh, hd), theta)
-        k = rope((h @ t[p + "attn_k.weight"].T).reshape(T, nkv, hd), theta)
+        q = rope((h @ t[p + "attn_q.weight"].T).reshape(T, nh, hd), theta, pos)
+        k = rope((h @ t[p + "attn_k.weight"].T).reshape(T, nkv, hd), theta, pos)
         v = (h @ t[p + "attn_v.weight"].T).reshape(T, nkv, hd)
+        if cache is not None:   # the earlier positions' keys and values before these
+            k = cache[("k", l)] = np.concatenate([cache[("k", l)], k]) if n0 else k
+            v = cache[("v", l)] = np.concatenate([cache[("v", l)], v]) if n0 else v
         x = x + attend(q, k, v, nh, nkv, hd) @ t[p + "attn_output.weight"].T
         h = rms_norm(x, t[p + "ffn_norm.weight"], eps)
         g = h @ t[p + "ffn_gate.weight"].T
         u = h @ t[p + "ffn_up.weight"].T
         x = x + (g / (1.0 + np.exp(-g)) * u) @ t[p + "ffn_down.weight"].T
+    if cache is not None:
+        cache["n"] = n0 + T
     head = t.get("output.weight", t["token_embd.weight"])
     return rms_norm(x, t["output_norm.weight"], eps) @ head.T
 
@@ -409,9 +418,10 @@ def rope_half(x, inv):
 
 
 def attend(q, k, v, nh, nkv, hd):
-    """Causal grouped-query attention: (T, nh, hd) queries, (T, nkv, hd) keys and values -> (T, nh * hd)."""
-    T = q.shape[0]
-    mask = np.triu(np.full((T, T), -np.inf), k=1)
+    """Causal grouped-query attention: (T, nh, hd) queries at the last T of S positions, (S, nkv, hd)
+    keys and values -> (T, nh * hd)."""
+    T, S = q.shape[0], k.shape[0]
+    mask = np.triu(np.full((T, S), -np.inf), k=S - T + 1)
     group = nh // nkv
     out = np.empty((T, nh, hd))
     for head in range(nh):
