@@ -230,38 +230,19 @@ final_table() {
 # 0 when a final run was made beside others on the device (--jobs): its seconds are shared
 any_shared() { cat "$OUT"/runs/final-*.jobs 2> /dev/null | awk '$1 > 1 { f = 1 } END { exit !f }'; }
 
-# The speeds of the grid and final runs, a line each: TASK EST JOBS STEP TRAIN, where
-# JOBS is the most runs at a time of the calls that made it (1 before --jobs), STEP the seconds
-# a step took with the evaluations (results.json's seconds over its steps: finished runs) and
-# TRAIN without them (the last logged step's elapsed over the steps logged); 0 where not measured. The plan
-# line and the plots each read what they need from it (--fit reads run_costs).
-run_speeds() {
-    local d name j
-    for d in "$OUT"/runs/grid-* "$OUT"/runs/final-*; do
-        [ -d "$d" ] && { [ -s "$d/results.json" ] || [ -s "$d/log.jsonl" ]; } || continue
-        name=$(basename "$d")
-        j=$(sort -n "$d.jobs" 2> /dev/null | tail -1)
-        awk -v t="$(echo "$name" | cut -d- -f2)" -v e="$(echo "$name" | cut -d- -f3)" -v j="${j:-1}" \
-            -v s="$(field "$d/results.json" seconds 2> /dev/null)" -v n="$(field "$d/results.json" steps 2> /dev/null)" \
-            -v el="$(sed -n 's/^{"step":[0-9]*,"loss":.*"elapsed":\([0-9.]*\).*/\1/p' "$d/log.jsonl" | tail -1)" \
-            -v nl="$(steps_logged "$d/log.jsonl")" \
-            'BEGIN { printf "%s %s %d %.6g %.6g\n", t, e, j, (n > 0 && s > 0) ? s / n : 0, (nl > 0 && el > 0) ? el / nl : 0 }'
-    done
-}
 # The training seconds a step of task $1's estimator $2 took in runs made alone (no --jobs over
 # 1), the slowest of them; nothing when none
 solo_step_seconds() {
-    run_speeds | awk -v t="$1" -v e="$2" '$1 == t && $2 == e && $3 == 1 && $5 > 0 && $5 > m { m = $5 } END { if (m) print m }'
+    run_costs | awk -v t="$1" -v e="$2" '$2 == t && $3 == e && $4 == 1 && $7 > 0 && $7 > m { m = $7 } END { if (m) print m }'
 }
 
-# ---- --fit: what a new run will take ------------------------------------------------------------
+# ---- what the runs measured: the plan line, the plots and --fit -----------------------------------
 FIT_MARGIN=10   # percent over the estimate (the header says why)
 FIT_LOAD=10     # seconds to load the model: not measured (grzo-finetune's files record no load)
-# Whether the run in folder $1 was made alone: its .jobs all 1, or none (made before --jobs). A
-# run made beside others measured the shared device, which depends on what ran beside it.
-made_alone() { [ ! -e "$1.jobs" ] || ! grep -qvx 1 "$1.jobs"; }
-# What the runs made alone measured, a line each: KIND TASK EST STEPS SECONDS TRAIN DEV END DIAG
-# (KIND zs, grid or final; EST - for a zero-shot run; 0 where not measured). grzo-finetune's
+# What the runs measured, a line each: KIND TASK EST JOBS STEPS SECONDS TRAIN DEV END DIAG (KIND
+# zs, grid or final; EST - for a zero-shot run; JOBS the most runs at a time of the calls that
+# made it, runs/NAME.jobs, 1 before --jobs: a run made beside others measured the shared device,
+# which depends on what ran beside it; 0 where not measured). grzo-finetune's
 # clocks: results.json's seconds run from the first step to the results (training, the dev
 # evaluations, checkpoints and the evaluation at the end), log.jsonl's elapsed to each step (on
 # a line with dev_acc, that evaluation included); neither counts the load, the zero-shot
@@ -272,17 +253,18 @@ made_alone() { [ ! -e "$1.jobs" ] || ! grep -qvx 1 "$1.jobs"; }
 #          (a zero-shot run: all of its seconds)
 #   DIAG   the slowest diagnostic
 run_costs() {
-    local d
+    local d j
     for d in "$OUT"/runs/zs-* "$OUT"/runs/grid-* "$OUT"/runs/final-*; do
-        [ -f "$d/log.jsonl" ] && made_alone "$d" || continue
-        awk -v name="$(basename "$d")" -v s="$(field "$d/results.json" seconds 2> /dev/null)" \
+        [ -f "$d/log.jsonl" ] || continue
+        j=$(sort -n "$d.jobs" 2> /dev/null | tail -1)
+        awk -v name="$(basename "$d")" -v j="${j:-1}" -v s="$(field "$d/results.json" seconds 2> /dev/null)" \
             -v n="$(field "$d/results.json" steps 2> /dev/null)" '
             function num(key) { return match($0, "\"" key "\":[0-9.eE+-]+") ? substr($0, RSTART + length(key) + 3, RLENGTH - length(key) - 3) + 0 : 0 }
             /"loss"/ { e = num("elapsed"); if (/"dev_acc"/) dev[++nd] = e - last; else { train += e - last; nt++ }; last = e }
             /"diagnose"/ && num("seconds") > diag { diag = num("seconds") }
             END { split(name, w, "-"); t = nt ? train / nt : 0
                   for (i = 1; i <= nd; i++) if (dev[i] - t > dv) dv = dev[i] - t
-                  printf "%s %s %s %d %.6g %.6g %.6g %.6g %.6g\n", w[1], w[2], (w[3] == "" ? "-" : w[3]), n, s, t, dv, (s > 0 ? s - last : 0), diag }' \
+                  printf "%s %s %s %d %d %.6g %.6g %.6g %.6g %.6g\n", w[1], w[2], (w[3] == "" ? "-" : w[3]), j, n, s, t, dv, (s > 0 ? s - last : 0), diag }' \
             "$d/log.jsonl"
     done
 }
@@ -301,8 +283,9 @@ estimate() {
         [ "$EVAL_EVERY" -eq 0 ] || evals=$(( $2 / EVAL_EVERY ))
         [ ${#diag[@]} -eq 0 ] || diags=$(( 1 + (DIAG_EVERY > 0 ? ($2 - 1) / DIAG_EVERY : 0) ))
     fi
-    run_costs | awk -v kind="$kind" -v t="$task" -v e="$est" -v steps="$2" -v evals="$evals" -v diags="$diags" \
-        -v probes="$DIAG_PROBES" -v margin="$FIT_MARGIN" -v load="$FIT_LOAD" '
+    run_costs | awk '$4 == 1 { $4 = ""; print }' | awk -v kind="$kind" -v t="$task" -v e="$est" -v steps="$2" \
+        -v evals="$evals" -v diags="$diags" -v probes="$DIAG_PROBES" -v margin="$FIT_MARGIN" -v load="$FIT_LOAD" '
+        # the runs made alone, without their JOBS: KIND TASK EST STEPS SECONDS TRAIN DEV END DIAG
         function up(k, v) { if (v > m[k]) m[k] = v }   # the slowest of each figure
         $1 == kind && $2 == t && $3 == e && $4 > 0 && $5 > 0 { up("alike", $5 / $4 * steps + $8) }
         $3 != "-" && $6 > 0 { up($2 SUBSEP $3, $6); tasks[$2]; ests[$3] }   # training steps
@@ -397,7 +380,8 @@ plan_line() {
     local task est lr seed d v total=0 done=0 left_steps
     declare -A sps=() todo=()
     while read -r est v; do sps[$est]=$v; done < <(   # the fastest seconds a step of each estimator's finished runs
-        run_speeds | awk '$4 > 0 && (!($2 in m) || $4 < m[$2]) { m[$2] = $4 } END { for (e in m) print e, m[e] }')
+        run_costs | awk '$1 != "zs" && $5 > 0 && $6 > 0 && (!($3 in m) || $6 / $5 < m[$3]) { m[$3] = $6 / $5 }
+                         END { for (e in m) print e, m[e] }')
     for task in ${TASKS//,/ }; do
         total=$((total + 1)); [ -s "$OUT/runs/zs-$task/results.json" ] && done=$((done + 1))
         for est in ${ESTIMATORS//,/ }; do
