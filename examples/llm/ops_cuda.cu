@@ -81,6 +81,8 @@ static grzo_status llm__cu_fail(llm_ops_state *os, const char *what, cudaError_t
     } while (0)
 
 static unsigned llm__cu_blocks(int64_t n) { return (unsigned)((n + LLM_CU_THREADS - 1) / LLM_CU_THREADS); }
+/* blocks for a kernel with a warp per row */
+static unsigned llm__cu_warp_blocks(int64_t rows) { return (unsigned)((rows + LLM_CU_THREADS / 32 - 1) / (LLM_CU_THREADS / 32)); }
 
 /* ---- kernels ---------------------------------------------------------------------------------
    Products and sums are written with __fmul_rn / __fadd_rn where the CPU code has a separate
@@ -113,17 +115,45 @@ __device__ static float llm__block_max(float v, float *sh) {
     return v;
 }
 
-/* one block per row: y = x / sqrt(mean(x^2) + eps), the sum of squares in double as on the CPU */
-__global__ static void llm__k_rms_normalize(const float *x, float *y, int32_t dim, float eps) {
-    __shared__ double sh[LLM_CU_THREADS];
-    const float *xr = x + (int64_t)blockIdx.x * dim;
-    float *yr = y + (int64_t)blockIdx.x * dim, scale;
+/* Warp reductions (xor butterflies): every lane ends with the same value, since each pair of
+   lanes adds (or compares) the same two values. Where a row fits a warp's work, a warp per row
+   takes 5 shuffles a reduction where a block's shared-memory tree takes 10 __syncthreads
+   (llm__k_att_softmax, llm__k_rms_normalize): no barrier on the GPU, and in the CUDA
+   emulator, where every barrier or shuffle switches each of its threads, 32 threads meeting 5
+   times instead of 256 meeting 10. With the fused attention's probabilities through shared
+   memory (llm__k_attention), the emulated tests' times on 2 cores: cli_cuda_emulated 278 s ->
+   102-114 s, llm_cuda_emulated 80 -> 18-29 s, cli_cuda_faults_emulated 91 -> 29-35 s. */
+__device__ static float llm__warp_max(float v) {
+    int o;
+    for (o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(LLM_FULL_MASK, v, o));
+    return v;
+}
+__device__ static float llm__warp_sum(float v) {
+    int o;
+    for (o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(LLM_FULL_MASK, v, o);
+    return v;
+}
+__device__ static double llm__warp_sum_double(double v) {
+    int o;
+    for (o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(LLM_FULL_MASK, v, o);
+    return v;
+}
+
+/* one warp per row (LLM_CU_THREADS / 32 rows a block): y = x / sqrt(mean(x^2) + eps), the
+   sum of squares in double as on the CPU */
+__global__ static void llm__k_rms_normalize(const float *x, float *y, int64_t n_rows, int32_t dim, float eps) {
+    int64_t r = (int64_t)blockIdx.x * (LLM_CU_THREADS / 32) + threadIdx.x / 32;
+    int32_t lane = (int32_t)(threadIdx.x % 32), j;
+    const float *xr;
+    float *yr, scale;
     double ss = 0.0;
-    int32_t j;
-    for (j = threadIdx.x; j < dim; j += LLM_CU_THREADS) ss += (double)xr[j] * xr[j];
-    ss = llm__block_sum(ss, sh);
+    if (r >= n_rows) return;   /* the whole warp: its shuffles never meet a lane that left */
+    xr = x + r * dim;
+    yr = y + r * dim;
+    for (j = lane; j < dim; j += 32) ss += (double)xr[j] * xr[j];
+    ss = llm__warp_sum_double(ss);
     scale = (float)(1.0 / sqrt(ss / dim + eps));
-    for (j = threadIdx.x; j < dim; j += LLM_CU_THREADS) yr[j] = __fmul_rn(xr[j], scale);
+    for (j = lane; j < dim; j += 32) yr[j] = __fmul_rn(xr[j], scale);
 }
 
 /* one thread per (row, head, pair) */
@@ -180,24 +210,14 @@ __global__ static void llm__k_token_logprob(const float *logits, int32_t vocab, 
     if (threadIdx.x == 0) out[blockIdx.x] = tg < 0 || tg >= vocab ? -INFINITY : (double)lr[tg] - mx - log(sum);
 }
 
-__device__ static float llm__warp_max(float v) {
-    int o;
-    for (o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(LLM_FULL_MASK, v, o));
-    return v;
-}
-__device__ static float llm__warp_sum(float v) {
-    int o;
-    for (o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(LLM_FULL_MASK, v, o);
-    return v;
-}
-
 /* Fused causal grouped-query attention, fp32, online softmax over key tiles.
    Block (x, h, s): rows [x*TQ, x*TQ + TQ) of sequence s, query head h, kv head h / group.
    Row t of the sequence (t >= pad) is query i = t - pad at position past + i and sees keys
    0 .. past + i: the batch's rows row0 + pad + j when past < 0, else the layer's cache rows j.
    Each warp owns QPW queries; for a tile of 32 keys in shared memory, lane j scores key j
    against each query, the warp keeps the running max m, the running sum l and the output
-   accumulator (dims lane, lane + 32, ...) rescaled by exp(m_old - m_new), and at the end
+   accumulator (dims lane, lane + 32, ...) rescaled by exp(m_old - m_new), each lane adding
+   every key's probability (through the warp's row of Ps) times its value dims, and at the end
    the row becomes acc / l. Padding rows output 0. The output overwrites q in place: a block
    reads only its own query rows (into shared memory, before any write) and writes those.
    Blocks of query heads that share a kv head each load the K/V tiles: the alternative, a
@@ -208,7 +228,7 @@ __global__ static void llm__k_attention(float *q, const float *k, const float *v
                                         int32_t n_kv_heads, int32_t hd, float scale) {
     extern __shared__ float sm[];
     const int32_t ks = hd + 1;    /* padded stride: lane j reads row j of Ks without bank conflicts */
-    float *Ks = sm, *Vs = Ks + LLM_ATT_TK * ks, *Qs = Vs + LLM_ATT_TK * hd;
+    float *Ks = sm, *Vs = Ks + LLM_ATT_TK * ks, *Qs = Vs + LLM_ATT_TK * hd, *Ps = Qs + LLM_ATT_TQ * hd;
     int32_t s = blockIdx.z, h = blockIdx.y, len = seq_len[s], pad = seq_pad[s], t0 = blockIdx.x * LLM_ATT_TQ;
     int32_t g = h / (n_heads / n_kv_heads), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int32_t past0 = past > 0 ? past : 0, t_last, n_keys, i, j0, a, c;
@@ -263,14 +283,19 @@ __global__ static void llm__k_attention(float *q, const float *k, const float *v
 #pragma unroll
             for (c = 0; c < LLM_ATT_DPL; c++) acc[a][c] *= corr;
             nj = min(LLM_ATT_TK, limit - j0 + 1);
+            /* the warp's 32 probabilities through its own row of Ps: a store and two warp
+               barriers in place of up to 32 shuffles (the same values in the same order) */
+            Ps[warp * 32 + lane] = p;
+            __syncwarp();
             for (jj = 0; jj < nj; jj++) {
-                float pj = __shfl_sync(LLM_FULL_MASK, p, jj);
+                float pj = Ps[warp * 32 + jj];
 #pragma unroll
                 for (c = 0; c < LLM_ATT_DPL; c++) {
                     d = lane + 32 * c;
                     if (d < hd) acc[a][c] += pj * Vs[jj * hd + d];
                 }
             }
+            __syncwarp();   /* every lane has read Ps before the next query writes it */
             m[a] = mnew;
         }
     }
@@ -314,22 +339,23 @@ __global__ static void llm__k_att_gather(const float *q, const float *k, const f
     if (e < n) llm_att_gather(e, q, k, v, seq_row0, seq_pad, seq_len, n_heads, n_kv_heads, hd, L, scale, Qp, Kp, Vp);
 }
 
-/* one block per score row r: probabilities of keys 0..llm_att_row_last(r), 0 elsewhere; the
-   sum in double */
+/* one warp per score row r (LLM_CU_THREADS / 32 rows a block): probabilities of keys
+   0..llm_att_row_last(r), 0 elsewhere; the sum in double */
 __global__ static void llm__k_att_softmax(float *P, const int32_t *seq_pad, const int32_t *seq_len, int32_t n_heads,
-                                          int32_t L) {
-    __shared__ double shd[LLM_CU_THREADS];
-    __shared__ float shf[LLM_CU_THREADS];
-    int64_t r = blockIdx.x;
-    int32_t last = llm_att_row_last(r, seq_pad, seq_len, n_heads, L), j;
-    float *pr = P + r * L, mx = -INFINITY, inv;
+                                          int32_t L, int64_t rows) {
+    int64_t r = (int64_t)blockIdx.x * (LLM_CU_THREADS / 32) + threadIdx.x / 32;
+    int32_t lane = (int32_t)(threadIdx.x % 32), last, j;
+    float *pr, mx = -INFINITY, inv;
     double sum = 0.0;
-    for (j = threadIdx.x; j <= last; j += LLM_CU_THREADS) mx = fmaxf(mx, pr[j]);
-    mx = llm__block_max(mx, shf);
-    for (j = threadIdx.x; j <= last; j += LLM_CU_THREADS) sum += (double)expf(pr[j] - mx);
-    sum = llm__block_sum(sum, shd);
+    if (r >= rows) return;   /* the whole warp: its shuffles never meet a lane that left */
+    last = llm_att_row_last(r, seq_pad, seq_len, n_heads, L);
+    pr = P + r * L;
+    for (j = lane; j <= last; j += 32) mx = fmaxf(mx, pr[j]);
+    mx = llm__warp_max(mx);
+    for (j = lane; j <= last; j += 32) sum += (double)expf(pr[j] - mx);
+    sum = llm__warp_sum_double(sum);
     inv = last >= 0 ? (float)(1.0 / sum) : 0.0f;
-    for (j = threadIdx.x; j < L; j += LLM_CU_THREADS) pr[j] = j <= last ? __fmul_rn(expf(pr[j] - mx), inv) : 0.0f;
+    for (j = lane; j < L; j += 32) pr[j] = j <= last ? __fmul_rn(expf(pr[j] - mx), inv) : 0.0f;
 }
 
 /* element (s, h, t, d) of the batch's rows (attention_gemm.h) */
@@ -473,7 +499,7 @@ static grzo_status cu_create(const llm_ops_desc *d, llm_ops_state **out, char *e
     os->d = *d;
     os->stream = (cudaStream_t)stream;
     os->att_smem = ((size_t)LLM_ATT_TK * (d->head_dim + 1) + (size_t)LLM_ATT_TK * d->head_dim +
-                    (size_t)LLM_ATT_TQ * d->head_dim) * sizeof(float);
+                    (size_t)LLM_ATT_TQ * d->head_dim + (size_t)LLM_ATT_WARPS * 32) * sizeof(float);
     s = cu_create_tables(os);
     if (s == GRZO_OK) s = cu_opt_in_shared(os);
     if (s == GRZO_OK && d->attention != LLM_ATTENTION_FUSED) s = cu_create_blas(os);   /* AUTO may take the GEMM form */
@@ -517,7 +543,7 @@ static grzo_status cu_upload_layout(llm_ops_state *os, const llm_layout *h, int3
 
 static grzo_status cu_rms_normalize(llm_ops_state *os, const float *x, float *y, int64_t n_rows, int32_t dim, float eps) {
     if (n_rows == 0) return GRZO_OK;
-    llm__k_rms_normalize<<<(unsigned)n_rows, LLM_CU_THREADS, 0, os->stream>>>(x, y, dim, eps);
+    llm__k_rms_normalize<<<llm__cu_warp_blocks(n_rows), LLM_CU_THREADS, 0, os->stream>>>(x, y, n_rows, dim, eps);
     LLM_CU_LAUNCHED(os, "rms_normalize kernel");
     return GRZO_OK;
 }
@@ -575,8 +601,8 @@ static grzo_status cu_attention_gemm(llm_ops_state *os, float *q, const float *k
     LLM_CU_LAUNCHED(os, "attention (gemm) gather kernel");
     s = cu_batched_gemm(os, "attention scores (cublasSgemmStridedBatched)", llm_att_scores_gemm(L, hd, batch), Kp, Qp, P);
     if (s != GRZO_OK) return s;
-    llm__k_att_softmax<<<(unsigned)((int64_t)batch * L), LLM_CU_THREADS, 0, os->stream>>>(P, os->seq_pad, os->seq_len,
-                                                                                           d->n_heads, L);
+    llm__k_att_softmax<<<llm__cu_warp_blocks((int64_t)batch * L), LLM_CU_THREADS, 0, os->stream>>>(
+        P, os->seq_pad, os->seq_len, d->n_heads, L, (int64_t)batch * L);
     LLM_CU_LAUNCHED(os, "attention (gemm) softmax kernel");
     /* the output goes into Qp, read no more */
     s = cu_batched_gemm(os, "attention values (cublasSgemmStridedBatched)", llm_att_values_gemm(L, hd, batch), Vp, P, Qp);

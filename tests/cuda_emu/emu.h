@@ -16,9 +16,10 @@
    or barriers are refused by launches.py, unless it rewrites the source with --cooperative
    (EMU_COOPERATIVE, examples/llm/ops_cuda.cu): then each thread of a block runs as a
    coroutine (emu_runtime.cpp, emu_coop_run), __syncthreads() waits for the block and a warp
-   shuffle for its warp, shared memory is block-wide storage filled with 0xFF bytes at each
-   block (launches.py's docstring); a barrier not reached by every thread of the block (or a
-   full-mask shuffle by every lane of the warp) at the same line is reported, not hung.
+   shuffle or __syncwarp() for its warp, shared memory is block-wide storage filled with 0xFF
+   bytes at each block (launches.py's docstring); a barrier not reached by every thread of the
+   block (or a full-mask shuffle or __syncwarp by every lane of the warp) at the same line is
+   reported, not hung.
    Faults: emu_fault.h makes the N-th fallible runtime or cuBLAS call fail (EMU_FAIL_AT=N) as a
    GPU's would, counts the calls and reports the device memory left at exit (EMU_COUNT_CALLS). */
 #ifndef GRZO_CUDA_EMU_H
@@ -86,6 +87,11 @@ void emu_syncthreads_at(int line);
 unsigned long long emu_shfl_bits(int line, unsigned mask, unsigned long long bits, int src_lane);
 int emu_lane(void);                               /* the running thread's lane in its warp */
 #define __syncthreads() emu_syncthreads_at(__LINE__)
+/* __syncwarp(mask): the warp's 32 threads meet (a full-mask shuffle's wait without the
+   exchange); the mask is optional, as CUDA's */
+void emu_syncwarp_at(int line, unsigned mask);
+static inline unsigned emu_syncwarp_mask(unsigned mask = 0xFFFFFFFFu) { return mask; }
+#define __syncwarp(...) emu_syncwarp_at(__LINE__, emu_syncwarp_mask(__VA_ARGS__))
 template <typename T> static inline T emu_shfl(int line, unsigned mask, T v, int src) {
     static_assert(sizeof(T) <= 8, "warp shuffle of more than 8 bytes");
     unsigned long long b = 0;

@@ -818,6 +818,10 @@ static void fiber_wait(int state, int site) {
     to_scheduler(0);
 }
 void emu_syncthreads_at(int line) { fiber_wait(F_BAR, line); }
+void emu_syncwarp_at(int line, unsigned mask) {
+    if (mask != 0xFFFFFFFFu) { emu_report("kernel %s line %d: __syncwarp mask %#x: only the full mask is emulated", g_kname, line, mask); return; }
+    fiber_wait(F_WARP, line);
+}
 unsigned long long emu_shfl_bits(int line, unsigned mask, unsigned long long bits, int src) {
     if (g_cur < 0) { emu_report("warp shuffle outside a cooperative launch"); return bits; }
     if (mask != 0xFFFFFFFFu) { emu_report("kernel %s line %d: shuffle mask %#x: only the full mask is emulated", g_kname, line, mask); return bits; }

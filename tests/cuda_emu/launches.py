@@ -11,20 +11,21 @@ memory or barriers run correctly this way: backends/grzo_cuda.cu's are element-w
 script refuses a source that uses either, rather than emulate it wrongly.
 
 --cooperative (examples/llm/ops_cuda.cu): each thread of a block runs as a coroutine
-(emu_runtime.cpp), so that __syncthreads() waits for the whole block and a warp shuffle
-(__shfl_sync, __shfl_xor_sync, __shfl_up_sync, __shfl_down_sync, full mask) for its warp's 32
-lanes. `__shared__ T x[N];` becomes block-wide storage (static: blocks run one after
-another), refilled with 0xFF bytes (NaN) at each block's first use; `extern __shared__ T x[];`
-becomes the launch's dynamic shared memory (a heap buffer of exactly the launch's size, 0xFF
-at each block). Other warp or block primitives (votes, __syncwarp with a mask, atomics,
-fences, cooperative groups) and other forms of __shared__ are refused."""
+(emu_runtime.cpp), so that __syncthreads() waits for the whole block, and a warp shuffle
+(__shfl_sync, __shfl_xor_sync, __shfl_up_sync, __shfl_down_sync) or __syncwarp() for its
+warp's 32 lanes (full mask: another mask is reported when the kernel runs).
+`__shared__ T x[N];` becomes block-wide storage (static: blocks run one after another),
+refilled with 0xFF bytes (NaN) at each block's first use; `extern __shared__ T x[];` becomes
+the launch's dynamic shared memory (a heap buffer of exactly the launch's size, 0xFF at each
+block). Other warp or block primitives (votes, atomics, fences, cooperative groups) and
+other forms of __shared__ are refused."""
 import re
 import sys
 
 # what the cooperative mode does not emulate: refused, never run wrongly
-COOP_REFUSED = ("__ballot", "__any_sync", "__all_sync", "__activemask", "__match_", "__reduce_", "__syncwarp",
-                "cooperative_groups", "__threadfence", "atomic", "__syncthreads_count", "__syncthreads_and",
-                "__syncthreads_or", "__shfl(", "__shfl_up(", "__shfl_down(", "__shfl_xor(", "clock(", "clock64")
+COOP_REFUSED = ("__ballot", "__any_sync", "__all_sync", "__activemask", "__match_", "__reduce_", "cooperative_groups",
+                "__threadfence", "atomic", "__syncthreads_count", "__syncthreads_and", "__syncthreads_or", "__shfl(",
+                "__shfl_up(", "__shfl_down(", "__shfl_xor(", "clock(", "clock64")
 
 
 def rewrite_shared(src, path):
