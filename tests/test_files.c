@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <dirent.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -144,22 +145,30 @@ static void test_written_elsewhere(void) {
     CHECK(holds(path, "image"));
 }
 
+/* Limits the files this process writes to 10,000 bytes (a write past it fails with EFBIG
+   instead of raising SIGXFSZ) and fills block with data to write; 0, or -1 where the limit
+   cannot be set. *old is the limit to put back. */
+static int limit_file_size(struct rlimit *old, char *block, size_t n) {
+    struct rlimit lim;
+    memset(block, 'x', n);
+    signal(SIGXFSZ, SIG_IGN);
+    if (getrlimit(RLIMIT_FSIZE, old) != 0) return -1;
+    lim = *old;
+    lim.rlim_cur = 10000;
+    return setrlimit(RLIMIT_FSIZE, &lim) == 0 ? 0 : -1;
+}
+
 /* a write that fails (a file size limit) is reported with its reason at the commit, and the
    path keeps its old contents */
 static void test_failed_write(void) {
     char path[300], tmp[300], err[512], block[4096];
-    struct rlimit old, lim;
+    struct rlimit old;
     file_out o;
     size_t i;
     at(path, sizeof path, "big.txt");
     at(tmp, sizeof tmp, "big.txt.tmp");
     put(path, "old");
-    memset(block, 'x', sizeof block);
-    signal(SIGXFSZ, SIG_IGN);
-    if (getrlimit(RLIMIT_FSIZE, &old) != 0) return;
-    lim = old;
-    lim.rlim_cur = 10000;
-    if (setrlimit(RLIMIT_FSIZE, &lim) != 0) return;
+    if (limit_file_size(&old, block, sizeof block) != 0) return;
     CHECK(file_out_begin(&o, path, err, sizeof err) == 0);
     setvbuf(o.f, NULL, _IONBF, 0);   /* the failure at the write, nothing left for the flush */
     for (i = 0; i < 8; i++) fwrite(block, 1, sizeof block, o.f);
@@ -168,6 +177,100 @@ static void test_failed_write(void) {
     setrlimit(RLIMIT_FSIZE, &old);
     CHECK(strstr(err, strerror(EFBIG)) != NULL);
     CHECK(holds(path, "old") && !exists(tmp));
+}
+
+/* how many descriptors are open (the entries of /proc/self/fd, its listing's own included),
+   -1 where there is no /proc */
+static int open_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    if (!d) return -1;
+    while (readdir(d)) n++;
+    closedir(d);
+    return n;
+}
+
+/* a commit, of a file written here or by another program, and a refused one leave no
+   descriptor open (the folder's and the temporary's are closed after their fsync) */
+static void test_no_descriptor_left(void) {
+    char path[300], tmp[300], err[512];
+    file_out o;
+    int before = open_fds();
+    if (before < 0) return;   /* no /proc */
+    at(path, sizeof path, "fd.txt");
+    at(tmp, sizeof tmp, "fd.txt.tmp");
+    CHECK(file_out_begin(&o, path, err, sizeof err) == 0);
+    fputs("new", o.f);
+    CHECK(file_out_commit(&o, err, sizeof err) == 0);
+    CHECK(file_out_begin(&o, path, err, sizeof err) == 0);
+    CHECK(file_out_close_temp(&o, err, sizeof err) == 0);
+    put(tmp, "image");
+    CHECK(file_out_commit(&o, err, sizeof err) == 0);
+    CHECK(holds(path, "image"));
+    CHECK(open_fds() == before);
+}
+
+/* the other program wrote nothing (the temporary is gone): the commit says why, naming the
+   path, and leaves the path as it was */
+static void test_nothing_written_elsewhere(void) {
+    char path[300], tmp[300], err[512];
+    file_out o;
+    at(path, sizeof path, "r.png");
+    at(tmp, sizeof tmp, "r.png.tmp");
+    put(path, "old");
+    CHECK(file_out_begin(&o, path, err, sizeof err) == 0);
+    CHECK(file_out_close_temp(&o, err, sizeof err) == 0);
+    CHECK(remove(tmp) == 0);
+    err[0] = 0;
+    CHECK(file_out_commit(&o, err, sizeof err) == -1);
+    CHECK(strstr(err, path) != NULL && strstr(err, strerror(ENOENT)) != NULL);
+    CHECK(holds(path, "old") && !exists(tmp));
+}
+
+/* the folder file_sync_folder syncs: a wrong one would lose a rename at a crash, unseen */
+static void test_folder(void) {
+    static const char *const cases[][2] = {
+        {"a/b/c.json", "a/b"}, {"dir//file", "dir"}, {"/file", "/"}, {"//file", "/"}, {"file", "."},
+        {"./file", "."}, {"/a/b", "/a"}, {"a/", "a"}, {"", "."},
+    };
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *d = file_folder(cases[i][0]);
+        CHECK(d != NULL && strcmp(d, cases[i][1]) == 0);
+        if (d && strcmp(d, cases[i][1]) != 0)
+            fprintf(stderr, "  file_folder(\"%s\") = \"%s\", want \"%s\"\n", cases[i][0], d, cases[i][1]);
+        free(d);
+    }
+}
+
+/* file_out_close_temp: a second call does nothing; one whose flush fails (a file size
+   limit) says why, removes the temporary and leaves the path as it was, and a commit after
+   it has no file to commit */
+static void test_close_temp(void) {
+    char path[300], tmp[300], err[512], block[4096];
+    struct rlimit old;
+    file_out o;
+    size_t i;
+    at(path, sizeof path, "q.png");
+    at(tmp, sizeof tmp, "q.png.tmp");
+    CHECK(file_out_begin(&o, path, err, sizeof err) == 0);
+    CHECK(file_out_close_temp(&o, err, sizeof err) == 0);
+    CHECK(file_out_close_temp(&o, err, sizeof err) == 0);   /* twice: nothing */
+    put(tmp, "image");
+    CHECK(file_out_commit(&o, err, sizeof err) == 0);
+    CHECK(holds(path, "image") && !exists(tmp));
+    if (limit_file_size(&old, block, sizeof block) != 0) return;
+    CHECK(file_out_begin(&o, path, err, sizeof err) == 0);
+    for (i = 0; i < 8; i++) fwrite(block, 1, sizeof block, o.f);   /* buffered: some fails at the flush */
+    err[0] = 0;
+    CHECK(file_out_close_temp(&o, err, sizeof err) == -1);
+    setrlimit(RLIMIT_FSIZE, &old);
+    CHECK(strstr(err, tmp) != NULL && strstr(err, strerror(EFBIG)) != NULL);
+    CHECK(holds(path, "image") && !exists(tmp));
+    err[0] = 0;
+    CHECK(file_out_commit(&o, err, sizeof err) == -1);
+    CHECK(strcmp(err, "file_out_commit: no file in progress") == 0);
+    CHECK(holds(path, "image"));
 }
 
 static void test_create_new(void) {
@@ -203,6 +306,10 @@ int main(void) {
     test_abandon_and_failure();
     test_written_elsewhere();
     test_failed_write();
+    test_folder();
+    test_close_temp();
+    test_no_descriptor_left();
+    test_nothing_written_elsewhere();
     test_create_new();
     {
         static const char *const names[] = {"a.json", "a.json.tmp", "victim", "b.txt", "c.txt", "p.png", "big.txt", "log.jsonl", "log-target"};

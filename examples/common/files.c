@@ -119,15 +119,21 @@ void file_out_abandon(file_out *o) {
     free_names(o);
 }
 
-void file_sync_folder(const char *path) {
+char *file_folder(const char *path) {
     size_t n = strlen(path);
     char *dir;
-    int fd;
     while (n > 0 && path[n - 1] != '/') n--;   /* up to the last slash */
     while (n > 1 && path[n - 1] == '/') n--;   /* "dir//file" -> "dir", "/file" -> "/" */
-    if (!(dir = (char *)malloc(n + 2))) return;
+    if (!(dir = (char *)malloc(n + 2))) return NULL;
     if (n == 0) strcpy(dir, ".");
     else { memcpy(dir, path, n); dir[n] = 0; }
+    return dir;
+}
+
+void file_sync_folder(const char *path) {
+    char *dir = file_folder(path);
+    int fd;
+    if (!dir) return;
     fd = open(dir, O_RDONLY);
     if (fd >= 0) {
         (void)fsync(fd);

@@ -47,6 +47,10 @@ int file_finish_temp(FILE *f, const char *tmp, const char *path, char *err, size
 /* Syncs the folder that holds path, so a rename or a new file in it survives a crash. Best
    effort: a file system that cannot sync a folder keeps it in its own time. */
 void file_sync_folder(const char *path);
+/* The folder that holds path, as file_sync_folder opens it (malloc'd; NULL out of memory):
+   the path up to its last slash with the slashes before the name dropped ("a//b" -> "a"),
+   "/" for a name at the root, "." for a bare name. */
+char *file_folder(const char *path);
 
 /* Creates a new file for appending, refusing any name already there (a file or a link):
    for a log that a run starts afresh. NULL with err set. */
