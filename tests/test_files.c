@@ -5,7 +5,9 @@
      - a failed or abandoned write leaves PATH as it was and no temporary, and a write that
        failed (a file size limit) is reported with its reason;
      - a file written by another program into the temporary (gnuplot) is renamed into place;
-     - file_create_new refuses any name already there, a link included. */
+     - file_create_new refuses any name already there, a link included;
+     - the folder a commit syncs (file_folder), no descriptor left open by a commit, a
+       file_out_close_temp twice or failing, a temporary the other program never wrote. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
@@ -190,8 +192,8 @@ static int open_fds(void) {
     return n;
 }
 
-/* a commit, of a file written here or by another program, and a refused one leave no
-   descriptor open (the folder's and the temporary's are closed after their fsync) */
+/* a commit, of a file written here or by another program, leaves no descriptor open (the
+   folder's and the temporary's are closed after their fsync) */
 static void test_no_descriptor_left(void) {
     char path[300], tmp[300], err[512];
     file_out o;
@@ -261,7 +263,7 @@ static void test_close_temp(void) {
     CHECK(holds(path, "image") && !exists(tmp));
     if (limit_file_size(&old, block, sizeof block) != 0) return;
     CHECK(file_out_begin(&o, path, err, sizeof err) == 0);
-    for (i = 0; i < 8; i++) fwrite(block, 1, sizeof block, o.f);   /* buffered: some fails at the flush */
+    for (i = 0; i < 8; i++) fwrite(block, 1, sizeof block, o.f);   /* seen at the close: flush or error flag */
     err[0] = 0;
     CHECK(file_out_close_temp(&o, err, sizeof err) == -1);
     setrlimit(RLIMIT_FSIZE, &old);
