@@ -125,11 +125,22 @@ RUNNING = []   # the command in flight (its own process group), ended with the d
 
 
 def end_running():
-    for p in RUNNING:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    """SIGTERM to the command's process group first, SIGKILL 10 s later: `meson test` runs each
+    test in a session of its own, which a signal to its group never reaches, and on SIGTERM it
+    ends its tests itself; killed outright it left them running (a mutant's endless loop
+    stayed on the CPU for an hour)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for p in RUNNING:
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                pass
+        if sig == signal.SIGTERM:
+            for p in RUNNING:
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
 
 
 def run(cmd, timeout):
