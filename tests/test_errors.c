@@ -501,6 +501,9 @@ static void test_invalid_args(void)
     longname[sizeof longname - 1] = 0;
     bd.name = longname;
     CHECK_ST(grzo_block_add(v.ctx, &bd, &b), GRZO_ERR_INVALID_ARG);
+    longname[64] = 0;   /* one byte past the 63 a name may have: refused, and the message says 63 */
+    CHECK_ST(grzo_block_add(v.ctx, &bd, &b), GRZO_ERR_INVALID_ARG);
+    CHECK(strstr(grzo_last_error(v.ctx), "name longer than 63 bytes") != NULL);
     bd.name = NULL;
     {
         grzo_backend_caps caps;
@@ -814,6 +817,13 @@ static void test_backend_entries(void)
     iface.mem_alloc = NULL;
     CHECK_ST(grzo_backend_alloc(&fake, 16, &p), GRZO_ERR_INVALID_ARG);
     CHECK(p == NULL);
+    /* freeing through no backend, or one that is not whole, does nothing (the pointer stays
+       the real backend's, freed once below) */
+    REQUIRE_OK(grzo_backend_alloc(&be, 16, &p));
+    grzo_backend_free(NULL, p);
+    grzo_backend_free(&fake, p);
+    memset(p, 0, 16);
+    grzo_backend_free(&be, p);
     grzo_backend_destroy(&be);
 }
 
@@ -830,6 +840,62 @@ static void embedding_pass(grzo_ctx *ctx, grzo_block e, const int32_t *ids)
     REQUIRE_OK(grzo_pass_begin(ctx, &pi));
     CHECK_OK(grzo_embedding(ctx, e, ids, y, &rows));
     CHECK_OK(grzo_pass_end(ctx, losses));
+}
+
+/* ---- one backend call per segment (desc.per_example_ops = 1, the default with desc.comm) ----------
+   A pass's embedding, linear and vector op over segments of different lengths give, one call
+   per segment, the outputs of one call for all of them: the reference backend computes each row
+   alone, so the same bits. (The MPI tests compare ranks against a single process that also
+   calls per segment, so only this compares the two ways.) */
+static void test_per_example_ops(void)
+{
+    enum { B = 2, DI = 3, DO = 4, V = 10, NR = 7 };
+    static const int64_t offsets[5] = { 0, 1, 3, 6, 7 };   /* GRZO's 2B = 4 copies: 1, 2, 3 and 1 rows */
+    static const int32_t ids[NR] = { 1, 4, 0, 9, 2, 2, 7 };
+    static const float losses[4] = { 1.0f, 2.0f, 1.5f, 0.5f };
+    float x[NR * DI], ye[2][NR * DI], y[2][NR * DO], z[2][NR * DO];
+    int k;
+    tu_fill_unif(x, NR * DI, 801, -1, 1);
+    for (k = 0; k < 2; k++) {
+        grzo_backend be;
+        grzo_desc d;
+        grzo_ctx *ctx;
+        grzo_block w, bias, e;
+        grzo_rows rows = { 0 };
+        grzo_pass_info pi;
+        float *W, *bv, *E;
+        REQUIRE_OK(tu_backend(TU_REF, 1, &be));
+        tu_require_host_memory(&be, "test_errors");
+        d = tu_desc(&be, GRZO_ESTIMATOR_GRZO, 61, 0.1f, 0.1f);
+        d.per_example_ops = k == 0 ? -1 : 1;
+        ctx = tu_ctx(&d);
+        W = (float *)tu_alloc(&be, DO * DI * sizeof(float));
+        bv = (float *)tu_alloc(&be, DO * sizeof(float));
+        E = (float *)tu_alloc(&be, V * DI * sizeof(float));
+        tu_fill_unif(W, DO * DI, 802, -1, 1);
+        tu_fill_unif(bv, DO, 803, -1, 1);
+        tu_fill_unif(E, V * DI, 804, -1, 1);
+        w = tu_block(ctx, GRZO_BLOCK_MATRIX, DO, DI, W, "w", 0);
+        bias = tu_block(ctx, GRZO_BLOCK_VECTOR, DO, 1, bv, "b", 0);
+        e = tu_block(ctx, GRZO_BLOCK_EMBEDDING, V, DI, E, "e", 0);
+        rows.n_rows = NR;
+        rows.offsets = offsets;
+        REQUIRE_OK(grzo_step_begin(ctx, B, NULL));
+        REQUIRE_OK(grzo_pass_begin(ctx, &pi));
+        CHECK_OK(grzo_embedding(ctx, e, ids, ye[k], &rows));
+        CHECK_OK(grzo_linear(ctx, w, x, y[k], &rows));
+        CHECK_OK(grzo_vector(ctx, bias, GRZO_VECTOR_ADD, y[k], z[k], &rows));
+        CHECK_OK(grzo_pass_end(ctx, losses));
+        CHECK_OK(grzo_step_end(ctx, NULL));
+        grzo_destroy(ctx);
+        grzo_backend_free(&be, W);
+        grzo_backend_free(&be, bv);
+        grzo_backend_free(&be, E);
+        grzo_backend_destroy(&be);
+    }
+    CHECK(memcmp(ye[0], ye[1], sizeof ye[0]) == 0);
+    CHECK(memcmp(y[0], y[1], sizeof y[0]) == 0);
+    CHECK(memcmp(z[0], z[1], sizeof z[0]) == 0);
 }
 
 /* Hyperparameters each accepted whose product is not finite: refused at create (sigma that
@@ -1466,7 +1532,7 @@ static void test_checkpoint_settings(void)
    Saving opened "<path>.tmp" with fopen, which follows a symbolic link: in a shared folder
    such as /tmp anyone could put a link at that predictable name and have the save overwrite
    the file the link points to. Now whatever is at that name is removed and the temporary
-   created exclusively. */
+   created exclusively. Also which folder is synced after the rename. */
 static void test_checkpoint_temp(void)
 {
     static const unsigned char precious[8] = { 'p', 'r', 'e', 'c', 'i', 'o', 'u', 's' };
@@ -1515,6 +1581,18 @@ static void test_checkpoint_temp(void)
     free(got);
     free(saved);
     rmdir(tmp);
+    /* the folder synced after the rename: the path up to its last slash, without the slashes
+       that end it; "." for a bare name and "/" for a file at the root */
+    {
+        static const char *const paths[][2] = { { "dir/x.ckpt", "dir" }, { "dir//x.ckpt", "dir" }, { "/x.ckpt", "/" },
+                                                { "//x.ckpt", "/" }, { "x.ckpt", "." }, { "/a/b//c", "/a/b" } };
+        char folder[32];
+        size_t k;
+        for (k = 0; k < sizeof paths / sizeof paths[0]; k++) {
+            grzo__sync_folder(paths[k][0], folder);
+            CHECK(strcmp(folder, paths[k][1]) == 0);
+        }
+    }
     /* a folder that does not exist: the reason, not just "I/O error" */
     CHECK_ST(grzo_checkpoint_save(a.ctx, "/nonexistent-dir/x.ckpt"), GRZO_ERR_IO);
     CHECK(strstr(grzo_last_error(a.ctx), "/nonexistent-dir/x.ckpt") != NULL);
@@ -1522,6 +1600,63 @@ static void test_checkpoint_temp(void)
     env_free(&a);
     remove(path);
     remove(victim);
+}
+
+/* ---- blocks larger than a checkpoint's I/O chunk -------------------------------------------------
+   Save and load move a block's bytes in chunks of 64 KiB: a block of 150 x 150 floats (one whole
+   chunk and part of another) followed by a small one comes back bit for bit, and a file cut in
+   the large block's second chunk is refused. Every other test's blocks fit one chunk. */
+static void test_checkpoint_chunks(void)
+{
+    enum { R = 150, C = 150, S = 5 };
+    grzo_backend be;
+    grzo_desc d;
+    grzo_ctx *a, *b;
+    float *wa, *va, *wb, *vb;
+    unsigned char *file;
+    char path[256], cut[256];
+    size_t n;
+    REQUIRE(R * C * sizeof(float) > 65536 && R * C * sizeof(float) < 2 * 65536);
+    REQUIRE_OK(tu_backend(TU_REF, 1, &be));
+    tu_require_host_memory(&be, "test_errors");
+    d = tu_desc(&be, GRZO_ESTIMATOR_GRZO, 7, 0.05f, 0.0625f);
+    a = tu_ctx(&d);
+    b = tu_ctx(&d);
+    wa = (float *)tu_alloc(&be, R * C * sizeof(float));
+    wb = (float *)tu_alloc(&be, R * C * sizeof(float));
+    va = (float *)tu_alloc(&be, S * sizeof(float));
+    vb = (float *)tu_alloc(&be, S * sizeof(float));
+    tu_fill_unif(wa, R * C, 701, -1, 1);
+    tu_fill_unif(va, S, 702, -1, 1);
+    tu_fill_unif(wb, R * C, 703, -1, 1);
+    tu_fill_unif(vb, S, 704, -1, 1);
+    tu_block(a, GRZO_BLOCK_MATRIX, R, C, wa, "big", 0);
+    tu_block(a, GRZO_BLOCK_VECTOR, S, 1, va, "small", 0);
+    tu_block(b, GRZO_BLOCK_MATRIX, R, C, wb, "big", 0);
+    tu_block(b, GRZO_BLOCK_VECTOR, S, 1, vb, "small", 0);
+    tu_tmp_path(path, sizeof path, "errors_chunks");
+    tu_tmp_path(cut, sizeof cut, "errors_chunks_cut");
+    REQUIRE_OK(grzo_checkpoint_save(a, path));
+    file = tu_read_file(path, &n);
+    REQUIRE(file != NULL && n > (size_t)(R * C + S) * sizeof(float));
+    /* the file ends with the blocks' data: cut 100 bytes before the small block's, in the big
+       block's second chunk */
+    REQUIRE(tu_write_file(cut, file, n - S * sizeof(float) - 100));
+    CHECK_ST(grzo_checkpoint_load(b, cut), GRZO_ERR_FORMAT);
+    CHECK(memcmp(wa, wb, R * C * sizeof(float)) != 0);   /* a refused load changes nothing */
+    REQUIRE_OK(grzo_checkpoint_load(b, path));
+    CHECK(memcmp(wa, wb, R * C * sizeof(float)) == 0);
+    CHECK(memcmp(va, vb, S * sizeof(float)) == 0);
+    free(file);
+    remove(path);
+    remove(cut);
+    grzo_destroy(a);
+    grzo_destroy(b);
+    grzo_backend_free(&be, wa);
+    grzo_backend_free(&be, wb);
+    grzo_backend_free(&be, va);
+    grzo_backend_free(&be, vb);
+    grzo_backend_destroy(&be);
 }
 
 /* ---- a save whose reads of the parameters fail or disagree ------------------------------------
@@ -1748,6 +1883,8 @@ int main(int argc, char **argv)
     if (tu_case("clear_fails")) test_clear_fails();
     if (tu_case("refused_ops_touch_nothing")) test_refused_ops_touch_nothing();
     if (tu_case("checkpoints")) test_checkpoints();
+    if (tu_case("checkpoint_chunks")) test_checkpoint_chunks();
+    if (tu_case("per_example_ops")) test_per_example_ops();
     if (tu_case("checkpoint_settings")) test_checkpoint_settings();
     if (tu_case("checkpoint_temp")) test_checkpoint_temp();
     if (tu_case("checkpoint_read_back")) test_checkpoint_read_back();

@@ -180,9 +180,21 @@ static int same_report(const grzo_step_report *a, const grzo_step_report *b)
            a->degenerate_total == b->degenerate_total;
 }
 
-/* A low-rank checkpoint edited to rank 1 and nu = 0 (its header checksum recomputed) is
-   refused as a corrupt file and changes nothing: nu = 0 is "the default" only in a desc
-   given to grzo_create, never in a file, where the saved nu is always the one in use. */
+/* An edited checkpoint (f, its header checksum recomputed here) written to bad: loading it
+   into fresh is refused as a corrupt file, says `why`, and changes nothing */
+static void check_refused_edit(unsigned char *f, size_t size, const char *bad, const char *why, const net *fresh,
+                               const net *saved)
+{
+    tu_put_le64(f + 248, tu_fnv1a64(f, 248));
+    REQUIRE(tu_write_file(bad, f, size));
+    CHECK_ST(grzo_checkpoint_load(fresh->ctx, bad), GRZO_ERR_FORMAT);
+    CHECK(strstr(grzo_last_error(fresh->ctx), why) != NULL);
+    CHECK(grzo_get_step(fresh->ctx) == 0 && !net_same(fresh, saved));
+    remove(bad);
+}
+
+/* A low-rank checkpoint edited to rank 1 and nu = 0 is refused: nu = 0 is "the default" only
+   in a desc given to grzo_create, never in a file, where the saved nu is always the one in use. */
 static void check_refuses_lowrank_every_0(const char *path, const net *fresh, const net *saved)
 {
     size_t size;
@@ -192,13 +204,34 @@ static void check_refuses_lowrank_every_0(const char *path, const net *fresh, co
     snprintf(bad, sizeof bad, "%s.every0", path);
     tu_put_le32(f + 108, 1);
     tu_put_le32(f + 112, 0);
-    tu_put_le64(f + 248, tu_fnv1a64(f, 248));
-    REQUIRE(tu_write_file(bad, f, size));
-    CHECK_ST(grzo_checkpoint_load(fresh->ctx, bad), GRZO_ERR_FORMAT);
-    CHECK(strstr(grzo_last_error(fresh->ctx), "lowrank_every") != NULL);
-    CHECK(grzo_get_step(fresh->ctx) == 0 && !net_same(fresh, saved));
+    check_refused_edit(f, size, bad, "lowrank_every", fresh, saved);
     free(f);
-    remove(bad);
+}
+
+/* A sparse checkpoint whose last threshold entry says "set" with a value other than 0 or 1,
+   or holds a threshold below zero or NaN (the payload's checksum recomputed too), is refused:
+   each of the two conditions alone refuses it. */
+static void check_refuses_bad_thresholds(const char *path, const net *fresh, const net *saved)
+{
+    static const struct { uint32_t set; float th; } cases[] = { { 2, 0.5f }, { 1, -1.0f }, { 0, NAN } };
+    size_t size, c;
+    unsigned char *f = tu_read_file(path, &size), *g;
+    char bad[300];
+    REQUIRE(f != NULL && size >= 256 + 8);
+    g = (unsigned char *)malloc(size);
+    REQUIRE(g != NULL);
+    snprintf(bad, sizeof bad, "%s.threshold", path);
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        uint32_t bits;
+        memcpy(g, f, size);
+        memcpy(&bits, &cases[c].th, 4);
+        tu_put_le32(g + size - 8, cases[c].set);
+        tu_put_le32(g + size - 4, bits);
+        tu_put_le64(g + 24, tu_fnv1a64(g + 256, size - 256));
+        check_refused_edit(g, size, bad, "invalid sparse threshold", fresh, saved);
+    }
+    free(g);
+    free(f);
 }
 
 /* ---- the checkpoint layout ------------------------------------------------------------------ */
@@ -328,6 +361,7 @@ static void test_resume(grzo_estimator est, int dist, int cpu_threads)
     }
     CHECK(!net_same(&fresh, &part));
     if (d.lowrank_rank > 0) check_refuses_lowrank_every_0(path, &fresh, &part);
+    if (d.sparse_density > 0) check_refuses_bad_thresholds(path, &fresh, &part);
     CHECK_OK(grzo_checkpoint_load(fresh.ctx, path));
     CHECKF(net_same(&fresh, &part), "%s est %d: loaded parameters differ from the saved ones", bk, (int)est);
     CHECK(grzo_get_step(fresh.ctx) == KSTEPS);
