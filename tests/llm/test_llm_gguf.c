@@ -9,9 +9,16 @@
    - every strict prefix of a valid file, random byte flips, and a list of hostile edits
      (absurd counts and lengths, overflowing dimensions, bad offsets and alignments,
      duplicate names, unsupported types, missing or misshapen tensors) give an error
-     message, never a crash. */
+     message, never a crash;
+   - the lower bound of every size (one layer, one head, one key/value head, a context of
+     one position, one token) loads, a vocabulary of INT32_MAX rows passes the config (one
+     more does not), and a tensor of no elements overlaps nothing;
+   - the writers' binary16 / bfloat16 encodings (llm__f32_to_f16, llm__f32_to_bf16) of
+     infinities, NaN and the values next to the largest finite ones. */
+#include <float.h>
 #include <math.h>
 
+#include "llm_internal.h"
 #include "llm_test.h"
 #include "toy_model.h"
 
@@ -209,6 +216,65 @@ static void test_f16_corner_cases(void)
     CHECK(isnan(w.layers[0].attn_norm[i]));
     llm_weights_free(&w);
     toy_free(&m);
+}
+
+/* The smallest sizes: one layer, one head (head_dim = dim), one key/value head, a context
+   of one position and a vocabulary of one token. Each is the lower bound of a range the
+   loader checks (check_config: every size > 0), so a bound off by one refuses this file. */
+static void test_smallest_model(void)
+{
+    toy_opts o = toy_defaults();
+    toy_model m;
+    o.dim = 32;   /* the block types need rows of 32 */
+    o.hidden = 32;
+    o.layers = 1;
+    o.heads = 1;
+    o.kv_heads = 1;
+    o.ctx = 1;
+    o.vocab = 1;
+    o.wtype = TOY_MIXED;
+    o.untied = 1;
+    toy_build(&o, &m);
+    check_model(&o, &m, "smallest sizes");
+    toy_free(&m);
+}
+
+/* The writers' conversions (grzo-export's F16/BF16 and Q8_0 scales, the safetensors
+   writer): binary32 -> binary16 and -> bfloat16, round to nearest even. The expected bits
+   are IEEE 754's encodings, worked out by hand: an infinity keeps its sign with an all-ones
+   exponent and a zero significand (binary16 0x7C00, bfloat16 0x7F80), a NaN stays a NaN
+   (all-ones exponent, a non-zero significand). binary16's largest finite value is
+   65504 = 0x7BFF; 65520 lies halfway to 2^16 and ties to the even significand, which is
+   the infinity's; 2^-25 lies halfway between 0 and the smallest subnormal 2^-24 (ties to
+   0x0000), 3 * 2^-25 halfway between 2^-24 and 2^-23 (ties to 0x0002). In bfloat16 (8
+   significant bits) 1 + 2^-8 ties to 1.0 = 0x3F80, 1 + 3 * 2^-8 to 1 + 2^-6 = 0x3F82, and
+   FLT_MAX = (2 - 2^-23) * 2^127 lies past the midpoint between bfloat16's largest finite
+   value (2 - 2^-7) * 2^127 = 0x7F7F and 2^128: infinity. */
+static int is_f16_nan(uint16_t h) { return (h & 0x7C00u) == 0x7C00u && (h & 0x3FFu) != 0; }
+static int is_bf16_nan(uint16_t h) { return (h & 0x7F80u) == 0x7F80u && (h & 0x7Fu) != 0; }
+
+static void test_half_encodings(void)
+{
+    static const struct {
+        float x;
+        uint16_t f16, bf16;
+    } cases[] = {
+        {INFINITY, 0x7C00, 0x7F80},     {-INFINITY, 0xFC00, 0xFF80},   {1.0f, 0x3C00, 0x3F80},
+        {-2.0f, 0xC000, 0xC000},        {65504.0f, 0x7BFF, 0x4780},    {65520.0f, 0x7C00, 0x4780},
+        {0x1p-24f, 0x0001, 0x3380},     {0x1p-25f, 0x0000, 0x3300},    {0x3p-25f, 0x0002, 0x33C0},
+        {0x1.01p0f, 0x3C04, 0x3F80},    {0x1.03p0f, 0x3C0C, 0x3F82},   {-0.0f, 0x8000, 0x8000},
+    };
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint16_t h = llm__f32_to_f16(cases[i].x), b = llm__f32_to_bf16(cases[i].x);
+        CHECKF(h == cases[i].f16, "f16 of %a: 0x%04X, want 0x%04X", (double)cases[i].x, h, cases[i].f16);
+        CHECKF(b == cases[i].bf16, "bf16 of %a: 0x%04X, want 0x%04X", (double)cases[i].x, b, cases[i].bf16);
+    }
+    CHECKF(llm__f32_to_bf16(FLT_MAX) == 0x7F80, "bf16 of FLT_MAX: 0x%04X", llm__f32_to_bf16(FLT_MAX));
+    CHECKF(is_f16_nan(llm__f32_to_f16(NAN)) && is_f16_nan(llm__f32_to_f16(-NAN)), "f16 of NaN: 0x%04X",
+           llm__f32_to_f16(NAN));
+    CHECKF(is_bf16_nan(llm__f32_to_bf16(NAN)) && is_bf16_nan(llm__f32_to_bf16(-NAN)), "bf16 of NaN: 0x%04X",
+           llm__f32_to_bf16(NAN));
 }
 
 /* ---- damaged files ---- */
@@ -414,6 +480,44 @@ static void test_hostile_tensors(void)
     expect_error(d, m.size, "Q4_K", "unsupported type");
     FRESH, patch_tensor(d, m.size, "blk.0.attn_q.weight", 4, 77);
     expect_error(d, m.size, "unknown type 77", "unknown type");
+    { /* every type the loader names but does not dequantize (ggml's enum ggml_type: Q5_0 6,
+         Q5_1 7, Q8_1 9, Q2_K..Q8_K 10..15) is refused by that name; one given a block size
+         by mistake would pass, its weights never written */
+        static const struct {
+            uint32_t type;
+            const char *name;
+        } unread[] = {{6, "Q5_0"},  {7, "Q5_1"},  {9, "Q8_1"},  {10, "Q2_K"}, {11, "Q3_K"},
+                      {12, "Q4_K"}, {13, "Q5_K"}, {14, "Q6_K"}, {15, "Q8_K"}};
+        size_t i;
+        for (i = 0; i < sizeof unread / sizeof unread[0]; i++) {
+            char want[96];
+            snprintf(want, sizeof want, "'blk.0.attn_q.weight' is %s, which this loader does not dequantize", unread[i].name);
+            FRESH, patch_tensor(d, m.size, "blk.0.attn_q.weight", 4, unread[i].type);
+            expect_error(d, m.size, want, unread[i].name);
+        }
+    }
+    { /* a tensor of no elements takes no bytes wherever its offset points, so it overlaps
+         nothing: blk.0.attn_norm.weight made [0] at data offset 32, inside the 128 bytes of
+         output_norm.weight (the first tensor, at 0). The file's tokenizer loads; as a model
+         the file is refused for that tensor's shape. */
+        llm_tokenizer *tok = NULL;
+        char err[256] = "";
+        FRESH, patch_tensor(d, m.size, "blk.0.attn_norm.weight", 0, 0);
+        patch_tensor(d, m.size, "blk.0.attn_norm.weight", 5, 32);
+        CHECKF(llm_tokenizer_load_gguf_memory(d, m.size, &tok, err, sizeof err) == 0, "empty tensor: %s", err);
+        llm_tokenizer_free(tok);
+        expect_error(d, m.size, "'blk.0.attn_norm.weight' has shape [0, 1, 1, 1]", "empty tensor as a model");
+    }
+    { /* the vocabulary is the embedding's row count, an int32_t: up to INT32_MAX rows. As Q4_K
+         (refused, so never sized: no data needed) the embedding can claim that many; at
+         INT32_MAX the file is refused only for the type, one row more for the shape. */
+        FRESH, rename_string(d, m.size, "llama.vocab_size", "llama.vocab_siz_");
+        patch_tensor(d, m.size, "token_embd.weight", 4, GW_Q4_K);
+        patch_tensor(d, m.size, "token_embd.weight", 1, (uint64_t)INT32_MAX);
+        expect_error(d, m.size, "'token_embd.weight' is Q4_K", "vocabulary of INT32_MAX");
+        patch_tensor(d, m.size, "token_embd.weight", 1, (uint64_t)INT32_MAX + 1);
+        expect_error(d, m.size, "'token_embd.weight' is not a [dim, vocab] matrix", "vocabulary past INT32_MAX");
+    }
     FRESH, patch_tensor(d, m.size, "output_norm.weight", 0, 16);
     expect_error(d, m.size, "shape", "wrong vector length");
     FRESH, rename_string(d, m.size, "blk.0.ffn_up.weight", "blk.0.ffn_xx.weight");
@@ -447,12 +551,35 @@ static void test_hostile_tensors(void)
     expect_error(d, m.size, "llama.vocab_size", "vocab_size disagrees with the embedding");
     FRESH, wr32(d + after_string(d, m.size, "llama.rope.dimension_count") + 4, 8);
     expect_error(d, m.size, "rope.dimension_count", "partial rotary");
+    /* the RMSNorm epsilon (a float32) must lie in (0, 1): both ends refused */
+    FRESH, wr32(d + after_string(d, m.size, "llama.attention.layer_norm_rms_epsilon") + 4, 0);
+    expect_error(d, m.size, "bad RMSNorm epsilon 0", "epsilon 0");
+    FRESH, wr32(d + after_string(d, m.size, "llama.attention.layer_norm_rms_epsilon") + 4, 0x3F800000u); /* 1.0f */
+    expect_error(d, m.size, "bad RMSNorm epsilon 1", "epsilon 1");
     FRESH, wr32(d + after_string(d, m.size, "llama.embedding_length"), 6); /* now a float32 */
     expect_error(d, m.size, "expected an integer", "width as a float");
     FRESH, wr32(d + after_string(d, m.size, "tokenizer.ggml.bos_token_id") + 4, 8);
     expect_error(d, m.size, "bos_token_id", "bos out of range");
 #undef FRESH
     free(d);
+    toy_free(&m);
+}
+
+/* llama.attention.key_length = 0 is out of its range (1..), not "absent" (head_dim =
+   dim / heads): with key_length 16 = 64 / 4 the model loads, and with 0 in its place it is
+   refused, although dim / heads would fit the file exactly. */
+static void test_key_length_zero(void)
+{
+    toy_opts o = toy_defaults();
+    toy_model m;
+    size_t at;
+    o.key_length = 16;
+    toy_build(&o, &m);
+    check_model(&o, &m, "key_length = dim / heads");
+    at = after_string(m.file, m.size, "llama.attention.key_length");
+    REQUIRE(at != 0, "no key_length");
+    wr32(m.file + at + 4, 0);
+    expect_error(m.file, m.size, "'llama.attention.key_length' = 0 is outside 1..", "key_length 0");
     toy_free(&m);
 }
 
@@ -494,15 +621,27 @@ static void test_hostile_metadata(void)
     PARSE((gb_kv_u32(&g, "a.b", 1), gb_kv_u32(&g, "a.b", 2)), "duplicate metadata key");
     PARSE(gb_kv_array(&g, "a.nested", GW_ARRAY, 1), "arrays of arrays");
     PARSE((gb_key(&g, "a.flag", GW_BOOL), gw_u8(&g.kv, 7)), "neither 0 nor 1");
+    /* an array's every element is checked, not only its first */
+    PARSE((gb_kv_array(&g, "a.flags", GW_BOOL, 3), gw_u8(&g.kv, 0), gw_u8(&g.kv, 1), gw_u8(&g.kv, 2)),
+          "metadata 'a.flags': bool value is neither 0 nor 1");
     PARSE((gb_key(&g, "a.odd", 13), gw_u32(&g.kv, 0)), "unknown value type 13");
     PARSE((gb_kv_array(&g, "a.strings", GW_STRING, 1ull << 60)), "cannot fit");
     PARSE((gb_kv_array(&g, "a.ints", GW_UINT32, 1ull << 62)), "overflows");
     PARSE((gb_kv_array(&g, "a.ints", GW_UINT64, 1000), gw_u64(&g.kv, 1)), "truncated");
     PARSE((gb_key(&g, "a.s", GW_STRING), gw_u64(&g.kv, 1ull << 50)), "truncated");
+    /* a string array whose second string runs past the end, as the file's last metadata
+       (nothing after it would fail in its place) */
+    PARSE((gb_kv_array(&g, "a.strings", GW_STRING, 2), gw_str(&g.kv, "x"), gw_u64(&g.kv, 1000)),
+          "metadata 'a.strings' needs 1000 bytes");
     PARSE((gb_key(&g, "", GW_UINT8), gw_u8(&g.kv, 1)), "key length 0");
     PARSE(gb_kv_u32(&g, "general.alignment", 48), "power of two");
     PARSE(gb_kv_u32(&g, "general.alignment", 0), "power of two");
     PARSE(gb_kv_str(&g, "general.alignment", "32"), "uint32");
+    /* metadata of the wrong type is refused as such, not read as absent */
+    BUILD(gb_kv_u32(&g, "general.architecture", 1));
+    expect_error(img, n, "'general.architecture' is a uint32, expected a string", "architecture as an integer");
+    free(img);
+    gb_free(&g);
     TOKENIZER(gb_kv_str(&g, "general.architecture", "llama"), "tokenizer.ggml.model is missing");
     TOKENIZER(gb_kv_str(&g, "tokenizer.ggml.model", "bert"), "'bert' is not supported");
     TOKENIZER(gb_kv_str(&g, "tokenizer.ggml.model", "llama"), "tokenizer.ggml.tokens' is missing");
@@ -587,6 +726,9 @@ int main(void)
     test_bos_zero();
     test_file_path();
     test_f16_corner_cases();
+    test_smallest_model();
+    test_key_length_zero();
+    test_half_encodings();
     test_vocab_only_file();
     test_hostile_tensors();
     test_hostile_metadata();
