@@ -5,8 +5,10 @@
    Folders are built here by a small safetensors writer of the test's own (header text
    from a list of entries, any of whose fields a case can break), so every malformation the
    loader guards against can be made. The reference forward against transformers' layout is
-   test_llm_reference --hf. Exit 0 pass, 1 fail. */
+   test_llm_reference --hf. The ends of the config's ranges (rope_theta FLT_MAX, a llama3
+   factor of 1 and of 1e6) load. Exit 0 pass, 1 fail. */
 #define _POSIX_C_SOURCE 200809L
+#include <float.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -364,7 +366,7 @@ static void sharded_refusals(void) {
         {"index names a missing shard", "model-00001-of-00002.safetensors", "model-00003-of-00002.safetensors",
          "model-00003-of-00002.safetensors is not in the folder", 0, 0},
         {"index escapes the folder with ../", "model-00001-of-00002.safetensors", "../model-00002-of-00002.safetensors",
-         "not a file name in the folder", 0, 0},
+         "names shard '../model-00002-of-00002.safetensors', which is not a file name in the folder", 0, 0},
         {"index names an absolute path", "model-00001-of-00002.safetensors", "/etc/passwd", "not a file name in the folder", 0, 0},
         {"index names the folder itself", "model-00001-of-00002.safetensors", "..", "not a file name in the folder", 0, 0},
         {"index maps to the wrong shards", "model-00002-of-00002.safetensors", "model-00001-of-00002.safetensors",
@@ -396,6 +398,17 @@ static void sharded_refusals(void) {
         put_file(dir, "model.safetensors.index.json", index, k);
         expect_refused(cases[c].what, dir, cases[c].want, 0);
     }
+    {   /* a shard "name" that is not a string is said to be one */
+        char dir[320];
+        static const char index[] = "{\"weight_map\": {\"model.norm.weight\": 3}}";
+        folder f;
+        base_folder(&f, NULL);
+        new_dir(dir, sizeof dir);
+        put_file(dir, "config.json", f.config, strlen(f.config));
+        put_file(dir, "model.safetensors.index.json", index, sizeof index - 1);
+        expect_refused("index names a number", dir,
+                       "tensor 'model.norm.weight' names shard '(not a string)', which is not a file name in the folder", 0);
+    }
 }
 
 /* The base config with `old` replaced by `new` (both must fit; old must be there). */
@@ -414,6 +427,27 @@ static void config_case(const char *what, const char *old, const char *new_text,
     new_dir(dir, sizeof dir);
     write_folder(dir, &f);
     expect_refused(what, dir, want, 0);
+}
+
+/* The same with the folder expected to load, its config as written. */
+static void config_loads(const char *what, const char *old, const char *new_text, llm_config *out) {
+    char dir[320], rest[2048], err[512] = "";
+    folder f;
+    llm_weights w;
+    char *p;
+    base_folder(&f, NULL);
+    p = strstr(f.config, old);
+    if (!p) {
+        fprintf(stderr, "%s: '%s' is not in the config\n", what, old);
+        exit(1);
+    }
+    snprintf(rest, sizeof rest, "%s", p + strlen(old));
+    snprintf(p, sizeof f.config - (size_t)(p - f.config), "%s%s", new_text, rest);
+    new_dir(dir, sizeof dir);
+    write_folder(dir, &f);
+    memset(out, 0, sizeof *out);
+    TU_CHECK(llm_load(dir, out, &w, NULL, err, sizeof err) == 0, "%s: refused: %s", what, err);
+    llm_weights_free(&w);
 }
 
 static void config_refusals(void) {
@@ -445,6 +479,28 @@ static void config_refusals(void) {
                           "quantized checkpoints (quantization_config) are not supported");
     expect_config_refused("partial rotary", ", \"partial_rotary_factor\": 0.5", "partial_rotary_factor 0.5 is not supported");
     expect_config_refused("head_dim odd", ", \"head_dim\": 7", "config.json: bad head size 7");
+    /* rope_scaling's type names must be strings: a number is refused, not taken for "no scaling" */
+    config_case("rope_type a number", "\"rope_scaling\": null",
+                "\"rope_scaling\": {\"rope_type\": 3, \"factor\": 8.0}", "config.json: 'rope_type' must be a string");
+    config_case("type a number", "\"rope_scaling\": null", "\"rope_scaling\": {\"type\": 3, \"factor\": 8.0}",
+                "config.json: 'type' must be a string");
+    {   /* the ends of the ranges load: rope_theta up to FLT_MAX (the largest float,
+           (2 - 2^-23) * 2^127, written with the 17 digits that give that double back), a
+           llama3 factor from 1 to 1e6 */
+        llm_config c;
+        config_loads("rope_theta FLT_MAX", "\"rope_theta\": 10000.0", "\"rope_theta\": 3.4028234663852886e+38", &c);
+        TU_CHECK(c.rope_theta == FLT_MAX, "rope_theta FLT_MAX: read as %g", (double)c.rope_theta);
+        config_loads("llama3 factor 1e6", "\"rope_scaling\": null",
+                     "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 1000000.0, \"low_freq_factor\": 1.0, "
+                     "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 32}", &c);
+        TU_CHECK(c.rope_scaling == LLM_ROPE_SCALING_LLAMA3 && c.rope_factor == 1e6f, "llama3 factor 1e6: read as %g",
+                 (double)c.rope_factor);
+        config_loads("llama3 factor 1", "\"rope_scaling\": null",
+                     "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 1.0, \"low_freq_factor\": 1.0, "
+                     "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 32}", &c);
+        TU_CHECK(c.rope_scaling == LLM_ROPE_SCALING_LLAMA3 && c.rope_factor == 1.0f, "llama3 factor 1: read as %g",
+                 (double)c.rope_factor);
+    }
     {   /* an inactive window (Mistral v0.2+ style null, or one past the context) loads */
         char dir[320];
         folder f;
@@ -503,6 +559,19 @@ int main(void) {
     }
     config_refusals();
     sharded_refusals();
+    /* the folder's files must be regular files: a directory in their place is said to be one */
+    new_dir(dir, sizeof dir);
+    {
+        char sub[400];
+        snprintf(sub, sizeof sub, "%s/config.json", dir);
+        TU_CHECK(mkdir(sub, 0777) == 0, "mkdir %s", sub);
+        expect_refused("config.json a directory", dir, "config.json: not a regular file", 0);
+        new_dir(dir, sizeof dir);
+        put_file(dir, "config.json", f.config, strlen(f.config));
+        snprintf(sub, sizeof sub, "%s/model.safetensors", dir);
+        TU_CHECK(mkdir(sub, 0777) == 0, "mkdir %s", sub);
+        expect_refused("model.safetensors a directory", dir, "model.safetensors: not a regular file", 0);
+    }
 
     /* the safetensors header */
     {
@@ -561,6 +630,13 @@ int main(void) {
         e->shape[0] = 1ull << 62, e->shape[1] = 1ull << 10;
     }
     expect_folder_refused("shape overflow", &f, "shape overflows");
+    base_folder(&f, NULL);
+    {   /* (2^32 + 1) * (2^32 - 1) = 2^64 - 1: the element count still fits a uint64_t (no
+           overflow), only its bytes do not */
+        entry *e = find_entry(&f, "model.layers.0.self_attn.k_proj.weight");
+        e->shape[0] = (1ull << 32) + 1, e->shape[1] = (1ull << 32) - 1;
+    }
+    expect_folder_refused("shape of 2^64 - 1 elements", &f, "bytes of data for a shape that needs more than 18446744073709551615");
     base_folder(&f, NULL);
     find_entry(&f, "model.layers.0.mlp.down_proj.weight")->end = 1 << 30;
     expect_folder_refused("offsets past the data", &f, "are outside the");
