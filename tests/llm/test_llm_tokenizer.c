@@ -11,12 +11,13 @@
    - a GGUF "llama" (SentencePiece) vocabulary with U+2581 spaces, <unk> fallback and
      control tokens in the text, loaded through llm_load as a model's embedded tokenizer;
    - a GGUF "gpt2" byte-level BPE vocabulary, small enough to merge by hand, with the
-     "gpt2" and "smollm" pre-tokenizers;
+     "gpt2" and "smollm" pre-tokenizers (and the merge list kept: duplicates dropped);
    - the real GPT-2 vocabulary (tests/data/gpt2/encoder.json and vocab.bpe, turned into a
      vocab-only GGUF here): known ids checked against encoder.json, and decode(encode(s))
      == s for random byte strings. */
 #include "llm_test.h"
 #include "toy_model.h"
+#include "llm_internal.h" /* llm__tokenizer_view: the merge list that the exporters write */
 
 static const char *data_dir = ".";
 
@@ -189,6 +190,7 @@ static const int32_t bpe_types[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
 static const char *const bpe_merges[] = {
     "h e", "l l", "ll o", "he llo", G " w", "o r", G "w or", "l d", G "wor ld", G " 1",
     "x y", /* names tokens that do not exist: ignored */
+    "h e", /* a second time: dropped, the first keeps rank 0 */
 };
 
 static llm_tokenizer *small_bpe(const char *pre)
@@ -199,7 +201,7 @@ static llm_tokenizer *small_bpe(const char *pre)
     o.n_tokens = 21;
     o.tokens = bpe_tokens;
     o.types = bpe_types;
-    o.n_merges = 11;
+    o.n_merges = 12;
     o.merges = bpe_merges;
     o.eos = 17;
     return load_embedded(&o);
@@ -225,6 +227,16 @@ static void test_small_bpe(void)
     CHECK(strcmp(llm_token_text(t, 0, 16), " world") == 0 && llm_token_id(t, G "world") == 16);
     err[0] = 0;
     CHECK(llm_tokenize(t, "hex", 0, ids, 8, &n, err, sizeof err) != 0 && strstr(err, "0x78") != NULL);
+    /* the merges kept, in rank order, are what the exporters write (llm__tokenizer_view):
+       of the 12 listed, "x y" names no tokens and the second "h e" repeats rank 0's pair,
+       which leaves 10, the first h (0) + e (1) and the last Ġ (4) + 1 (18) */
+    {
+        llm_tokenizer_view v;
+        llm__tokenizer_view(t, &v);
+        CHECKF(v.n_merges == 10, "%d merges kept, not 10", (int)v.n_merges);
+        CHECK(v.n_merges >= 10 && v.merge_left[0] == 0 && v.merge_right[0] == 1 && v.merge_left[9] == 4 &&
+              v.merge_right[9] == 18);
+    }
     llm_tokenizer_free(t);
 
     /* SmolLM's pre-tokenizer splits off every digit first: " " "1" "2" */
@@ -232,6 +244,10 @@ static void test_small_bpe(void)
     CHECK(strcmp(llm_tokenizer_pre(t), "smollm") == 0);
     CHECK_ENCODES(t, " 12", 0, 4, 18, 19);
     CHECK_ENCODES(t, "hello 1world", 0, 11, 4, 18, 5, 13, 15);
+    /* a byte missing from the vocabulary before a digit is refused here too (GGUF vocabulary,
+       no <unk>), not dropped with the rest of the text */
+    err[0] = 0;
+    CHECK(llm_tokenize(t, "hex1", 0, ids, 8, &n, err, sizeof err) != 0 && strstr(err, "0x78") != NULL);
     llm_tokenizer_free(t);
 }
 

@@ -5,8 +5,9 @@
              (bench/hf_tokenizer_real.py writes real Llama-2 and SmolLM2 ones)
 
    - Refusals (no Python needed): unknown model types, normalizers, pre-tokenizers, Split
-     regexes and post-processors, merges naming missing tokens, hostile ids, broken JSON:
-     each gives an error that names the problem, and no tokenizer.
+     regexes and post-processors, merges naming missing tokens, hostile ids, broken JSON,
+     flags that are not booleans, a tokenizer_config.json that cannot be read: each gives
+     an error that names the problem, and no tokenizer.
    - Known answers: SCRIPT (hf_tokenizer_cases.py) builds tokenizer.json files with the
      `tokenizers` package, trained in the script (byte-level GPT-2 regex, GPT-2's real
      vocabulary from GPT2_DIR, Llama-3's Split regex with ignore_merges and special tokens,
@@ -20,6 +21,10 @@
 #endif
 
 #include <errno.h>
+#if !defined(_WIN32)
+#include <sys/stat.h> /* mkdir */
+#include <unistd.h>   /* symlink, unlink, rmdir */
+#endif
 
 #include "llm_test.h"
 
@@ -69,6 +74,22 @@ static void test_refusals(void)
                   "{\"Regex\":\"'s|'t|'re|'ve|'m|'ll|'d| ?\\\\p{L}+| ?\\\\p{N}+| ?[^\\\\s\\\\p{L}\\\\p{N}]+|\\\\s+(?!\\\\S)|"
                   "\\\\s+\"},\"behavior\":\"Removed\",\"invert\":false},{\"type\":\"ByteLevel\",\"use_regex\":false}]}",
                   "Isolated");
+    /* Isolated, but inverted (what the regex does not match would be split out instead) */
+    check_refused("\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
+                  "{\"Regex\":\"'s|'t|'re|'ve|'m|'ll|'d| ?\\\\p{L}+| ?\\\\p{N}+| ?[^\\\\s\\\\p{L}\\\\p{N}]+|\\\\s+(?!\\\\S)|"
+                  "\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":true},{\"type\":\"ByteLevel\",\"use_regex\":false}]}",
+                  "not inverted");
+    /* flags that are not booleans are refused, not read as their default */
+    check_refused("\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
+                  "{\"Regex\":\"'s|'t|'re|'ve|'m|'ll|'d| ?\\\\p{L}+| ?\\\\p{N}+| ?[^\\\\s\\\\p{L}\\\\p{N}]+|\\\\s+(?!\\\\S)|"
+                  "\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":\"no\"},{\"type\":\"ByteLevel\",\"use_regex\":false}]}",
+                  "Split.invert is not a boolean");
+    check_refused("\"added_tokens\":[{\"id\":3,\"content\":\"<x>\",\"lstrip\":0,\"special\":true}]",
+                  "added_tokens[].lstrip is not a boolean");
+    /* a Sequence without its list of steps */
+    check_refused("\"pre_tokenizer\":{\"type\":\"Sequence\"}", "Sequence has no \"pretokenizers\" array");
+    check_refused("\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":{\"a\":{\"type\":\"ByteLevel\"}}}",
+                  "Sequence has no \"pretokenizers\" array");
     check_refused("\"pre_tokenizer\":{\"type\":\"Digits\",\"individual_digits\":false}", "individual_digits");
     check_refused("\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"_\",\"prepend_scheme\":\"always\"}",
                   "replacement");
@@ -80,6 +101,8 @@ static void test_refusals(void)
                   "TemplateProcessing");
     check_refused("\"added_tokens\":[{\"id\":3,\"content\":\"<x>\",\"lstrip\":true,\"special\":true}]", "lstrip");
     check_refused("\"added_tokens\":[{\"id\":1,\"content\":\"<x>\",\"special\":true}]", "two different tokens");
+    /* the same length as model.vocab's "b" (id 1), other bytes */
+    check_refused("\"added_tokens\":[{\"id\":1,\"content\":\"c\",\"special\":true}]", "two different tokens");
     check_refused("\"added_tokens\":[{\"id\":99999999,\"content\":\"<x>\",\"special\":true}]", "far beyond");
     check_refused("\"added_tokens\":[{\"id\":-1,\"content\":\"<x>\",\"special\":true}]", "id");
     check_refused_whole("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", NULL, "Unigram");
@@ -127,6 +150,18 @@ static void test_accessors(void)
     CHECK(llm_tokenizer_eos(t) == -1 && strcmp(llm_tokenizer_chat_template(t), "") == 0);
     llm_tokenizer_free(t);
     t = NULL;
+    /* the config may name token 0 as BOS and EOS (SmolLM2's <|endoftext|> is its id 0; here
+       "a"), and a list of chat templates gives the one named "default" wherever it stands */
+    {
+        static const char config0[] =
+            "{\"bos_token\":\"a\",\"eos_token\":{\"content\":\"a\"},\"chat_template\":[{\"name\":\"tool_use\","
+            "\"template\":\"T\"},{\"name\":\"default\",\"template\":\"D\"},{\"name\":\"rag\",\"template\":\"R\"}]}";
+        REQUIRE(llm_tokenizer_load_hf_memory(json, strlen(json), config0, strlen(config0), &t, err, sizeof err) == 0,
+                "load: %s", err);
+        CHECK(llm_tokenizer_bos(t) == 0 && llm_tokenizer_eos(t) == 0 && strcmp(llm_tokenizer_chat_template(t), "D") == 0);
+        llm_tokenizer_free(t);
+        t = NULL;
+    }
     /* an empty normalizer Sequence is no normalizer: ByteLevel stays allowed */
     {
         static const char empty_norm[] = "{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[]},"
@@ -138,6 +173,32 @@ static void test_accessors(void)
     }
     CHECK(llm_tokenizer_load_hf("/nonexistent-dir", &t, err, sizeof err) != 0 && t == NULL && strstr(err, "tokenizer.json"));
 }
+
+#if !defined(_WIN32)
+/* A tokenizer_config.json that is there but cannot be read (a symbolic link to itself:
+   ELOOP) is an error naming it, not a missing config: loading on without it would drop its
+   BOS, EOS and chat template without a word. In the folder DIR-unreadable-config. */
+static void test_unreadable_config(const char *out)
+{
+    static const char json[] = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}";
+    char dir[1024], tok[1100], cfg[1100], err[512] = "";
+    llm_tokenizer *t = NULL;
+    FILE *f;
+    snprintf(dir, sizeof dir, "%s-unreadable-config", out);
+    snprintf(tok, sizeof tok, "%s/tokenizer.json", dir);
+    snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", dir);
+    REQUIRE(mkdir(dir, 0777) == 0 || errno == EEXIST, "mkdir %s: %s", dir, strerror(errno));
+    unlink(cfg);
+    REQUIRE((f = fopen(tok, "wb")) != NULL && fputs(json, f) >= 0 && fclose(f) == 0, "cannot write %s", tok);
+    REQUIRE(symlink("tokenizer_config.json", cfg) == 0, "symlink %s: %s", cfg, strerror(errno));
+    CHECKF(llm_tokenizer_load_hf(dir, &t, err, sizeof err) != 0 && t == NULL && strstr(err, "tokenizer_config.json"),
+           "a config that cannot be read: '%s'", err);
+    llm_tokenizer_free(t);
+    unlink(cfg);
+    unlink(tok);
+    rmdir(dir);
+}
+#endif
 
 /* ---- known answers from the tokenizers package ---- */
 
@@ -197,6 +258,9 @@ int main(int argc, char **argv)
     }
     test_refusals();
     test_accessors();
+#if !defined(_WIN32)
+    test_unreadable_config(argv[3]);
+#endif
     python = lt_python_importing("tokenizers", argv[2], argv + 5, argc - 5);
     if (!python) {
         if (lt_failures) return lt_finish("test_llm_tokenizer_hf");
