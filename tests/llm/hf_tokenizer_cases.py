@@ -25,7 +25,8 @@ Each folder gets tokenizer.json, maybe tokenizer_config.json, and cases.txt: one
 test string, "HEX<TAB>ids" (the UTF-8 bytes in hex; ids as encode(text).ids with the
 tokenizer's special tokens, i.e. the BOS its template adds). OUT_DIR/index.txt lists the
 folders. A few hundred strings: digits, contractions in any case, letters with marks,
-CJK, emoji, whitespace runs, newlines, special tokens inside text.
+CJK, emoji, whitespace runs, newlines, special tokens inside text, the ends of the
+White_Space ranges, letters and digits outside the BMP.
 """
 import json
 import os
@@ -82,6 +83,14 @@ FIXED = [
     "   \n\n   \n", "\n", " ", "  ", "\t", "'", "''", "'s", " 's", "'S", "'ſ", "don'ſ", "x'ſt", "'ſt", "'Re 'rE 'LL 'VE 'M 'D 'T", "zzqx zzqx", "Ġzzqx",
     "trailing spaces   ", "a" * 300, "ab" * 100, "1" * 50, " " * 40, "\n" * 10, "😀" * 20,
 ]
+# The ends of the White_Space ranges that grzo hand-codes, and their neighbours, each after
+# a space and before a letter (whether it is \s changes where the regexes split); then
+# letters, digits and a symbol outside the BMP (4-byte UTF-8).
+FIXED += [" " + chr(cp) + "x" for cp in (0x08, 0x09, 0x0D, 0x0E, 0x1F, 0x21, 0x84, 0x85, 0x86, 0x9F, 0xA0, 0xA1, 0x167F,
+                                         0x1680, 0x1681, 0x1FFF, 0x2000, 0x200A, 0x200B, 0x2027, 0x2028, 0x2029, 0x202A,
+                                         0x202E, 0x202F, 0x2030, 0x205E, 0x205F, 0x2060, 0x2FFF, 0x3000, 0x3001)]
+FIXED += [" \U0001d7ce\U0001d7cf", "x \U0001d7d7", "x\U00020000y", " \U00020000", "\U0001d400\U0001d401\n", " \U0001f600", "a\U0001d7d79",
+          "\U0001d7ce\U0001d7cf\U0001d7d0\U0001d7d1", "x\U0001d400", "x\U0001d400 x\U0001d400!"]
 
 
 def case_strings():
@@ -184,7 +193,9 @@ def build_all(out, gpt2_dir):
                                    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok = train_bpe(models.BPE(ignore_merges=True), pre, 700, alphabet=byte_alphabet)
     # "'\u00c5\u00bft" is "'\u017ft" in the byte alphabet: a whole word only if (?i:'s) fails to fold U+017F
-    tok = with_extra_vocab(tok, ["zzqx", "\u0120zzqx", "\u0120Lily\u0120and", "\u0120villag", "'\u00c5\u00bft"])
+    # "x\U0001d400" (x and MATHEMATICAL BOLD CAPITAL A: both \p{L}, so one word) spelled in the byte alphabet
+    tok = with_extra_vocab(tok, ["zzqx", "\u0120zzqx", "\u0120Lily\u0120and", "\u0120villag", "'\u00c5\u00bft",
+                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False).pre_tokenize_str("x\U0001d400")[0][0]])
     specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
     tok.add_special_tokens(specials)
     bos = tok.token_to_id("<|begin_of_text|>")

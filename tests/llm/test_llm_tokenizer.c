@@ -68,6 +68,7 @@ static void test_tok512(void)
     CHECK(strcmp(llm_token_text(t, 5, 13), "\n") == 0);       /* <0x0A> */
     CHECK(strcmp(llm_token_text(t, 5, 258), "\xff") == 0);    /* <0xFF> */
     CHECK(strcmp(llm_token_text(t, 5, 512), "") == 0 && strcmp(llm_token_text(t, 5, -1), "") == 0);
+    CHECK(strcmp(llm_token_text(t, 5, 513), "") == 0 && strcmp(llm_token_text(t, 5, INT32_MAX), "") == 0);
     CHECK(llm_token_id(t, " Once") == 403 && llm_token_id(t, "Once") == -1);
 
     for (i = 0; i < sizeof round_trips / sizeof round_trips[0]; i++)
@@ -82,7 +83,7 @@ static void test_tokenizer_bin_damage(void)
     llm_tokenizer *t = NULL;
     char err[256];
     lt_rng r = {99};
-    int it, bad = 0;
+    int it, bad = 0, boundaries = 0;
     REQUIRE(full != NULL, "cannot read tok512.bin");
     CHECK(llm_tokenizer_load_llama2c_memory(full, size, 0, &t, err, sizeof err) == 0 && llm_tokenizer_vocab(t) == 512);
     llm_tokenizer_free(t);
@@ -99,6 +100,7 @@ static void test_tokenizer_bin_damage(void)
         /* "all tokens": prefixes ending on a record boundary are valid, others must fail */
         if (llm_tokenizer_load_llama2c_memory(cut, len, 0, &t, err, sizeof err) == 0) {
             int32_t ids[32], n;
+            boundaries++;
             llm_tokenize(t, "Once upon", 1, ids, 32, &n, err, sizeof err);
             llm_tokenizer_free(t);
             t = NULL;
@@ -106,6 +108,8 @@ static void test_tokenizer_bin_damage(void)
         free(cut);
     }
     CHECKF(bad == 0, "%d prefixes of tok512.bin loaded or failed without a message", bad);
+    /* the prefixes cut just after token 1, 2, ..., 511 (the header alone has no tokens) */
+    CHECKF(boundaries == 511, "%d prefixes of tok512.bin loaded as \"all tokens\", not 511", boundaries);
     for (it = 0; it < 2000; it++) {
         uint8_t *d = (uint8_t *)malloc(size);
         int k;
@@ -128,7 +132,7 @@ static void test_tokenizer_bin_damage(void)
 #define U2581 "\xe2\x96\x81"
 static const char *const spm_tokens[] = {"<unk>", "<s>", "</s>", U2581, "a", "b", U2581 "a", "ab", "<x>"};
 static const float spm_scores[] = {0, 0, 0, -1, -2, -3, -0.5f, -0.25f, 0};
-static const int32_t spm_types[] = {2, 3, 3, 1, 1, 1, 1, 1, 4};
+static const int32_t spm_types[] = {2, 3, 3, 1, 1, 0, 1, 1, 4}; /* "b": 0, undefined */
 
 static llm_tokenizer *load_embedded(const toy_opts *o)
 {
@@ -175,6 +179,12 @@ static void test_gguf_spm(void)
     llm_tokenizer_set_parse_special(t, 1);
     CHECK(strcmp(llm_token_text(t, 1, 6), "a") == 0 && strcmp(llm_token_text(t, 4, 6), " a") == 0);
     CHECK(llm_token_id(t, " a") == 6 && llm_token_id(t, "<s>") == 1);
+    /* the types as the file gives them (what the exporters write back): "b" stays 0 */
+    {
+        llm_tokenizer_view v;
+        llm__tokenizer_view(t, &v);
+        CHECK(v.types[5] == 0 && v.types[4] == LLM_TOKTYPE_NORMAL && v.types[8] == LLM_TOKTYPE_USER_DEFINED);
+    }
     CHECK(lt_round_trips(t, "ab aab ba", 1));
     llm_tokenizer_free(t);
 }
@@ -396,6 +406,11 @@ static void test_gpt2_vocab(void)
     CHECK_ENCODES(t, "tokenization", 0, 30001, 1634);
     CHECK(strcmp(llm_token_text(t, -1, 995), " world") == 0 && strcmp(llm_token_text(t, -1, 198), "\n") == 0);
     CHECK(strcmp(llm_token_text(t, -1, 2634), "\xc3\xa9") == 0);
+    /* the ends of the byte alphabet's ranges (encoder.json): "\u0100" (188) is byte 0, so
+       the C string is empty, "\u0101" (189) byte 1, "\u0142" (254) byte 0xA0, "\u0143" (255)
+       byte 0xAD, the soft hyphen */
+    CHECK(strcmp(llm_token_text(t, -1, 188), "") == 0 && strcmp(llm_token_text(t, -1, 189), "\x01") == 0);
+    CHECK(strcmp(llm_token_text(t, -1, 254), "\xa0") == 0 && strcmp(llm_token_text(t, -1, 255), "\xad") == 0);
     CHECK(llm_token_id(t, "<|endoftext|>") == 50256);
     /* every byte string (but NUL, which C strings cannot hold) survives the round trip */
     for (it = 0; it < 300; it++) {

@@ -27,6 +27,7 @@
 #endif
 
 #include "llm_test.h"
+#include "llm_internal.h" /* llm__tokenizer_view: pad and types, which the exporters write */
 
 /* ---- refusals ---- */
 
@@ -86,8 +87,29 @@ static void test_refusals(void)
                   "Split.invert is not a boolean");
     check_refused("\"added_tokens\":[{\"id\":3,\"content\":\"<x>\",\"lstrip\":0,\"special\":true}]",
                   "added_tokens[].lstrip is not a boolean");
-    /* a Sequence without its list of steps */
+    check_refused("\"added_tokens\":[{\"id\":3,\"content\":\"<x>\",\"special\":\"yes\"}]",
+                  "added_tokens[].special is not a boolean");
+    check_refused("\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\",\"split\":\"yes\"}",
+                  "Metaspace.split is not a boolean");
+    check_refused("\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\",\"individual_digits\":1},"
+                  "{\"type\":\"ByteLevel\"}]}",
+                  "Digits.individual_digits is not a boolean");
+    /* a second Split, and steps after Metaspace */
+    check_refused("\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
+                  "{\"Regex\":\"'s|'t|'re|'ve|'m|'ll|'d| ?\\\\p{L}+| ?\\\\p{N}+| ?[^\\\\s\\\\p{L}\\\\p{N}]+|\\\\s+(?!\\\\S)|"
+                  "\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"Split\",\"pattern\":"
+                  "{\"Regex\":\"'s|'t|'re|'ve|'m|'ll|'d| ?\\\\p{L}+| ?\\\\p{N}+| ?[^\\\\s\\\\p{L}\\\\p{N}]+|\\\\s+(?!\\\\S)|"
+                  "\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\",\"use_regex\":false}]}",
+                  "one Split");
+    check_refused("\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Metaspace\",\"replacement\":"
+                  "\"\\u2581\"},{\"type\":\"ByteLevel\",\"use_regex\":false}]}",
+                  "after ByteLevel or Metaspace");
+    /* a Sequence without its list of steps, a step without a type */
     check_refused("\"pre_tokenizer\":{\"type\":\"Sequence\"}", "Sequence has no \"pretokenizers\" array");
+    check_refused("\"post_processor\":{\"type\":\"Sequence\"}", "Sequence has no \"processors\" array");
+    check_refused("\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"use_regex\":false},{\"type\":\"ByteLevel\"}]}",
+                  "a pre-tokenizer has no \"type\"");
+    check_refused("\"post_processor\":{\"type\":\"TemplateProcessing\"}", "no \"single\" template");
     check_refused("\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":{\"a\":{\"type\":\"ByteLevel\"}}}",
                   "Sequence has no \"pretokenizers\" array");
     check_refused("\"pre_tokenizer\":{\"type\":\"Digits\",\"individual_digits\":false}", "individual_digits");
@@ -104,6 +126,10 @@ static void test_refusals(void)
     /* the same length as model.vocab's "b" (id 1), other bytes */
     check_refused("\"added_tokens\":[{\"id\":1,\"content\":\"c\",\"special\":true}]", "two different tokens");
     check_refused("\"added_tokens\":[{\"id\":99999999,\"content\":\"<x>\",\"special\":true}]", "far beyond");
+    /* the bound: 4 entries (3 in model.vocab, 1 added) allow ids below 2 * 4 + 256 = 264
+       (test_hand_cases loads one with id 263) */
+    check_refused("\"added_tokens\":[{\"id\":264,\"content\":\"<x>\",\"special\":true}]", "far beyond");
+    check_refused("\"added_tokens\":[{\"id\":3,\"special\":true}]", "added_tokens[0] has no content");
     check_refused("\"added_tokens\":[{\"id\":-1,\"content\":\"<x>\",\"special\":true}]", "id");
     check_refused_whole("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", NULL, "Unigram");
     check_refused_whole("{\"model\":{\"type\":\"WordPiece\",\"vocab\":{}}}", NULL, "WordPiece");
@@ -113,6 +139,10 @@ static void test_refusals(void)
                         "merge 0");
     check_refused_whole("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[[\"a\"]]}}", NULL,
                         "merge 0");
+    check_refused_whole("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[[\"a\",\"b\",\"b\"]]}}",
+                        NULL, "merge 0 is neither");
+    check_refused_whole("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[[\"a\",1]]}}", NULL,
+                        "merge 0 is neither");
     check_refused_whole("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0.5},\"merges\":[]}}", NULL, "id");
     check_refused_whole("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[],\"dropout\":0.1}}", NULL, "dropout");
     check_refused_whole("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"a\":1},\"merges\":[]}}", NULL, "tokenizer.json");
@@ -154,11 +184,24 @@ static void test_accessors(void)
        "a"), and a list of chat templates gives the one named "default" wherever it stands */
     {
         static const char config0[] =
-            "{\"bos_token\":\"a\",\"eos_token\":{\"content\":\"a\"},\"chat_template\":[{\"name\":\"tool_use\","
-            "\"template\":\"T\"},{\"name\":\"default\",\"template\":\"D\"},{\"name\":\"rag\",\"template\":\"R\"}]}";
+            "{\"bos_token\":\"a\",\"eos_token\":{\"content\":\"a\"},\"pad_token\":\"a\",\"chat_template\":[{\"name\":"
+            "\"tool_use\",\"template\":\"T\"},{\"name\":\"default\",\"template\":\"D\"},{\"name\":\"rag\",\"template\":\"R\"}]}";
+        /* "default" first of 8 (the JSON reader's first array capacity: the ASan build sees
+           a read past the list) */
+        static const char config8[] =
+            "{\"chat_template\":[{\"name\":\"default\",\"template\":\"D\"},{\"name\":\"t1\"},{\"name\":\"t2\"},"
+            "{\"name\":\"t3\"},{\"name\":\"t4\"},{\"name\":\"t5\"},{\"name\":\"t6\"},{\"name\":\"t7\"}]}";
+        llm_tokenizer_view v;
         REQUIRE(llm_tokenizer_load_hf_memory(json, strlen(json), config0, strlen(config0), &t, err, sizeof err) == 0,
                 "load: %s", err);
         CHECK(llm_tokenizer_bos(t) == 0 && llm_tokenizer_eos(t) == 0 && strcmp(llm_tokenizer_chat_template(t), "D") == 0);
+        llm__tokenizer_view(t, &v);
+        CHECK(v.pad == 0);
+        llm_tokenizer_free(t);
+        t = NULL;
+        REQUIRE(llm_tokenizer_load_hf_memory(json, strlen(json), config8, strlen(config8), &t, err, sizeof err) == 0,
+                "load: %s", err);
+        CHECK(strcmp(llm_tokenizer_chat_template(t), "D") == 0);
         llm_tokenizer_free(t);
         t = NULL;
     }
@@ -172,6 +215,69 @@ static void test_accessors(void)
         t = NULL;
     }
     CHECK(llm_tokenizer_load_hf("/nonexistent-dir", &t, err, sizeof err) != 0 && t == NULL && strstr(err, "tokenizer.json"));
+}
+
+/* tokenizer.json (no config) that must load; the error otherwise. */
+static llm_tokenizer *load_json(const char *json)
+{
+    char err[512] = "";
+    llm_tokenizer *t = NULL;
+    REQUIRE(llm_tokenizer_load_hf_memory(json, strlen(json), NULL, 0, &t, err, sizeof err) == 0, "%s: %s", json, err);
+    return t;
+}
+
+/* Small files with the ids worked out by hand (and the same from the tokenizers package):
+   what the pipelines of hf_tokenizer_cases.py, trained on a text, never meet. */
+static void test_hand_cases(void)
+{
+    char json[1024], x31[32], y31[32];
+    llm_tokenizer *t;
+    llm_tokenizer_view v;
+    /* Metaspace split: each U+2581 starts a word, so the merge "a" + U+2581 never applies:
+       "a b" -> U+2581 a U+2581 b, words (U+2581 a) (U+2581 b) -> [0, 1, 0, 2] (unsplit it
+       would be [0, 3, 2]) */
+    t = load_json("{\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\",\"prepend_scheme\":\"always\","
+                  "\"split\":true},\"model\":{\"type\":\"BPE\",\"vocab\":{\"\\u2581\":0,\"a\":1,\"b\":2,\"a\\u2581\":3},"
+                  "\"merges\":[\"a \\u2581\"]}}");
+    CHECK_ENCODES(t, "a b", 0, 0, 1, 0, 2);
+    llm_tokenizer_free(t);
+    /* ignore_merges in character BPE: the word "ab" is token 0 itself, though no merge makes it */
+    t = load_json("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"ab\":0,\"a\":1,\"b\":2},\"merges\":[],\"ignore_merges\":true}}");
+    CHECK_ENCODES(t, "ab", 0, 0);
+    llm_tokenizer_free(t);
+    /* byte_fallback with some byte tokens missing: U+65E5 (E6 97 A5) has <0xE6> but not
+       <0x97> or <0xA5>, so the whole character is <unk>, not a part of its bytes */
+    t = load_json("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"<unk>\":0,\"<0xE6>\":1,\"a\":2,\"<0x61>\":3},\"merges\":[],"
+                  "\"byte_fallback\":true,\"unk_token\":\"<unk>\"}}");
+    CHECK_ENCODES(t, "aa\xe6\x97\xa5", 0, 2, 2, 0);
+    llm_tokenizer_free(t);
+    /* byte-level: an added token outside the byte alphabet decodes to its own text */
+    t = load_json("{\"added_tokens\":[{\"id\":1,\"content\":\"\\u65e5\",\"special\":false}],\"pre_tokenizer\":"
+                  "{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}");
+    CHECK_ENCODES(t, "a\xe6\x97\xa5" "a", 0, 0, 1, 0);
+    CHECK(strcmp(llm_token_text(t, -1, 1), "\xe6\x97\xa5") == 0);
+    llm_tokenizer_free(t);
+    /* ids from 1: token 0 is a gap, empty and of type unused; the bound of the "far beyond"
+       refusal (test_refusals) less one loads */
+    t = load_json("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":1,\"b\":2},\"merges\":[]}}");
+    llm__tokenizer_view(t, &v);
+    CHECK(llm_tokenizer_vocab(t) == 3 && v.types[0] == LLM_TOKTYPE_UNUSED && strcmp(llm_token_text(t, -1, 0), "") == 0);
+    CHECK_ENCODES(t, "ab", 0, 1, 2);
+    llm_tokenizer_free(t);
+    t = load_json("{\"added_tokens\":[{\"id\":263,\"content\":\"<x>\",\"special\":true}],"
+                  "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b\"]}}");
+    CHECK(llm_tokenizer_vocab(t) == 264);
+    llm_tokenizer_free(t);
+    /* a "left right" merge of 63 bytes fills the JSON reader's first string buffer (64): the
+       search for a second space must stop at its end (the ASan build sees a read past it) */
+    memset(x31, 'x', 31), x31[31] = '\0';
+    memset(y31, 'y', 31), y31[31] = '\0';
+    snprintf(json, sizeof json, "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"%s\":0,\"%s\":1,\"%s%s\":2},\"merges\":[\"%s %s\"]}}",
+             x31, y31, x31, y31, x31, y31);
+    t = load_json(json);
+    llm__tokenizer_view(t, &v);
+    CHECK(v.n_merges == 1 && v.merge_left[0] == 0 && v.merge_right[0] == 1);
+    llm_tokenizer_free(t);
 }
 
 #if !defined(_WIN32)
@@ -258,6 +364,7 @@ int main(int argc, char **argv)
     }
     test_refusals();
     test_accessors();
+    test_hand_cases();
 #if !defined(_WIN32)
     test_unreadable_config(argv[3]);
 #endif
