@@ -11,7 +11,8 @@
    - a GGUF "llama" (SentencePiece) vocabulary with U+2581 spaces, <unk> fallback and
      control tokens in the text, loaded through llm_load as a model's embedded tokenizer;
    - a GGUF "gpt2" byte-level BPE vocabulary, small enough to merge by hand, with the
-     "gpt2" and "smollm" pre-tokenizers (and the merge list kept: duplicates dropped);
+     "gpt2" and "smollm" pre-tokenizers (and the merge list kept: duplicates dropped), every
+     pre-tokenizer name llama.cpp uses, a merge that makes token 0;
    - the real GPT-2 vocabulary (tests/data/gpt2/encoder.json and vocab.bpe, turned into a
      vocab-only GGUF here): known ids checked against encoder.json, and decode(encode(s))
      == s for random byte strings. */
@@ -61,6 +62,13 @@ static void test_tok512(void)
     CHECK(n == 5 && ids[0] == 1 && ids[1] == 403 && ids[2] == -7);
     CHECK(llm_tokenize(t, "Once upon a time", 1, NULL, 0, &n, err, sizeof err) == 0 && n == 5);
     CHECK(llm_tokenize(t, NULL, 1, ids, 8, &n, err, sizeof err) != 0);
+    /* the other refused arguments; the count reads 0 after a refusal */
+    n = 99;
+    CHECK(llm_tokenize(t, "Once", 1, ids, -1, &n, err, sizeof err) != 0 && n == 0);
+    n = 99;
+    CHECK(llm_tokenize(t, "Once", 1, NULL, 8, &n, err, sizeof err) != 0 && n == 0);
+    CHECK(llm_tokenize(NULL, "Once", 1, ids, 8, &n, err, sizeof err) != 0);
+    CHECK(llm_tokenize(t, "Once", 1, ids, 8, NULL, err, sizeof err) != 0);
 
     /* decoding */
     CHECK(strcmp(llm_token_text(t, 1, 403), "Once") == 0);    /* the prefix space goes after BOS */
@@ -89,6 +97,24 @@ static void test_tokenizer_bin_damage(void)
     llm_tokenizer_free(t);
     CHECK(llm_tokenizer_load_llama2c_memory(full, size, 513, &t, err, sizeof err) != 0 && strstr(err, "truncated"));
     CHECK(llm_tokenizer_load_llama2c_memory(full, size, 511, &t, err, sizeof err) != 0 && strstr(err, "stray"));
+    /* three bytes after the last token: the message counts them */
+    {
+        uint8_t *longer = (uint8_t *)calloc(size + 3, 1);
+        REQUIRE(longer != NULL, "out of memory");
+        memcpy(longer, full, size);
+        CHECKF(llm_tokenizer_load_llama2c_memory(longer, size + 3, 512, &t, err, sizeof err) != 0 &&
+                   strstr(err, "3 stray bytes after token 512"), "%s", err);
+        free(longer);
+    }
+    /* a token may be empty: max_token_length 1, then (score 0, length 0), (0, 1, "a"), (0, 1, "b") */
+    {
+        static const uint8_t three[] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 'a', 0, 0, 0, 0, 1, 0, 0, 0, 'b'};
+        CHECKF(llm_tokenizer_load_llama2c_memory(three, sizeof three, 3, &t, err, sizeof err) == 0, "%s", err);
+        CHECK(llm_tokenizer_vocab(t) == 3 && strcmp(llm_token_text(t, -1, 0), "") == 0 &&
+              strcmp(llm_token_text(t, -1, 2), "b") == 0);
+        llm_tokenizer_free(t);
+        t = NULL;
+    }
     for (len = 0; len < size; len++) {
         uint8_t *cut = (uint8_t *)malloc(len ? len : 1);
         REQUIRE(cut != NULL, "out of memory");
@@ -130,9 +156,10 @@ static void test_tokenizer_bin_damage(void)
 /* ---- a GGUF SentencePiece vocabulary (embedded in a toy model) ---- */
 
 #define U2581 "\xe2\x96\x81"
-static const char *const spm_tokens[] = {"<unk>", "<s>", "</s>", U2581, "a", "b", U2581 "a", "ab", "<x>"};
-static const float spm_scores[] = {0, 0, 0, -1, -2, -3, -0.5f, -0.25f, 0};
-static const int32_t spm_types[] = {2, 3, 3, 1, 1, 0, 1, 1, 4}; /* "b": 0, undefined */
+/* "<0x4G>" looks like a byte token but is not one (G is no hex digit); "<0x41>" is 'A' */
+static const char *const spm_tokens[] = {"<unk>", "<s>", "</s>", U2581, "a", "b", U2581 "a", "ab", "<x>", "<0x4G>", "<0x41>"};
+static const float spm_scores[] = {0, 0, 0, -1, -2, -3, -0.5f, -0.25f, 0, 0, 0};
+static const int32_t spm_types[] = {2, 3, 3, 1, 1, 0, 1, 1, 4, 1, 6}; /* "b": 0, undefined */
 
 static llm_tokenizer *load_embedded(const toy_opts *o)
 {
@@ -154,7 +181,7 @@ static void test_gguf_spm(void)
     toy_opts o = toy_defaults();
     llm_tokenizer *t;
     o.tok_model = "llama";
-    o.n_tokens = 9;
+    o.n_tokens = 11;
     o.tokens = spm_tokens;
     o.scores = spm_scores;
     o.types = spm_types;
@@ -179,6 +206,7 @@ static void test_gguf_spm(void)
     llm_tokenizer_set_parse_special(t, 1);
     CHECK(strcmp(llm_token_text(t, 1, 6), "a") == 0 && strcmp(llm_token_text(t, 4, 6), " a") == 0);
     CHECK(llm_token_id(t, " a") == 6 && llm_token_id(t, "<s>") == 1);
+    CHECK(strcmp(llm_token_text(t, 4, 9), "<0x4G>") == 0 && strcmp(llm_token_text(t, 4, 10), "A") == 0);
     /* the types as the file gives them (what the exporters write back): "b" stays 0 */
     {
         llm_tokenizer_view v;
@@ -258,6 +286,44 @@ static void test_small_bpe(void)
        no <unk>), not dropped with the rest of the text */
     err[0] = 0;
     CHECK(llm_tokenize(t, "hex1", 0, ids, 8, &n, err, sizeof err) != 0 && strstr(err, "0x78") != NULL);
+    llm_tokenizer_free(t);
+}
+
+/* Every name llama.cpp gives the three pre-tokenizers: " 12" is Ġ1 2 (20, 19) under GPT-2's
+   regex (' ?\p{N}+', then the merge Ġ 1), Ġ 1 2 (4, 18, 19) when the digits split first
+   (smollm's names) and under Llama-3's regex (the space alone: \p{N}{1,3} takes no space). */
+static void test_pre_names(void)
+{
+    static const char *const names[] = {"gpt2", "gpt-2", "default", "phi-2", "roberta-bpe", "mpt", "olmo", "jais",
+                                        "smollm", "starcoder", "refact", "codeshell", "command-r", "exaone", "minerva",
+                                        "llama-bpe", "llama3", "llama-v3"};
+    size_t i;
+    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+        llm_tokenizer *t = small_bpe(names[i]);
+        CHECKF(strcmp(llm_tokenizer_pre(t), names[i]) == 0, "pre %s", names[i]);
+        if (i < 8) CHECK_ENCODES(t, " 12", 0, 20, 19);
+        else CHECK_ENCODES(t, " 12", 0, 4, 18, 19);
+        llm_tokenizer_free(t);
+    }
+}
+
+/* A merge whose result is token 0 ("ab" 0, "a" 1, "b" 2, merge "a b"): "ab" -> [0]. */
+static void test_merge_to_token0(void)
+{
+    static const char *const tokens[] = {"ab", "a", "b"};
+    static const int32_t types[] = {1, 1, 1};
+    static const char *const merges[] = {"a b"};
+    toy_opts o = toy_defaults();
+    llm_tokenizer *t;
+    o.tok_model = "gpt2";
+    o.tok_pre = "gpt2";
+    o.n_tokens = 3;
+    o.tokens = tokens;
+    o.types = types;
+    o.n_merges = 1;
+    o.merges = merges;
+    t = load_embedded(&o);
+    CHECK_ENCODES(t, "ab", 0, 0);
     llm_tokenizer_free(t);
 }
 
@@ -476,6 +542,8 @@ int main(int argc, char **argv)
     test_tokenizer_bin_damage();
     test_gguf_spm();
     test_small_bpe();
+    test_pre_names();
+    test_merge_to_token0();
     test_gpt2_vocab();
     return lt_finish("test_llm_tokenizer");
 }

@@ -150,6 +150,8 @@ static void test_refusals(void)
     check_refused_whole("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}", "{\"bos_token\":\"<s>\"}",
                         "bos_token");
     check_refused_whole("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}", "[1]", "tokenizer_config.json");
+    check_refused_whole("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}", "{\"add_bos_token\":\"yes\"}",
+                        "add_bos_token is not a boolean");
 }
 
 /* What a small tokenizer.json with a config gives through the accessors. */
@@ -241,6 +243,12 @@ static void test_hand_cases(void)
                   "\"merges\":[\"a \\u2581\"]}}");
     CHECK_ENCODES(t, "a b", 0, 0, 1, 0, 2);
     llm_tokenizer_free(t);
+    /* ByteLevel without "use_regex" (files older than the field): GPT-2's regex, its
+       default, so "a a" is the words "a" " a" -> [0, 1, 0], not one word merged to [2, 0] */
+    t = load_json("{\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false},\"model\":{\"type\":\"BPE\","
+                  "\"vocab\":{\"a\":0,\"\\u0120\":1,\"a\\u0120\":2},\"merges\":[\"a \\u0120\"]}}");
+    CHECK_ENCODES(t, "a a", 0, 0, 1, 0);
+    llm_tokenizer_free(t);
     /* ignore_merges in character BPE: the word "ab" is token 0 itself, though no merge makes it */
     t = load_json("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"ab\":0,\"a\":1,\"b\":2},\"merges\":[],\"ignore_merges\":true}}");
     CHECK_ENCODES(t, "ab", 0, 0);
@@ -257,12 +265,13 @@ static void test_hand_cases(void)
     CHECK_ENCODES(t, "a\xe6\x97\xa5" "a", 0, 0, 1, 0);
     CHECK(strcmp(llm_token_text(t, -1, 1), "\xe6\x97\xa5") == 0);
     llm_tokenizer_free(t);
-    /* ids from 1: token 0 is a gap, empty and of type unused; the bound of the "far beyond"
+    /* ids 1 and 3: tokens 0 and 2 are gaps, empty and of type unused; the bound of the "far beyond"
        refusal (test_refusals) less one loads */
-    t = load_json("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":1,\"b\":2},\"merges\":[]}}");
+    t = load_json("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":1,\"b\":3},\"merges\":[]}}");
     llm__tokenizer_view(t, &v);
-    CHECK(llm_tokenizer_vocab(t) == 3 && v.types[0] == LLM_TOKTYPE_UNUSED && strcmp(llm_token_text(t, -1, 0), "") == 0);
-    CHECK_ENCODES(t, "ab", 0, 1, 2);
+    CHECK(llm_tokenizer_vocab(t) == 4 && v.types[0] == LLM_TOKTYPE_UNUSED && v.types[2] == LLM_TOKTYPE_UNUSED &&
+          strcmp(llm_token_text(t, -1, 0), "") == 0 && strcmp(llm_token_text(t, -1, 2), "") == 0);
+    CHECK_ENCODES(t, "ab", 0, 1, 3);
     llm_tokenizer_free(t);
     t = load_json("{\"added_tokens\":[{\"id\":263,\"content\":\"<x>\",\"special\":true}],"
                   "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b\"]}}");
