@@ -534,7 +534,9 @@ typedef struct grzo_noise {   /* block = registration index (grzo_block.id - 1) 
 GRZO_API void grzo_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 GRZO_API float grzo_noise_at(const grzo_noise *n, uint64_t index);   /* 0 for NULL */
 GRZO_API void grzo_noise_fill(const grzo_noise *n, uint64_t first, size_t count, float *out);
-/* uniform double in [0, 1) with 53 random bits: for user-side sampling (data order) */
+/* uniform double in [0, 1) with 53 random bits: for user-side sampling (data order). The
+   words w of Philox4x32-10 at counter (index, index_hi | stream << 16, step, block), key seed
+   (as a noise's group `index`; index < 2^48), give (w[0] 2^21 + floor(w[1] / 2^11)) / 2^53. */
 GRZO_API double grzo_uniform_at(uint64_t seed, uint32_t step, uint32_t block, uint32_t stream,
                                 uint64_t index);
 

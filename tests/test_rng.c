@@ -2,10 +2,18 @@
    (counter = (group, group_hi | stream << 16, step, block), key = seed), grzo_noise_fill
    against grzo_noise_at (the bulk Gaussian path bit for bit), and distribution /
    independence statistics. */
+#define _DEFAULT_SOURCE   /* mmap's MAP_ANONYMOUS (glibc): the guard page past a group list */
 #define GRZO_IMPLEMENTATION
 #include "grzo.h"
 #include "backends/grzo_cpu.h"
 #include "test_util.h"
+#if defined(__unix__)
+#include <sys/mman.h>
+#include <unistd.h>
+#if defined(__linux__) && !defined(MAP_ANONYMOUS)
+#error "test_rng: no MAP_ANONYMOUS: the guard page past the group lists would be left out"
+#endif
+#endif
 
 /* ---- an independent Philox4x32-10 (Salmon et al. 2011, Random123) -------------------- */
 static void my_philox(const uint32_t ctr_in[4], const uint32_t key_in[2], uint32_t out[4])
@@ -345,8 +353,34 @@ static void test_uniform(void)
         diff += grzo_uniform_at(77, 3, 10, 5, 1000) != u0;
         diff += grzo_uniform_at(77, 3, 9, 6, 1000) != u0;
         diff += grzo_uniform_at(77, 3, 9, 5, 1001) != u0;
-        CHECKF(diff == 6, "only %d of 6 argument changes changed grzo_uniform_at", diff);
+        diff += grzo_uniform_at(77, 3, 9, 5, 1000 + ((uint64_t)1 << 32)) != u0;   /* the index's bits 32-47 */
+        diff += grzo_uniform_at(77, 3, 9, 5, 1000 + ((uint64_t)1 << 47)) != u0;
+        CHECKF(diff == 8, "only %d of 8 argument changes changed grzo_uniform_at", diff);
         CHECK(grzo_uniform_at(77, 3, 9, 5, 1000) == u0); /* pure function */
+    }
+    /* the layout grzo.h states: Philox words 0 and 1 at counter (index, index_hi | stream << 16,
+       step, block) and key seed (grzo_philox4x32_10, whose known answers are test_kat's), as
+       (w0 2^21 + floor(w1 / 2^11)) / 2^53 */
+    {
+        static const uint64_t idx[] = {0, 1000, ((uint64_t)1 << 32) - 1, (uint64_t)1 << 32,
+                                       ((uint64_t)1 << 48) - 1, 0x0000ABCD12345678ull};
+        int bad = 0, k;
+        for (k = 0; k < 6; k++) {
+            uint64_t seed = 0x0123456789ABCDEFull + (uint64_t)k;
+            uint32_t step = 7u + (uint32_t)k, block = 0xFFFFFFFEu - (uint32_t)k, stream = 0xFFFFu - (uint32_t)k;
+            uint32_t ctr[4], key[2], w[4];
+            double want;
+            ctr[0] = (uint32_t)(idx[k] & 0xFFFFFFFFu);
+            ctr[1] = (uint32_t)(idx[k] >> 32) | (stream << 16);
+            ctr[2] = step;
+            ctr[3] = block;
+            key[0] = (uint32_t)(seed & 0xFFFFFFFFu);
+            key[1] = (uint32_t)(seed >> 32);
+            grzo_philox4x32_10(ctr, key, w);
+            want = ldexp((double)w[0], 21 - 53) + ldexp(floor(ldexp((double)w[1], -11)), -53);
+            bad += grzo_uniform_at(seed, step, block, stream, idx[k]) != want;
+        }
+        CHECKF(bad == 0, "%d of 6 grzo_uniform_at values are not the stated Philox words", bad);
     }
     /* consecutive uniforms uncorrelated */
     {
@@ -480,9 +514,45 @@ static void test_bulk(uint32_t dist)
     free(buf);
 }
 
+/* `count` group numbers at the very end of a page whose next page is not mapped (where the
+   system has mmap), so that reading one group past them faults: grzo__philox_lanes loads 16
+   lanes with the lanes past `count` masked off, which must not touch their memory (a caller
+   such as the CPU backend passes exactly `count` groups). Elsewhere, plain memory. */
+typedef struct guarded_groups {
+    void *map;
+    size_t map_bytes;
+    uint64_t *g;   /* room for 16 groups, ending where the memory ends */
+} guarded_groups;
+static int guarded_groups_make(guarded_groups *gg)
+{
+#if defined(__unix__) && defined(MAP_ANONYMOUS)
+    long page = sysconf(_SC_PAGESIZE);
+    gg->map_bytes = 2 * (size_t)page;
+    gg->map = mmap(NULL, gg->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (gg->map == MAP_FAILED) return 0;
+    if (mprotect((char *)gg->map + page, (size_t)page, PROT_NONE) != 0) return 0;
+    gg->g = (uint64_t *)((char *)gg->map + page) - 16;
+#else
+    gg->map = malloc(16 * sizeof(uint64_t));
+    gg->map_bytes = 0;
+    gg->g = (uint64_t *)gg->map;
+#endif
+    return gg->map != NULL;
+}
+static void guarded_groups_free(guarded_groups *gg)
+{
+#if defined(__unix__) && defined(MAP_ANONYMOUS)
+    munmap(gg->map, gg->map_bytes);
+#else
+    free(gg->map);
+#endif
+}
+
+
 /* grzo__philox_lanes (AVX-512, GCC's x86-64 Linux builds) against grzo__noise_group, the
    portable Philox: random seeds, streams, steps, blocks and groups (over 2^32 too), every
-   count 1-16, and nothing written past the count's words. Where the build or the CPU has no
+   count 1-16, the groups ending where readable memory ends (guarded_groups), and nothing
+   written past the count's words. Where the build or the CPU has no
    such path, grzo__philox_batch must decline, so that the portable loop runs. */
 static void test_kat_lanes(void)
 {
@@ -491,6 +561,8 @@ static void test_kat_lanes(void)
 #if GRZO__PHILOX_LANES
     if (GRZO__PHILOX_LANES_HERE()) {
         int t, count, i, q, bad = 0, spill = 0;
+        guarded_groups gg;
+        REQUIRE(guarded_groups_make(&gg));
         for (t = 0; t < 400; t++) {
             grzo_noise n = n0;
             uint64_t g[16];
@@ -505,7 +577,8 @@ static void test_kat_lanes(void)
                                    : (uint64_t)tu_unif(3, (uint64_t)(16 * t + i), 0, 281474976710656.0));
             for (count = 1; count <= 16; count++) {
                 for (i = 0; i < 4 * 16 + 4; i++) w[i] = 0xDEADBEEFu;
-                grzo__philox_lanes(&n, g, count, w);
+                memcpy(gg.g + (16 - count), g, (size_t)count * sizeof *g);   /* ending at unreadable memory */
+                grzo__philox_lanes(&n, gg.g + (16 - count), count, w);
                 for (i = 0; i < count; i++) {
                     grzo__noise_group(&n, g[i], want);
                     for (q = 0; q < 4; q++) bad += w[4 * i + q] != want[q];
@@ -513,6 +586,7 @@ static void test_kat_lanes(void)
                 for (i = 4 * count; i < 4 * 16 + 4; i++) spill += w[i] != 0xDEADBEEFu;
             }
         }
+        guarded_groups_free(&gg);
         CHECKF(bad == 0, "%d words of grzo__philox_lanes differ from grzo__noise_group", bad);
         CHECKF(spill == 0, "grzo__philox_lanes wrote %d words past its count", spill);
         CHECK(grzo__philox_batch(&n0, 0, 1, probe) == 1);
@@ -521,6 +595,43 @@ static void test_kat_lanes(void)
 #endif
     printf("kat_lanes: no AVX-512 Philox in this build or on this CPU: checking that the batches decline\n");
     CHECK(grzo__philox_batch(&n0, 0, 1, probe) == 0);
+}
+
+/* grzo__noise_words_at (the words the CPU backend's loops over U's sign bits read: any groups,
+   not only consecutive ones) against grzo__noise_group, for 1..16 groups up to 2^48 that end
+   where readable memory ends, and nothing written past 4 count words. Run in every build: the
+   AVX-512 lanes where the CPU has them, the portable loop in the builds without them
+   (rng_words_at_v3, _baseline). */
+static void test_words_at(void)
+{
+    guarded_groups gg;
+    int t, count, i, q, bad = 0, spill = 0;
+    REQUIRE(guarded_groups_make(&gg));
+    for (t = 0; t < 200; t++) {
+        grzo_noise n = tu_noise(1, 0, 0, 0, GRZO_NOISE_RADEMACHER);
+        uint32_t w[4 * 16 + 4], want[4];
+        n.seed = (uint64_t)tu_unif(4, (uint64_t)(8 * t), 0, 4294967296.0) << 32 |
+                 (uint64_t)tu_unif(4, (uint64_t)(8 * t + 1), 0, 4294967296.0);
+        n.stream = (uint32_t)tu_unif(4, (uint64_t)(8 * t + 2), 0, 65536.0);
+        n.step = (uint32_t)tu_unif(4, (uint64_t)(8 * t + 3), 0, 4294967296.0);
+        n.block = (uint32_t)tu_unif(4, (uint64_t)(8 * t + 4), 0, 4294967296.0);
+        for (count = 1; count <= 16; count++) {
+            uint64_t *g = gg.g + (16 - count);   /* the last `count` slots */
+            for (i = 0; i < count; i++)
+                g[i] = (t % 4 == 0 ? ((uint64_t)1 << 32) - 4 + (uint64_t)i
+                                   : (uint64_t)tu_unif(5, (uint64_t)(16 * t + i), 0, 281474976710656.0));
+            for (i = 0; i < 4 * 16 + 4; i++) w[i] = 0xDEADBEEFu;
+            grzo__noise_words_at(&n, g, count, w);
+            for (i = 0; i < count; i++) {
+                grzo__noise_group(&n, g[i], want);
+                for (q = 0; q < 4; q++) bad += w[4 * i + q] != want[q];
+            }
+            for (i = 4 * count; i < 4 * 16 + 4; i++) spill += w[i] != 0xDEADBEEFu;
+        }
+    }
+    guarded_groups_free(&gg);
+    CHECKF(bad == 0, "%d words of grzo__noise_words_at differ from grzo__noise_group", bad);
+    CHECKF(spill == 0, "grzo__noise_words_at wrote %d words past its count", spill);
 }
 
 int main(int argc, char **argv)
@@ -538,6 +649,7 @@ int main(int argc, char **argv)
     if (tu_case("moments")) test_moments(a);
     if (tu_case("independence")) test_independence(a, b);
     if (tu_case("uniform")) test_uniform();
+    if (tu_case("words_at")) test_words_at();
     free(a);
     free(b);
     return tu_finish("test_rng");

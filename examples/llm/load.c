@@ -1240,7 +1240,8 @@ static int gguf_config(const gguf_file *g, llm_config *c)
     return check_config(c, g->err, g->errlen);
 }
 
-/* Tensors this forward pass would silently ignore mean a different model: refuse them. */
+/* Bias tensors first, by that name (the model's other tensors may be missing too); every
+   other tensor the forward would ignore: gguf_check_all_known, once the weights are found. */
 static int gguf_check_no_extras(const gguf_file *g)
 {
     uint64_t i;
@@ -1284,11 +1285,50 @@ static int gguf_visit_weights(const gguf_file *g, const llm_config *c, llm_weigh
     return 0;
 }
 
+/* Whether a tensor's name is one that gguf_visit_weights or gguf_llama3_scaling takes:
+   blk.L.<part>.weight with L < n_layers written as gguf_visit_weights writes it, or a
+   top-level name. */
+static int gguf_tensor_known(const llm_bytes *nm, const llm_config *c)
+{
+    static const char *const top[] = {"token_embd.weight", "output_norm.weight", "output.weight", "rope_freqs.weight"};
+    static const char *const per_layer[] = {"attn_norm", "attn_q",  "attn_k",   "attn_v", "attn_output",
+                                            "ffn_norm",  "ffn_gate", "ffn_down", "ffn_up"};
+    char name[64];
+    size_t i, j;
+    int64_t l = 0;
+    for (i = 0; i < sizeof top / sizeof *top; i++)
+        if (nm->n == strlen(top[i]) && memcmp(nm->p, top[i], nm->n) == 0) return 1;
+    if (nm->n < 5 || memcmp(nm->p, "blk.", 4) != 0) return 0;
+    for (j = 4; j < nm->n && j < 14 && nm->p[j] >= '0' && nm->p[j] <= '9'; j++) l = 10 * l + (nm->p[j] - '0');
+    if (j == 4 || l >= c->n_layers) return 0;
+    for (i = 0; i < sizeof per_layer / sizeof *per_layer; i++) {   /* the name as written: no leading zeros */
+        int len = snprintf(name, sizeof name, "blk.%d.%s.weight", (int)l, per_layer[i]);
+        if (len > 0 && nm->n == (size_t)len && memcmp(nm->p, name, nm->n) == 0) return 1;
+    }
+    return 0;
+}
+
+/* After every tensor the forward takes was found: any other one (a q/k norm, a second
+   output head, a layer past llama.block_count) would be silently ignored, which means a
+   different model. Refused by name. */
+static int gguf_check_all_known(const gguf_file *g, const llm_config *c)
+{
+    uint64_t i;
+    for (i = 0; i < g->n_tensors; i++) {
+        const llm_bytes *nm = &g->tensors[i].name;
+        if (!gguf_tensor_known(nm, c))
+            return llm__errf(g->err, g->errlen, "GGUF tensor '%.*s' is not one this Llama forward uses: a different model",
+                             (int)nm->n, nm->p);
+    }
+    return 0;
+}
+
 /* Check every tensor before allocating: the arena is then bounded by the tensor data
    actually in the file (tensors do not overlap), whatever the metadata claims. */
 static int gguf_weights(const gguf_file *g, const llm_config *c, llm_weights *w)
 {
-    if (gguf_visit_weights(g, c, NULL) || weights_alloc(c, w, g->err, g->errlen)) return 1;
+    if (gguf_visit_weights(g, c, NULL) || gguf_check_all_known(g, c) || weights_alloc(c, w, g->err, g->errlen))
+        return 1;
     if (gguf_visit_weights(g, c, w)) { /* cannot fail after the check; kept for safety */
         llm_weights_free(w);
         return 1;

@@ -528,6 +528,25 @@ static void test_hostile_tensors(void)
     expect_error(d, m.size, "blk.0.ffn_up.weight", "missing tensor 2");
     FRESH, rename_string(d, m.size, "output_norm.weight", "output_nor.xx.bias");
     expect_error(d, m.size, "bias", "bias tensor");
+    /* a tensor the forward would ignore means another model (Qwen3's q/k norms, a layer past
+       llama.block_count): refused by name once every tensor it takes is found. output.weight
+       renamed to q_norm.weight leaves a tied model and one tensor too many. */
+    FRESH, rename_string(d, m.size, "output.weight", "q_norm.weight");
+    expect_error(d, m.size, "GGUF tensor 'q_norm.weight' is not one this Llama forward uses", "an unknown tensor");
+    FRESH, rename_string(d, m.size, "output.weight", "blk.0..weight");
+    expect_error(d, m.size, "'blk.0..weight' is not one", "a layer tensor without its part");
+    { /* a model of two layers whose llama.block_count says one */
+        toy_opts o2 = tiny_opts();
+        toy_model m2;
+        o2.layers = 2;
+        toy_build(&o2, &m2);
+        wr32(m2.file + after_string(m2.file, m2.size, "llama.block_count") + 4, 1);
+        expect_error(m2.file, m2.size, "'blk.1.", "a layer past llama.block_count");
+        expect_error(m2.file, m2.size, "is not one this Llama forward uses", "a layer past llama.block_count");
+        toy_free(&m2);
+    }
+    FRESH, rename_string(d, m.size, "blk.0.ffn_up.weight", "blk.00.ffn_up.weigh");
+    expect_error(d, m.size, "blk.0.ffn_up.weight' is missing", "a layer number with a leading zero");
     FRESH, rename_string(d, m.size, "blk.0.attn_k.weight", "blk.0.attn_q.weight");
     expect_error(d, m.size, "duplicate tensor", "duplicate tensor");
     FRESH, rename_string(d, m.size, "general.architecture", "general.architectur_");
