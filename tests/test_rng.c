@@ -548,12 +548,11 @@ static void guarded_groups_free(guarded_groups *gg)
 #endif
 }
 
-
 /* grzo__philox_lanes (AVX-512, GCC's x86-64 Linux builds) against grzo__noise_group, the
    portable Philox: random seeds, streams, steps, blocks and groups (over 2^32 too), every
    count 1-16, the groups ending where readable memory ends (guarded_groups), and nothing
-   written past the count's words. Where the build or the CPU has no
-   such path, grzo__philox_batch must decline, so that the portable loop runs. */
+   written past the count's words. Where the build or the CPU has no such path,
+   grzo__philox_batch must decline, so that the portable loop runs. */
 static void test_kat_lanes(void)
 {
     grzo_noise n0 = tu_noise(1, 0, 0, 0, GRZO_NOISE_RADEMACHER);
