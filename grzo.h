@@ -531,9 +531,15 @@ typedef struct grzo_noise {   /* block = registration index (grzo_block.id - 1) 
 #define GRZO_LOWRANK_MAX_RANK 1024
 #define GRZO_MAX_INDEX ((uint64_t)1 << 48)   /* elements per (block, stream) */
 
-GRZO_API void grzo_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
-GRZO_API float grzo_noise_at(const grzo_noise *n, uint64_t index);   /* 0 for NULL */
-GRZO_API void grzo_noise_fill(const grzo_noise *n, uint64_t first, size_t count, float *out);
+/* Philox4x32-10 itself: GRZO_ERR_INVALID_ARG for a NULL array */
+GRZO_API grzo_status grzo_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+/* element `index` of the tensor; 0 for NULL, a dist that is not a grzo_noise_dist, a stream
+   above 0xFFFF, or index >= GRZO_MAX_INDEX (0 is never a Rademacher element) */
+GRZO_API float grzo_noise_at(const grzo_noise *n, uint64_t index);
+/* out[0..count) = elements first .. first + count - 1, each the bits of grzo_noise_at's;
+   GRZO_ERR_INVALID_ARG, nothing written, for n or out NULL, a dist that is not a
+   grzo_noise_dist, a stream above 0xFFFF, or a range that ends past GRZO_MAX_INDEX */
+GRZO_API grzo_status grzo_noise_fill(const grzo_noise *n, uint64_t first, size_t count, float *out);
 /* uniform double in [0, 1) with 53 random bits: for user-side sampling (data order). The
    words w of Philox4x32-10 at counter (index, index_hi | stream << 16, step, block), key seed
    (as a noise's group `index`; index < 2^48), give (w[0] 2^21 + floor(w[1] / 2^11)) / 2^53. */
@@ -1139,12 +1145,22 @@ GRZO__RNG_FN float grzo__variant_base(const grzo_param *p, const grzo_noise *bas
 #define GRZO__DEF
 #endif
 
-GRZO__DEF void grzo_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+GRZO__DEF grzo_status grzo_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+    if (!ctr || !key || !out) return GRZO_ERR_INVALID_ARG;
     grzo__philox(ctr[0], ctr[1], ctr[2], ctr[3], key[0], key[1], out);
+    return GRZO_OK;
+}
+
+/* whether a user's noise names a tensor grzo defines: a known distribution (the internal
+   paths read any other value as Rademacher, which a user who wrote it did not mean) and a
+   stream that fits the counter's 16 bits (a larger one would alias a smaller) */
+static int grzo__noise_valid(const grzo_noise *n) {
+    return n && n->dist < (uint32_t)GRZO_NOISE_COUNT && n->stream <= 0xFFFFu;
 }
 
 GRZO__DEF float grzo_noise_at(const grzo_noise *n, uint64_t index) {
-    return n ? grzo__noise_value(n, index) : 0.0f;
+    if (!grzo__noise_valid(n) || index >= GRZO_MAX_INDEX) return 0.0f;
+    return grzo__noise_value(n, index);
 }
 
 /* ---- Gaussian noise in bulk ------------------------------------------------------------ */
@@ -1435,10 +1451,12 @@ GRZO__RNG_CLONES static void grzo__rademacher_groups(const grzo_noise *n, uint64
 
 /* Fills out[0..count) with elements first.. of the tensor: one Philox call per 128
    Rademacher elements (or 4 normals), so it is the fast path for whole rows. */
-GRZO__DEF void grzo_noise_fill(const grzo_noise *n, uint64_t first, size_t count, float *out) {
-    uint64_t e = first, end = first + count;
+GRZO__DEF grzo_status grzo_noise_fill(const grzo_noise *n, uint64_t first, size_t count, float *out) {
+    uint64_t e = first, end;
     uint32_t w[4];
-    if (!n || !out) return;
+    if (!grzo__noise_valid(n) || !out || first > GRZO_MAX_INDEX || (uint64_t)count > GRZO_MAX_INDEX - first)
+        return GRZO_ERR_INVALID_ARG;
+    end = first + count;
     if (n->dist == GRZO_NOISE_GAUSSIAN) {
         float g[4 * GRZO__GAUSS_BATCH];
         while (e < end) {
@@ -1461,7 +1479,7 @@ GRZO__DEF void grzo_noise_fill(const grzo_noise *n, uint64_t first, size_t count
             out += stop - e;
             e = stop;
         }
-        return;
+        return GRZO_OK;
     }
     while (e < end) {
         uint64_t group = e >> 7, whole = (end - e) >> 7;
@@ -1480,6 +1498,7 @@ GRZO__DEF void grzo_noise_fill(const grzo_noise *n, uint64_t first, size_t count
             e = stop;
         }
     }
+    return GRZO_OK;
 }
 
 GRZO__DEF double grzo_uniform_at(uint64_t seed, uint32_t step, uint32_t block, uint32_t stream,

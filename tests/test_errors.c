@@ -665,7 +665,7 @@ static void test_invalid_args(void)
     grzo_destroy(NULL);
     grzo_backend_destroy(NULL);
     grzo_backend_free(&v.be, NULL);
-    grzo_noise_fill(NULL, 0, 4, y);
+    CHECK_ST(grzo_noise_fill(NULL, 0, 4, y), GRZO_ERR_INVALID_ARG);   /* the rest: test_rng's refusals */
     CHECK(grzo_noise_at(NULL, 0) == 0.0f);
     CHECK(grzo_get_step(NULL) == -1);
     CHECK(grzo_lr_at(NULL, 0) == 0.0f);

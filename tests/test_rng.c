@@ -167,8 +167,14 @@ static void test_fill_matches_at(void)
         for (a = 0; a < sizeof firsts / sizeof firsts[0]; a++)
             for (b = 0; b < sizeof counts / sizeof counts[0]; b++) {
                 size_t cnt = counts[b];
+                int past_end = firsts[a] + cnt > GRZO_MAX_INDEX;   /* refused: nothing written */
                 for (i = 0; i < cnt + 3; i++) buf[i] = -12345.0f;
-                grzo_noise_fill(&n, firsts[a], cnt, buf);
+                CHECK(grzo_noise_fill(&n, firsts[a], cnt, buf) == (past_end ? GRZO_ERR_INVALID_ARG : GRZO_OK));
+                if (past_end) {
+                    for (i = 0; i < cnt + 3; i++)
+                        if (buf[i] != -12345.0f) canary_bad++;
+                    continue;
+                }
                 for (i = 0; i < cnt; i++) {
                     float at = grzo_noise_at(&n, firsts[a] + i);
                     if (memcmp(&at, &buf[i], sizeof at) != 0) {
@@ -193,6 +199,54 @@ static void test_fill_matches_at(void)
             if (grzo_noise_at(&n0, i) != grzo_noise_at(&n1, i)) diff++;
         CHECKF(diff == 0, "GRZO_NOISE_DEFAULT differs from RADEMACHER at %d of 1000 elements", diff);
     }
+}
+
+/* The public RNG entries refuse what names no tensor grzo defines, and write nothing then:
+   a NULL array, a dist outside grzo_noise_dist, a stream past the counter's 16 bits (stream
+   0x10000 would be stream 0), a range reaching past GRZO_MAX_INDEX or wrapping uint64_t. */
+static void test_refusals(void)
+{
+    const grzo_noise ok = tu_noise(77, 3, 1, 0, GRZO_NOISE_RADEMACHER);
+    grzo_noise bad_dist = ok, big_dist = ok, bad_stream = ok;
+    const uint32_t ctr[4] = { 1, 2, 3, 4 }, key[2] = { 5, 6 };
+    uint32_t w[4] = { 7, 7, 7, 7 };
+    float buf[8], at;
+    int i, touched = 0;
+    bad_dist.dist = GRZO_NOISE_COUNT;
+    big_dist.dist = 0xFFFFFFFFu;
+    bad_stream.stream = 0x10000u;
+    for (i = 0; i < 8; i++) buf[i] = -3.0f;
+    CHECK(grzo_noise_fill(NULL, 0, 4, buf) == GRZO_ERR_INVALID_ARG);
+    CHECK(grzo_noise_fill(&ok, 0, 4, NULL) == GRZO_ERR_INVALID_ARG);
+    CHECK(grzo_noise_fill(&bad_dist, 0, 4, buf) == GRZO_ERR_INVALID_ARG);
+    CHECK(grzo_noise_fill(&big_dist, 0, 4, buf) == GRZO_ERR_INVALID_ARG);
+    CHECK(grzo_noise_fill(&bad_stream, 0, 4, buf) == GRZO_ERR_INVALID_ARG);
+    CHECK(grzo_noise_fill(&ok, GRZO_MAX_INDEX - 3, 4, buf) == GRZO_ERR_INVALID_ARG);
+    CHECK(grzo_noise_fill(&ok, GRZO_MAX_INDEX + 1, 0, buf) == GRZO_ERR_INVALID_ARG);
+    CHECK(grzo_noise_fill(&ok, 5, SIZE_MAX, buf) == GRZO_ERR_INVALID_ARG);
+    CHECK(grzo_noise_fill(&ok, UINT64_MAX, 2, buf) == GRZO_ERR_INVALID_ARG);
+    for (i = 0; i < 8; i++)
+        if (buf[i] != -3.0f) touched++;
+    CHECKF(touched == 0, "a refused grzo_noise_fill wrote %d floats", touched);
+    /* the last elements below the limit, and an empty range at it, are still served */
+    CHECK(grzo_noise_fill(&ok, GRZO_MAX_INDEX, 0, buf) == GRZO_OK && buf[0] == -3.0f);
+    CHECK(grzo_noise_fill(&ok, GRZO_MAX_INDEX - 4, 4, buf) == GRZO_OK);
+    for (i = 0; i < 4; i++) {
+        at = grzo_noise_at(&ok, GRZO_MAX_INDEX - 4 + (uint64_t)i);
+        CHECK((at == 1.0f || at == -1.0f) && memcmp(&at, &buf[i], sizeof at) == 0);
+    }
+    CHECK(buf[4] == -3.0f);
+    /* grzo_noise_at's 0 for the same cases (never a Rademacher element) */
+    CHECK(grzo_noise_at(NULL, 0) == 0.0f);
+    CHECK(grzo_noise_at(&bad_dist, 0) == 0.0f && grzo_noise_at(&big_dist, 0) == 0.0f);
+    CHECK(grzo_noise_at(&bad_stream, 0) == 0.0f);
+    CHECK(grzo_noise_at(&ok, GRZO_MAX_INDEX) == 0.0f && grzo_noise_at(&ok, UINT64_MAX) == 0.0f);
+    CHECK(grzo_noise_at(&ok, GRZO_MAX_INDEX - 1) != 0.0f);
+    CHECK(grzo_philox4x32_10(NULL, key, w) == GRZO_ERR_INVALID_ARG);
+    CHECK(grzo_philox4x32_10(ctr, NULL, w) == GRZO_ERR_INVALID_ARG);
+    CHECK(grzo_philox4x32_10(ctr, key, NULL) == GRZO_ERR_INVALID_ARG);
+    CHECK(w[0] == 7 && w[1] == 7 && w[2] == 7 && w[3] == 7);
+    CHECK(grzo_philox4x32_10(ctr, key, w) == GRZO_OK && !(w[0] == 7 && w[1] == 7 && w[2] == 7 && w[3] == 7));
 }
 
 #define NSTAT 1000000
@@ -649,6 +703,7 @@ int main(int argc, char **argv)
     if (tu_case("independence")) test_independence(a, b);
     if (tu_case("uniform")) test_uniform();
     if (tu_case("words_at")) test_words_at();
+    if (tu_case("refusals")) test_refusals();
     free(a);
     free(b);
     return tu_finish("test_rng");
