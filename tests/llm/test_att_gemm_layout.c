@@ -11,8 +11,11 @@
    products and softmax terms in different orders), padding rows exactly 0 in both.
    The check can fail: the scores GEMM with its keys operand not transposed must differ from
    the CPU by more than 1e-3 (in the batches whose head size is at most their longest
-   sequence, where that sabotage stays inside its buffer). Also the GEMM form's scratch size
-   (exact, and SIZE_MAX past a size_t) and LLM_ATTENTION_AUTO's choice at its 4 GiB bound.
+   sequence, where that sabotage stays inside its buffer). Every gathered element and every
+   score row's last key is compared with what the rows' positions say (check_blocks: a wrong
+   padding row there changes no output). Also the GEMM form's scratch size (exact at 1, 0 for
+   any size <= 0, the largest that fits a size_t, SIZE_MAX past it) and LLM_ATTENTION_AUTO's
+   choice at its 4 GiB bound.
    Exit 0 pass, 1 fail. */
 #include <math.h>
 #include <stdio.h>
@@ -105,6 +108,51 @@ static int cpu_attention(const batch *b, float *q, const float *k, const float *
     return s == GRZO_OK ? 0 : -1;
 }
 
+/* sequence s's real tokens and the batch row of its first, from the rows' positions alone
+   (not from attention_gemm.h's arithmetic on seq_len and seq_pad) */
+static int32_t real_tokens(const batch *b, int32_t s, int64_t *first_row) {
+    int32_t t, n = 0;
+    *first_row = -1;
+    for (t = 0; t < b->seq_len[s]; t++)
+        if (b->row_pos[b->seq_row0[s] + t] >= 0) {
+            if (*first_row < 0) *first_row = b->seq_row0[s] + t;
+            n++;
+        }
+    return n;
+}
+
+/* The gathered blocks and the score rows' masks against attention_gemm.h's own contract:
+   block (s, h) row i holds real token i's scaled query and its kv head's key and value, rows
+   past the real tokens exactly 0 (a gather one row too far, reading the next sequence's row
+   or past the buffer, changes no output: the mask hides those keys and the scatter never
+   writes those rows); a score row past the real tokens sees no key (-1), row i keys 0..i. */
+static void check_blocks(const batch *b, const float *q, const float *k, const float *v, float scale, const float *Qp,
+                         const float *Kp, const float *Vp) {
+    int32_t H = b->n_heads, KV = b->n_kv_heads, hd = b->hd, L = b->L, s, h, i, d;
+    int bad = 0, bad_mask = 0;
+    for (s = 0; s < b->n_seqs; s++) {
+        int64_t row0;
+        int32_t real = real_tokens(b, s, &row0);
+        for (h = 0; h < H; h++)
+            for (i = 0; i < L; i++) {
+                int64_t blk = (((int64_t)s * H + h) * L + i) * hd, r = ((int64_t)s * H + h) * L + i;
+                if (llm_att_row_last(r, b->seq_pad, b->seq_len, H, L) != (i < real ? i : -1)) bad_mask++;
+                for (d = 0; d < hd; d++) {
+                    float eq = 0.0f, ek = 0.0f, ev = 0.0f;
+                    if (i < real) {
+                        int64_t row = row0 + i, kvi = (row * KV + h / (H / KV)) * hd + d;
+                        eq = q[(row * H + h) * hd + d] * scale;
+                        ek = k[kvi];
+                        ev = v[kvi];
+                    }
+                    if (Qp[blk + d] != eq || Kp[blk + d] != ek || Vp[blk + d] != ev) bad++;
+                }
+            }
+    }
+    CHECK(bad == 0, "%d elements of the gathered Q, K, V blocks differ from the rows they should hold (or 0)", bad);
+    CHECK(bad_mask == 0, "%d score rows see other keys than causal ones (or any, past the real tokens)", bad_mask);
+}
+
 /* the GEMM form on the host: gather, scores, masked softmax, values, scatter (ops_cuda.cu's
    cu_attention_gemm step by step); flip_keys: the sabotage (keys operand not transposed) */
 static void gemm_attention(const batch *b, float *q, const float *k, const float *v, int flip_keys) {
@@ -116,6 +164,7 @@ static void gemm_attention(const batch *b, float *q, const float *k, const float
     if (!Qp || !Kp || !Vp || !P) { printf("FATAL: out of memory\n"); exit(1); }
     for (e = 0; e < n; e++)
         llm_att_gather(e, q, k, v, b->seq_row0, b->seq_pad, b->seq_len, H, b->n_kv_heads, hd, L, 1.0f / sqrtf((float)hd), Qp, Kp, Vp);
+    if (!flip_keys) check_blocks(b, q, k, v, 1.0f / sqrtf((float)hd), Qp, Kp, Vp);
     if (flip_keys) scores.trans_a = !scores.trans_a;
     gemm_strided(&scores, Kp, Qp, P);
     for (r = 0; r < rows; r++) {
@@ -208,10 +257,25 @@ static void check_scratch_and_auto(void) {
     const size_t cap = LLM_ATT_AUTO_GEMM_MAX_BYTES;
     /* 2 sequences x 3 heads, L = 5, hd = 4: 6 blocks of 3*5*4 + 5*5 = 85 floats */
     expect(llm_att_gemm_scratch_bytes(2, 3, 5, 4) == 6 * 85 * sizeof(float), "scratch of 2 x 3 heads, L 5, hd 4");
-    expect(llm_att_gemm_scratch_bytes(0, 3, 5, 4) == 0 && llm_att_gemm_scratch_bytes(2, 3, -1, 4) == 0,
-           "scratch of an empty batch is 0");
+    expect(llm_att_gemm_scratch_bytes(1, 1, 1, 1) == 4 * sizeof(float), "scratch of one block of one row and one float");
+    {   /* each size at 0 and -1: an empty batch (S = 0 would divide by zero past the check) */
+        static const int32_t bad[] = { 0, -1 };
+        int j, ok = 1;
+        for (j = 0; j < 2; j++)
+            ok &= llm_att_gemm_scratch_bytes(bad[j], 3, 5, 4) == 0 && llm_att_gemm_scratch_bytes(2, bad[j], 5, 4) == 0 &&
+                  llm_att_gemm_scratch_bytes(2, 3, bad[j], 4) == 0 && llm_att_gemm_scratch_bytes(2, 3, 5, bad[j]) == 0;
+        expect(ok, "scratch of an empty batch is 0");
+    }
     expect(llm_att_gemm_scratch_bytes(65535, 2147483647, 2147483647, 2147483647) == SIZE_MAX,
            "scratch past a size_t is SIZE_MAX");
+#if SIZE_MAX == UINT64_MAX
+    /* the largest block that fits: 2147483646 heads of L 1, hd 715827883 are 2147483650 floats a
+       block, exactly floor(SIZE_MAX / 4 / blocks), and 18446744073709551600 bytes in all; one
+       float more of head size does not fit */
+    expect(llm_att_gemm_scratch_bytes(1, 2147483646, 1, 715827883) == (size_t)18446744073709551600u,
+           "scratch of exactly the largest size_t's worth of blocks");
+    expect(llm_att_gemm_scratch_bytes(1, 2147483646, 1, 715827884) == SIZE_MAX, "scratch one block row past it");
+#endif
     /* bench_gpu's Llama-3-8B batch: 32 sequences x 32 heads of 128, up to L = 849 in the GEMM form */
     expect(llm_att_auto_uses_gemm(llm_att_gemm_scratch_bytes(32, 32, 849, 128)), "AUTO takes the GEMM form at L 849");
     expect(!llm_att_auto_uses_gemm(llm_att_gemm_scratch_bytes(32, 32, 850, 128)), "AUTO takes the fused kernel at L 850");
