@@ -8,7 +8,11 @@
        is below 1e-35 must be below it too; NaN in, NaN out;
      - the same values at every offset of buffers of n = 1, 15, 16, 17, 33 and 10007 (the
        ragged end goes through a padded block) and at 1 and 2 threads give the same bits.
-   Exit 0 pass, 1 fail. */
+   And the table's other entries at their edges: rms_normalize at widths 1..17 against the
+   formula, add_into and cache_append touching exactly n floats, the attention's bits at
+   threads 0 (= 1), 1, 2 and 3, destroy(NULL); test_llm_ops_cpu_asan runs it all with the op
+   table itself built under AddressSanitizer (a read or write past a row, a scratch sized
+   for no thread). Exit 0 pass, 1 fail. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,9 +139,127 @@ static void check_position_free(void) {
     else printf("ok: swiglu gives an element the same bits at any offset, buffer length and thread count\n");
 }
 
+/* ---- the table's other entries, at their edges (ops.h's contract) -------------------- */
+static float *floats(int64_t n, uint32_t seed) {
+    float *x = (float *)malloc((size_t)n * sizeof(float));
+    uint64_t st = 0x9E3779B97F4A7C15ull * (seed + 1);
+    int64_t i;
+    if (!x) { fprintf(stderr, "FATAL: out of memory\n"); exit(1); }
+    for (i = 0; i < n; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(st >> 40) / 16777216.0) - 0.5f;
+    }
+    return x;
+}
+
+/* rms_normalize over rows of every width 1..17 (the sum's eight lanes and each length of
+   its tail, 7 included) against the formula in double; buffers of the exact size, so that
+   the ASan build reports a row read or written past its end */
+static void check_rms(llm_ops_state *os) {
+    int32_t dim, j;
+    int bad = 0;
+    for (dim = 1; dim <= 17; dim++) {
+        float *x = floats(2 * dim, (uint32_t)dim), *y = (float *)malloc((size_t)(2 * dim) * sizeof(float));
+        int r;
+        if (!y || llm_ops_cpu.rms_normalize(os, x, y, 2, dim, 1e-5f) != GRZO_OK) { bad++; free(x); free(y); continue; }
+        for (r = 0; r < 2; r++) {
+            double ss = 0.0, scale;
+            for (j = 0; j < dim; j++) ss += (double)x[r * dim + j] * x[r * dim + j];
+            scale = 1.0 / sqrt(ss / dim + 1e-5);
+            for (j = 0; j < dim; j++)
+                if (fabs(y[r * dim + j] - x[r * dim + j] * scale) > 1e-6 * fabs(x[r * dim + j] * scale) + 1e-30) bad++;
+        }
+        free(x); free(y);
+    }
+    if (bad) { failures++; printf("FAIL: rms_normalize: %d elements off the formula in widths 1..17\n", bad); }
+}
+
+/* add_into and cache_append touch exactly their n floats: a float past them is a canary */
+static void check_add_and_append(llm_ops_state *os) {
+    int64_t n, i;
+    int bad = 0;
+    for (n = 1; n <= 33; n++) {
+        float *x = floats(n + 1, 7), *y = floats(n + 1, 8), *x0 = floats(n + 1, 7);
+        float *cache = (float *)malloc((size_t)(2 * n + 2) * sizeof(float));
+        if (!cache) { fprintf(stderr, "FATAL: out of memory\n"); exit(1); }
+        x[n] = x0[n] = 5.0f;
+        y[n] = 1.0f;
+        if (llm_ops_cpu.add_into(os, x, y, n) != GRZO_OK) bad++;
+        for (i = 0; i <= n; i++)
+            if (x[i] != (i < n ? x0[i] + y[i] : 5.0f)) bad++;
+        for (i = 0; i < 2 * n + 2; i++) cache[i] = -7.0f;
+        if (llm_ops_cpu.cache_append(os, cache, n, y, n) != GRZO_OK) bad++;
+        for (i = 0; i < 2 * n + 2; i++)
+            if (cache[i] != (i >= n && i < 2 * n ? y[i - n] : -7.0f)) bad++;
+        free(x); free(y); free(x0); free(cache);
+    }
+    if (bad) { failures++; printf("FAIL: add_into / cache_append: %d floats wrong or touched past n\n", bad); }
+}
+
+/* a causal grouped-query attention over two sequences (one left-padded) with each thread
+   count: threads 0 means 1 (ops.h), and every count gives the same bits */
+static int attention_with(int32_t threads, const float *q0, const float *k, const float *v, float *q) {
+    static const int64_t row0[2] = {0, 5};
+    static const int32_t pad[2] = {0, 1}, len[2] = {5, 3}, pos[8] = {0, 1, 2, 3, 4, -1, 0, 1}, ids[8] = {0};
+    int32_t ids_out[8];
+    llm_ops_desc d;
+    llm_layout lay;
+    llm_ops_state *os = NULL;
+    char err[256];
+    int ok;
+    memset(&d, 0, sizeof d);
+    d.n_threads = threads;
+    d.n_heads = 2;
+    d.n_kv_heads = 1;
+    d.head_dim = 4;
+    d.max_rows = 8;
+    d.max_outputs = 1;
+    d.max_seqs = 2;
+    d.max_seq_len = 5;
+    memset(&lay, 0, sizeof lay);
+    lay.n_seqs = 2;
+    lay.n_rows = 8;
+    lay.ids = ids;
+    lay.seq_row0 = row0;
+    lay.seq_pad = pad;
+    lay.seq_len = len;
+    lay.row_pos = pos;
+    memcpy(q, q0, 8 * 2 * 4 * sizeof(float));
+    if (llm_ops_cpu.create(&d, &os, err, sizeof err) != GRZO_OK) {
+        printf("FAIL: create with %d threads: %s\n", threads, err);
+        return 0;
+    }
+    ok = llm_ops_cpu.upload_layout(os, &lay, ids_out) == GRZO_OK && llm_ops_cpu.attention(os, q, k, v, -1, 8) == GRZO_OK;
+    llm_ops_cpu.destroy(os);
+    return ok;
+}
+
+static void check_attention_threads(void) {
+    float *q0 = floats(64, 1), *k = floats(32, 2), *v = floats(32, 3), want[64], got[64];
+    int32_t threads;
+    if (!attention_with(1, q0, k, v, want)) failures++;
+    for (threads = 0; threads <= 3; threads++)
+        if (!attention_with(threads, q0, k, v, got) || memcmp(got, want, sizeof want) != 0) {
+            failures++;
+            printf("FAIL: attention with %d threads differs from 1 thread's\n", threads);
+        }
+    free(q0); free(k); free(v);
+}
+
+static void check_entries(void) {
+    llm_ops_state *os = ops_open(2);
+    llm_ops_cpu.destroy(NULL);   /* ops.h: nothing */
+    check_rms(os);
+    check_add_and_append(os);
+    llm_ops_cpu.destroy(os);
+    check_attention_threads();
+    if (!failures) printf("ok: rms_normalize, add_into, cache_append and the attention at their edges\n");
+}
+
 int main(void) {
     check_bound();
     check_position_free();
+    check_entries();
     printf("test_llm_ops_cpu: %s\n", failures ? "FAIL" : "PASS");
     return failures ? 1 : 0;
 }
