@@ -10,6 +10,8 @@ text, so that nothing is downloaded), one folder per pipeline that grzo supports
                 the legacy "a b" string form
   gpt2_prefix   the same vocabulary with ByteLevel(add_prefix_space=True)
   gpt2_noregex  the same with ByteLevel(use_regex=False): each fragment is one word
+  gpt2_gap      gpt2's vocabulary without the byte 0xFF (in no UTF-8 text) and without its
+                added token: an id below the last that names no token
   gpt2_real     GPT-2's own vocabulary (GPT2_DIR/encoder.json, vocab.bpe), when given
   llama3        Split(Llama-3's regex, Isolated) + ByteLevel(use_regex=False),
                 ignore_merges (with whole words in the vocabulary that merges cannot
@@ -180,6 +182,11 @@ def build_all(out, gpt2_dir):
     names.append(write(out, "gpt2_prefix", tok))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     names.append(write(out, "gpt2_noregex", tok))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    data = json.loads(tok.to_str())
+    del data["model"]["vocab"]["\u00ff"]   # 0xFF in the byte alphabet: no merge has it
+    data["added_tokens"] = [a for a in data["added_tokens"] if a["content"] != "<extra>"]   # the package would renumber it
+    names.append(write(out, "gpt2_gap", Tokenizer.from_str(json.dumps(data))))
 
     if gpt2_dir:
         real = Tokenizer(models.BPE.from_file(os.path.join(gpt2_dir, "encoder.json"), os.path.join(gpt2_dir, "vocab.bpe")))

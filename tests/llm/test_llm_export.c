@@ -460,13 +460,79 @@ static void test_export_check(const char *orig, const char *ckpt, const char *ll
     llm_weights_free(&w);
 }
 
+/* rc and err of a call that must refuse a missing or invalid argument, and no file at out */
+static void check_bad_argument(int rc, const char *err, const char *out, const char *what)
+{
+    CHECKF(rc != 0 && strstr(err, "missing or invalid argument") != NULL, "%s: rc %d, '%s'", what, rc, err);
+    CHECKF(!file_exists(out), "%s: %s written", what, out);
+}
+
+/* Each writer refuses each missing or invalid argument on its own, before reading anything
+   (with one operand of its check dropped, the call below would read a NULL or write a file).
+   tok512.bin stands in for a GGUF tokenizer: the arguments are checked before the tokenizer. */
+static void test_bad_arguments(const char *orig, const char *ckpt, const llm_config *cfg, const llm_weights *w,
+                               const char *data_dir)
+{
+    char out[512], err[512] = "";
+    llm_weights no_arena = *w;
+    llm_tokenizer *tok = NULL;
+    llm_gguf_type type;
+    llm_export_format fmt;
+    size_t n = 0;
+    uint8_t *img = lt_read_file(orig, &n);
+    REQUIRE(img != NULL, "read %s", orig);
+    REQUIRE(llm_tokenizer_load_llama2c(lt_path(data_dir, "tok512.bin"), 512, &tok, err, sizeof err) == 0, "%s", err);
+    no_arena.arena = NULL;
+    snprintf(out, sizeof out, "%s/bad_argument", dir);
+#define BAD(call) check_bad_argument(call, err, out, #call)
+    BAD(llm_gguf_write(NULL, n, cfg, w, LLM_GGUF_F32, out, err, sizeof err));
+    BAD(llm_gguf_write(img, n, NULL, w, LLM_GGUF_F32, out, err, sizeof err));
+    BAD(llm_gguf_write(img, n, cfg, NULL, LLM_GGUF_F32, out, err, sizeof err));
+    BAD(llm_gguf_write(img, n, cfg, &no_arena, LLM_GGUF_F32, out, err, sizeof err));
+    BAD(llm_gguf_write(img, n, cfg, w, LLM_GGUF_F32, NULL, err, sizeof err));
+    BAD(llm_gguf_write(img, n, cfg, w, LLM_GGUF_F32, "", err, sizeof err));
+    BAD(llm_gguf_write(img, n, cfg, w, (llm_gguf_type)4, out, err, sizeof err));
+    BAD(llm_gguf_write_model(NULL, w, tok, "m", LLM_GGUF_F32, out, err, sizeof err));
+    BAD(llm_gguf_write_model(cfg, NULL, tok, "m", LLM_GGUF_F32, out, err, sizeof err));
+    BAD(llm_gguf_write_model(cfg, &no_arena, tok, "m", LLM_GGUF_F32, out, err, sizeof err));
+    BAD(llm_gguf_write_model(cfg, w, NULL, "m", LLM_GGUF_F32, out, err, sizeof err));
+    BAD(llm_gguf_write_model(cfg, w, tok, NULL, LLM_GGUF_F32, out, err, sizeof err));
+    BAD(llm_gguf_write_model(cfg, w, tok, "m", LLM_GGUF_F32, NULL, err, sizeof err));
+    BAD(llm_gguf_write_model(cfg, w, tok, "m", LLM_GGUF_F32, "", err, sizeof err));
+    BAD(llm_gguf_write_model(cfg, w, tok, "m", (llm_gguf_type)4, out, err, sizeof err));
+    BAD(llm_safetensors_write(NULL, w, LLM_ST_F32, 1, 2, out, err, sizeof err));
+    BAD(llm_safetensors_write(cfg, NULL, LLM_ST_F32, 1, 2, out, err, sizeof err));
+    BAD(llm_safetensors_write(cfg, &no_arena, LLM_ST_F32, 1, 2, out, err, sizeof err));
+    BAD(llm_safetensors_write(cfg, w, LLM_ST_F32, 1, 2, NULL, err, sizeof err));
+    BAD(llm_safetensors_write(cfg, w, LLM_ST_F32, 1, 2, "", err, sizeof err));
+    BAD(llm_safetensors_write(cfg, w, (llm_st_dtype)3, 1, 2, out, err, sizeof err));
+    BAD(llm_export(NULL, ckpt, out, LLM_EXPORT_GGUF, LLM_GGUF_F32, err, sizeof err));
+    BAD(llm_export(orig, NULL, out, LLM_EXPORT_GGUF, LLM_GGUF_F32, err, sizeof err));
+    BAD(llm_export(orig, ckpt, NULL, LLM_EXPORT_GGUF, LLM_GGUF_F32, err, sizeof err));
+    BAD(llm_export(orig, ckpt, "", LLM_EXPORT_GGUF, LLM_GGUF_F32, err, sizeof err));
+    BAD(llm_export(orig, ckpt, out, (llm_export_format)2, LLM_GGUF_F32, err, sizeof err));
+    BAD(llm_export(orig, ckpt, out, LLM_EXPORT_GGUF, (llm_gguf_type)4, err, sizeof err));
+#undef BAD
+    /* the parsers: NULL is no name; out may be NULL where only the answer is wanted */
+    CHECK(llm_gguf_type_parse(NULL, &type) != 0 && llm_export_format_parse(NULL, &fmt) != 0);
+    CHECK(llm_gguf_type_parse("q8_0", NULL) == 0 && llm_gguf_type_parse("q4_0", NULL) != 0);
+    CHECK(llm_export_format_parse("safetensors", &fmt) == 0 && fmt == LLM_EXPORT_SAFETENSORS);
+    CHECK(llm_export_as(orig, ckpt, out, "q4_0", err, sizeof err) != 0);
+    CHECKF(strstr(err, "unknown export type 'q4_0'") != NULL && !file_exists(out), "%s", err);
+    llm_tokenizer_free(tok);
+    free(img);
+}
+
 /* ---- a Hugging Face folder -> GGUF (llm_gguf_write_model) ---- */
 
 /* Tokenizers of hf_tokenizer_cases.py that llama.cpp has by name, each with a model of
    llama_ref.py (all with llama3 rope_scaling; untied, sharded with head_dim != dim/heads,
-   tied with rows of 48 that q8_0 writes as F16). */
-static const char *const hf_pipelines[][2] = {
-    {"gpt2", "hf_llama3_untied_f32"}, {"llama3", "hf_llama3_sharded_f16"}, {"smollm", "hf_llama3_tied_bf16"}};
+   tied with rows of 48 that q8_0 writes as F16); gpt2_gap has an id without a token, which
+   the converter writes as "[PAD<id>]" (gguf_read_export.py --hf checks the tokens). */
+static const char *const hf_pipelines[][2] = {{"gpt2", "hf_llama3_untied_f32"},
+                                              {"gpt2_gap", "hf_llama3_untied_f32"},
+                                              {"llama3", "hf_llama3_sharded_f16"},
+                                              {"smollm", "hf_llama3_tied_bf16"}};
 
 static void shell(const char *cmd)
 {
@@ -649,6 +715,7 @@ int main(int argc, char **argv)
     test_safetensors_llama2c(llama2c);
     test_refusals(orig, ckpt, llama2c);
     test_export_check(orig, ckpt, llama2c);
+    test_bad_arguments(orig, ckpt, &cfg, &tuned, argv[1]);
     if (python) CHECKF(read_with_gguf_package(argv[2], python, orig) == 0, "the gguf package's reader disagrees (above)");
     llm_weights_free(&tuned);
     if (!lt_failures) {
