@@ -12,6 +12,8 @@ text, so that nothing is downloaded), one folder per pipeline that grzo supports
   gpt2_noregex  the same with ByteLevel(use_regex=False): each fragment is one word
   gpt2_gap      gpt2's vocabulary without the byte 0xFF (in no UTF-8 text) and without its
                 added token: an id below the last that names no token
+  gpt2_space    gpt2 with one more merge, of a token with a space in it (which no byte-level
+                text reaches, and GGUF's "left right" merges cannot spell)
   gpt2_real     GPT-2's own vocabulary (GPT2_DIR/encoder.json, vocab.bpe), when given
   llama3        Split(Llama-3's regex, Isolated) + ByteLevel(use_regex=False),
                 ignore_merges (with whole words in the vocabulary that merges cannot
@@ -187,6 +189,12 @@ def build_all(out, gpt2_dir):
     del data["model"]["vocab"]["\u00ff"]   # 0xFF in the byte alphabet: no merge has it
     data["added_tokens"] = [a for a in data["added_tokens"] if a["content"] != "<extra>"]   # the package would renumber it
     names.append(write(out, "gpt2_gap", Tokenizer.from_str(json.dumps(data))))
+    data = json.loads(tok.to_str())
+    n = len(data["model"]["vocab"])
+    data["model"]["vocab"].update({"q r": n, "q rq": n + 1})
+    data["model"]["merges"].append(["q r", "q"])
+    data["added_tokens"] = [dict(a, id=n + 2) if a["content"] == "<extra>" else a for a in data["added_tokens"]]
+    names.append(write(out, "gpt2_space", Tokenizer.from_str(json.dumps(data))))
 
     if gpt2_dir:
         real = Tokenizer(models.BPE.from_file(os.path.join(gpt2_dir, "encoder.json"), os.path.join(gpt2_dir, "vocab.bpe")))

@@ -13,11 +13,14 @@
      was really written); file sizes q8_0 < f16 = bf16 < f32;
    - safetensors (--format safetensors): v_proj bit for bit, q_proj's rows in HF's
      half-split order, lm_head present for the untied toy and absent for stories260K (a
-     llama2.c original works here); an existing folder and q8_0 are refused;
+     llama2.c original works here); an existing folder and q8_0 are refused; the f32, f16
+     and bf16 folders load back with the same config, f32 bit for bit, f16/bf16 within the
+     type's rounding (norm gains too);
    - refusals, each leaving no file (and an earlier file at --out intact, no temporary left
      behind): a checkpoint of another model (the error names the first differing block when
      the checkpoint's size matches; grzo_checkpoint_load compares the size first),
-     a llama2.c original (argv[1]: tests/data/stories260K.bin), an unwritable --out.
+     a llama2.c original (argv[1]: tests/data/stories260K.bin), an unwritable --out; each
+     missing or invalid argument of each writer, alone.
    With SCRIPT PYLIB PYTHON... after the data directory, the four exports are also read by
    the `gguf` Python package (gguf_read_export.py; PYLIB is prepended to PYTHONPATH, where
    tests/run.sh installs it): skipped (77) when no interpreter imports it. */
@@ -169,8 +172,10 @@ static double allowed(llm_gguf_type type, double x, double amax)
     }
 }
 
-/* Compare b (loaded from an export of `type`) with a; returns how many values differ. */
-static uint64_t compare(const llm_config *c, const llm_weights *a, const llm_weights *b, llm_gguf_type type)
+/* Compare b (loaded from an export of `type`) with a; returns how many values differ.
+   vectors_f32: the norm gains were kept F32 (GGUF), so they must be equal. */
+static uint64_t compare_as(const llm_config *c, const llm_weights *a, const llm_weights *b, llm_gguf_type type,
+                           int vectors_f32)
 {
     tensor_list ta, tb;
     uint64_t differ = 0, k, j;
@@ -178,7 +183,7 @@ static uint64_t compare(const llm_config *c, const llm_weights *a, const llm_wei
     list_weights(c, a, &ta);
     list_weights(c, b, &tb);
     for (i = 0; i < ta.count; i++) {
-        if (type == LLM_GGUF_F32 || ta.is_vector[i]) {
+        if (type == LLM_GGUF_F32 || (vectors_f32 && ta.is_vector[i])) {
             CHECKF(memcmp(ta.p[i], tb.p[i], ta.n[i] * sizeof(float)) == 0, "%s differs (type %d)", ta.name[i], (int)type);
             continue;
         }
@@ -194,6 +199,11 @@ static uint64_t compare(const llm_config *c, const llm_weights *a, const llm_wei
         }
     }
     return differ;
+}
+
+static uint64_t compare(const llm_config *c, const llm_weights *a, const llm_weights *b, llm_gguf_type type)
+{
+    return compare_as(c, a, b, type, 1);
 }
 
 static size_t find_bytes(const uint8_t *hay, size_t n, const void *needle, size_t m)
@@ -326,6 +336,28 @@ static const float *st_tensor(const uint8_t *img, size_t n, const char *name)
     return (const float *)(const void *)(img + 8 + hlen + begin);
 }
 
+/* Each safetensors export loaded back as a folder (load_hf.c): the config as it was, f32 bit for
+   bit, f16 and bf16 (norm gains too: one dtype for the file) within their rounding and converted. */
+static void test_safetensors_load_back(const char *orig, const llm_config *c, const llm_weights *tuned, const char *ckpt)
+{
+    static const llm_gguf_type types[] = {LLM_GGUF_F32, LLM_GGUF_F16, LLM_GGUF_BF16};
+    static const char *const names[] = {"st_f32", "st_f16", "st_bf16"};
+    int i;
+    for (i = 0; i < 3; i++) {
+        char out[512], err[512] = "";
+        llm_config c2;
+        llm_weights w2;
+        uint64_t differ;
+        snprintf(out, sizeof out, "%s/%s", dir, names[i]);
+        if (i) REQUIRE(llm_export(orig, ckpt, out, LLM_EXPORT_SAFETENSORS, types[i], err, sizeof err) == 0, "%s: %s", out, err);
+        REQUIRE(llm_load(out, &c2, &w2, NULL, err, sizeof err) == 0, "load %s: %s", out, err);
+        CHECKF(memcmp(c, &c2, sizeof c2) == 0, "%s: the config differs", out);
+        differ = compare_as(c, tuned, &w2, types[i], 0);
+        CHECKF(i ? differ > 0 : differ == 0, "%s: %llu values differ", out, (unsigned long long)differ);
+        llm_weights_free(&w2);
+    }
+}
+
 static void test_safetensors(const char *orig, const llm_config *c, const llm_weights *tuned, const char *ckpt)
 {
     char out[512], path[600], err[512] = "";
@@ -355,9 +387,8 @@ static void test_safetensors(const char *orig, const llm_config *c, const llm_we
     snprintf(out, sizeof out, "%s/st_q8", dir);
     CHECK(llm_export(orig, ckpt, out, LLM_EXPORT_SAFETENSORS, LLM_GGUF_Q8_0, err, sizeof err) != 0);
     CHECK(!file_exists(out));
-    snprintf(out, sizeof out, "%s/st_bf16", dir);
-    CHECK(llm_export(orig, ckpt, out, LLM_EXPORT_SAFETENSORS, LLM_GGUF_BF16, err, sizeof err) == 0);
     CHECK(temporaries_left() == 0);
+    test_safetensors_load_back(orig, c, tuned, ckpt);
 }
 
 /* A llama2.c original has no metadata to copy, but a safetensors folder needs none. */
@@ -637,7 +668,8 @@ static void test_hf_refusals(const char *python, const char *ref, const char *wo
 {
     static const char *const cases[][3] = {{"llama2", "hf_llama2_mha_f32", "character BPE"},
                                            {"gpt2_prefix", "hf_llama3_untied_f32", "add_prefix_space"},
-                                           {"gpt2_noregex", "hf_llama3_untied_f32", "without a regex"}};
+                                           {"gpt2_noregex", "hf_llama3_untied_f32", "without a regex"},
+                                           {"gpt2_space", "hf_llama3_untied_f32", "names a token with a space"}};
     size_t i;
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char folder[1024], ckpt[1024], out[1024], err[512] = "", early[512] = "";
