@@ -607,6 +607,22 @@ static void test_rope_freqs_refusals(const char *f32)
     free(d);
 }
 
+/* The f32 export of a folder as the original of a GGUF export: its rope_freqs.weight, which
+   is no weight of the forward, is copied as it is (the loader compares it with the llama3
+   keys), the weights converted. */
+static void test_reexport(const char *f32, const char *ckpt, const llm_config *cfg, const llm_weights *w)
+{
+    char out[1200], err[512] = "";
+    llm_config c2;
+    llm_weights w2;
+    snprintf(out, sizeof out, "%s.q8_0.gguf", f32);
+    REQUIRE(llm_export(f32, ckpt, out, LLM_EXPORT_GGUF, LLM_GGUF_Q8_0, err, sizeof err) == 0, "re-export %s: %s", f32, err);
+    REQUIRE(llm_load(out, &c2, &w2, NULL, err, sizeof err) == 0, "load %s: %s", out, err);
+    CHECKF(memcmp(cfg, &c2, sizeof c2) == 0, "%s: the config differs", out);
+    CHECKF(compare(cfg, w, &w2, LLM_GGUF_Q8_0) > 0, "%s: not converted", out);
+    llm_weights_free(&w2);
+}
+
 /* A folder fine-tuned, exported at each type and loaded back: f32 bit for bit (config with
    its rope scaling, weights, the tokenizer's ids on cases.txt), the others within the
    type's rounding; then the f32 file read by the gguf package. */
@@ -653,7 +669,7 @@ static void test_hf_pipeline(const char *python, const char *ref, const char *re
             snprintf(cmd, sizeof cmd, "'%s' '%s' --hf '%s' '%s'", python, read_script, folder, out);
             fflush(stdout);
             CHECKF(system(cmd) == 0, "the gguf package's reader disagrees on %s (above)", out);
-            if (!strcmp(tok_name, "llama3")) test_rope_freqs_refusals(out);
+            if (!strcmp(tok_name, "llama3")) test_rope_freqs_refusals(out), test_reexport(out, ckpt, &cfg, &w);
         }
         llm_tokenizer_free(t2);
         llm_weights_free(&w2);
