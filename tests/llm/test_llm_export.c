@@ -15,18 +15,23 @@
      half-split order, lm_head present for the untied toy and absent for stories260K (a
      llama2.c original works here); an existing folder and q8_0 are refused; the f32, f16
      and bf16 folders load back with the same config, f32 bit for bit, f16/bf16 within the
-     type's rounding (norm gains too);
+     type's rounding (norm gains too); config.json's token ids (0 written, -1 left out);
+     temporary folders another run left are skipped and kept (all 100 names taken: refused);
    - refusals, each leaving no file (and an earlier file at --out intact, no temporary left
      behind): a checkpoint of another model (the error names the first differing block when
      the checkpoint's size matches; grzo_checkpoint_load compares the size first),
-     a llama2.c original (argv[1]: tests/data/stories260K.bin), an unwritable --out; each
-     missing or invalid argument of each writer, alone.
+     a llama2.c original (argv[1]: tests/data/stories260K.bin), an unwritable --out, a
+     full disk (a file size limit) in either format; each missing or invalid argument of
+     each writer, alone.
    With SCRIPT PYLIB PYTHON... after the data directory, the four exports are also read by
    the `gguf` Python package (gguf_read_export.py; PYLIB is prepended to PYTHONPATH, where
    tests/run.sh installs it): skipped (77) when no interpreter imports it. */
 #define _POSIX_C_SOURCE 200809L   /* mkdtemp, setenv */
 #include <dirent.h>
 #include <math.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "llm_test.h"
@@ -358,6 +363,61 @@ static void test_safetensors_load_back(const char *orig, const llm_config *c, co
     }
 }
 
+/* config.json's token ids: 0 is an id like any other; -1 (a folder's export, whose
+   tokenizer files carry them) leaves the key out. */
+static void test_safetensors_ids(const llm_config *c, const llm_weights *w)
+{
+    static const int32_t ids[] = {0, -1};
+    int i;
+    for (i = 0; i < 2; i++) {
+        char out[512], err[512] = "";
+        char *json;
+        size_t n = 0;
+        snprintf(out, sizeof out, "%s/st_ids%d", dir, i);
+        REQUIRE(llm_safetensors_write(c, w, LLM_ST_F32, ids[i], ids[i], out, err, sizeof err) == 0, "%s: %s", out, err);
+        json = (char *)lt_read_file(lt_path(out, "config.json"), &n);
+        REQUIRE(json != NULL, "%s/config.json", out);
+        json[n - 1] = '\0';   /* its last byte is a newline */
+        CHECKF((strstr(json, "\"bos_token_id\": 0,") != NULL) == (ids[i] == 0), "%s", json);
+        CHECKF((strstr(json, "\"eos_token_id\": 0\n") != NULL) == (ids[i] == 0), "%s", json);
+        CHECKF(ids[i] == 0 || strstr(json, "_token_id") == NULL, "%s", json);
+        free(json);
+    }
+}
+
+/* out.tmp-PID-K, the temporary folder names of this process, in left */
+static void leftover_name(char *left, size_t cap, const char *out, int k)
+{
+    snprintf(left, cap, "%s.tmp-%ld-%d", out, (long)getpid(), k);
+}
+
+/* Temporary folders that other runs left behind under this process's names (a killed run,
+   this pid in another container) are not ours: the export takes the next name and the
+   leftover stays; with all 100 names taken it gives up, naming the last. */
+static void test_safetensors_leftovers(const llm_config *c, const llm_weights *w)
+{
+    char out[512], left[600], err[512] = "";
+    int k;
+    snprintf(out, sizeof out, "%s/st_after_leftover", dir);
+    leftover_name(left, sizeof left, out, 0);
+    REQUIRE(mkdir(left, 0777) == 0, "mkdir %s", left);
+    CHECKF(llm_safetensors_write(c, w, LLM_ST_F16, 1, 2, out, err, sizeof err) == 0, "%s", err);
+    CHECK(file_exists(lt_path(out, "model.safetensors")) && file_exists(left));
+    rmdir(left);
+    snprintf(out, sizeof out, "%s/st_no_name_left", dir);
+    for (k = 0; k < 100; k++) {
+        leftover_name(left, sizeof left, out, k);
+        REQUIRE(mkdir(left, 0777) == 0, "mkdir %s", left);
+    }
+    CHECK(llm_safetensors_write(c, w, LLM_ST_F16, 1, 2, out, err, sizeof err) != 0);
+    CHECKF(strstr(err, "cannot create the temporary folder") != NULL && strstr(err, left) != NULL, "%s", err);
+    CHECK(!file_exists(out));
+    for (k = 0; k < 100; k++) {
+        leftover_name(left, sizeof left, out, k);
+        rmdir(left);
+    }
+}
+
 static void test_safetensors(const char *orig, const llm_config *c, const llm_weights *tuned, const char *ckpt)
 {
     char out[512], path[600], err[512] = "";
@@ -389,6 +449,9 @@ static void test_safetensors(const char *orig, const llm_config *c, const llm_we
     CHECK(!file_exists(out));
     CHECK(temporaries_left() == 0);
     test_safetensors_load_back(orig, c, tuned, ckpt);
+    test_safetensors_ids(c, tuned);
+    test_safetensors_leftovers(c, tuned);
+    CHECK(temporaries_left() == 0);
 }
 
 /* A llama2.c original has no metadata to copy, but a safetensors folder needs none. */
@@ -464,6 +527,31 @@ static void test_refusals(const char *orig, const char *ckpt, const char *llama2
     /* an unwritable --out */
     CHECK(llm_export(orig, ckpt, "/nonexistent-grzo-dir/x.gguf", LLM_EXPORT_GGUF, LLM_GGUF_F32, err, sizeof err) != 0);
     CHECKF(strstr(err, "/nonexistent-grzo-dir/x.gguf") != NULL, "%s", err);
+    CHECK(temporaries_left() == 0);
+}
+
+/* A full disk, as a file size limit (RLIMIT_FSIZE, SIGXFSZ ignored: a write past it fails
+   with EFBIG): each format refuses with "cannot write" and leaves no file, folder or
+   temporary. The limit lies inside the weights, past the stdio buffer and the headers. */
+static void test_write_errors(const char *orig, const char *ckpt)
+{
+    static const llm_export_format formats[] = {LLM_EXPORT_SAFETENSORS, LLM_EXPORT_GGUF};
+    struct rlimit old, lim;
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    int i;
+    REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0, "getrlimit");
+    lim = old;
+    lim.rlim_cur = 64 * 1024;
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit");
+    for (i = 0; i < 2; i++) {
+        char out[512], err[512] = "";
+        snprintf(out, sizeof out, "%s/full_disk%d", dir, i);
+        CHECK(llm_export(orig, ckpt, out, formats[i], LLM_GGUF_F32, err, sizeof err) != 0);
+        CHECKF(strstr(err, "cannot write") != NULL, "format %d: %s", (int)formats[i], err);
+        CHECK(!file_exists(out));
+    }
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &old) == 0, "setrlimit");
+    signal(SIGXFSZ, prev);
     CHECK(temporaries_left() == 0);
 }
 
@@ -762,6 +850,7 @@ int main(int argc, char **argv)
     test_safetensors(orig, &cfg, &tuned, ckpt);
     test_safetensors_llama2c(llama2c);
     test_refusals(orig, ckpt, llama2c);
+    test_write_errors(orig, ckpt);
     test_export_check(orig, ckpt, llama2c);
     test_bad_arguments(orig, ckpt, &cfg, &tuned, argv[1]);
     if (python) CHECKF(read_with_gguf_package(argv[2], python, orig) == 0, "the gguf package's reader disagrees (above)");
