@@ -206,7 +206,8 @@ def value(reader, key):
 def check_hf(folder, path):
     """--hf: a GGUF that grzo-export wrote from a Hugging Face folder (fine-tuned: every weight
     moved by at most 1e-2): the keys llama.cpp's convert_hf_to_gguf.py writes, from the
-    folder's config.json, tokenizer.json and tokenizer_config.json; every tensor with llama.cpp's
+    folder's config.json, tokenizer.json and tokenizer_config.json (general.name: the
+    folder's name); every tensor with llama.cpp's
     name and shape, F32, within 1e-2 of the folder's weight with the converter's q/k
     permutation; rope_freqs.weight such that llama.cpp's frequencies (base / factor) are
     transformers' llama3 frequencies."""
@@ -228,7 +229,9 @@ def check_hf(folder, path):
             "llama.attention.head_count_kv": kv, "llama.rope.dimension_count": hd, "llama.vocab_size": cfg["vocab_size"],
             "llama.rope.freq_base": float(np.float32(cfg["rope_theta"])),
             "llama.attention.layer_norm_rms_epsilon": float(np.float32(cfg["rms_norm_eps"])),
-            "general.file_type": 0, "tokenizer.ggml.model": "gpt2"}
+            "general.file_type": 0, "tokenizer.ggml.model": "gpt2",
+            "general.name": os.path.basename(os.path.normpath(folder)), "general.type": "model",
+            "general.quantization_version": 2}
     if hd * heads != cfg["hidden_size"]:
         want["llama.attention.key_length"] = want["llama.attention.value_length"] = hd
     for key, v in want.items():

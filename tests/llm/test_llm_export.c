@@ -711,6 +711,23 @@ static void test_reexport(const char *f32, const char *ckpt, const llm_config *c
     llm_weights_free(&w2);
 }
 
+/* The folder named with a trailing slash: the same file (general.name is the folder's
+   name either way; gguf_read_export.py --hf checks it). */
+static void test_trailing_slash(const char *folder, const char *ckpt, const char *f32)
+{
+    char dir_slash[1100], out[1200], err[512] = "";
+    uint8_t *a, *b;
+    size_t na = 0, nb = 0;
+    snprintf(dir_slash, sizeof dir_slash, "%s/", folder);
+    snprintf(out, sizeof out, "%s.slash.gguf", f32);
+    REQUIRE(llm_export(dir_slash, ckpt, out, LLM_EXPORT_GGUF, LLM_GGUF_F32, err, sizeof err) == 0, "%s: %s", dir_slash, err);
+    a = lt_read_file(f32, &na);
+    b = lt_read_file(out, &nb);
+    CHECKF(a && b && na == nb && memcmp(a, b, na) == 0, "%s differs from %s", out, f32);
+    free(a);
+    free(b);
+}
+
 /* A folder fine-tuned, exported at each type and loaded back: f32 bit for bit (config with
    its rope scaling, weights, the tokenizer's ids on cases.txt), the others within the
    type's rounding; then the f32 file read by the gguf package. */
@@ -757,7 +774,11 @@ static void test_hf_pipeline(const char *python, const char *ref, const char *re
             snprintf(cmd, sizeof cmd, "'%s' '%s' --hf '%s' '%s'", python, read_script, folder, out);
             fflush(stdout);
             CHECKF(system(cmd) == 0, "the gguf package's reader disagrees on %s (above)", out);
-            if (!strcmp(tok_name, "llama3")) test_rope_freqs_refusals(out), test_reexport(out, ckpt, &cfg, &w);
+            if (!strcmp(tok_name, "llama3")) {
+                test_rope_freqs_refusals(out);
+                test_reexport(out, ckpt, &cfg, &w);
+                test_trailing_slash(folder, ckpt, out);
+            }
         }
         llm_tokenizer_free(t2);
         llm_weights_free(&w2);
