@@ -21,8 +21,8 @@
      behind): a checkpoint of another model (the error names the first differing block when
      the checkpoint's size matches; grzo_checkpoint_load compares the size first),
      a llama2.c original (argv[1]: tests/data/stories260K.bin), an unwritable --out, a
-     full disk (a file size limit) in either format; each missing or invalid argument of
-     each writer, alone.
+     full disk (a file size limit) in either format and while a folder's tokenizer file is
+     copied; each missing or invalid argument of each writer, alone.
    With SCRIPT PYLIB PYTHON... after the data directory, the four exports are also read by
    the `gguf` Python package (gguf_read_export.py; PYLIB is prepended to PYTHONPATH, where
    tests/run.sh installs it): skipped (77) when no interpreter imports it. */
@@ -530,19 +530,66 @@ static void test_refusals(const char *orig, const char *ckpt, const char *llama2
     CHECK(temporaries_left() == 0);
 }
 
-/* A full disk, as a file size limit (RLIMIT_FSIZE, SIGXFSZ ignored: a write past it fails
-   with EFBIG): each format refuses with "cannot write" and leaves no file, folder or
-   temporary. The limit lies inside the weights, past the stdio buffer and the headers. */
+/* A file size limit for this process (SIGXFSZ ignored: a write past it fails with EFBIG),
+   or with limit 0 the previous one back. */
+static void limit_file_size(rlim_t limit)
+{
+    static struct rlimit old;
+    static void (*prev)(int);
+    struct rlimit lim;
+    if (!limit) {
+        REQUIRE(setrlimit(RLIMIT_FSIZE, &old) == 0, "setrlimit");
+        signal(SIGXFSZ, prev);
+        return;
+    }
+    prev = signal(SIGXFSZ, SIG_IGN);
+    REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0, "getrlimit");
+    lim = old;
+    lim.rlim_cur = limit;
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit");
+}
+
+/* A tokenizer file that a folder's safetensors export copies, failing only when it is closed:
+   a model small enough that its files fit under the limit, and a tokenizer_config.json over
+   it that still fits stdio's buffer (4096 bytes: the write succeeds, the flush fails).
+   Refused with "cannot write", nothing left. */
+static void test_copy_write_error(void)
+{
+    toy_opts o = toy_defaults();
+    llm_config c;
+    llm_weights w;
+    char src[512], ckpt[512], out[512], err[512] = "", pad[3800];
+    struct stat model, config;
+    o.dim = 8, o.hidden = 8, o.layers = 1, o.heads = 1, o.kv_heads = 1, o.vocab = 4;
+    snprintf(src, sizeof src, "%s/tiny.gguf", dir);
+    snprintf(ckpt, sizeof ckpt, "%s/tiny.grzo", dir);
+    make_original(&o, src, ckpt, &c, &w);
+    snprintf(src, sizeof src, "%s/st_tiny", dir);   /* the Hugging Face original */
+    REQUIRE(llm_safetensors_write(&c, &w, LLM_ST_F32, 1, 2, src, err, sizeof err) == 0, "%s", err);
+    llm_weights_free(&w);
+    REQUIRE(stat(lt_path(src, "model.safetensors"), &model) == 0 && stat(lt_path(src, "config.json"), &config) == 0 &&
+                model.st_size + 64 < (off_t)sizeof pad && config.st_size < model.st_size,
+            "the tiny model's files take %lld bytes", (long long)model.st_size);
+    memset(pad, ' ', sizeof pad);
+    pad[0] = '{', pad[sizeof pad - 1] = '}';
+    write_file(lt_path(src, "tokenizer_config.json"), pad, sizeof pad);
+    snprintf(out, sizeof out, "%s/st_tiny_out", dir);
+    limit_file_size((rlim_t)model.st_size + 32);
+    CHECK(llm_export(src, ckpt, out, LLM_EXPORT_SAFETENSORS, LLM_GGUF_F32, err, sizeof err) != 0);
+    limit_file_size(0);
+    CHECKF(strstr(err, "tokenizer_config.json: cannot write") != NULL, "%s", err);
+    CHECK(!file_exists(out) && temporaries_left() == 0);
+    unlink(lt_path(src, "tokenizer_config.json"));
+}
+
+/* A full disk, as a file size limit: each format refuses with "cannot write" and leaves no
+   file, folder or temporary. The limit lies inside the weights, past the stdio buffer and
+   the headers. */
 static void test_write_errors(const char *orig, const char *ckpt)
 {
     static const llm_export_format formats[] = {LLM_EXPORT_SAFETENSORS, LLM_EXPORT_GGUF};
-    struct rlimit old, lim;
-    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
     int i;
-    REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0, "getrlimit");
-    lim = old;
-    lim.rlim_cur = 64 * 1024;
-    REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit");
+    limit_file_size(64 * 1024);
     for (i = 0; i < 2; i++) {
         char out[512], err[512] = "";
         snprintf(out, sizeof out, "%s/full_disk%d", dir, i);
@@ -550,9 +597,9 @@ static void test_write_errors(const char *orig, const char *ckpt)
         CHECKF(strstr(err, "cannot write") != NULL, "format %d: %s", (int)formats[i], err);
         CHECK(!file_exists(out));
     }
-    REQUIRE(setrlimit(RLIMIT_FSIZE, &old) == 0, "setrlimit");
-    signal(SIGXFSZ, prev);
+    limit_file_size(0);
     CHECK(temporaries_left() == 0);
+    test_copy_write_error();
 }
 
 /* llm_export_check_gguf (grzo-finetune --export, before training) on files, whose tokenizer it
