@@ -758,21 +758,32 @@ static void test_reexport(const char *f32, const char *ckpt, const llm_config *c
     llm_weights_free(&w2);
 }
 
-/* The folder named with a trailing slash: the same file (general.name is the folder's
-   name either way; gguf_read_export.py --hf checks it). */
-static void test_trailing_slash(const char *folder, const char *ckpt, const char *f32)
+/* The folder named with a trailing slash, and relative to the working directory without
+   any slash: the same file (general.name is the folder's name; gguf_read_export.py --hf
+   checks it). */
+static void test_folder_spellings(const char *work, const char *name, const char *ckpt, const char *f32)
 {
-    char dir_slash[1100], out[1200], err[512] = "";
-    uint8_t *a, *b;
-    size_t na = 0, nb = 0;
-    snprintf(dir_slash, sizeof dir_slash, "%s/", folder);
-    snprintf(out, sizeof out, "%s.slash.gguf", f32);
-    REQUIRE(llm_export(dir_slash, ckpt, out, LLM_EXPORT_GGUF, LLM_GGUF_F32, err, sizeof err) == 0, "%s: %s", dir_slash, err);
-    a = lt_read_file(f32, &na);
-    b = lt_read_file(out, &nb);
-    CHECKF(a && b && na == nb && memcmp(a, b, na) == 0, "%s differs from %s", out, f32);
-    free(a);
-    free(b);
+    char cwd[1024], folder[1100], out[1200], err[512] = "";
+    int i;
+    REQUIRE(getcwd(cwd, sizeof cwd) != NULL, "getcwd");
+    for (i = 0; i < 2; i++) {
+        uint8_t *a, *b;
+        size_t na = 0, nb = 0;
+        if (i) {   /* the other paths are absolute: meson's build folder */
+            REQUIRE(chdir(work) == 0, "chdir %s", work);
+            snprintf(folder, sizeof folder, "%s", name);
+        } else {
+            snprintf(folder, sizeof folder, "%s/%s/", work, name);
+        }
+        snprintf(out, sizeof out, "%s.%d.gguf", f32, i);
+        CHECKF(llm_export(folder, ckpt, out, LLM_EXPORT_GGUF, LLM_GGUF_F32, err, sizeof err) == 0, "%s: %s", folder, err);
+        REQUIRE(chdir(cwd) == 0, "chdir %s", cwd);
+        a = lt_read_file(f32, &na);
+        b = lt_read_file(out, &nb);
+        CHECKF(a && b && na == nb && memcmp(a, b, na) == 0, "%s (from %s) differs from %s", out, folder, f32);
+        free(a);
+        free(b);
+    }
 }
 
 /* A folder fine-tuned, exported at each type and loaded back: f32 bit for bit (config with
@@ -824,7 +835,7 @@ static void test_hf_pipeline(const char *python, const char *ref, const char *re
             if (!strcmp(tok_name, "llama3")) {
                 test_rope_freqs_refusals(out);
                 test_reexport(out, ckpt, &cfg, &w);
-                test_trailing_slash(folder, ckpt, out);
+                test_folder_spellings(work, tok_name, ckpt, out);
             }
         }
         llm_tokenizer_free(t2);
