@@ -12,8 +12,9 @@
      llama2c   stories260K.bin and tok512.bin loaded, a prompt encoded and decoded, a
                forward's logits, llm_sequence_logprob, greedy generation; the same on a model
                of that shape whose weights it makes itself (random init in backend memory);
-     export_st llm_export of the llama2.c original (+ a grzo checkpoint) to a safetensors
-               folder, and llm_safetensors_write_ex copying a tokenizer.json beside it;
+     export_st llm_export of the llama2.c original (+ a grzo checkpoint with one weight
+               moved, which the folder must hold) to a safetensors folder, and
+               llm_safetensors_write_ex copying a tokenizer.json beside it;
      export_gguf llm_export of that folder to GGUF (llm_gguf_write_model: the folder's
                tokenizer.json as GGUF metadata), and of that GGUF again at q8_0 (llm_gguf_write:
                the original's metadata copied);
@@ -114,6 +115,7 @@ typedef struct shared {
     char model[1100], tok512[1100];        /* tests/data/stories260K.bin, tok512.bin */
     char hf_src[1100];                     /* scratch: tokenizer.json + tokenizer_config.json */
     char ckpt[1100];                       /* scratch: a grzo checkpoint of stories260K */
+    char moved_ckpt[1100];                 /* scratch: the same with one weight moved */
     char st_ref[1100], gguf_ref[1100];     /* scratch: the exports every later part reads */
     llm_config cfg;                        /* stories260K */
     llm_weights w;
@@ -331,7 +333,7 @@ static void part_export_st(outcome *o)
     size_t i;
     path_in(a, sizeof a, S.dir, "st_a");
     path_in(b, sizeof b, S.dir, "st_b");
-    if (llm_export(S.model, S.ckpt, a, LLM_EXPORT_SAFETENSORS, LLM_GGUF_F32, o->err, sizeof o->err))
+    if (llm_export(S.model, S.moved_ckpt, a, LLM_EXPORT_SAFETENSORS, LLM_GGUF_F32, o->err, sizeof o->err))
         return (void)fail_at(o, "llm_export safetensors");
     o->made[o->n_made++] = "st_a";
     if (llm_safetensors_write_ex(&S.cfg, &S.w, LLM_ST_BF16, S.bos, S.eos, S.hf_src, b, o->err, sizeof o->err))
@@ -514,7 +516,7 @@ static const part parts[] = {
 
 /* ---- the scratch folder ------------------------------------------------------------------- */
 /* What the preparation leaves there, which every run must leave as it is. */
-static const char *const fixed_entries[] = {"hf_src", "ckpt.grzo", "st_ref", "gguf_ref.gguf", "sharded"};
+static const char *const fixed_entries[] = {"hf_src", "ckpt.grzo", "moved.grzo", "st_ref", "gguf_ref.gguf", "sharded"};
 #define N_FIXED ((int)(sizeof fixed_entries / sizeof fixed_entries[0]))
 
 /* Removes path: a file, or a folder of files (the writers make no deeper ones). */
@@ -777,9 +779,9 @@ static int write_gpt2_tokenizer(const char *dir, const char *data)
     return rc | (fclose(f) != 0);
 }
 
-/* stories260K's weights as a grzo checkpoint (what llm_export applies: the same values, so
-   the exports hold the original's weights). */
-static int save_checkpoint(void)
+/* stories260K's weights as a grzo checkpoint at path (what llm_export applies: the same
+   values, so the exports hold the original's weights). */
+static int save_checkpoint(const char *path)
 {
     grzo_backend be;
     grzo_ctx *ctx = NULL;
@@ -791,13 +793,25 @@ static int save_checkpoint(void)
     memset(&d, 0, sizeof d);
     d.backend = &be;
     if (grzo_create(&d, &ctx) == GRZO_OK && llm_model_register(ctx, &m, &S.cfg, &S.w) == GRZO_OK &&
-        grzo_checkpoint_save(ctx, S.ckpt) == GRZO_OK)
+        grzo_checkpoint_save(ctx, path) == GRZO_OK)
         rc = 0;
     else
         fprintf(stderr, "checkpoint: %s\n", ctx ? grzo_last_error(ctx) : "no context");
     llm_model_free(&m);
     if (ctx) grzo_destroy(ctx);
     grzo_backend_destroy(&be);
+    return rc;
+}
+
+/* The checkpoint of part_export_st: one weight moved, so that an export which did not apply
+   it (a failure of the checkpoint's own allocations taken for success) differs. */
+static int save_moved_checkpoint(void)
+{
+    float kept = S.w.tok_emb[0];
+    int rc;
+    S.w.tok_emb[0] = kept + 0.25f;
+    rc = save_checkpoint(S.moved_ckpt);
+    S.w.tok_emb[0] = kept;
     return rc;
 }
 
@@ -905,6 +919,7 @@ static int prepare(const char *data, const char *scratch, const char *prog)
     path_in(S.tok512, sizeof S.tok512, data, "tok512.bin");
     path_in(S.hf_src, sizeof S.hf_src, S.dir, "hf_src");
     path_in(S.ckpt, sizeof S.ckpt, S.dir, "ckpt.grzo");
+    path_in(S.moved_ckpt, sizeof S.moved_ckpt, S.dir, "moved.grzo");
     path_in(S.st_ref, sizeof S.st_ref, S.dir, "st_ref");
     path_in(S.gguf_ref, sizeof S.gguf_ref, S.dir, "gguf_ref.gguf");
     path_in(S.sharded, sizeof S.sharded, S.dir, "sharded");
@@ -918,7 +933,7 @@ static int prepare(const char *data, const char *scratch, const char *prog)
         return fprintf(stderr, "prepare: the prompt: %s\n", err), llm_tokenizer_free(tok), 1;
     llm_tokenizer_free(tok);
     if (S.cfg.vocab_size > MAX_VOCAB || S.cfg.n_layers > MAX_LAYERS) return fprintf(stderr, "prepare: model too large\n"), 1;
-    if (save_checkpoint()) return 1;
+    if (save_checkpoint(S.ckpt) || save_moved_checkpoint()) return 1;
     if (llm_safetensors_write_ex(&S.cfg, &S.w, LLM_ST_F32, 511, 511, S.hf_src, S.st_ref, err, sizeof err) ||
         llm_export(S.st_ref, S.ckpt, S.gguf_ref, LLM_EXPORT_GGUF, LLM_GGUF_F32, err, sizeof err))
         return fprintf(stderr, "prepare: the exports: %s\n", err), 1;
