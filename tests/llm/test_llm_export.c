@@ -679,6 +679,15 @@ static void test_bad_arguments(const char *orig, const char *ckpt, const llm_con
     BAD(llm_export(orig, ckpt, out, (llm_export_format)2, LLM_GGUF_F32, err, sizeof err));
     BAD(llm_export(orig, ckpt, out, LLM_EXPORT_GGUF, (llm_gguf_type)4, err, sizeof err));
 #undef BAD
+    /* a one-character path is a path: refused for what it is, not as a missing argument */
+    CHECK(llm_export(orig, ckpt, "/", LLM_EXPORT_SAFETENSORS, LLM_GGUF_F32, err, sizeof err) != 0);
+    CHECKF(strstr(err, "/ already exists") != NULL, "%s", err);
+    CHECK(llm_safetensors_write(cfg, w, LLM_ST_F32, 1, 2, "/", err, sizeof err) != 0);
+    CHECKF(strstr(err, "/ already exists") != NULL, "%s", err);
+    CHECK(llm_gguf_write_model(cfg, w, tok, "m", LLM_GGUF_F32, "x", err, sizeof err) != 0);
+    CHECKF(strstr(err, "character BPE") != NULL, "%s", err);
+    CHECK(llm_gguf_write(img, 16, cfg, w, LLM_GGUF_F32, "x", err, sizeof err) != 0);   /* a truncated original */
+    CHECKF(strstr(err, "invalid argument") == NULL && !file_exists("x"), "%s", err);
     /* the parsers: NULL is no name; out may be NULL where only the answer is wanted */
     CHECK(llm_gguf_type_parse(NULL, &type) != 0 && llm_export_format_parse(NULL, &fmt) != 0);
     CHECK(llm_gguf_type_parse("q8_0", NULL) == 0 && llm_gguf_type_parse("q4_0", NULL) != 0);
