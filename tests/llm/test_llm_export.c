@@ -393,7 +393,8 @@ static void leftover_name(char *left, size_t cap, const char *out, int k)
 
 /* Temporary folders that other runs left behind under this process's names (a killed run,
    this pid in another container) are not ours: the export takes the next name and the
-   leftover stays; with all 100 names taken it gives up, naming the last. */
+   leftover stays; with all 100 names taken it gives up, naming the last. Another error
+   (a missing parent folder) is not retried under the other names: the first is named. */
 static void test_safetensors_leftovers(const llm_config *c, const llm_weights *w)
 {
     char out[512], left[600], err[512] = "";
@@ -416,6 +417,10 @@ static void test_safetensors_leftovers(const llm_config *c, const llm_weights *w
         leftover_name(left, sizeof left, out, k);
         rmdir(left);
     }
+    snprintf(out, sizeof out, "%s/no_such_parent/st", dir);
+    leftover_name(left, sizeof left, out, 0);
+    CHECK(llm_safetensors_write(c, w, LLM_ST_F16, 1, 2, out, err, sizeof err) != 0);
+    CHECKF(strstr(err, "cannot create the temporary folder") != NULL && strstr(err, left) != NULL, "%s", err);
 }
 
 static void test_safetensors(const char *orig, const llm_config *c, const llm_weights *tuned, const char *ckpt)
