@@ -4,7 +4,7 @@ when the code is wrong?
 
   mutate.py list SRC [--lines A-B]       every candidate mutant: id, line, change
   mutate.py run SRC --build CMD --test CMD [--test CMD ...] --log F
-            [--seed S] [--count N | --ids I,J,...] [--lines A-B] [--timeout T]
+            [--seed S] [--count N | --ids I,J,...] [--lines A-B] [--timeout T] [--fsize MIB]
   mutate.py selftest                     checks the candidate finder (Meson test mutate_selftest)
 
 A mutant is one change at one place of SRC: a relational, logical, additive, multiplicative,
@@ -16,9 +16,10 @@ launch's <<<...>>> configuration are never changed.
 
 run: the candidates are shuffled with the seed (or taken by --ids), and for each one SRC is
 written mutated, CMD of --build runs (a failure: "not compiled"), then each --test command in
-order, under a limit of T seconds (default 300); the first that exits non-zero or runs out of
-time kills the mutant, and one that passes them all "survived". SRC is restored after each
-mutant and when the run is stopped (SIGTERM, Ctrl-C). Each result is a JSON line of F: id,
+order, under a limit of T seconds (default 300) and of MIB MiB a file (default 1024); the
+first that exits non-zero or runs out of time kills the mutant, and one that passes them all
+"survived". SRC is restored after each mutant and when the run is stopped (SIGTERM, Ctrl-C);
+a second run on the same SRC meanwhile is refused (a lock on the file). Each result is a JSON line of F: id,
 line, from, to, the line's text, result, the index of the test that killed it and its last
 lines of output. A survivor is either a gap in the tests or an equivalent mutant (the same
 behaviour, or a difference no test can observe, such as speed): reading it tells which.
@@ -27,7 +28,7 @@ Example (the CUDA backend under the emulator, a build folder of its own):
   python3 tests/mutation/mutate.py run backends/grzo_cuda.cu --seed 1 --count 60 --log cuda.jsonl \
     --build 'ninja -C B tests/test_cuda_emulated' --test 'B/tests/test_cuda_emulated'
 """
-import argparse, json, os, random, re, signal, subprocess, sys, time
+import argparse, fcntl, json, os, random, re, resource, signal, subprocess, sys, time
 
 REL = {"<": ["<=", ">="], "<=": ["<", "=="], ">": [">=", "<="], ">=": [">", "=="],
        "==": ["!="], "!=": ["=="], "&&": ["||"], "||": ["&&"], "+": ["-"], "-": ["+"],
@@ -143,8 +144,17 @@ def end_running():
                     pass
 
 
-def run(cmd, timeout):
-    p = subprocess.Popen(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+def file_size_limit(mib):
+    """a preexec_fn capping every file the command writes at mib MiB: a mutant that loops
+    writing padding filled 44 GB of disk before its timeout"""
+    def cap():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (mib << 20, mib << 20))
+    return cap if mib > 0 else None
+
+
+def run(cmd, timeout, fsize_mib=0):
+    p = subprocess.Popen(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                         preexec_fn=file_size_limit(fsize_mib))
     RUNNING.append(p)   # left there when the driver is stopped meanwhile: main's finally ends it
     try:
         out, _ = p.communicate(timeout=timeout)
@@ -202,6 +212,7 @@ def main():
     ap.add_argument("--ids", default="")
     ap.add_argument("--lines", default="")
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--fsize", type=int, default=1024, help="MiB a test may write to one file (0: no limit)")
     a = ap.parse_args()
     if a.mode == "selftest":
         sys.exit(selftest())
@@ -228,6 +239,13 @@ def main():
     else:
         random.Random(a.seed).shuffle(ids)
         if a.count: ids = ids[:a.count]
+    # one run a source at a time: a second one started meanwhile would take the first's
+    # mutant for the original, test double mutants and restore a mutant at its end
+    lock = open(a.src, encoding="utf-8")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        sys.exit(f"mutate.py: another run is mutating {a.src}; wait for it to end")
     restore = lambda *_: open(a.src, "w", encoding="utf-8").write(orig)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))   # through the finally below
     try:
@@ -243,7 +261,7 @@ def main():
             else:
                 rec["result"] = "survived"
                 for ti, t in enumerate(a.test):
-                    rc, out = run(t, a.timeout)
+                    rc, out = run(t, a.timeout, a.fsize)
                     if rc != 0:
                         rec["result"] = "killed"
                         rec["by"] = ti
