@@ -12,13 +12,22 @@ Checked, from the run's own CSV and stdout (never against numbers copied from an
   - every markdown table cell against the CSV value it shows, to its printed precision;
   - the summary lines (absolute agreement, pooled coverage, "check passed", each "CHECK
     FAILED") against the CSV: a failure is reported exactly where the CSV says it fails;
-  - the run's timing line: between 0 and the wall time of the whole process.
+  - the run's timing line: between 0 and the wall time of the whole process;
+  - the plot: a stand-in gnuplot first on PATH (it writes the file its script's "set output"
+    names) draws it, and the PNG, the "PNG:" line and the kept .gp script are there; no
+    temporary is left.
 The exit status must be 0, or 1 (a failed claim) with --sabotage, and stderr empty.
 
 usage: check_outputs.py GRZO_PROBE SUBCOMMAND OUT_DIR [--sabotage]"""
-import csv, math, os, re, subprocess, sys, time
+import csv, math, os, re, subprocess, sys, tempfile, time
 
 THREADS = 2
+PLOTS = {"variance": "probe_variance", "cosine": "probe_cosine", "batch": "probe_batch", "ablation": "probe_ablation",
+         "variants": "probe_variants"}
+STAND_IN = """#!/bin/sh
+out=$(sed -n "s/^set output '\\(.*\\)'$/\\1/p" "$1")
+printf 'a whole PNG' > "$out"
+"""
 failures = []
 
 
@@ -512,6 +521,33 @@ def claims(out, should_fail, sub):
              f"{'CHECK FAILED' if failed else ''}{' and ' if failed and passed else ''}{'check passed' if passed else ''}")
 
 
+def check_plot(out, d, name):
+    """the stand-in drew name.png from the run copy of the kept name.gp; no temporary left"""
+    pngs = re.findall(r"^PNG: (.*)$", out, re.M)
+    if name is None:
+        if pngs:
+            fail(f"a subcommand without a plot printed PNG: {pngs}")
+        return
+    png = os.path.join(d, name + ".png")
+    if pngs != [png]:
+        fail(f"want the one line 'PNG: {png}', got {pngs}")
+    try:
+        with open(png) as f:
+            drawn = f.read()
+        with open(os.path.join(d, name + ".gp")) as f:
+            script = f.read()
+    except OSError as e:
+        fail(f"the plot: {e}")
+        return
+    if drawn != "a whole PNG":
+        fail(f"{png} is not what gnuplot wrote")
+    if f"\nset output '{name}.png'\n" not in script:
+        fail(f"{name}.gp does not draw {name}.png when run by hand")
+    left = [f for f in os.listdir(d) if f.endswith(".tmp") or f.endswith(".run.gp")]
+    if left:
+        fail(f"temporaries left in {d}: {left}")
+
+
 CHECKS = {"variance": check_variance, "cosine": check_cosine, "quant": check_quant, "batch": check_batch,
           "ablation": check_ablation, "alignment": check_alignment, "variants": check_variants}
 
@@ -520,10 +556,15 @@ def main():
     if len(sys.argv) not in (4, 5) or sys.argv[2] not in CHECKS or sys.argv[4:] not in ([], ["--sabotage"]):
         sys.exit(__doc__)
     probe, sub, out_dir, sab = sys.argv[1], sys.argv[2], sys.argv[3], len(sys.argv) == 5
-    cmd = [probe, sub, "--quick", "--check", "--no-plot", "--threads", str(THREADS), "--out", out_dir] + (["--sabotage"] if sab else [])
-    t0 = time.monotonic()
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.monotonic() - t0
+    cmd = [probe, sub, "--quick", "--check", "--threads", str(THREADS), "--out", out_dir] + (["--sabotage"] if sab else [])
+    with tempfile.TemporaryDirectory() as bin_dir:
+        with open(os.path.join(bin_dir, "gnuplot"), "w") as f:
+            f.write(STAND_IN)
+        os.chmod(os.path.join(bin_dir, "gnuplot"), 0o755)
+        env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
+        t0 = time.monotonic()
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        wall = time.monotonic() - t0
     print(p.stdout, end="")
     want = 1 if sab else 0
     if p.returncode != want or p.stderr:
@@ -535,6 +576,7 @@ def main():
         if not os.path.isfile(path) or os.path.dirname(path) != out_dir.rstrip("/"):
             fail(f"'CSV: {path}' names no file in {out_dir}")
     CHECKS[sub](p.stdout, out_dir, sab)
+    check_plot(p.stdout, out_dir, PLOTS.get(sub))
     for f in failures:
         print("FAIL:", f)
     if failures:
