@@ -1,21 +1,24 @@
 /* test_units.c - grzo-probe's own pieces checked against values computed here, not against
    the probe's output: the subcommands' --check runs assert the paper's claims, which hold
    with a wide margin and so let a wrong gradient, geometry, draw or statistic pass unseen.
-     layout, loss, grad  the MLP's offsets; its loss against a forward written out here; its
-                         backprop gradient against central differences of that loss
+     layout, loss, grad  the MLP's offsets; its loss against a forward written out here (also
+                         with a logit of 2000); its backprop gradient against central
+                         differences of that loss; mlp_init's scale and zero biases
      geometry            batch_gradients' mean gradient, cosines and norms against sums
                          taken here, also past the kept norms (B > 256) and at B = 1
      stats               running_stat, dot, cosine, b_eff_of on small exact cases
      seeds, batches      seed_mix gives every (seed, tag) its own seed; draw_batch gives
                          distinct in-range indices that reach the whole pool
      data                unit-radius inputs, the label rules, teacher labels that read the
-                         per-example part only
+                         per-example part only, the shared part's cosine
      quantize            quantize_w4_rows against round-half-away-from-zero
      table, units        md_print's exact text; run_units' order and first failure
      draw                one MeZO step read back: the parameters restored, g_hat = g z,
                          each l_i^+ - l_i^- = 2 sigma g_i.z (backprop g_i); the black-box
                          path gives the same estimate as grzo's operations; a training step
                          applies -lr g_hat; the plain mean loss over chunks of 256
+     align               model_align's B_eff against the exact one, and far off sabotaged
+     model_limits        the shapes the host reference's stack arrays allow
    Linked with the probe's model.c and util.c (examples/meson.build). */
 #define _POSIX_C_SOURCE 200809L
 #define GRZO_IMPLEMENTATION
