@@ -397,10 +397,19 @@ def curves(path, n_points):
     return rows
 
 
+def untrained_loss(out, start, what):
+    """an untrained student's loss is about ln(classes): its logits are small and unrelated
+    to the labels (a mean over seeds that left a seed out, or halved, is not)"""
+    m = one_line(out, r"MLP \d+-\d+-(\d+) \(D = ", "student shape")
+    if m and not 0.8 * math.log(int(m.group(1))) <= start <= 1.5 * math.log(int(m.group(1))):
+        fail(f"{what}: the untrained loss {start} is not about ln {m.group(1)}")
+
+
 def check_batch(out, d, sab):
     rows = curves(os.path.join(d, "probe_batch.csv"), 41)
     keys, D, sigma, lr = ("B4", "B8", "B16", "B32"), header_int(out, "D"), 1e-3, 5e-5
     start = rows[0]["B4_mean"]
+    untrained_loss(out, num(start), "batch")
     for k in keys:
         if rows[0][k + "_mean"] != start or rows[0][k + "_sd"] != rows[0]["B4_sd"]:
             fail(f"batch: {k} starts at {rows[0][k + '_mean']}, B4 at {start}: every B starts from the same weights")
@@ -436,6 +445,7 @@ def check_ablation(out, d, sab):
     rows = curves(os.path.join(d, "probe_ablation.csv"), 41)
     tasks, variants = ("aligned", "diverse"), ("grzo", "canonical", "shared", "mezo")
     for task in tasks:
+        untrained_loss(out, num(rows[0][task + "_grzo_mean"]), f"ablation {task}")
         for v in variants:
             k = f"{task}_{v}"
             if rows[0][k + "_mean"] != rows[0][task + "_grzo_mean"]:
