@@ -585,7 +585,10 @@ def main():
     for path in re.findall(r"^CSV: (.*)$", p.stdout, re.M):
         if not os.path.isfile(path) or os.path.dirname(path) != out_dir.rstrip("/"):
             fail(f"'CSV: {path}' names no file in {out_dir}")
-    CHECKS[sub](p.stdout, out_dir, sab)
+    try:
+        CHECKS[sub](p.stdout, out_dir, sab)
+    except (OSError, LookupError, ValueError, ZeroDivisionError) as e:   # a CSV or table not as it must be
+        fail(f"{sub}: its CSV or table cannot be read as the probe writes it: {e!r}")
     check_plot(p.stdout, out_dir, PLOTS.get(sub))
     for f in failures:
         print("FAIL:", f)
