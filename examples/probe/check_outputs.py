@@ -371,6 +371,15 @@ def check_quant(out, d, sab):
         cells_show(cells, r, ((1, "delta_std_none", ("f", 5)), (2, "delta_std_w4", ("f", 5)), (3, "delta_std_change", ("f", 2)),
                               (4, "update_norm_none", ("g", 4)), (5, "update_norm_w4", ("g", 4)),
                               (6, "update_norm_change", ("f", 3)), (7, "paper_change", ("f", 2))), w)
+    # canonical: g_hat = sum_i delta_i z_i / (2 sigma B) with independent z_i in {-1, 1}^D, so
+    # |g_hat| = sqrt(D/B) rms(delta) / (2 sigma) up to O(1/sqrt(D)) cross terms, and its deltas
+    # have mean 0: rms = std / sqrt(1 - 1/B)
+    m = one_line(out, r"\(D = (\d+)\), B = (\d+), \d+ trials per cell, sigma = ([\d.e+-]+);", "quant's D, B and sigma")
+    if m and len(rows) == 3:
+        D, B, sigma = int(m.group(1)), int(m.group(2)), float(m.group(3))
+        for mode in ("none", "w4"):
+            want = math.sqrt(D / B) * num(rows[1]["delta_std_" + mode]) / math.sqrt(1 - 1 / B) / (2 * sigma)
+            rel_near(num(rows[1]["update_norm_" + mode]), want, 0.015, f"quant canonical ({mode}): |g_hat| = sqrt(D/B) rms(delta) / (2 sigma)")
     grzo, mezo = num(rows[2]["update_norm_change"]), num(rows[0]["update_norm_change"])
     m = re.search(r"^CHECK FAILED: quant: GRZO's update norm changes by ([\d.]+)x under W4, outside \[0\.97, 1\.03\]$", out, re.M)
     if (not 0.97 <= grzo <= 1.03) != bool(m):
@@ -507,6 +516,13 @@ def check_variants(out, d, sab):
         same_shown(cells[4], num(cur[0]["mezo_" + k]), 4, w + " start loss")
         same_shown(cells[5], num(r["mezo_final_loss"]), 4, w + " MeZO+X loss")
         same_shown(cells[6], num(r["grzo_final_loss"]), 4, w + " GRZO+X loss")
+    # MeZO+X's lr gives its mean update norm GRZO+X's, about sqrt(D/B) / (2 sigma) = 3250 per unit
+    # of lr; MeZO's raw estimate, |g| sqrt(D), is far smaller for any loss this MLP has: its lr
+    # is far larger than GRZO's
+    m = one_line(out, r"GRZO lr ([\d.e+-]+), MeZO\+X's lr matched", "GRZO's lr")
+    for cells in table_rows(out, len(cos), "variants") if m else []:
+        if not cell_num(cells[7], "MeZO+X lr")[0] > 10 * float(m.group(1)):
+            fail(f"variants {cells[0]}: MeZO+X's matched lr {cells[7]} is not far above GRZO+X's {m.group(1)}")
     low = {r["variant"] for r in cos if not num(r["ratio"]) > 1.5}
     names = dict(zip(["none (dense)", "sparse (20%)", "low-rank (r = 2)", "int8", "int4"], keys))
     said = set()
