@@ -8,7 +8,8 @@
 #     writes the file its script's "set output" names, so that these checks do not depend
 #     on the gnuplot installed here, and shows the script run names a temporary);
 #   - with PROBE_FAILMALLOC (a copy of grzo-probe whose malloc fails on request), an
-#     allocation failure in 'batch' is its one-line error, not a crash.
+#     allocation failure in 'batch' (the data set, a table cell, the row buffers' labels) is
+#     its one-line error, not a crash.
 # usage: test_outputs.sh GRZO_PROBE WORK_DIR [GRZO_PROBE_FAILMALLOC]
 set -u
 probe=$1 work=$2 failmalloc=${3:-}
@@ -80,5 +81,11 @@ if [ -n "$failmalloc" ]; then
     PROBE_FAIL_MALLOC_SIZE=22 "$failmalloc" batch --quick --no-plot --out "$d" > "$d.out" 2> "$d.err"
     echo $? > "$d.rc"
     check_error "$d" "out of memory (table)"
+    # the row buffers' labels (256 rows x 4 bytes, model.c's ensure_rows): reported as such,
+    # also when the buffer allocated next succeeds (a check of both at once missed one alone)
+    d=$work/oom_rows
+    PROBE_FAIL_MALLOC_SIZE=1024 "$failmalloc" batch --quick --no-plot --out "$d" > "$d.out" 2> "$d.err"
+    echo $? > "$d.rc"
+    check_error "$d" "malloc failed: out of memory"
 fi
 echo "ok: grzo-probe's outputs (a file as --out, a short write, a failed and a good plot${failmalloc:+, allocation failures in batch})"
