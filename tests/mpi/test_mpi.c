@@ -19,6 +19,11 @@
      mismatch the last rank runs another estimator, then another B, than the others: every
               rank refuses the step (GRZO_ERR_COMM, naming the rank whose pass differs) and no
               parameter moves anywhere
+     comm     backends/grzo_mpi.h itself: an uneven all-gather (a rank without floats) lands in
+              rank order, the maximum of uint64s, the counters of both, counts MPI's ints cannot
+              hold refused before any message, a collective MPI refuses returned with MPI's
+              words, a duplicate communicator, a failed create leaving zeros, destroy and
+              stats of NULL or of another comm
      kill     the last rank kills itself mid-training: the others must not hang (run_mpi.sh
               expects a nonzero exit within its timeout) */
 #define GRZO_IMPLEMENTATION
@@ -293,6 +298,121 @@ static void case_desc(void) {
     grzo_backend_destroy(&be);
 }
 
+/* The counters after one call: what this rank sent and what it received. */
+static void check_stats(const grzo_mpi_stats *before, uint64_t sent, uint64_t received) {
+    grzo_mpi_stats now = grzo_mpi_comm_stats(&comm);
+    CHECKF(now.calls == before->calls + 1 && now.bytes_sent == before->bytes_sent + sent &&
+               now.bytes_received == before->bytes_received + received,
+           "rank %d: stats %llu/%llu/%llu after %llu/%llu/%llu, want +1/+%llu/+%llu", (int)comm.rank,
+           (unsigned long long)now.calls, (unsigned long long)now.bytes_sent, (unsigned long long)now.bytes_received,
+           (unsigned long long)before->calls, (unsigned long long)before->bytes_sent,
+           (unsigned long long)before->bytes_received, (unsigned long long)sent, (unsigned long long)received);
+}
+
+/* Rank r sends r floats (rank 0 none), each 100 r + i: every rank receives them in order. */
+static void comm_gather(void) {
+    int64_t counts[8], total = 0;
+    float send[8], recv[64];
+    grzo_mpi_stats before = grzo_mpi_comm_stats(&comm);
+    int r, i, k = 0;
+    REQUIRE(comm.n_ranks <= 8);
+    for (r = 0; r < comm.n_ranks; r++) total += counts[r] = r;
+    for (i = 0; i < comm.rank; i++) send[i] = (float)(100 * comm.rank + i);
+    for (i = 0; i < 64; i++) recv[i] = -1;
+    CHECK_OK(comm.iface->allgather_f32(comm.self, send, recv, counts));
+    for (r = 0; r < comm.n_ranks; r++)
+        for (i = 0; i < r; i++, k++) CHECKF(recv[k] == (float)(100 * r + i), "recv[%d] = %g", k, (double)recv[k]);
+    CHECK(recv[total] == -1);
+    check_stats(&before, (uint64_t)comm.rank * sizeof(float), (uint64_t)total * sizeof(float));
+}
+
+static void comm_max(void) {
+    uint64_t v[3] = {(uint64_t)comm.rank, UINT64_MAX - (uint64_t)comm.rank, 7};
+    grzo_mpi_stats before = grzo_mpi_comm_stats(&comm);
+    CHECK_OK(comm.iface->allreduce_max_u64(comm.self, v, 3));
+    CHECK(v[0] == (uint64_t)comm.n_ranks - 1 && v[1] == UINT64_MAX && v[2] == 7);
+    check_stats(&before, 3 * sizeof(uint64_t), 3 * sizeof(uint64_t));
+}
+
+/* Counts the same on every rank, so every rank refuses before the collective (none waits):
+   the message names the total, and nothing is counted. */
+static void comm_refused_counts(void) {
+    static const struct { int64_t c0, c1; const char *total; } bad[] = {
+        {-1, 0, "all-gather: -1 floats"}, {(int64_t)INT_MAX + 1, 0, "all-gather: 2147483648 floats"},
+        {INT_MAX, 1, "all-gather: 2147483648 floats"}};
+    int64_t counts[8] = {0};
+    float buf[1] = {0};
+    size_t k;
+    for (k = 0; k < sizeof bad / sizeof *bad; k++) {
+        grzo_mpi_stats before = grzo_mpi_comm_stats(&comm), after;
+        counts[0] = bad[k].c0;
+        counts[1] = bad[k].c1;
+        CHECK_ST(comm.iface->allgather_f32(comm.self, buf, buf, counts), GRZO_ERR_COMM);
+        CHECKF(strstr(comm.iface->last_error(comm.self), bad[k].total) &&
+                   strstr(comm.iface->last_error(comm.self), "exceed MPI's int counts"),
+               "case %d: %s", (int)k, comm.iface->last_error(comm.self));
+        after = grzo_mpi_comm_stats(&comm);
+        CHECK(after.calls == before.calls && after.bytes_sent == before.bytes_sent);
+    }
+}
+
+/* A collective MPI itself refuses (a negative count, on every rank) comes back as
+   GRZO_ERR_COMM with MPI's own error string, not as an abort of the job. */
+static void comm_refused_by_mpi(void) {
+    uint64_t v = 1;
+    char want[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(MPI_ERR_COUNT, want, &len);
+    CHECK_ST(comm.iface->allreduce_max_u64(comm.self, &v, -1), GRZO_ERR_COMM);
+    CHECKF(strncmp(comm.iface->last_error(comm.self), "MPI_Allreduce: ", 15) == 0 &&
+               strstr(comm.iface->last_error(comm.self), want),
+           "%s (want MPI's '%s')", comm.iface->last_error(comm.self), want);
+}
+
+/* create and destroy at their edges */
+static void comm_lifecycle(void) {
+    grzo_comm c, other;
+    grzo_comm_i iface = *comm.iface;
+    int rank, size, same = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    CHECK(comm.rank == rank && comm.n_ranks == size);
+    CHECK_ST(grzo_mpi_comm_create(MPI_COMM_WORLD, NULL), GRZO_ERR_INVALID_ARG);
+    /* grzo's messages go on a duplicate: the same group, another context */
+    MPI_Comm_compare(MPI_COMM_WORLD, ((grzo_mpi *)comm.self)->comm, &same);
+    CHECK(same == MPI_CONGRUENT);
+    /* MPI_COMM_NULL: MPI reports the error (on MPI_COMM_WORLD, returning for this) */
+    memset(&c, 0x5A, sizeof c);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    CHECK_ST(grzo_mpi_comm_create(MPI_COMM_NULL, &c), GRZO_ERR_COMM);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    CHECK(c.iface == NULL && c.self == NULL && c.rank == 0 && c.n_ranks == 0);
+    /* destroy: NULL, a zeroed comm, a real one (then zeroed), twice */
+    grzo_mpi_comm_destroy(NULL);
+    grzo_mpi_comm_destroy(&c);
+    REQUIRE_OK(grzo_mpi_comm_create(MPI_COMM_WORLD, &c));
+    grzo_mpi_comm_destroy(&c);
+    CHECK(c.iface == NULL && c.self == NULL && c.rank == 0 && c.n_ranks == 0);
+    grzo_mpi_comm_destroy(&c);
+    /* stats: zeros for NULL and for a comm of another implementation */
+    other = comm;
+    other.iface = &iface;
+    other.self = &size;   /* not a grzo_mpi: must not be read as one */
+    {
+        grzo_mpi_stats a = grzo_mpi_comm_stats(NULL), b = grzo_mpi_comm_stats(&other);
+        CHECK(!a.calls && !a.bytes_sent && !a.bytes_received && !b.calls && !b.bytes_sent && !b.bytes_received);
+    }
+}
+
+static void case_comm(void) {
+    comm_gather();
+    comm_max();
+    comm_gather();   /* the counters add up */
+    comm_refused_counts();
+    comm_refused_by_mpi();
+    comm_lifecycle();
+}
+
 static void case_kill(void) {
     dataset d;
     pair p;
@@ -356,6 +476,7 @@ int main(int argc, char **argv) {
     if (tu_case("diverge")) case_diverge();
     if (tu_case("desc")) case_desc();
     if (tu_case("mismatch")) case_mismatch();
+    if (tu_case("comm")) case_comm();
     if (argc > 1 && tu_case("kill")) case_kill();
     grzo_mpi_comm_destroy(&comm);
     rc = tu_finish("test_mpi");
