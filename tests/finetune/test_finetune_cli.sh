@@ -2,8 +2,9 @@
 # grzo-finetune's command line, folders and files (issue 13), one case per argument:
 #   options    bad numeric values and an unknown task: exit 2, one line on stderr naming the
 #              option, no files; --n-dev 0 runs; --max-len takes effect
-#   launcher   MPI is initialized only under an MPI launcher (or GRZO_MPI=1); a build
-#              without MPI refuses a launcher's environment; a bad GRZO_MPI is refused
+#   launcher   MPI is initialized only under an MPI launcher (or GRZO_MPI=1; a refused
+#              option then still one line); a build without MPI refuses a launcher's
+#              environment; a bad GRZO_MPI is refused
 #   injection  --out/--log with $(...), backquotes, quotes, spaces and a newline run no
 #              command, and the run (with its loss plot when gnuplot is installed) works
 #   resume     --resume refuses options that contradict the run (one line naming each and
@@ -131,7 +132,10 @@ case_launcher() {
         TMPDIR=$work/tmp-forced GRZO_MPI=1 run 0 "${common[@]}" --steps 2 --out forced
         [ -n "$(ls -A tmp-forced)" ] || fail "GRZO_MPI=1 left no MPI session folder in TMPDIR: the check above proves nothing"
         cmp -s alone/checkpoint.grzo forced/checkpoint.grzo || fail "the run alone and the one-rank MPI run differ"
-        echo "ok: started alone, MPI is not initialized (GRZO_MPI=1 initializes it; same checkpoint)"
+        # one rank that fails ends as a process alone does (MPI_Abort is for several ranks: it
+        # would add Open MPI's banner and, started alone, its helper daemon's words)
+        TMPDIR=$work/tmp-forced GRZO_MPI=1 run 2 "${common[@]}" --batch 0 --out refused; one_line "GRZO_MPI=1 --batch 0"
+        echo "ok: started alone, MPI is not initialized (GRZO_MPI=1 initializes it; same checkpoint; a failure is one line)"
     else
         fail "GRZO_TEST_HAVE_MPI is '${GRZO_TEST_HAVE_MPI:-}', want 0 or 1"
     fi

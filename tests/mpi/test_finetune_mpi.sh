@@ -7,7 +7,11 @@
 #      ends where the single-process 4-step run ends;
 #   3. SIGINT to one rank stops every rank at the same step boundary: rank 0 writes the
 #      checkpoint, the job exits 130, and a resume (at -np 2) ends where one process ends;
-#   4. a killed rank ends the job with an error within the timeout instead of hanging.
+#   4. a killed rank ends the job with an error within the timeout instead of hanging, and so
+#      does a failure of rank 0 alone (MPI_Abort: the others would wait in a collective);
+#   5. rank 0 alone prints (the results once, other ranks' stdout silenced) and ends with the
+#      communication line (ranks.c ft_ranks_report): its exact counts at -np 2, none for one
+#      process or a run of no steps.
 # Skips only when mpirun is absent.
 # usage: test_finetune_mpi.sh GRZO_FINETUNE DATA_DIR WORK_DIR
 set -u
@@ -30,6 +34,7 @@ strip() { sed 's/,"elapsed":[0-9.]*//' "$1"; }
 for est in grzo mezo fzoo; do
     "$bin" "${common[@]}" --estimator "$est" --steps 4 --shard-invariant --out "$work/$est-1" > "$work/$est-1.out" 2>&1 ||
         fail "$est single process: $(tail -3 "$work/$est-1.out")"
+    ! grep -q "^communication" "$work/$est-1.out" || fail "$est single process: a communication line: $(cat "$work/$est-1.out")"
     for np in 2 3; do
         out=$work/$est-np$np
         timeout 300 "${mpi[@]}" -np "$np" "$bin" "${common[@]}" --estimator "$est" --steps 4 --out "$out" > "$out.out" 2>&1 ||
@@ -37,13 +42,32 @@ for est in grzo mezo fzoo; do
         cmp -s "$work/$est-1/checkpoint.grzo" "$out/checkpoint.grzo" || fail "$est -np $np: the checkpoint differs from the single-process run's"
         diff <(strip "$work/$est-1/log.jsonl") <(strip "$out/log.jsonl") > "$out.diff" || fail "$est -np $np: the log differs: $(head -4 "$out.diff")"
         [ "$(ls "$out" | tr '\n' ' ')" = "$(ls "$work/$est-1" | tr '\n' ' ')" ] || fail "$est -np $np: other files than one process writes: $(ls "$out")"
+        [ "$(grep -c "^after 4 steps ($est," "$out.out")" = 1 ] || fail "$est -np $np: not one results line (rank 0's): $(cat "$out.out")"
+        [ "$(grep -c "^communication (rank 0, $np ranks): " "$out.out")" = 1 ] ||
+            fail "$est -np $np: not one communication line: $(cat "$out.out")"
     done
     echo "ok: $est at 2 and 3 ranks is bitwise the single-process run"
 done
+# GRZO at -np 2, B = 5 (shares 2 and 3), 4 steps: one replica check before the loop, then per
+# step the all-gather (rank 0 sends 2 copies x 2 examples + status + shape word = 6 floats and
+# receives 2 x 5 + 2 x 2 = 14), the replica check (5 uint64 each way) and the Ctrl-C agreement
+# (1 uint64 each way): 13 collectives, 4 x 72 + 40 bytes sent, 4 x 104 + 40 received
+want="communication (rank 0, 2 ranks): 3.2 collectives, 82 bytes sent, 114 bytes received per step"
+grep -qxF "$want" "$work/grzo-np2.out" || fail "-np 2: want '$want': $(grep "^communication" "$work/grzo-np2.out")"
+echo "ok: rank 0 alone prints, and its communication line counts what the protocol sends"
 
 timeout 300 "${mpi[@]}" -np 2 "$bin" "${common[@]}" --steps 2 --out "$work/resume" > "$work/resume1.out" 2>&1 || fail "first half: $(tail -3 "$work/resume1.out")"
 timeout 300 "${mpi[@]}" -np 3 "$bin" "${common[@]}" --steps 4 --out "$work/resume" --resume > "$work/resume2.out" 2>&1 || fail "resume at -np 3: $(tail -3 "$work/resume2.out")"
 cmp -s "$work/grzo-1/checkpoint.grzo" "$work/resume/checkpoint.grzo" || fail "2 steps at -np 2 + 2 at -np 3 differ from 4 steps in one process"
+# one step more (its communication line counts over that step), then resumed at its own
+# --steps: the evaluation only, no step to count collectives over
+timeout 300 "${mpi[@]}" -np 2 "$bin" "${common[@]}" --steps 5 --out "$work/resume" --resume > "$work/resume3.out" 2>&1 ||
+    fail "one step more: $(tail -3 "$work/resume3.out")"
+grep -q "^communication (rank 0, 2 ranks): " "$work/resume3.out" || fail "one step more: no communication line: $(cat "$work/resume3.out")"
+timeout 300 "${mpi[@]}" -np 2 "$bin" "${common[@]}" --steps 5 --out "$work/resume" --resume > "$work/resume4.out" 2>&1 ||
+    fail "resume at the same --steps: $(tail -3 "$work/resume4.out")"
+grep -q "^after 5 steps" "$work/resume4.out" && ! grep -q "^communication" "$work/resume4.out" ||
+    fail "resume at the same --steps: want results and no communication line: $(cat "$work/resume4.out")"
 echo "ok: resumed at another rank count, still bitwise the single-process run"
 
 # the variant axes (grzo.h section 3c) shard the same way: masks, V and the rounding bits are
@@ -92,6 +116,14 @@ timeout 300 "${mpi[@]}" -np 2 "$bin" "${common[@]}" --steps "$total" --out "$wor
 "$bin" "${common[@]}" --steps "$total" --shard-invariant --out "$work/intr-1" > "$work/intr-1.out" 2>&1 || fail "single-process reference run"
 cmp -s "$work/intr-1/checkpoint.grzo" "$work/intr/checkpoint.grzo" || fail "SIGINT at -np 3 + resume at -np 2 differs from one process"
 echo "ok: SIGINT to one rank stopped all $((total - 2)) steps in, and the resumed run is bitwise one process's"
+
+# rank 0 alone cannot write its --log folder (the others never check it): MPI_Abort ends every
+# rank with the status, where the others would otherwise wait for rank 0 in a collective
+timeout -k 5 60 "${mpi[@]}" -np 2 "$bin" "${common[@]}" --steps 4 --out "$work/rank0" --log /proc/grzo-log.jsonl > "$work/rank0.out" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] && grep -q "rank 0: --log '/proc/grzo-log.jsonl': cannot create a file" "$work/rank0.out" ||
+    fail "a failure of rank 0 alone: exit $rc (124: the other rank hung), want 1: $(tail -3 "$work/rank0.out")"
+echo "ok: a failure of rank 0 alone ends the job with its status"
 
 start=$SECONDS
 timeout -k 5 60 "${mpi[@]}" -np 2 "$bin" "${common[@]}" --steps 1000000 --out "$work/kill" > "$work/kill.out" 2>&1 &
