@@ -28,7 +28,8 @@
 # a prediction (the text is cut at the first newline either way), but ignoring it changes
 # both. A last run, maxlen, gives the plain model --max-len 40: the prompt and the answer are
 # one sequence, so the answers stop at 40 positions ("max_len") as the clamp variant's do; and
-# tiny, --max-len 3, where half the positions is one: the prompt is BOS alone (never empty).
+# tiny, --max-len 3, where half the positions is one: the prompt is BOS alone (never empty);
+# mid (--max-len 80) and edge (52), where the prompt keeps max_len - 50 tokens, not half.
 #
 # float32 there, float64 here: a step whose top-2 logit margin is below 1e-4 may go either
 # way; the question is then compared up to it only, and more than 2 such test questions in a
@@ -50,13 +51,15 @@ rm -rf "$work" && mkdir -p "$work" || exit 1
 
 runs=0
 # variant task: the model, the tokenizer, the task's folder and the file its test split comes from
-for run in plain:squad stops:squad stops:drop clamp:squad clamp:drop maxlen:squad tiny:squad; do
+for run in plain:squad stops:squad stops:drop clamp:squad clamp:drop maxlen:squad tiny:squad mid:squad edge:squad; do
     variant=${run%:*} task=${run#*:}
     max_len=0
     case $variant in
         plain) model=$data/stories260K.bin tok=$data/tok512.bin ;;
         maxlen) model=$data/stories260K.bin tok=$data/tok512.bin max_len=40 ;;
         tiny) model=$data/stories260K.bin tok=$data/tok512.bin max_len=3 ;;   # half of 3 is 1: BOS alone
+        mid) model=$data/stories260K.bin tok=$data/tok512.bin max_len=80 ;;   # the prompt keeps 30, not half (40)
+        edge) model=$data/stories260K.bin tok=$data/tok512.bin max_len=52 ;;  # 52 - 50 = 2: not yet the half rule
         stops) model=$work/stops.bin tok=$work/tok-stops.bin ;;
         clamp) model=$work/clamp.bin tok=$data/tok512.bin ;;
     esac
