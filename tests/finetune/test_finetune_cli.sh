@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # grzo-finetune's command line, folders and files (issue 13), one case per argument:
 #   options    bad numeric values and an unknown task: exit 2, one line on stderr naming the
-#              option, no files; --n-dev 0 runs; --max-len takes effect
+#              option, no files; --n-dev 0 runs; --max-len takes effect, and an answer as long as it keeps BOS
 #   launcher   MPI is initialized only under an MPI launcher (or GRZO_MPI=1; a refused
 #              option then still one line); a build without MPI refuses a launcher's
 #              environment; a bad GRZO_MPI is refused
@@ -107,6 +107,14 @@ case_options() {
     grep -q '"max_len":12' ml12/run.json && ! cmp -s <(strip ml0/log.jsonl) <(strip ml12/log.jsonl) ||
         fail "--max-len 12 trained as the full length"
     rm -r ml0 ml12
+    # an answer at least as long as --max-len keeps one context token (BOS) and scores the
+    # rest: SQuAD's training answers cut at 2..8 tokens, some exactly as long as the cut (a
+    # clamp that let the continuation take every position passed every other test)
+    for m in 2 3 4 5 6 7 8; do
+        run 0 --model "$data/stories260K.bin" --tokenizer "$data/tok512.bin" --task squad --data "$data/tasks/SQuAD" \
+            --steps 1 --max-len "$m" --n-train 16 --n-dev 1 --n-test 1 --batch 16 --seed 1 --threads 1 --out mlq
+        rm -r mlq
+    done
     echo "ok: bad values refused with one line each, nothing written"
 }
 
