@@ -19,9 +19,9 @@ written mutated, CMD of --build runs (a failure: "not compiled"), then each --te
 order, under a limit of T seconds (default 300) and of MIB MiB a file (default 1024); the
 first that exits non-zero or runs out of time kills the mutant, and one that passes them all
 "survived". SRC is restored after each mutant and when the run is stopped (SIGTERM, Ctrl-C);
-a second run on the same SRC meanwhile is refused (a lock on the file). Each result is a JSON line of F: id,
-line, from, to, the line's text, result, the index of the test that killed it and its last
-lines of output. A survivor is either a gap in the tests or an equivalent mutant (the same
+a second run on the same SRC meanwhile is refused (a lock on the file). Each result is a JSON
+line of F: id, line, from, to, the line's text, result, the index of the test that killed it
+and its last lines of output. A survivor is either a gap in the tests or an equivalent mutant (the same
 behaviour, or a difference no test can observe, such as speed): reading it tells which.
 
 Example (the CUDA backend under the emulator, a build folder of its own):
