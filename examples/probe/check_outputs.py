@@ -14,8 +14,8 @@ Checked, from the run's own CSV and stdout (never against numbers copied from an
     FAILED") against the CSV: a failure is reported exactly where the CSV says it fails;
   - the run's timing line: between 0 and the wall time of the whole process;
   - the plot: a stand-in gnuplot first on PATH (it writes the file its script's "set output"
-    names) draws it, and the PNG, the "PNG:" line and the kept .gp script are there; no
-    temporary is left.
+    names) draws it, and the PNG, the "PNG:" line and the kept .gp script are there; none of
+    its own temporaries (name.*.tmp, name.run.gp) is left.
 The exit status must be 0, or 1 (a failed claim) with --sabotage, and stderr empty.
 
 usage: check_outputs.py GRZO_PROBE SUBCOMMAND OUT_DIR [--sabotage]"""
@@ -570,7 +570,8 @@ def check_plot(out, d, name):
         fail(f"{png} is not what gnuplot wrote")
     if f"\nset output '{name}.png'\n" not in script:
         fail(f"{name}.gp does not draw {name}.png when run by hand")
-    left = [f for f in os.listdir(d) if f.endswith(".tmp") or f.endswith(".run.gp")]
+    # only this run's own files: the other probe tests write into the same folder at the same time
+    left = [f for f in os.listdir(d) if f.startswith(name + ".") and (f.endswith(".tmp") or f.endswith(".run.gp"))]
     if left:
         fail(f"temporaries left in {d}: {left}")
 
