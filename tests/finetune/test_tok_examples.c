@@ -1,0 +1,226 @@
+/* test_tok_examples.c - examples/finetune/tok_examples.c, grzo-finetune's examples as token
+   ids: the sizes a split reports, which size the run's buffers and the generation budget.
+
+   Usage: test_tok_examples <GGUF file with a tokenizer (tests/llm/corpus/gguf_f32_spm.gguf)>
+
+   For splits made here from texts of known token counts (the test tokenizes each text itself):
+     - max_len is the longest candidate and max_total the most tokens of one example's
+       candidates together;
+     - max_generate is the longest prompt + TASKS_MAX_NEW_TOKENS - 1 whatever the order of the
+       examples, in particular when a later prompt is one token shorter than an earlier one
+       (a condition two tokens too generous took that shorter prompt's budget: the longest
+       prompt's answer was cut two tokens early);
+     - a multiple-choice split has no prompt and a generation budget of 0;
+     - --max-len cuts the prompt to leave room for the answer, and the budget follows. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tok_examples.h"
+#include "llm_test.h"
+
+#define N_CONTEXTS 20   /* contexts[1..N_CONTEXTS]: "Question:" and 1..N_CONTEXTS characters more */
+
+static const llm_tokenizer *tok;
+static char contexts[N_CONTEXTS + 1][16 + N_CONTEXTS];
+static int32_t n_context_tokens[N_CONTEXTS + 1];   /* with BOS */
+
+static int32_t count_tokens(const char *text) {
+    char err[256];
+    int32_t n = 0;
+    if (llm_tokenize(tok, text, 1, NULL, 0, &n, err, sizeof err)) {
+        fprintf(stderr, "test_tok_examples: tokenizing '%s': %s\n", text, err);
+        return -1;
+    }
+    return n;
+}
+
+/* contexts[w]: "Question:" and w more characters; their token counts */
+static void make_contexts(void) {
+    static const char more[] = " zqxjkvwyfbgpmuhdcltr";
+    int w;
+    for (w = 1; w <= N_CONTEXTS; w++) {
+        snprintf(contexts[w], sizeof contexts[w], "Question:%.*s", w, more);
+        n_context_tokens[w] = count_tokens(contexts[w]);
+    }
+}
+
+/* two context numbers whose contexts are n and n - 1 tokens (n as large as the table has) */
+static int one_shorter(int *longer, int *shorter) {
+    int a, b;
+    for (a = N_CONTEXTS; a >= 1; a--)
+        for (b = 1; b <= N_CONTEXTS; b++)
+            if (n_context_tokens[b] == n_context_tokens[a] - 1) {
+                *longer = a;
+                *shorter = b;
+                return 1;
+            }
+    return 0;
+}
+
+typedef struct made {
+    tasks_example ex[4];
+    char text[4][TASKS_MAX_CANDIDATES][16 + N_CONTEXTS + 8 * TASKS_MAX_CANDIDATES];
+    qa_answer answer;
+    const char *span;
+    tasks_split split;
+} made;
+
+/* a split of n examples with contexts[which[i]]; generation: one candidate (the answer), else
+   n_cand candidates, continuations of 1..n_cand words */
+static void make_split(made *m, const int *which, size_t n, int generation, int n_cand) {
+    size_t i;
+    int k;
+    memset(m, 0, sizeof *m);
+    m->span = "sun";
+    m->answer.spans = &m->span;
+    m->answer.n_spans = 1;
+    for (i = 0; i < n; i++) {
+        tasks_example *e = &m->ex[i];
+        e->context = contexts[which[i]];
+        e->n_candidates = generation ? 1 : n_cand;
+        e->source_line = (long)i + 1;
+        if (generation) {
+            e->answers = &m->answer;
+            e->n_answers = 1;
+            e->id = "q";
+        }
+        for (k = 0; k < e->n_candidates; k++) {
+            int j;
+            strcpy(m->text[i][k], e->context);
+            for (j = 0; j <= k; j++) strcat(m->text[i][k], " tree");
+            e->cand[k].context = e->context;
+            e->cand[k].text = m->text[i][k];
+            e->cand[k].context_len = strlen(e->context);
+            e->cand[k].continuation = m->text[i][k] + e->cand[k].context_len;
+        }
+    }
+    m->split.ex = m->ex;
+    m->split.n = n;
+}
+
+static int tokenized(const made *m, int32_t max_len, tok_split *out) {
+    char err[256] = "";
+    if (tokenize_split(tok, 1, max_len, &m->split, out, err, sizeof err) != 0) {
+        fprintf(stderr, "test_tok_examples: tokenize_split: %s\n", err);
+        free_tok_split(out);
+        return 0;
+    }
+    return 1;
+}
+
+/* max_len, max_total and max_generate against the examples' own sizes */
+static void check_sizes(const tok_split *s, int generation) {
+    int32_t max_len = 0, max_total = 0, max_prompt = 0;
+    size_t i;
+    int k;
+    for (i = 0; i < s->n; i++) {
+        int32_t total = 0;
+        for (k = 0; k < s->ex[i].n_cand; k++) {
+            total += s->ex[i].n_tokens[k];
+            if (s->ex[i].n_tokens[k] > max_len) max_len = s->ex[i].n_tokens[k];
+        }
+        if (total > max_total) max_total = total;
+        CHECK((s->ex[i].prompt != NULL) == generation);
+        if (s->ex[i].n_prompt > max_prompt) max_prompt = s->ex[i].n_prompt;
+    }
+    CHECK(s->max_len == max_len);
+    CHECK(s->max_total == max_total);
+    CHECK(s->max_generate == (generation ? max_prompt + TASKS_MAX_NEW_TOKENS - 1 : 0));
+}
+
+static void test_generation_budget(void) {
+    int longer = 0, shorter = 0, w;
+    CHECK(one_shorter(&longer, &shorter));
+    if (lt_failures) return;
+    {
+        /* the longest first and one a token shorter after it, then the reverse, then with a
+           prompt two and three tokens shorter in between */
+        int orders[4][3];
+        int o, n[4] = {2, 2, 3, 3};
+        orders[0][0] = longer, orders[0][1] = shorter;
+        orders[1][0] = shorter, orders[1][1] = longer;
+        orders[2][0] = longer, orders[2][1] = shorter, orders[2][2] = shorter > 1 ? shorter - 1 : 1;
+        orders[3][0] = 1, orders[3][1] = longer, orders[3][2] = shorter;
+        for (o = 0; o < 4; o++) {
+            made m;
+            tok_split s;
+            make_split(&m, orders[o], (size_t)n[o], 1, 1);
+            if (!tokenized(&m, 0, &s)) { CHECK(0); continue; }
+            CHECK(s.ex[0].n_prompt == n_context_tokens[orders[o][0]]);   /* no --max-len: whole */
+            CHECK(s.max_generate == n_context_tokens[longer] + TASKS_MAX_NEW_TOKENS - 1);
+            check_sizes(&s, 1);
+            free_tok_split(&s);
+        }
+    }
+    /* every pair of context lengths, both orders */
+    for (w = 1; w <= N_CONTEXTS; w++) {
+        int v;
+        for (v = 1; v <= N_CONTEXTS; v++) {
+            int which[2];
+            made m;
+            tok_split s;
+            which[0] = w, which[1] = v;
+            make_split(&m, which, 2, 1, 1);
+            if (!tokenized(&m, 0, &s)) { CHECK(0); continue; }
+            check_sizes(&s, 1);
+            free_tok_split(&s);
+        }
+    }
+}
+
+static void test_prompt_cut(void) {
+    /* --max-len leaves TASKS_MAX_NEW_TOKENS positions for the answer; the budget is the cut
+       prompt's, never past --max-len - 1 */
+    int which[2] = {N_CONTEXTS, 1};
+    int32_t cut = n_context_tokens[N_CONTEXTS] - 2;
+    made m;
+    tok_split s;
+    make_split(&m, which, 2, 1, 1);
+    if (!tokenized(&m, cut + TASKS_MAX_NEW_TOKENS, &s)) { CHECK(0); return; }
+    CHECK(s.ex[0].n_prompt == cut);
+    CHECK(s.ex[1].n_prompt == n_context_tokens[1]);
+    CHECK(s.max_generate == cut + TASKS_MAX_NEW_TOKENS - 1);
+    check_sizes(&s, 1);
+    free_tok_split(&s);
+}
+
+static void test_multiple_choice(void) {
+    int which[3] = {3, N_CONTEXTS, 5};
+    int n_cand;
+    for (n_cand = 1; n_cand <= 3; n_cand++) {
+        made m;
+        tok_split s;
+        size_t i;
+        make_split(&m, which, 3, 0, n_cand);
+        if (!tokenized(&m, 0, &s)) { CHECK(0); continue; }
+        check_sizes(&s, 0);
+        CHECK(s.n == 3);
+        for (i = 0; i < 3; i++) {
+            int k;
+            CHECK(s.ex[i].n_cand == n_cand);
+            for (k = 0; k < n_cand; k++) CHECK(s.ex[i].n_tokens[k] == count_tokens(m.text[i][k]));
+        }
+        free_tok_split(&s);
+    }
+}
+
+int main(int argc, char **argv) {
+    llm_tokenizer *t = NULL;
+    char err[256];
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_tok_examples TOKENIZER.gguf\n");
+        return 2;
+    }
+    if (llm_tokenizer_load_gguf(argv[1], &t, err, sizeof err) != 0) {
+        fprintf(stderr, "test_tok_examples: %s: %s\n", argv[1], err);
+        return 1;
+    }
+    tok = t;
+    make_contexts();
+    test_generation_budget();
+    test_prompt_cut();
+    test_multiple_choice();
+    llm_tokenizer_free(t);
+    return lt_finish("test_tok_examples");
+}
