@@ -13,8 +13,14 @@ what REQUIRED_SUITES need, so their tests must have run.
 Several logs (LOG [LABEL=LOG ...]: the plain build's, then the sanitized build's) are
 counted together into the one final line; a labelled log's tests are named with the label
 ("asan: ops"), and a log that cannot be read counts as one failure.
+
+With --tmpdir DIR (tests/run.sh points TMPDIR of every test at a fresh DIR), whatever the
+tests left in DIR counts as one failure, named: a test must remove its temporary files
+(ALLOWED_LEFTOVERS below are other programs' own).
 """
+import fnmatch
 import json
+import os
 import re
 import sys
 
@@ -30,6 +36,11 @@ ALLOWED_SKIPS = {
 # Suites that a full CI run must contain (tests/run.sh --require), and why.
 REQUIRED_SUITES = {
     "mpi": "CI installs OpenMPI (tests/run.sh): the data-parallel tests must be built and run (Meson option mpi)",
+}
+
+# What the tests may leave in their TMPDIR, and why: a name pattern (fnmatch).
+ALLOWED_LEFTOVERS = {
+    "ompi.*": "OpenMPI's session folder under TMPDIR, which mpirun itself keeps",
 }
 
 # meson names a test 'project:suite / name' (suite and project optional)
@@ -86,6 +97,19 @@ class Tally:
                 if label:   # the plain build's failures are in meson's own output just above
                     self.notes.append(f"FAILED: {prefix}{test} ({result})")
 
+    def leftovers(self, folder):
+        """one failure when the tests left files in folder (their TMPDIR)"""
+        try:
+            names = sorted(n for n in os.listdir(folder) if not any(fnmatch.fnmatch(n, p) for p in ALLOWED_LEFTOVERS))
+        except OSError as e:
+            self.failed += 1
+            self.notes.append(f"FAILED (tests' TMPDIR): cannot read {folder}: {e.strerror}")
+            return
+        if names:
+            shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+            self.failed += 1
+            self.notes.append(f"FAILED (files left behind): the tests left {len(names)} in their TMPDIR {folder}: {shown}")
+
     def require(self, suites):
         for suite in suites:
             if suite not in self.suites:
@@ -93,9 +117,9 @@ class Tally:
                 self.notes.append(f"FAILED (suite missing): {suite}: no test of it ran [{REQUIRED_SUITES.get(suite, 'required')}]")
 
 
-def summarize(logs, required=(), out=sys.stdout):
-    """logs: (label, path) pairs, the first one unlabelled. Prints the notes and the final
-    line; returns the exit status."""
+def summarize(logs, required=(), tmpdir=None, out=sys.stdout):
+    """logs: (label, path) pairs, the first one unlabelled; tmpdir: the tests' TMPDIR or None.
+    Prints the notes and the final line; returns the exit status."""
     t = Tally()
     for label, path in logs:
         try:
@@ -104,6 +128,8 @@ def summarize(logs, required=(), out=sys.stdout):
             t.failed += 1
             t.notes.append(f"cannot read the test log {path}: {e}")
     t.require(required)
+    if tmpdir is not None:
+        t.leftovers(tmpdir)
     for note in t.notes:
         print(note, file=out)
     print(f"{t.passed} passed, {t.failed} failed, {t.skipped} skipped", file=out)
@@ -111,17 +137,21 @@ def summarize(logs, required=(), out=sys.stdout):
 
 
 def parse_args(argv):
-    """LOG [LABEL=LOG]... [--require SUITE]...: the (label, path) pairs and the required suites."""
-    logs, required, i = [], [], 0
+    """LOG [LABEL=LOG]... [--require SUITE]... [--tmpdir DIR]: the (label, path) pairs, the
+    required suites and the tests' TMPDIR (None)."""
+    logs, required, tmpdir, i = [], [], None, 0
     while i < len(argv):
         if argv[i] == "--require" and i + 1 < len(argv):
             required.append(argv[i + 1])
+            i += 2
+        elif argv[i] == "--tmpdir" and i + 1 < len(argv):
+            tmpdir = argv[i + 1]
             i += 2
         else:
             label, sep, path = argv[i].partition("=")
             logs.append((label, path) if sep else ("", argv[i]))
             i += 1
-    return logs or [("", "build/meson-logs/testlog.json")], required
+    return logs or [("", "build/meson-logs/testlog.json")], required, tmpdir
 
 
 if __name__ == "__main__":

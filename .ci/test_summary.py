@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tests of .ci/summary.py on crafted testlog.json files: allowed skips are listed with
 their reasons and counted as skipped, a skip outside the allow-list fails the summary,
-and the last line is exactly 'N passed, N failed, N skipped'."""
+files left in the tests' TMPDIR fail it, and the last line is exactly 'N passed, N failed,
+N skipped'."""
 import json
 import os
 import subprocess
@@ -105,6 +106,28 @@ with tempfile.TemporaryDirectory() as d:
 lines = p.stdout.splitlines()
 check(p.returncode == 1 and lines[-1:] == ["2 passed, 1 failed, 0 skipped"] and "cannot read" in lines[0],
       "two logs: the second missing", lines)
+
+# --tmpdir (tests/run.sh): files the tests left in their TMPDIR are one failure, named;
+# OpenMPI's session folder is allowed; an empty folder passes; a missing one fails
+with tempfile.TemporaryDirectory() as d:
+    log = write_log(d, "t.json", PASSING)
+    tmp = os.path.join(d, "tmp")
+    os.mkdir(tmp)
+    os.mkdir(os.path.join(tmp, "ompi.vm.0"))
+    p = subprocess.run([sys.executable, SUMMARY, log, "--tmpdir", tmp], capture_output=True, text=True)
+    lines = p.stdout.splitlines()
+    check(p.returncode == 0 and lines == ["2 passed, 0 failed, 0 skipped"], "tmpdir: only OpenMPI's folder", lines)
+    for name in ["grzo_test_files_a1", "x.png.tmp"]:
+        open(os.path.join(tmp, name), "w").close()
+    p = subprocess.run([sys.executable, SUMMARY, log, "--tmpdir", tmp], capture_output=True, text=True)
+    lines = p.stdout.splitlines()
+    check(p.returncode == 1 and lines[-1:] == ["2 passed, 1 failed, 0 skipped"], "tmpdir: leftovers fail", lines)
+    check(any(ln.startswith("FAILED (files left behind)") and "grzo_test_files_a1, x.png.tmp" in ln and "ompi" not in ln
+              for ln in lines), "tmpdir: leftovers named", lines)
+    p = subprocess.run([sys.executable, SUMMARY, log, "--tmpdir", os.path.join(d, "gone")], capture_output=True, text=True)
+    lines = p.stdout.splitlines()
+    check(p.returncode == 1 and lines[-1:] == ["2 passed, 1 failed, 0 skipped"] and "cannot read" in lines[0],
+          "tmpdir: a missing folder fails", lines)
 
 print("test_summary: " + ("PASS" if failures == 0 else f"FAIL ({failures} checks)"))
 sys.exit(1 if failures else 0)

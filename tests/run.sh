@@ -2,7 +2,7 @@
 # The test command: installs missing build dependencies (Debian 12, as root), builds into
 # build/, runs every registered test, then (a full run) the same tests built with
 # AddressSanitizer + UBSan in build-asan/, and ends with "N passed, N failed, N skipped"
-# over both.
+# over both (files the tests left in their TMPDIR count as a failure).
 set -u
 cd "$(dirname "$0")/.."
 . .ci/deps.sh
@@ -18,7 +18,10 @@ if [ -z "${GRZO_TASKS_DATA:-}" ] && [ -f ../shared/data/MANIFEST.md ]; then
     GRZO_TASKS_DATA=$(cd ../shared/data && pwd)
     export GRZO_TASKS_DATA
 fi
-meson test -C build --print-errorlogs "$@"
+# Every test runs with TMPDIR a fresh folder: whatever the tests leave in it fails the run
+# (.ci/summary.py --tmpdir), then it goes.
+test_tmp=$(mktemp -d "${TMPDIR:-/tmp}/grzo-tests.XXXXXX") || { echo "cannot make a TMPDIR for the tests"; echo "0 passed, 1 failed"; exit 1; }
+TMPDIR=$test_tmp meson test -C build --print-errorlogs "$@"
 logs=(build/meson-logs/testlog.json)
 # A full run (no arguments) builds the suite again with AddressSanitizer + UBSan and runs it
 # (GRZO_SANITIZED=0 leaves this out); a sanitizer's report fails the test with exit code 86.
@@ -26,7 +29,7 @@ if [ $# -eq 0 ] && [ "${GRZO_SANITIZED:-1}" != 0 ]; then
     rm -f build-asan/meson-logs/testlog.json
     if grzo_build_sanitized; then
         echo "grzo: the suite again under AddressSanitizer + UBSan (build-asan/)"
-        ASAN_OPTIONS=exitcode=86:detect_leaks=1 UBSAN_OPTIONS=exitcode=86:print_stacktrace=1 \
+        TMPDIR=$test_tmp ASAN_OPTIONS=exitcode=86:detect_leaks=1 UBSAN_OPTIONS=exitcode=86:print_stacktrace=1 \
             meson test -C build-asan --print-errorlogs --timeout-multiplier 4
     else
         echo "the sanitized build failed"
@@ -35,4 +38,7 @@ if [ $# -eq 0 ] && [ "${GRZO_SANITIZED:-1}" != 0 ]; then
 fi
 # a full run must contain the suites whose dependencies grzo_install_deps installs (OpenMPI)
 if [ $# -eq 0 ]; then require=(--require mpi); else require=(); fi
-python3 .ci/summary.py "${logs[@]}" "${require[@]}"
+python3 .ci/summary.py "${logs[@]}" "${require[@]}" --tmpdir "$test_tmp"
+status=$?
+rm -rf "$test_tmp"
+exit $status
