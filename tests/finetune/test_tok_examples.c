@@ -5,13 +5,19 @@
 
    For splits made here from texts of known token counts (the test tokenizes each text itself):
      - max_len is the longest candidate and max_total the most tokens of one example's
-       candidates together;
+       candidates together (up to TASKS_MAX_CANDIDATES of them);
      - max_generate is the longest prompt + TASKS_MAX_NEW_TOKENS - 1 whatever the order of the
        examples, in particular when a later prompt is one token shorter than an earlier one
        (a condition two tokens too generous took that shorter prompt's budget: the longest
        prompt's answer was cut two tokens early);
      - a multiple-choice split has no prompt and a generation budget of 0;
-     - --max-len cuts the prompt to leave room for the answer, and the budget follows. */
+     - --max-len cuts the prompt to leave room for the answer, and the budget follows;
+     - one example at every max_len from none to past its length, with and without BOS,
+       against MeZO's encode_prompt written out here: its tokens (the whole text's, cut on the
+       left after BOS), the context's length (the continuation at least its last token, never
+       all of the text), the prompt (the context's last tokens, TASKS_MAX_NEW_TOKENS left for the
+       answer, half the positions where fewer than 2 would be), or a refusal that names the
+       example when nothing is left to score; free_tok_split leaves an empty split. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,10 +191,125 @@ static void test_prompt_cut(void) {
     free_tok_split(&s);
 }
 
+/* ---- one example against MeZO's encode_prompt, written out here ------------------------- */
+
+static int32_t *tokens_of(const char *text, int bos, int32_t *n) {
+    char err[256];
+    int32_t cap = (int32_t)strlen(text) + 2, *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)cap);
+    if (!ids || llm_tokenize(tok, text, bos, ids, cap, n, err, sizeof err)) {
+        fprintf(stderr, "test_tok_examples: tokenizing '%s': %s\n", text, ids ? err : "out of memory");
+        free(ids);
+        return NULL;
+    }
+    return ids;
+}
+
+/* want[0..n) = the first `head` of ids, then its last n - head: a left cut that keeps BOS */
+static int same_cut(const int32_t *got, int32_t n_got, const int32_t *ids, int32_t n_ids, int32_t n, int32_t head) {
+    int32_t j;
+    if (n_got != n) return 0;
+    for (j = 0; j < n; j++)
+        if (got[j] != (j < head ? ids[j] : ids[n_ids - (n - j)])) return 0;
+    return 1;
+}
+
+/* context + continuation as one example (a generation example when `generation`), at this
+   max_len (0: none) and BOS: the tokens, the context's length and the prompt are what the
+   whole text's tokens say, or the example is refused with its id or line when nothing is
+   left to score */
+static void check_example(const char *context, const char *continuation, int bos, int32_t max_len, int generation) {
+    char text[256], err[256] = "";
+    int32_t n_full = 0, n_ctx = 0, *full = tokens_of((snprintf(text, sizeof text, "%s%s", context, continuation), text), bos, &n_full);
+    int32_t *ctx = tokens_of(context, bos, &n_ctx), n, opt, head = bos ? 1 : 0, cap;
+    tasks_example e;
+    tasks_split split;
+    tok_split s;
+    qa_answer answer;
+    const char *span = "x";
+    int rc;
+    if (!full || !ctx) {
+        CHECK(0);
+        free(full), free(ctx);
+        return;
+    }
+    memset(&e, 0, sizeof e);
+    e.context = context;
+    e.n_candidates = 1;
+    e.cand[0].context = context;
+    e.cand[0].text = text;
+    e.cand[0].context_len = strlen(context);
+    e.cand[0].continuation = text + e.cand[0].context_len;
+    e.source_line = 7;
+    if (generation) {
+        answer.spans = &span;
+        answer.n_spans = 1;
+        e.answers = &answer;
+        e.n_answers = 1;
+        e.id = "q-7";
+    }
+    split.ex = &e;
+    split.n = 1;
+    /* the reference: the continuation is the text's last n_full - n_ctx tokens, at least one
+       and never all of them; a text past max_len loses tokens after BOS */
+    opt = n_full - n_ctx;
+    if (opt < 1) opt = 1;
+    if (opt > n_full - 1) opt = n_full - 1;
+    n = max_len > 0 && n_full > max_len ? max_len : n_full;
+    if (opt > n - 1) opt = n - 1;
+    rc = tokenize_split(tok, bos, max_len, &split, &s, err, sizeof err);
+    if (opt < 1) {
+        CHECKF(rc == -1 && strstr(err, "has nothing to score") && strstr(err, generation ? "\"q-7\"" : "(line 7)"),
+               "'%s' + '%s', bos %d, max_len %d: want refused, got %d '%s'\n", context, continuation, bos, (int)max_len, rc, err);
+    } else if (rc != 0) {
+        CHECKF(0, "'%s' + '%s', bos %d, max_len %d: %s\n", context, continuation, bos, (int)max_len, err);
+    } else {
+        const tok_example *x = &s.ex[0];
+        CHECK(s.n == 1 && s.src == &split && x->n_cand == 1 && x->gold == 0);
+        CHECKF(same_cut(x->tokens[0], x->n_tokens[0], full, n_full, n, head) && x->n_context[0] == n - opt,
+               "'%s' + '%s', bos %d, max_len %d: %d tokens (want %d), context %d (want %d)\n", context, continuation, bos,
+               (int)max_len, (int)x->n_tokens[0], (int)n, (int)x->n_context[0], (int)(n - opt));
+        /* the prompt: the context's last tokens after BOS, leaving TASKS_MAX_NEW_TOKENS for the
+           answer (half the positions where max_len leaves fewer than 2) */
+        cap = max_len > 0 ? max_len - TASKS_MAX_NEW_TOKENS : n_ctx;
+        if (max_len > 0 && cap < 2) cap = max_len / 2 > 1 ? max_len / 2 : 1;
+        if (cap > n_ctx) cap = n_ctx;
+        if (generation)
+            CHECKF(x->prompt && same_cut(x->prompt, x->n_prompt, ctx, n_ctx, cap, head) &&
+                   s.max_generate == cap + TASKS_MAX_NEW_TOKENS - 1,
+                   "'%s', bos %d, max_len %d: prompt of %d tokens (want %d)\n", context, bos, (int)max_len, (int)x->n_prompt, (int)cap);
+        else
+            CHECK(x->prompt == NULL && x->n_prompt == 0 && s.max_generate == 0);
+        CHECK(s.max_len == n && s.max_total == n);
+    }
+    free_tok_split(&s);
+    CHECK(s.ex == NULL && s.n == 0 && s.max_len == 0 && s.max_generate == 0);
+    free(full);
+    free(ctx);
+}
+
+static void test_examples(void) {
+    /* a continuation of tokens of its own, one that adds nothing (scored: its last token), a
+       text that is all continuation (with no BOS nothing is context), a long context, a text of
+       one token and one of none (refused without BOS: nothing to score) */
+    static const char *const pairs[][2] = {
+        {"Question:zqx", "jkv"}, {"Question:zqx", ""}, {"", "zqxj"}, {"Question:zqxjkvwyfbgpmuhd", "cltr"}, {"z", "q"},
+        {"", "z"}, {"", ""}};
+    size_t p;
+    int bos, generation;
+    for (p = 0; p < sizeof pairs / sizeof pairs[0]; p++)
+        for (bos = 0; bos <= 1; bos++)
+            for (generation = 0; generation <= 1; generation++) {
+                int32_t max_len;
+                for (max_len = 0; max_len <= 40; max_len++) check_example(pairs[p][0], pairs[p][1], bos, max_len, generation);
+                for (max_len = TASKS_MAX_NEW_TOKENS; max_len <= TASKS_MAX_NEW_TOKENS + 30; max_len++)
+                    check_example(pairs[p][0], pairs[p][1], bos, max_len, generation);
+            }
+}
+
 static void test_multiple_choice(void) {
     int which[3] = {3, N_CONTEXTS, 5};
     int n_cand;
-    for (n_cand = 1; n_cand <= 3; n_cand++) {
+    for (n_cand = 1; n_cand <= TASKS_MAX_CANDIDATES; n_cand++) {
         made m;
         tok_split s;
         size_t i;
@@ -221,6 +342,7 @@ int main(int argc, char **argv) {
     test_generation_budget();
     test_prompt_cut();
     test_multiple_choice();
+    test_examples();
     llm_tokenizer_free(t);
     return lt_finish("test_tok_examples");
 }
