@@ -17,13 +17,19 @@
        left after BOS), the context's length (the continuation at least its last token, never
        all of the text), the prompt (the context's last tokens, TASKS_MAX_NEW_TOKENS left for the
        answer, half the positions where fewer than 2 would be), or a refusal that names the
-       example when nothing is left to score; free_tok_split leaves an empty split. */
+       example when nothing is left to score; free_tok_split leaves an empty split;
+     - (built with TOK_EXAMPLES_OOM and malloc wrapped, tests/oom_wrap.h) each allocation of a
+       split's tokenization failing in turn, the tokenizer's included: "out of memory" and
+       -1, never a split that looks whole (an unchecked calloc gave an empty one), nor a leak. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tok_examples.h"
 #include "llm_test.h"
+#ifdef TOK_EXAMPLES_OOM
+#include "oom_wrap.h"
+#endif
 
 #define N_CONTEXTS 20   /* contexts[1..N_CONTEXTS]: "Question:" and 1..N_CONTEXTS characters more */
 
@@ -326,6 +332,56 @@ static void test_multiple_choice(void) {
     }
 }
 
+#ifdef TOK_EXAMPLES_OOM
+static uint64_t fingerprint(const tok_split *s) {
+    uint64_t h = fnv(FNV0, &s->n, sizeof s->n);
+    size_t i;
+    int k;
+    h = fnv(h, &s->max_len, sizeof s->max_len);
+    h = fnv(h, &s->max_total, sizeof s->max_total);
+    h = fnv(h, &s->max_generate, sizeof s->max_generate);
+    for (i = 0; i < s->n; i++) {
+        const tok_example *x = &s->ex[i];
+        for (k = 0; k < x->n_cand; k++) {
+            h = fnv(h, x->tokens[k], sizeof(int32_t) * (size_t)x->n_tokens[k]);
+            h = fnv(h, &x->n_context[k], sizeof x->n_context[k]);
+        }
+        if (x->prompt) h = fnv(h, x->prompt, sizeof(int32_t) * (size_t)x->n_prompt);
+    }
+    return h;
+}
+
+static void test_out_of_memory(void) {
+    int which[3] = {3, N_CONTEXTS, 5}, generation;
+    for (generation = 0; generation <= 1; generation++) {
+        made m;
+        tok_split s;
+        char err[256];
+        uint64_t clean;
+        long at;
+        make_split(&m, which, 3, generation, generation ? 1 : 3);
+        if (!tokenized(&m, 12, &s)) { CHECK(0); continue; }
+        clean = fingerprint(&s);
+        free_tok_split(&s);
+        for (at = 1;; at++) {
+            int rc;
+            err[0] = 0;
+            oom_arm(at, 1);
+            rc = tokenize_split(tok, 1, 12, &m.split, &s, err, sizeof err);
+            oom_disarm();
+            if (!oom.failed) {   /* the run needed fewer than `at` allocations */
+                CHECK(rc == 0 && fingerprint(&s) == clean);
+                free_tok_split(&s);
+                CHECK(at > 3 * (generation ? 2 : 6));   /* two tokenizations a candidate at least */
+                break;
+            }
+            CHECKF(rc == -1 && strstr(err, "out of memory"), "allocation %ld failing: %d '%s'\n", at, rc, err);
+            free_tok_split(&s);
+        }
+    }
+}
+#endif
+
 int main(int argc, char **argv) {
     llm_tokenizer *t = NULL;
     char err[256];
@@ -343,6 +399,9 @@ int main(int argc, char **argv) {
     test_prompt_cut();
     test_multiple_choice();
     test_examples();
+#ifdef TOK_EXAMPLES_OOM
+    test_out_of_memory();
+#endif
     llm_tokenizer_free(t);
     return lt_finish("test_tok_examples");
 }
