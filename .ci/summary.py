@@ -108,7 +108,7 @@ class Tally:
         if names:
             shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
             self.failed += 1
-            self.notes.append(f"FAILED (files left behind): the tests left {len(names)} in their TMPDIR {folder}: {shown}")
+            self.notes.append(f"FAILED (files left behind): the tests left {len(names)} files or folders in their TMPDIR {folder}: {shown}")
 
     def require(self, suites):
         for suite in suites:
