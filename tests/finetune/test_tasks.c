@@ -1255,7 +1255,7 @@ static void squad_known(const char *pred, const char *const *golds, int n, doubl
 
 static void case_qa_score(void)
 {
-    static const char *const cat_sat[] = {"cat sat"}, *const cat[] = {"cat"}, *const a[] = {"a"};
+    static const char *const cat_sat[] = {"cat sat"}, *const cat[] = {"cat"}, *const a[] = {"a"}, *const cat_cat[] = {"cat cat"};
     static const char *const broncos[] = {"Denver Broncos", "The Denver Broncos"};
     char buf[32];
     double v, em, f1;
@@ -1285,6 +1285,7 @@ static void case_qa_score(void)
     squad_known("the Denver Broncos", broncos, 2, 1, 1);
     squad_known("Broncos", broncos, 2, 0, 2.0 / 3.0);
     squad_known("the cat the cat sat", cat_sat, 1, 0, 0.8);   /* repeated tokens count (Counter) */
+    squad_known("cat cat dog", cat_cat, 1, 0, 0.8);           /* in the gold too: 2 shared of 3 and of 2 */
     squad_known("", cat, 1, 0, 0);
     squad_known("the", a, 1, 1, 0);                           /* both empty: EM 1, F1 0 (as the script) */
     CHECK(qa_squad_score("x", NULL, 1, &em, &f1) != 0);
