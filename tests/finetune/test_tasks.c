@@ -1373,6 +1373,8 @@ static void case_qa_score(void)
     CHECK_DROP(L("a"), L("a", "b"), 0.0, 0.5);
     CHECK_DROP(L("b"), L("a", "b"), 0.0, 0.5);
     CHECK_DROP(L("b"), L("b", "a"), 0.0, 0.5);
+    /* the second gold span's best partner is not the first's: 2 matched of max(2, 3) */
+    CHECK_DROP(L("x", "z", "y"), L("x", "y"), 0.0, 0.67);
     /* evaluate_json per question (allennlp's TestDropEvalFunctional; golds as
        answer_json_to_strings gives them): the maximum over the answer and the validated ones */
     {
