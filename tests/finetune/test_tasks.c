@@ -1310,6 +1310,8 @@ static void case_qa_score(void)
     CHECK(qa_py_is_number("  1.2e1 ", &v) && v == 12.0);
     CHECK(qa_py_is_number("1_000", &v) && v == 1000.0);
     CHECK(qa_py_is_number("-inf", NULL) && qa_py_is_number("NaN", NULL) && qa_py_is_number(".5", NULL) && qa_py_is_number("5.", NULL));
+    CHECK(qa_py_is_number(" inf ", NULL) && qa_py_is_number("-Infinity\t", &v) && isinf(v) && v < 0);
+    CHECK(qa_py_is_number("1e-5", &v) && v == 1e-5 && qa_py_is_number("2E+3", &v) && v == 2000.0);
     CHECK(!qa_py_is_number("1__0", NULL) && !qa_py_is_number("_1", NULL) && !qa_py_is_number("1_", NULL) && !qa_py_is_number("0x10", NULL));
     CHECK(!qa_py_is_number("1e", NULL) && !qa_py_is_number("e5", NULL) && !qa_py_is_number(".", NULL) && !qa_py_is_number("", NULL));
     qa_py_float_repr(12.0, buf); CHECK_STR(buf, "12.0");
@@ -1337,6 +1339,7 @@ static void case_qa_score(void)
     CHECK_NORM(qa_drop_normalize, "Infinity", "inf");
     CHECK_NORM(qa_drop_normalize, "-5 yards", "5.0 yards");
     CHECK_NORM(qa_drop_normalize, "0.00001", "1e-05");
+    CHECK_NORM(qa_drop_normalize, "1.5E+2", "150.0");   /* a number keeps its "." (not "15e2") */
     /* get_metrics: allennlp's TestDropEvalGetMetrics, every case */
     CHECK_DROP(L("78"), L("78.0"), 1.0, 1.0);
     CHECK_DROP(L("td"), L("td", "td"), 0.0, 0.5);
