@@ -1305,6 +1305,12 @@ static void case_qa_score(void)
         fixed = qa_utf8_repair("a\xe0\xbf", 3);
         CHECK_STR(fixed, "a\xef\xbf\xbd");
         free(fixed);
+        /* after F0 only 90..BF may follow, after F1..F3 80..BF: an overlong four-byte form is
+           four U+FFFD, a plane-1 character cut short one:
+           b"\xf0\x8f\xbf\xbf|\xf1\x80\x80".decode(errors="replace") == "\ufffd" * 4 + "|\ufffd" */
+        fixed = qa_utf8_repair("\xf0\x8f\xbf\xbf|\xf1\x80\x80", 8);
+        CHECK_STR(fixed, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd|\xef\xbf\xbd");
+        free(fixed);
     }
     /* Python's float() and str(float) */
     CHECK(qa_py_is_number("  1.2e1 ", &v) && v == 12.0);
