@@ -59,7 +59,7 @@ def tables(out):
     for line in out.splitlines():
         if line.startswith("|"):
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if all(re.fullmatch(r"-+", c) for c in cells):
+            if all(re.fullmatch(r":?-+:?", c) for c in cells):
                 continue
             if cur is None:
                 cur = []
