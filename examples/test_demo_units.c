@@ -392,6 +392,14 @@ static void test_pass(problem *p, const demo_options *opt)
     student_destroy(&s);
 }
 
+/* TMPDIR/grzo_demo_units_XXXXXX into buf, for mkdtemp or mkstemp */
+static void temp_template(char *buf, size_t n)
+{
+    const char *base = getenv("TMPDIR");
+    int len = snprintf(buf, n, "%s/grzo_demo_units_XXXXXX", base && *base ? base : "/tmp");
+    REQUIRE(len > 0 && (size_t)len < n);
+}
+
 /* the curves can not be written: write_csv says so (the run then fails) */
 static void test_csv_failure(void)
 {
@@ -401,8 +409,9 @@ static void test_csv_failure(void)
     c.n_problems = 1; c.n_points = 1; c.used = 1; c.step = step; c.loss = loss;
     CHECK(write_csv("/nonexistent-grzo-folder/demo.csv", &c, 16) == -1);
     {   /* written, but it cannot replace the path: a folder that is not empty */
-        char dir[] = "/tmp/grzo_demo_units_XXXXXX", path[96], inner[128];
+        char dir[256], path[288], inner[320];
         FILE *f;
+        temp_template(dir, sizeof dir);
         REQUIRE(mkdtemp(dir) != NULL);
         snprintf(path, sizeof path, "%s/demo.csv", dir);
         snprintf(inner, sizeof inner, "%s/kept", path);
@@ -420,10 +429,11 @@ static void test_csv_failure(void)
 /* a whole run of 1 and 2 steps: every point recorded fits the curves (steps 0, 1, 2) */
 static void test_tiny_run(void)
 {
-    char path[] = "/tmp/grzo_demo_units_XXXXXX";
-    char csv[64], line[512];
-    int fd = mkstemp(path), lines = 0;
+    char path[256], csv[256], line[512];
+    int fd, lines = 0;
     FILE *f;
+    temp_template(path, sizeof path);
+    fd = mkstemp(path);
     REQUIRE(fd >= 0);
     close(fd);
     snprintf(csv, sizeof csv, "%s", path);
