@@ -735,7 +735,7 @@ static int squad_doc(rd *r, const json_value *root)
             strcat(where, ".");
             if (!(context = jtext(r, par, where, "context")) || !(qas = jarray(r, par, where, "qas"))) return -1;
             for (qi = 0; qi < qas->n; qi++) {
-                char qwhere[192];
+                char qwhere[sizeof where + 32];   /* where, "qas[", an index, "]" */
                 snprintf(qwhere, sizeof qwhere, "%sqas[%lu]", where, (unsigned long)qi);
                 if (squad_question(r, &qas->items[qi], qwhere, title, context)) return -1;
             }
@@ -877,7 +877,7 @@ static int drop_doc(rd *r, const json_value *root)
         strcat(where, ".");
         if (!(passage = jtext(r, section, where, "passage")) || !(pairs = jarray(r, section, where, "qa_pairs"))) return -1;
         for (qi = 0; qi < pairs->n; qi++) {
-            char qwhere[192];
+            char qwhere[sizeof where + 32];   /* where, "qa_pairs[", an index, "]" */
             snprintf(qwhere, sizeof qwhere, "%sqa_pairs[%lu]", where, (unsigned long)qi);
             if (drop_question(r, &pairs->items[qi], qwhere, passage)) return -1;
         }
