@@ -4,18 +4,25 @@
      - batching: a sequence's logits do not depend on the other sequences of the batch
        (plain, and inside a GRZO pass: the "+" copy of example 0 in a batch of B equals
        the batch-of-one result; another example's content never leaks in);
-     - padding: left padding and different lengths do not change logits;
+     - padding: left padding and different lengths do not change logits, up to a state's
+       max_seq_len of real tokens (they keep positions 0..n-1);
      - perturbation: with a small sigma the "+" and "-" copies move the logits by opposite
        first-order terms, (plus - plain) = -(minus - plain) up to O(sigma) relative error,
        for GRZO and MeZO; FZOO's clean pass equals the plain forward exactly; a pass that
        is abandoned leaves the plain forward bitwise unchanged; the reference backend
        (grzo's literal SPEC) gives the CPU backend's perturbed logits;
-     - scoring: llm_sequence_logprob equals the log-softmax of llm_forward's logits;
+     - scoring: llm_sequence_logprob equals the log-softmax of llm_forward's logits (one
+       scored token too);
+     - sampling: llm_generate draws the token model.h's uniform picks from llm_forward's logits;
      - a full grzo_step through the model runs and changes the parameters;
      - bad batches, configs, weights, capacities and arguments of every entry point are
        refused with GRZO_ERR_INVALID_ARG and a message saying what is wrong, nothing
-       written; the smallest model (every size 1) runs at full capacity.
+       written; the smallest model (every size 1) runs at full capacity and generates;
+     - the profile's forward time lies within the wall time around the forward.
    Exit 0 pass, 1 fail. */
+#define _POSIX_C_SOURCE 200809L   /* clock_gettime */
+#include <time.h>
+
 #include "llm_test_util.h"
 
 #define N_EX 3
@@ -214,6 +221,39 @@ static void test_padding(void) {
     d = tu_max_abs_diff(pass_ref, pass_pad, 2 * (int64_t)ex[0].n_out * f.tm.cfg.vocab_size);
     printf("left padding 3 (GRZO pass): max |diff| = %.3g\n", d);
     TU_CHECK(d <= 1e-5, "left padding changes perturbed logits by %g", d);
+
+    /* 8 tokens after 7 pads in a state of max_seq_len 8: the real tokens take positions 0..7,
+       the last row of the RoPE table, whatever the padding */
+    {
+        llm_state_desc sd;
+        llm_state *st8;
+        int32_t toks[15], pos_pad[2] = {7, 14}, pos_plain[2] = {0, 7};
+        memset(&sd, 0, sizeof sd);
+        sd.max_rows = 32;
+        sd.max_seqs = 1;
+        sd.max_outputs = 2;
+        sd.max_seq_len = 8;
+        TU_OK(&f.m, llm_state_create(f.ctx, &f.m, &sd, &st8));
+        for (t = 0; t < 7; t++) toks[t] = tu_token(&rng, f.tm.cfg.vocab_size);
+        memcpy(toks + 7, ex[2].tokens, 8 * sizeof(int32_t));
+        memset(seqs, 0, sizeof seqs);
+        seqs[0].tokens = toks + 7;
+        seqs[0].n_tokens = 8;
+        seqs[0].out_pos = pos_plain;
+        seqs[0].n_out = 2;
+        b.n_seqs = 1;
+        b.n_segments = 0;
+        TU_OK(&f.m, llm_forward(f.ctx, &f.m, st8, &b, ref));
+        seqs[0].tokens = toks;
+        seqs[0].n_tokens = 15;
+        seqs[0].n_pad = 7;
+        seqs[0].out_pos = pos_pad;
+        TU_OK(&f.m, llm_forward(f.ctx, &f.m, st8, &b, got));
+        d = tu_max_abs_diff(ref, got, 2 * (int64_t)f.tm.cfg.vocab_size);
+        printf("left padding 7, max_seq_len tokens: max |diff| = %.3g\n", d);
+        TU_CHECK(d <= 1e-5, "left padding of a sequence of max_seq_len tokens changes logits by %g", d);
+        llm_state_free(st8);
+    }
     fx_close(&f);
 }
 
@@ -399,12 +439,12 @@ static void test_logprob(void) {
     fx_open(&f, 0, GRZO_ESTIMATOR_GRZO, 1e-2f);
     V = f.tm.cfg.vocab_size;
     make_examples(ex, (int32_t)V, 17);
-    for (pass_mode = 0; pass_mode <= 1; pass_mode++) {
+    for (pass_mode = 0; pass_mode <= 2; pass_mode++) {   /* plain, in a pass, one scored token */
         grzo_step_info si;
         grzo_pass_info pi;
-        int n = pass_mode ? 2 * N_EX : N_EX, i, t;
+        int n = pass_mode == 1 ? 2 * N_EX : pass_mode == 2 ? 1 : N_EX, i, t;
         int64_t o = 0;
-        if (pass_mode) {
+        if (pass_mode == 1) {
             TU_OK(&f.m, grzo_step_begin(f.ctx, N_EX, &si));
             TU_OK(&f.m, grzo_pass_begin(f.ctx, &pi));
         }
@@ -414,11 +454,11 @@ static void test_logprob(void) {
             seqs[i].tokens = e->tokens;
             seqs[i].n_tokens = e->n_tokens;
             seqs[i].segment = i;
-            ctxlen[i] = e->n_tokens > 4 ? e->n_tokens - 3 : 1;
+            ctxlen[i] = pass_mode == 2 ? e->n_tokens - 1 : e->n_tokens > 4 ? e->n_tokens - 3 : 1;
         }
         b.seqs = seqs;
         b.n_seqs = n;
-        b.n_segments = pass_mode ? pi.n_segments : 0;
+        b.n_segments = pass_mode == 1 ? pi.n_segments : 0;
         TU_OK(&f.m, llm_sequence_logprob(f.ctx, &f.m, f.st, &b, ctxlen, sum, mean));
         /* the same positions through llm_forward */
         for (i = 0; i < n; i++) {
@@ -427,7 +467,7 @@ static void test_logprob(void) {
             seqs[i].out_pos = pos[i];
         }
         TU_OK(&f.m, llm_forward(f.ctx, &f.m, f.st, &b, logits));
-        if (pass_mode) TU_OK(&f.m, grzo_step_abort(f.ctx));
+        if (pass_mode == 1) TU_OK(&f.m, grzo_step_abort(f.ctx));
         for (i = 0; i < n; i++) {
             double s = 0.0;
             for (t = 0; t < seqs[i].n_out; t++, o++)
@@ -440,6 +480,56 @@ static void test_logprob(void) {
     printf("llm_sequence_logprob vs log-softmax of llm_forward: max |diff| = %.3g\n", worst);
     TU_CHECK(worst == 0.0, "llm_sequence_logprob disagrees with llm_forward by %g", worst);
     TU_CHECK(fabs(llm_log_softmax_at((const float[]){0.0f, 0.0f}, 2, 1) - log(0.5)) < 1e-15, "log-softmax of a uniform pair");
+    TU_CHECK(fabs(llm_log_softmax_at((const float[]){0.0f, 0.0f, INFINITY}, 2, 0) - log(0.5)) < 1e-15,
+             "log-softmax of n = 2 logits read the third");
+    fx_close(&f);
+}
+
+/* Sampling (model.h): the token after a prompt of n tokens is drawn from softmax(logits / T) of
+   position n - 1 with u = grzo_uniform_at(seed, n - 1, GRZO_USER_BLOCK, 0, 0), the first token
+   whose cumulative probability passes u. Computed here in double from llm_forward's logits;
+   a draw within 1e-6 of a boundary is not judged (the cached forward may round otherwise). */
+static void test_sampling(void) {
+    fixture f;
+    example ex[N_EX];
+    llm_generate_desc gd;
+    int32_t toks[MAX_TOK + 2], n_total = 0, V;
+    float logits[2 * 64];
+    uint64_t seed;
+    int judged = 0, t;
+    fx_open(&f, 0, GRZO_ESTIMATOR_GRZO, 1e-2f);
+    V = f.tm.cfg.vocab_size;
+    make_examples(ex, V, 29);
+    ex[0].n_tokens = 4;
+    ex[0].out_pos[0] = 3;
+    ex[0].n_out = 1;
+    t = 0;
+    TU_OK(&f.m, forward_examples(&f, ex, &t, NULL, 1, 0, logits));
+    memset(&gd, 0, sizeof gd);
+    gd.steps = 4;
+    gd.temperature = 0.7f;
+    gd.stop[0] = gd.stop[1] = -1;
+    for (seed = 1; seed <= 32; seed++) {
+        double u = grzo_uniform_at(seed, 3, GRZO_USER_BLOCK, 0, 0), mx = -INFINITY, sum = 0.0, acc = 0.0, margin = 1.0;
+        int32_t want = V - 1, i;
+        for (i = 0; i < V; i++)
+            if (logits[i] > mx) mx = logits[i];
+        for (i = 0; i < V; i++) sum += exp(((double)logits[i] - mx) / gd.temperature);
+        for (i = 0; i < V; i++) {
+            acc += exp(((double)logits[i] - mx) / gd.temperature) / sum;
+            if (fabs(u - acc) < margin) margin = fabs(u - acc);
+            if (u < acc) { want = i; break; }
+        }
+        gd.seed = seed;
+        memcpy(toks, ex[0].tokens, 4 * sizeof(int32_t));
+        TU_OK(&f.m, llm_generate(f.ctx, &f.m, f.st, toks, 4, &gd, &n_total));
+        if (margin < 1e-6) continue;
+        judged++;
+        TU_CHECK(n_total == 5 && toks[4] == want, "seed %llu: sampled %d, the draw %.9f picks %d", (unsigned long long)seed,
+                 toks[4], u, want);
+    }
+    printf("sampling: %d of 32 draws judged\n", judged);
+    TU_CHECK(judged >= 24, "only %d of 32 draws far enough from a boundary", judged);
     fx_close(&f);
 }
 
@@ -654,6 +744,18 @@ static void test_register_refusals(void) {
         TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(msg, "missing"), "untied, no output: %s (%s)", grzo_status_str(s), msg);
         tm.w.output = out;
     }
+    {   /* a rope_theta of 0; no context */
+        llm_model m0;
+        llm_weights copy = tm.w;
+        bad = cfg;
+        bad.rope_theta = 0.0f;
+        s = try_register(&bad, &tm.w, msg, sizeof msg);
+        TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(msg, "rope_theta 0"), "rope_theta 0: %s (%s)", grzo_status_str(s), msg);
+        s = llm_model_register(NULL, &m0, &cfg, &copy);
+        TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(llm_model_error(&m0), "ctx, cfg and w"), "no ctx: %s (%s)",
+                 grzo_status_str(s), llm_model_error(&m0));
+        llm_model_free(&m0);
+    }
     tu_model_free(&tm);
     {   /* the smallest sizes: accepted, and a forward of them finite */
         fixture fx;
@@ -683,6 +785,16 @@ static void test_register_refusals(void) {
         b.n_segments = 0;
         TU_OK(&fx.m, llm_forward(fx.ctx, &fx.m, fx.st, &b, &logit));
         TU_CHECK(isfinite(logit), "the smallest model's logit is %g", (double)logit);
+        {   /* greedy over a vocabulary of one: token 0 at each step */
+            llm_generate_desc gd;
+            int32_t gen[3] = {0, -1, -1}, n_total = 0;
+            memset(&gd, 0, sizeof gd);
+            gd.steps = 2;
+            gd.stop[0] = gd.stop[1] = -1;
+            TU_OK(&fx.m, llm_generate(fx.ctx, &fx.m, fx.st, gen, 1, &gd, &n_total));
+            TU_CHECK(n_total == 3 && gen[1] == 0 && gen[2] == 0, "the smallest model generated %d tokens: %d %d", n_total,
+                     gen[1], gen[2]);
+        }
         fx_close(&fx);
     }
 }
@@ -762,6 +874,26 @@ static void test_api_refusals(void) {
         TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(llm_model_error(&f.m), "bad batch"), "batch case %d: %s (%s)", k,
                  grzo_status_str(s), llm_model_error(&f.m));
     }
+    /* an empty batch (no sequences, seqs NULL) is a forward of nothing: accepted, nothing written */
+    b.seqs = NULL;
+    b.n_seqs = 0;
+    b.n_segments = 0;
+    for (i = 0; i < 16 * 64; i++) logits[i] = 7.0f;
+    s = llm_forward(f.ctx, &f.m, f.st, &b, logits);
+    for (i = 0; i < 16 * 64; i++)
+        if (logits[i] != 7.0f) break;
+    TU_CHECK(s == GRZO_OK && i == 16 * 64, "an empty batch: %s (%s), logit %d written", grzo_status_str(s),
+             llm_model_error(&f.m), i);
+    /* one output requested with out_pos NULL */
+    memset(&q, 0, sizeof q);
+    q.tokens = ex[0].tokens;
+    q.n_tokens = ex[0].n_tokens;
+    q.n_out = 1;
+    b.seqs = &q;
+    b.n_seqs = 1;
+    s = llm_forward(f.ctx, &f.m, f.st, &b, logits);
+    TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(llm_model_error(&f.m), "bad tokens/n_tokens"), "n_out 1, out_pos NULL: %s (%s)",
+             grzo_status_str(s), llm_model_error(&f.m));
     /* scoring: sequences NULL; no context token (n_context = n_pad = 0); nothing to score */
     b.seqs = NULL;
     b.n_seqs = 1;
@@ -774,10 +906,10 @@ static void test_api_refusals(void) {
     q.tokens = ex[0].tokens;
     q.n_tokens = ex[0].n_tokens;
     b.seqs = &q;
-    for (k = 0; k < 3; k++) {
-        n_context[0] = k == 0 ? 0 : k == 1 ? q.n_tokens : 1;
+    for (k = 0; k < 4; k++) {
+        n_context[0] = k == 0 ? 0 : k == 1 ? q.n_tokens : k == 2 ? q.n_tokens + 1 : 1;
         s = llm_sequence_logprob(f.ctx, &f.m, f.st, &b, n_context, &sum, NULL);
-        if (k == 2)
+        if (k == 3)
             TU_CHECK(s == GRZO_OK && isfinite(sum) && sum < 0.0, "one context token: %s, sum %g", grzo_status_str(s), sum);
         else
             TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(llm_model_error(&f.m), "must leave a context token") && sum == 12.5,
@@ -793,6 +925,17 @@ static void test_api_refusals(void) {
     llm_state_profile_reset(f.st);
     llm_state_profile(f.st, &prof);
     TU_CHECK(prof.n_forward == 0 && prof.n_rows == 0 && prof.n_linear == 0 && prof.forward_s == 0.0, "the profile after its reset");
+    {   /* one forward's time: within the wall time around it (a clock's reading, not a duration, would be far more) */
+        struct timespec t0, t1;
+        double wall;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        s = forward_examples(&f, ex, which, NULL, 1, 0, logits);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        wall = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        llm_state_profile(f.st, &prof);
+        TU_CHECK(s == GRZO_OK && prof.n_forward == 1 && prof.forward_s >= 0.0 && prof.forward_s <= wall + 1e-3,
+                 "one forward of %.3g s took %.3g s in the profile (%s)", wall, prof.forward_s, grzo_status_str(s));
+    }
     /* generation: a negative or NaN temperature, steps before the prompt's end, no prompt;
        steps == n_prompt predicts one token */
     {
@@ -813,6 +956,35 @@ static void test_api_refusals(void) {
                          memcmp(toks, ex[0].tokens, sizeof(int32_t) * 4) == 0,
                          "generation case %d: %s (%s)", k, grzo_status_str(s), llm_model_error(&f.m));
         }
+        /* no context, state, tokens or desc (the message says steps 0, temperature 0 without desc) */
+        for (k = 0; k < 4; k++) {
+            memcpy(toks, ex[0].tokens, sizeof(int32_t) * 4);
+            gd.steps = 4;
+            gd.temperature = 0.0f;
+            s = llm_generate(k == 0 ? NULL : f.ctx, &f.m, k == 1 ? NULL : f.st, k == 2 ? NULL : toks, 4, k == 3 ? NULL : &gd,
+                             &n_total);
+            TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(llm_model_error(&f.m), "bad arguments") &&
+                         (k < 3 || strstr(llm_model_error(&f.m), "steps 0, temperature 0)")) &&
+                         memcmp(toks, ex[0].tokens, sizeof(int32_t) * 4) == 0,
+                     "generation without argument %d: %s (%s)", k, grzo_status_str(s), llm_model_error(&f.m));
+        }
+        /* steps past the state's max_seq_len alone, then past its max_rows alone */
+        for (k = 0; k < 2; k++) {
+            memset(&sd, 0, sizeof sd);
+            sd.max_rows = k == 0 ? 16 : 8;
+            sd.max_seq_len = k == 0 ? 8 : 16;
+            sd.max_seqs = 1;
+            sd.max_outputs = 1;
+            TU_OK(&f.m, llm_state_create(f.ctx, &f.m, &sd, &st));
+            memcpy(toks, ex[0].tokens, sizeof(int32_t) * 4);
+            gd.steps = 10;
+            s = llm_generate(f.ctx, &f.m, st, toks, 4, &gd, &n_total);
+            TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(llm_model_error(&f.m), "10 steps exceed the state") &&
+                         memcmp(toks, ex[0].tokens, sizeof(int32_t) * 4) == 0,
+                     "10 steps, rows %lld, seq_len %d: %s (%s)", (long long)sd.max_rows, sd.max_seq_len, grzo_status_str(s),
+                     llm_model_error(&f.m));
+            llm_state_free(st);
+        }
     }
     fx_close(&f);
 }
@@ -830,6 +1002,7 @@ int main(void) {
     test_batch_of_one(0);
     test_batch_of_one(1);
     test_logprob();
+    test_sampling();
     test_full_step(GRZO_ESTIMATOR_GRZO);
     test_full_step(GRZO_ESTIMATOR_MEZO);
     test_ref_backend();
