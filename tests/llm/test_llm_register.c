@@ -12,8 +12,9 @@
      of the fp32 weight (ties to even; f16: subnormals, 65504, overflow to infinity),
      computed here from the definition, in a tensor of edge values and in an embedding
      longer than one chunk of the conversion;
-   - llm_backend_create: "cpu" works, an unknown device or weight dtype is refused with a message, "cuda"
-     either works (a GPU is present) or says why not in one line. */
+   - llm_backend_create: "cpu" works, an unknown device or weight dtype, no device or no out is refused
+     with a message (and without one where err is NULL), "cuda" either works (a GPU is present) or
+     says why not in one line. */
 #include "llm_test_util.h"
 
 typedef struct fixture {
@@ -267,6 +268,11 @@ static void test_backend_create(void) {
     TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(err, "tpu"), "tpu: %s (%s)", grzo_status_str(s), err);
     s = llm_backend_create("cpu", 1, GRZO_DTYPE_COUNT, &be, err, sizeof err);
     TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(err, "dtype"), "unknown dtype: %s (%s)", grzo_status_str(s), err);
+    s = llm_backend_create(NULL, 1, GRZO_DTYPE_F32, &be, err, sizeof err);
+    TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(err, "device and out are required"), "no device: %s (%s)", grzo_status_str(s), err);
+    s = llm_backend_create("cpu", 1, GRZO_DTYPE_F32, NULL, err, sizeof err);
+    TU_CHECK(s == GRZO_ERR_INVALID_ARG && strstr(err, "device and out are required"), "no out: %s (%s)", grzo_status_str(s), err);
+    TU_CHECK(llm_backend_create(NULL, 1, GRZO_DTYPE_F32, &be, NULL, 0) == GRZO_ERR_INVALID_ARG, "no device, no err buffer");
     s = llm_backend_create("cuda", 0, GRZO_DTYPE_BF16, &be, err, sizeof err);
     printf("llm_backend_create(\"cuda\"): %s%s%s\n", grzo_status_str(s), s ? ": " : "", s ? err : "");
     if (s == GRZO_OK) grzo_backend_destroy(&be);
