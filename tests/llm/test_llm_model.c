@@ -488,7 +488,7 @@ static void test_logprob(void) {
 /* Sampling (model.h): the token after a prompt of n tokens is drawn from softmax(logits / T) of
    position n - 1 with u = grzo_uniform_at(seed, n - 1, GRZO_USER_BLOCK, 0, 0), the first token
    whose cumulative probability passes u. Computed here in double from llm_forward's logits;
-   a draw within 1e-6 of a boundary is not judged (the cached forward may round otherwise). */
+   a draw within 1e-4 of a boundary is not judged (the cached forward may round otherwise). */
 static void test_sampling(void) {
     fixture f;
     example ex[N_EX];
@@ -523,7 +523,7 @@ static void test_sampling(void) {
         gd.seed = seed;
         memcpy(toks, ex[0].tokens, 4 * sizeof(int32_t));
         TU_OK(&f.m, llm_generate(f.ctx, &f.m, f.st, toks, 4, &gd, &n_total));
-        if (margin < 1e-6) continue;
+        if (margin < 1e-4) continue;
         judged++;
         TU_CHECK(n_total == 5 && toks[4] == want, "seed %llu: sampled %d, the draw %.9f picks %d", (unsigned long long)seed,
                  toks[4], u, want);
