@@ -832,7 +832,7 @@ static int drop_question(rd *r, const json_value *qa, const char *where, const c
     drop_answer answer;
     unit u;
     size_t i, n_golds = 1;
-    char w[256];
+    char w[288];   /* where (a question's location, under 224 bytes), ".validated_answers[", an index, "]" */
     qa_answer *golds;
     memset(&u, 0, sizeof u);
     if (jobject_at(r, qa, where)) return -1;
