@@ -534,7 +534,8 @@ static int multirc_json(rd *r, const json_value *o)
             unit u;
             memset(&u, 0, sizeof u);
             sprintf(awhere, "%sanswers[%lu].", where, (unsigned long)ai);
-            if (a->type != JSON_OBJECT) return rd_fail(r, "\"%.90s\" must be an object", awhere);
+            if (a->type != JSON_OBJECT)
+                return rd_fail(r, "\"%sanswers[%lu]\" must be an object", where, (unsigned long)ai);
             u.f[0] = paragraph;
             u.f[1] = question;
             if (!(u.f[2] = jtext(r, a, awhere, "text"))) return -1;

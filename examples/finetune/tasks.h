@@ -218,10 +218,10 @@ int tasks_load_ex(const tasks_load_desc *desc, tasks_set *set, char *err, size_t
 /* The short form: no separate dev file, no indices. */
 int tasks_load(const char *task, const char *train_path, const char *val_path, uint64_t seed,
                long n_train, long n_dev, long n_test, tasks_set *set, char *err, size_t errlen);
-void tasks_free(tasks_set *set);
+void tasks_free(tasks_set *set);   /* as tasks_free_indices and tasks_free_paths: NULL is a no-op */
 
 /* What was loaded, for the log: task, files (with counts and hashes), split sizes, the
-   gold-label distribution of each split, skipped rows. */
+   gold-label distribution of each split, skipped rows. Nothing for NULL or an empty set. */
 void tasks_describe(const tasks_set *set, FILE *out);
 
 /* ---- Indices files ----

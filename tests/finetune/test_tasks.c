@@ -2,7 +2,7 @@
 
    Usage: test_tasks <case> <data dir (tests/data/tasks)> <scratch dir>
    Cases: table, json, templates, sampling, indices, indices_bounds, malformed, resolve, qa_score,
-   qa_templates, real_data.
+   qa_templates, fields, real_data.
    Exit status: 0 pass, 1 fail, 77 skip (real_data without GRZO_TASKS_DATA).
 
    The expected prompt strings below were written by hand from MeZO's templates.py /
@@ -187,13 +187,37 @@ static void case_table(void)
     buf[len] = '\0';
     fclose(f);
     for (i = 0; i < tasks_count(); i++) CHECKF(strstr(buf, want[i]) != NULL, "%s missing from the table", want[i]);
-    CHECK(strstr(buf, "\" terrible\" | \" great\"") != NULL);
-    CHECK(strstr(buf, "candidates:   the example's choices") != NULL);   /* COPA's */
-    CHECK(strstr(buf, "candidates:   none: a generation task") != NULL);   /* SQuAD's, DROP's */
+    /* each task's own block says what its candidates are (a generation task "none", COPA
+       the example's choices, the others their list): the phrases alone could come from the
+       wrong blocks */
+    for (i = 0; i < tasks_count(); i++) {
+        const tasks_info *t = tasks_info_at(i);
+        char head[64], line[512];
+        const char *at, *end;
+        snprintf(head, sizeof head, "%s\n  files:", t->name);
+        at = strstr(buf, head);
+        at = at ? strstr(at, "\n  candidates:   ") : NULL;
+        CHECKF(at != NULL, "%s: no candidates line", t->name);
+        if (!at) continue;
+        at += strlen("\n  candidates:   ");
+        end = strchr(at, '\n');
+        snprintf(line, sizeof line, "%.*s", end ? (int)(end - at) : 0, at);
+        if (t->metric != TASKS_METRIC_ACCURACY) CHECK_STR(line, "none: a generation task");
+        else if (strcmp(t->name, "COPA") == 0) CHECK_STR(line, "the example's choices");
+        else
+            CHECKF(line[0] == '"' && strstr(line, t->candidates[0]) && strstr(line, t->candidates[t->n_candidates - 1]),
+                   "%s: candidates \"%s\"", t->name, line);
+    }
+    CHECK(strstr(buf, "SST-2\n  files:") &&
+          strstr(strstr(buf, "SST-2\n  files:"), "\n  candidates:   \" terrible\" | \" great\"\n"));
     CHECK(strstr(buf, "Does this mean that") != NULL);
     /* where users get the QA files */
     CHECK(strstr(buf, "train-v1.1.json") && strstr(buf, "dev-v1.1.json") && strstr(buf, "rajpurkar.github.io/SQuAD-explorer"));
     CHECK(strstr(buf, "drop_dataset_train.json") && strstr(buf, "drop_dataset_dev.json") && strstr(buf, "drop_dataset.zip"));
+    /* the free functions take NULL, as free() does (a crash fails the case) */
+    tasks_free(NULL);
+    tasks_free_indices(NULL);
+    tasks_free_paths(NULL);
 }
 
 /* ====================================================================================== */
@@ -512,6 +536,13 @@ static void case_templates(void)
                1, "Yes", "No");
         tasks_free(&s);
     }
+    /* the shortest questions: "?" keeps its one "?", "" becomes "?", "x" becomes "X?" */
+    if (load_all("BoolQ", "BoolQ/short_questions.jsonl", "BoolQ/short_questions.jsonl", &s) == 0) {
+        EXPECT(find_ex(&s.train, 0), "The sky is blue. ?\n", 0, "Yes", "No");
+        EXPECT(find_ex(&s.train, 1), "The sea is blue. ?\n", 1, "Yes", "No");
+        EXPECT(find_ex(&s.train, 2), "The sun is hot. X?\n", 0, "Yes", "No");
+        tasks_free(&s);
+    }
 
     /* ---- WiC (MeZO WICTemplate) ---- */
     if (load_all("WiC", "WiC/train.jsonl", "WiC/val.jsonl", &s) == 0) {
@@ -583,6 +614,21 @@ static int same_indices(const tasks_split *a, const tasks_split *b)
     for (i = 0; i < a->n; i++)
         if (a->ex[i].source_index != b->ex[i].source_index) return 0;
     return 1;
+}
+
+/* tasks_describe's text, at most len - 1 bytes of it ("" if no temporary file) */
+static void describe_text(const tasks_set *set, char *buf, size_t len)
+{
+    FILE *f = tmpfile();
+    size_t got = 0;
+    CHECK(f != NULL);
+    if (f) {
+        tasks_describe(set, f);
+        rewind(f);
+        got = fread(buf, 1, len - 1, f);
+        fclose(f);
+    }
+    buf[got] = '\0';
 }
 
 static void case_sampling(void)
@@ -689,20 +735,39 @@ static void case_sampling(void)
 
     /* the log summary mentions the files and the counts */
     if (tasks_load("CB", data("CB/train.jsonl"), data("CB/val.jsonl"), 3, 4, 2, 3, &a, err, sizeof err) == 0) {
-        FILE *f = tmpfile();
         char buf[4096];
-        size_t len;
-        if (f) {
-            tasks_describe(&a, f);
-            rewind(f);
-            len = fread(buf, 1, sizeof buf - 1, f);
-            buf[len] = '\0';
-            fclose(f);
-            CHECKF(strstr(buf, "task CB (seed 3") && strstr(buf, "CB/train.jsonl (6 examples") &&
-                       strstr(buf, "train 4 examples, gold: [0] ") && strstr(buf, "dev   2 examples"),
-                   "%s", buf);
-        }
+        describe_text(&a, buf, sizeof buf);
+        CHECKF(strstr(buf, "task CB (seed 3") && strstr(buf, "CB/train.jsonl (6 examples") &&
+                   strstr(buf, "train 4 examples, gold: [0] ") && strstr(buf, "dev   2 examples"),
+               "%s", buf);
         tasks_free(&a);
+    }
+    /* every candidate's gold count, a zero too (CB's test file has no [0], the dev split is
+       empty); COPA's candidates come from its examples: the counts that occur */
+    if (tasks_load("CB", data("CB/train.jsonl"), data("CB/val.jsonl"), 1, -1, 0, -1, &a, err, sizeof err) == 0) {
+        char buf[4096];
+        describe_text(&a, buf, sizeof buf);
+        CHECKF(strstr(buf, "\n  train 6 examples, gold: [0] 2 [1] 2 [2] 2\n") &&
+                   strstr(buf, "\n  dev   0 examples, gold: [0] 0 [1] 0 [2] 0\n") &&
+                   strstr(buf, "\n  test  3 examples, gold: [0] 0 [1] 1 [2] 2\n"),
+               "%s", buf);
+        tasks_free(&a);
+    } else CHECKF(0, "%s", err);
+    if (tasks_load("COPA", data("COPA/train.jsonl"), data("COPA/val.jsonl"), 1, -1, 0, -1, &a, err, sizeof err) == 0) {
+        char buf[4096];
+        describe_text(&a, buf, sizeof buf);
+        CHECKF(strstr(buf, "\n  train 8 examples, gold: [0] 2 [1] 6\n") && strstr(buf, "\n  dev   0 examples, gold:\n") &&
+                   strstr(buf, "\n  test  4 examples, gold: [0] 3 [1] 1\n"),
+               "%s", buf);
+        tasks_free(&a);
+    } else CHECKF(0, "%s", err);
+    {   /* no set, or a set with nothing loaded (as tasks_free leaves it): nothing to print */
+        char buf[256];
+        describe_text(NULL, buf, sizeof buf);
+        CHECK(buf[0] == '\0');
+        memset(&a, 0, sizeof a);
+        describe_text(&a, buf, sizeof buf);
+        CHECK(buf[0] == '\0');
     }
 }
 
@@ -873,6 +938,36 @@ static void case_indices(void)
                        "after \"end\"");
 #undef IX_HEAD
 #undef IX_FILES
+
+    /* a file larger than the reader's first buffers (1 MiB, then twice that): every row read,
+       and the hash (what an indices file names) of every byte */
+    {
+        const char *big = scratch("big.tsv");
+        FILE *f = fopen(big, "wb");
+        uint64_t h = UINT64_C(0xcbf29ce484222325);
+        size_t rows = 0, k;
+        char row[128];
+        CHECKF(f != NULL, "cannot write %s", big);
+        if (f) {
+            strcpy(row, "sentence\tlabel\n");   /* the header, then rows to 3 MiB */
+            for (;;) {
+                for (k = 0; row[k]; k++) h = (h ^ (unsigned char)row[k]) * UINT64_C(0x100000001b3);
+                fputs(row, f);
+                if (ftell(f) >= 3L << 20) break;
+                snprintf(row, sizeof row, "row %lu of a file larger than the first buffers\t%lu\n", (unsigned long)rows,
+                         (unsigned long)(rows % 2));
+                rows++;
+            }
+            fclose(f);
+            if (tasks_load("SST-2", big, data("SST-2/dev.tsv"), 1, 2, 0, -1, &a, err, sizeof err) == 0) {
+                CHECKF(a.pool[TASKS_TRAIN] == rows, "%lu examples, want %lu", (unsigned long)a.pool[TASKS_TRAIN],
+                       (unsigned long)rows);
+                CHECK(a.hash[TASKS_TRAIN] == h);
+                tasks_free(&a);
+            } else CHECKF(0, "%s", err);
+            remove(big);
+        }
+    }
 }
 
 /* Counts in an indices file are checked against what the file can hold: each index needs
@@ -955,23 +1050,25 @@ static const bad_file BAD[] = {
     {"RTE", "json_missing_colon.jsonl", 2, "expected ':'"},
     {"RTE", "json_single_quotes.jsonl", 2, "string key"},
     {"RTE", "json_only_blank_lines.jsonl", 0, "no examples"},
-    {"RTE", "rte_unlabeled.jsonl", 1, "missing \"label\""},
+    {"RTE", "rte_unlabeled.jsonl", 1, "missing \"label\" (an unlabeled split such as a SuperGLUE test.jsonl cannot be used)"},
     {"RTE", "rte_label_wrong_type.jsonl", 2, "must be one of"},
     {"RTE", "rte_label_unknown.jsonl", 2, "\"maybe\""},
     {"RTE", "rte_missing_key.jsonl", 2, "missing \"hypothesis\""},
     {"RTE", "rte_field_not_string.jsonl", 2, "\"premise\" must be a string"},
     {"RTE", "rte_bad_label.tsv", 3, "\"yes\""},
-    {"RTE", "rte_no_label_column.tsv", 1, "no \"label\" column"},
+    {"RTE", "rte_no_label_column.tsv", 1, "no \"label\" column (it has: index, sentence1, sentence2)"},
     {"RTE", "json_partial_bom.jsonl", 1, "unexpected 0xEF"},   /* two of a BOM's three bytes are no BOM */
     {"BoolQ", "boolq_label_string.jsonl", 2, "true or false"},
     {"BoolQ", "boolq_missing_passage.jsonl", 2, "missing \"passage\""},
     {"MultiRC", "multirc_answers_not_array.jsonl", 2, "\"passage.questions[0].answers\" must be an array"},
-    {"MultiRC", "multirc_label_range.jsonl", 2, "\"passage.questions[0].answers[1].label\""},
+    {"MultiRC", "multirc_label_range.jsonl", 2, "\"passage.questions[0].answers[1].label\" must be an integer from 0 to 1"},
     {"MultiRC", "multirc_passage_not_object.jsonl", 1, "\"passage\" must be an object"},
     {"MultiRC", "multirc_missing_question.jsonl", 1, "missing \"passage.questions[0].question\""},
     {"COPA", "copa_bad_question.jsonl", 2, "\"because\""},
-    {"COPA", "copa_label_range.jsonl", 3, "\"label\" must be an integer"},
-    {"COPA", "copa_blank_choice.jsonl", 2, "blank"},
+    {"COPA", "copa_label_range.jsonl", 3, "\"label\" must be an integer from 0 to 1"},
+    {"COPA", "copa_label_far.jsonl", 2, "\"label\" must be an integer from 0 to 1"},   /* not only n itself */
+    {"COPA", "copa_blank_choice.jsonl", 2, "\"choice1\"/\"choice2\" must not be blank"},   /* the file's name says "blank" */
+    {"COPA", "copa_blank_choice1.jsonl", 2, "\"choice1\"/\"choice2\" must not be blank"},
     {"WSC", "wsc_target_not_object.jsonl", 1, "\"target\" must be an object"},
     {"WSC", "wsc_missing_label.jsonl", 1, "missing \"label\""},
     {"WiC", "wic_missing_label.jsonl", 3, "missing \"label\""},
@@ -979,6 +1076,7 @@ static const bad_file BAD[] = {
     {"SST-2", "sst2_label_range.tsv", 3, "not 0 or 1"},
     {"SST-2", "sst2_label_not_number.tsv", 3, "\"positive\""},
     {"SST-2", "sst2_field_count.tsv", 4, "3 tab-separated fields"},
+    {"SST-2", "sst2_many_fields.tsv", 3, "20 tab-separated fields, the header has 2"},   /* more than the 16 first made room for */
     {"SST-2", "sst2_empty.tsv", 1, "empty file"},
     {"SST-2", "sst2_invalid_utf8.tsv", 2, "invalid UTF-8"},
     {"SST-2", "sst2_nul.tsv", 3, "NUL byte"},
@@ -986,13 +1084,15 @@ static const bad_file BAD[] = {
     {"MNLI", "mnli_bad_gold.tsv", 4, "\"maybe\""},
     {"SST-5", "sst5_unterminated_quote.csv", 3, "unterminated quoted field"},
     {"SST-5", "sst5_junk_after_quote.csv", 2, "after a closing quote"},
-    {"SST-5", "sst5_label_range.csv", 4, "\"5\""},
+    {"SST-5", "sst5_label_range.csv", 4, "label \"5\" is not an integer from 0 to 4"},
+    {"SST-5", "sst5_blank_lines.csv", 6, "label \"5\""},   /* blank lines (CRLF and LF) skipped and counted */
     {"SST-5", "sst5_one_field.csv", 2, "1 field, expected 2"},
     {"SST-5", "sst5_three_fields.csv", 2, "3 fields, expected 2"},
+    {"SST-5", "sst5_many_fields.csv", 2, "20 fields, expected 2"},   /* more than the 8 first made room for */
     {"SST-5", "sst5_after_multiline.csv", 3, "\"9\""},
     {"SST-5", "sst5_invalid_utf8.csv", 2, "invalid UTF-8"},
     {"SST-5", "sst5_headerless_tsv_fields.tsv", 2, "3 fields"},
-    {"TREC", "trec_label_not_int.csv", 2, "\"LOC\""},
+    {"TREC", "trec_label_not_int.csv", 2, "label \"LOC\" is not an integer from 0 to 5"},
     {"TREC", "trec_negative_label.csv", 1, "\"-1\""},
     /* SQuAD and DROP: whole-file JSON, so messages name the JSON path, not a line */
     {"SQuAD", "squad_no_data.json", 0, "missing \"data\""},
@@ -1135,7 +1235,15 @@ static void case_resolve(void)
     CHECK(tasks_resolve_dir("RTE", data("no-such-dir"), &p, err, sizeof err) != 0 && strstr(err, "no train file"));
     CHECK(p.train == NULL && p.test == NULL);
     CHECK(tasks_resolve_dir("CB", data("SST-2"), &p, err, sizeof err) != 0); /* nothing CB reads there */
+    /* a train file and no validation file: refused, nothing returned */
+    CHECK(tasks_resolve_dir("RTE", data("train_only"), &p, err, sizeof err) != 0 &&
+          strstr(err, "no validation file for RTE found") && p.train == NULL && p.test == NULL);
+    CHECK(tasks_resolve_dir("SQuAD", data("train_only"), &p, err, sizeof err) != 0 &&
+          strstr(err, "no validation file for SQuAD found") && p.train == NULL && p.test == NULL);
     CHECK(tasks_resolve_dir("XYZ", data("SST-2"), &p, err, sizeof err) != 0);
+    CHECK(tasks_resolve_dir("RTE", NULL, &p, err, sizeof err) != 0 && strstr(err, "a directory and out are required") &&
+          p.train == NULL);
+    CHECK(tasks_resolve_dir("RTE", data("RTE"), NULL, err, sizeof err) != 0 && strstr(err, "a directory and out are required"));
     /* resolved paths load */
     if (tasks_resolve_dir("SST-5", data("SST-5"), &p, err, sizeof err) == 0) {
         tasks_load_desc d;
@@ -1507,6 +1615,288 @@ static void case_qa_templates(void)
         expect_prediction(&s, find_ex(&s.test, 4), "army of Kantakouzenos", 1, 1);
         tasks_free(&s);
     }
+    /* a date is an answer when any one of day, month and year is given: a day alone (of one
+       character), a month alone (the sample files have a year alone and all three) */
+    if (load_all("DROP", "DROP/dates.json", "DROP/dates.json", &s) == 0) {
+        const char *fair = "The fair opened on 5 May 1901 and closed in the autumn.";
+        static const char *const day[] = {"5"}, *const month[] = {"May"};
+        static const int n1[] = {1};
+        CHECK(s.train.n == 2 && s.skipped[TASKS_TRAIN] == 0 && s.test.n == 2);
+        snprintf(ctx, sizeof ctx, "Passage: %s\nQuestion: On which day of the month did the fair open?\nAnswer:", fair);
+        EXPECT(find_ex(&s.train, 0), ctx, 0, " 5\n");
+        expect_answers(find_ex(&s.test, 0), day, n1, 1);
+        snprintf(ctx, sizeof ctx, "Passage: %s\nQuestion: In which month did the fair open?\nAnswer:", fair);
+        EXPECT(find_ex(&s.train, 1), ctx, 0, " May\n");
+        expect_answers(find_ex(&s.test, 1), month, n1, 1);
+        tasks_free(&s);
+    }
+}
+
+/* ======================================================================================
+   Every field of every JSON reader, missing and of the wrong type: a valid record per
+   format, then each member removed and each member or array element given a value of
+   another type, one at a time. A required field is refused naming it by its JSON path
+   ("missing \"<path>\"", "\"<path>\" must be ..."); an optional one loads, or has its type
+   checked when present. Every path of a record needs a rule, and every rule a path.
+   (Mutation runs of tasks.c: a reader that returned success at a missing WiC sentence1 or
+   MultiRC passage, its error already written, passed every test; cases were added one
+   field at a time before.)
+   ====================================================================================== */
+
+enum { F_REQ, F_OPT, F_OPT_TYPED, F_ELEM };
+
+typedef struct field_rule {
+    const char *path;
+    int kind;                 /* F_REQ: missing and mistyped refused; F_OPT: both load;
+                                 F_OPT_TYPED: missing loads, mistyped refused;
+                                 F_ELEM: an array element, mistyped refused (never removed) */
+    const char *missing_msg;  /* F_REQ: the message when missing, if not "missing \"<path>\"" */
+} field_rule;
+
+typedef struct field_doc {
+    const char *task, *ext, *text;
+    const field_rule *rules;
+} field_doc;
+
+static void json_write_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+/* v as JSON, without the member whose value is skip, with replace's value of another type */
+static void json_write(FILE *f, const json_value *v, const json_value *skip, const json_value *replace)
+{
+    size_t i, k = 0;
+    if (v == replace) {
+        fputs(v->type == JSON_STRING ? "7" : "\"7\"", f);
+        return;
+    }
+    switch (v->type) {
+    case JSON_NULL: fputs("null", f); break;
+    case JSON_FALSE: fputs("false", f); break;
+    case JSON_TRUE: fputs("true", f); break;
+    case JSON_NUMBER: if (v->is_integer) fprintf(f, "%lld", v->integer); else fprintf(f, "%.17g", v->number); break;
+    case JSON_STRING: json_write_string(f, v->string); break;
+    case JSON_ARRAY:
+        fputc('[', f);
+        for (i = 0; i < v->n; i++) {
+            if (i) fputs(", ", f);
+            json_write(f, &v->items[i], skip, replace);
+        }
+        fputc(']', f);
+        break;
+    case JSON_OBJECT:
+        fputc('{', f);
+        for (i = 0; i < v->n; i++) {
+            if (&v->items[i] == skip) continue;
+            if (k++) fputs(", ", f);
+            json_write_string(f, v->keys[i]);
+            fputs(": ", f);
+            json_write(f, &v->items[i], skip, replace);
+        }
+        fputc('}', f);
+        break;
+    }
+}
+
+typedef struct field_walk {
+    const field_doc *doc;
+    const json_value *root;
+    const char *file;
+    int *used;                /* per rule: its path was found */
+} field_walk;
+
+/* Writes root with the change, loads it as train and validation file; 0 when it loads. */
+static int field_try(const field_walk *w, const json_value *skip, const json_value *replace, char *err, size_t errlen)
+{
+    FILE *f = fopen(w->file, "wb");
+    tasks_set s;
+    int rc;
+    CHECKF(f != NULL, "cannot write %s", w->file);
+    if (!f) return -1;
+    json_write(f, w->root, skip, replace);
+    fputc('\n', f);
+    fclose(f);
+    err[0] = '\0';
+    rc = tasks_load(w->doc->task, w->file, w->file, 1, -1, 0, -1, &s, err, errlen);
+    if (rc == 0) tasks_free(&s);
+    return rc;
+}
+
+static void field_expect(const field_walk *w, const char *path, const char *change, int rc, const char *err,
+                         const char *want)
+{
+    if (!want) CHECKF(rc == 0, "%s %s: %s %s refused: %s", w->doc->task, w->doc->ext, path, change, err);
+    else CHECKF(rc != 0 && strstr(err, want), "%s %s: %s %s: got \"%s\", want \"...%s...\"", w->doc->task, w->doc->ext,
+                path, change, rc ? err : "(loaded)", want);
+}
+
+static void field_node(const field_walk *w, const json_value *v, const char *path, int is_member);
+
+/* the members or elements of v, each changed in turn */
+static void field_children(const field_walk *w, const json_value *v, const char *path)
+{
+    size_t i;
+    if (v->type != JSON_OBJECT && v->type != JSON_ARRAY) return;
+    for (i = 0; i < v->n; i++) {
+        char sub[256];
+        if (v->type == JSON_OBJECT) snprintf(sub, sizeof sub, "%s%s%s", path, path[0] ? "." : "", v->keys[i]);
+        else snprintf(sub, sizeof sub, "%s[%lu]", path, (unsigned long)i);
+        field_node(w, &v->items[i], sub, v->type == JSON_OBJECT);
+    }
+}
+
+static void field_node(const field_walk *w, const json_value *v, const char *path, int is_member)
+{
+    const field_rule *rule = NULL;
+    char err[1024], want[320];
+    int r, rc;
+    for (r = 0; w->doc->rules[r].path; r++)
+        if (strcmp(w->doc->rules[r].path, path) == 0) {
+            rule = &w->doc->rules[r];
+            w->used[r] = 1;
+        }
+    CHECKF(rule != NULL, "%s %s: no rule for \"%s\"", w->doc->task, w->doc->ext, path);
+    if (rule) {
+        CHECKF((rule->kind == F_ELEM) == !is_member, "%s: %s", path,
+               is_member ? "a member ruled F_ELEM" : "an element not ruled F_ELEM");
+        if (is_member) {
+            rc = field_try(w, v, NULL, err, sizeof err);
+            if (rule->kind == F_REQ) {
+                if (rule->missing_msg) snprintf(want, sizeof want, "%s", rule->missing_msg);
+                else snprintf(want, sizeof want, "missing \"%s\"", path);
+                field_expect(w, path, "missing", rc, err, want);
+            } else field_expect(w, path, "missing", rc, err, NULL);
+        }
+        rc = field_try(w, NULL, v, err, sizeof err);
+        snprintf(want, sizeof want, "\"%s\" must be", path);
+        field_expect(w, path, "of another type", rc, err, rule->kind == F_OPT ? NULL : want);
+    }
+    field_children(w, v, path);
+}
+
+#define OPT(p) {p, F_OPT, NULL}
+#define REQ(p) {p, F_REQ, NULL}
+#define ELEM(p) {p, F_ELEM, NULL}
+#define TYPED(p) {p, F_OPT_TYPED, NULL}
+static const field_rule RULES_NLI[] = {REQ("premise"), REQ("hypothesis"), REQ("label"), OPT("idx"), {NULL, 0, NULL}};
+static const field_rule RULES_BOOLQ[] = {REQ("question"), REQ("passage"), REQ("label"), OPT("idx"), {NULL, 0, NULL}};
+/* Google's format: without "answer" the record reads as SuperGLUE's, which lacks "label" */
+static const field_rule RULES_BOOLQ_GOOGLE[] = {REQ("question"), OPT("title"), {"answer", F_REQ, "missing \"label\""},
+                                                REQ("passage"), {NULL, 0, NULL}};
+static const field_rule RULES_WIC[] = {REQ("word"), REQ("sentence1"), REQ("sentence2"), OPT("idx"), REQ("label"),
+                                       OPT("start1"), OPT("start2"), OPT("end1"), OPT("end2"), OPT("version"),
+                                       {NULL, 0, NULL}};
+static const field_rule RULES_WSC[] = {REQ("text"), REQ("target"), OPT("target.span2_index"), OPT("target.span1_index"),
+                                       REQ("target.span1_text"), REQ("target.span2_text"), OPT("idx"), REQ("label"),
+                                       {NULL, 0, NULL}};
+static const field_rule RULES_MULTIRC[] = {OPT("idx"), OPT("version"), REQ("passage"), REQ("passage.text"),
+                                           REQ("passage.questions"), ELEM("passage.questions[0]"),
+                                           REQ("passage.questions[0].question"), REQ("passage.questions[0].answers"),
+                                           ELEM("passage.questions[0].answers[0]"),
+                                           REQ("passage.questions[0].answers[0].text"),
+                                           OPT("passage.questions[0].answers[0].idx"),
+                                           REQ("passage.questions[0].answers[0].label"), OPT("passage.questions[0].idx"),
+                                           {NULL, 0, NULL}};
+static const field_rule RULES_COPA[] = {REQ("premise"), REQ("choice1"), REQ("choice2"), REQ("question"), REQ("label"),
+                                        OPT("idx"), {NULL, 0, NULL}};
+static const field_rule RULES_SQUAD[] = {OPT("version"), REQ("data"), ELEM("data[0]"), TYPED("data[0].title"),
+                                         REQ("data[0].paragraphs"), ELEM("data[0].paragraphs[0]"),
+                                         REQ("data[0].paragraphs[0].context"), REQ("data[0].paragraphs[0].qas"),
+                                         ELEM("data[0].paragraphs[0].qas[0]"),
+                                         REQ("data[0].paragraphs[0].qas[0].answers"),
+                                         ELEM("data[0].paragraphs[0].qas[0].answers[0]"),
+                                         OPT("data[0].paragraphs[0].qas[0].answers[0].answer_start"),
+                                         REQ("data[0].paragraphs[0].qas[0].answers[0].text"),
+                                         REQ("data[0].paragraphs[0].qas[0].question"), REQ("data[0].paragraphs[0].qas[0].id"),
+                                         {NULL, 0, NULL}};
+/* DROP: every key of an answer may be missing (drop_eval.py); without its date this
+   answer has none left, and HF "drop" skips the question */
+static const field_rule RULES_DROP[] = {
+    {"p1", F_REQ, "no examples in the file"}, REQ("p1.passage"), REQ("p1.qa_pairs"), ELEM("p1.qa_pairs[0]"),
+    REQ("p1.qa_pairs[0].question"), REQ("p1.qa_pairs[0].query_id"), REQ("p1.qa_pairs[0].answer"),
+    TYPED("p1.qa_pairs[0].answer.number"),
+    {"p1.qa_pairs[0].answer.date", F_REQ, "no examples in the file (1 skipped: no usable answer)"},
+    TYPED("p1.qa_pairs[0].answer.date.day"), TYPED("p1.qa_pairs[0].answer.date.month"),
+    TYPED("p1.qa_pairs[0].answer.date.year"), TYPED("p1.qa_pairs[0].answer.spans"),
+    TYPED("p1.qa_pairs[0].validated_answers"), ELEM("p1.qa_pairs[0].validated_answers[0]"),
+    TYPED("p1.qa_pairs[0].validated_answers[0].number"), TYPED("p1.qa_pairs[0].validated_answers[0].date"),
+    TYPED("p1.qa_pairs[0].validated_answers[0].date.day"), TYPED("p1.qa_pairs[0].validated_answers[0].date.month"),
+    TYPED("p1.qa_pairs[0].validated_answers[0].date.year"), TYPED("p1.qa_pairs[0].validated_answers[0].spans"),
+    ELEM("p1.qa_pairs[0].validated_answers[0].spans[0]"), {NULL, 0, NULL}};
+#undef OPT
+#undef REQ
+#undef ELEM
+#undef TYPED
+
+static const field_doc FIELD_DOCS[] = {
+    {"RTE", "jsonl", "{\"premise\": \"A dog runs.\", \"hypothesis\": \"An animal moves.\", \"label\": \"entailment\", \"idx\": 0}",
+     RULES_NLI},
+    {"CB", "jsonl", "{\"premise\": \"A dog runs.\", \"hypothesis\": \"A cat sleeps.\", \"label\": \"neutral\", \"idx\": 0}",
+     RULES_NLI},
+    {"BoolQ", "jsonl", "{\"question\": \"is the sky blue\", \"passage\": \"Sky -- The sky is blue.\", \"idx\": 0, \"label\": true}",
+     RULES_BOOLQ},
+    {"BoolQ", "jsonl", "{\"question\": \"is the sky blue\", \"title\": \"Sky\", \"answer\": true, \"passage\": \"The sky is blue.\"}",
+     RULES_BOOLQ_GOOGLE},
+    {"WiC", "jsonl",
+     "{\"word\": \"bank\", \"sentence1\": \"The bank was closed.\", \"sentence2\": \"We sat on the river bank.\", \"idx\": 0, "
+     "\"label\": false, \"start1\": 4, \"start2\": 20, \"end1\": 8, \"end2\": 24, \"version\": 1.1}",
+     RULES_WIC},
+    {"WSC", "jsonl",
+     "{\"text\": \"Mark told Pete that he was late.\", \"target\": {\"span2_index\": 4, \"span1_index\": 0, \"span1_text\": "
+     "\"Mark\", \"span2_text\": \"he\"}, \"idx\": 0, \"label\": true}",
+     RULES_WSC},
+    {"MultiRC", "jsonl",
+     "{\"idx\": 0, \"version\": 1.1, \"passage\": {\"text\": \"Tom has a red ball.\", \"questions\": [{\"question\": "
+     "\"What does Tom have?\", \"answers\": [{\"text\": \"A ball\", \"idx\": 0, \"label\": 1}], \"idx\": 0}]}}",
+     RULES_MULTIRC},
+    {"COPA", "jsonl",
+     "{\"premise\": \"I coughed.\", \"choice1\": \"I inhaled smoke.\", \"choice2\": \"I lowered my voice.\", \"question\": "
+     "\"cause\", \"label\": 0, \"idx\": 0}",
+     RULES_COPA},
+    {"SQuAD", "json",
+     "{\"version\": \"1.1\", \"data\": [{\"title\": \"Tom\", \"paragraphs\": [{\"context\": \"Tom has a red ball.\", \"qas\": "
+     "[{\"answers\": [{\"answer_start\": 8, \"text\": \"a red ball\"}], \"question\": \"What does Tom have?\", \"id\": "
+     "\"q1\"}]}]}]}",
+     RULES_SQUAD},
+    {"DROP", "json",
+     "{\"p1\": {\"passage\": \"The fair opened on 5 May 1901.\", \"qa_pairs\": [{\"question\": \"When did the fair open?\", "
+     "\"query_id\": \"q1\", \"answer\": {\"number\": \"\", \"date\": {\"day\": \"5\", \"month\": \"May\", \"year\": "
+     "\"1901\"}, \"spans\": []}, \"validated_answers\": [{\"number\": \"\", \"date\": {\"day\": \"\", \"month\": \"\", "
+     "\"year\": \"\"}, \"spans\": [\"5 May 1901\"]}]}]}}",
+     RULES_DROP},
+};
+
+static void case_fields(void)
+{
+    size_t d;
+    for (d = 0; d < sizeof FIELD_DOCS / sizeof FIELD_DOCS[0]; d++) {
+        const field_doc *doc = &FIELD_DOCS[d];
+        json_value root;
+        char err[1024], name[64];
+        int used[64] = {0}, r;
+        field_walk w;
+        snprintf(name, sizeof name, "fields.%s", doc->ext);
+        if (json_parse(doc->text, strlen(doc->text), &root, NULL, err, sizeof err)) {
+            CHECKF(0, "%s: %s", doc->task, err);
+            continue;
+        }
+        w.doc = doc;
+        w.root = &root;
+        w.file = scratch(name);
+        w.used = used;
+        /* the record as it is loads */
+        CHECKF(field_try(&w, NULL, NULL, err, sizeof err) == 0, "%s %s: %s", doc->task, doc->ext, err);
+        field_children(&w, &root, "");
+        for (r = 0; doc->rules[r].path; r++) CHECKF(used[r], "%s: the rule for \"%s\" matched no path", doc->task, doc->rules[r].path);
+        json_free(&root);
+        remove(w.file);
+    }
 }
 
 int main(int argc, char **argv)
@@ -1524,6 +1914,7 @@ int main(int argc, char **argv)
     else if (strcmp(c, "resolve") == 0) case_resolve();
     else if (strcmp(c, "qa_score") == 0) case_qa_score();
     else if (strcmp(c, "qa_templates") == 0) case_qa_templates();
+    else if (strcmp(c, "fields") == 0) case_fields();
     else if (strcmp(c, "real_data") == 0) {
         const char *root = getenv("GRZO_TASKS_DATA");
         if (!root || !*root) {
@@ -1532,7 +1923,7 @@ int main(int argc, char **argv)
         }
         case_real_data(root);
     } else {
-        fprintf(stderr, "usage: %s table|json|templates|sampling|indices|indices_bounds|malformed|resolve|qa_score|qa_templates|real_data <data dir> <scratch dir>\n",
+        fprintf(stderr, "usage: %s table|json|templates|sampling|indices|indices_bounds|malformed|resolve|qa_score|qa_templates|fields|real_data <data dir> <scratch dir>\n",
                 argv[0]);
         return 1;
     }

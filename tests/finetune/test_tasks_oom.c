@@ -11,10 +11,11 @@
    generation example's made-up prediction, write its indices file, read it back, load again
    from it) must:
      - either succeed with exactly the results of the run where nothing failed (a fingerprint
-       of every split's prompts, golds and source positions, and the scores), or fail with a
-       message that says "out of memory" (the readers) or -1 (the scorer);
+       of every split's prompts, golds, source positions and skipped rows, and the scores), or
+       fail with a message that says "out of memory" (the readers) or -1 (the scorer);
      - never crash, and leave nothing allocated (the ASan copy's leak check);
      - never fail unless an allocation did.
+   One more run reads a DROP file written here, whose query_id fills an arena chunk of its own.
    Until this test the readers' ~30 out-of-memory branches and the scorer's had none. */
 #include "tasks.h"
 #include "qa_score.h"
@@ -43,6 +44,7 @@ static uint64_t fingerprint_set(uint64_t h, const tasks_set *set)
         h = fnv(h, &sp->n, sizeof sp->n);
         h = fnv(h, &set->pool[s], sizeof set->pool[s]);
         h = fnv(h, &set->hash[s], sizeof set->hash[s]);
+        h = fnv(h, &set->skipped[s], sizeof set->skipped[s]);
         for (i = 0; i < sp->n; i++) {
             const tasks_example *ex = &sp->ex[i];
             h = fnv(h, &ex->gold, sizeof ex->gold);
@@ -78,7 +80,9 @@ static int score_split(const tasks_set *set, int which, uint64_t *h)
 
 static void fail_at(outcome *o, const char *stage) { o->ok = 0; o->stage = stage; }
 
-static void run_once(const char *task, const char *dir, const char *indices_path, outcome *o)
+/* dir: a sample task's folder (found by tasks_resolve_dir); or file: a file that is both
+   the train and the validation file */
+static void run_once(const char *task, const char *dir, const char *file, const char *indices_path, outcome *o)
 {
     tasks_paths paths;
     tasks_set set, again;
@@ -89,8 +93,10 @@ static void run_once(const char *task, const char *dir, const char *indices_path
     o->ok = 1;
     o->print = FNV0;
     memset(&d, 0, sizeof d);
-    if (tasks_resolve_dir(task, dir, &paths, o->err, sizeof o->err)) { fail_at(o, "resolve"); goto done; }
-    have_paths = 1;
+    memset(&paths, 0, sizeof paths);
+    if (file) paths.train = paths.test = (char *)file;
+    else if (tasks_resolve_dir(task, dir, &paths, o->err, sizeof o->err)) { fail_at(o, "resolve"); goto done; }
+    else have_paths = 1;
     d.task = task;
     d.train_path = paths.train;
     d.dev_path = paths.dev;
@@ -164,33 +170,33 @@ static void report(const char *what, long n, const char *msg)
 }
 
 /* Arms the countdown at n (0: nothing fails) and runs one task. */
-static void run_task_armed(const char *task, const char *dir, const char *ix, long n, outcome *o)
+static void run_task_armed(const char *task, const char *dir, const char *file, const char *ix, long n, outcome *o)
 {
     if (n > 0) oom_arm(n, 1);
-    run_once(task, dir, ix, o);
+    run_once(task, dir, file, ix, o);
     oom_disarm();
 }
 
-/* Returns how many allocations the run makes. */
-static long check_task(const char *task, const char *data_dir, const char *scratch, const char *prog)
+/* Returns how many allocations the run makes. file: NULL for the sample task's folder. */
+static long check_task(const char *task, const char *data_dir, const char *file, const char *scratch, const char *prog)
 {
     char dir[1024], ix[1024];
     outcome ref, o;
     long n, total;
     snprintf(dir, sizeof dir, "%s/%s", data_dir, task);
-    snprintf(ix, sizeof ix, "%s/%s-%s.indices", scratch, prog, task);   /* the ASan copy runs beside this one */
-    run_task_armed(task, dir, ix, 0, &ref);
+    snprintf(ix, sizeof ix, "%s/%s-%s%s.indices", scratch, prog, task, file ? "-file" : "");   /* the ASan copy runs beside this one */
+    run_task_armed(task, dir, file, ix, 0, &ref);
     if (!ref.ok) {
         report(task, 0, ref.err);
         return 0;
     }
     /* count them: armed at an index no run reaches */
     oom_arm(0, 1);
-    run_once(task, dir, ix, &o);
+    run_once(task, dir, file, ix, &o);
     oom_disarm();
     total = oom.calls;
     for (n = 1; n <= total; n++) {
-        run_task_armed(task, dir, ix, n, &o);
+        run_task_armed(task, dir, file, ix, n, &o);
         if (!oom.failed) {
             report(task, n, "the run made fewer allocations than the count (not deterministic?)");
         } else if (o.ok) {
@@ -230,6 +236,26 @@ static long check_scorers(void)
     return total;
 }
 
+/* <scratch>/<prog>-drop-long-id.json: three questions; the second has a query_id of 70,000
+   bytes and no usable answer (HF "drop" skips it, so nothing scores it); 0, or -1 when it
+   cannot be written */
+static int write_long_id_drop(const char *scratch, const char *prog, char *path, size_t len)
+{
+    FILE *f;
+    int i, rc;
+    snprintf(path, len, "%s/%s-drop-long-id.json", scratch, prog);
+    if (!(f = fopen(path, "wb"))) return -1;
+    fputs("{\"p1\": {\"passage\": \"Tom has a red ball.\", \"qa_pairs\": [\n"
+          "{\"question\": \"What does Tom have?\", \"query_id\": \"q1\", \"answer\": {\"spans\": [\"a red ball\"]}},\n"
+          "{\"question\": \"What is it?\", \"query_id\": \"",
+          f);
+    for (i = 0; i < 7000; i++) fputs("0123456789", f);
+    fputs("\", \"answer\": {}},\n{\"question\": \"How many balls?\", \"query_id\": \"q3\", \"answer\": {\"number\": \"1\"}}\n]}}\n", f);
+    rc = ferror(f) ? -1 : 0;
+    if (fclose(f)) rc = -1;
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     static const char *const tasks[] = {"SST-2", "SST-5", "TREC", "MNLI", "SNLI", "RTE", "CB", "BoolQ", "WiC",
@@ -243,8 +269,22 @@ int main(int argc, char **argv)
     }
     prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
     for (i = 0; i < sizeof tasks / sizeof tasks[0]; i++) {
-        n = check_task(tasks[i], argv[1], argv[2], prog);
+        n = check_task(tasks[i], argv[1], NULL, argv[2], prog);
         printf("%-8s %5ld allocations, each failed in turn\n", tasks[i], n);
+    }
+    /* DROP with a query_id longer than a chunk of the readers' string arena (64 KiB): it fills
+       a chunk of its own, so the question's gold answers start the next one, an allocation the
+       sample files never make there (a mutation run of tasks.c: that failure returned as
+       success lost the question without a word, here as one skipped question fewer) */
+    {
+        char path[1024];
+        if (write_long_id_drop(argv[2], prog, path, sizeof path)) {
+            report("DROP, a long query_id", 0, "cannot write its file");
+        } else {
+            n = check_task("DROP", argv[1], path, argv[2], prog);
+            printf("%-8s %5ld allocations, each failed in turn (a query_id of 70,000 bytes)\n", "DROP", n);
+            remove(path);
+        }
     }
     n = check_scorers();
     printf("scorers  %5ld allocations, each failed in turn\n", n);
