@@ -28,10 +28,13 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
     export PATH="$PATH:/usr/local/cuda/bin"
 fi
 
-# Configure (once) and build into build/.
+# Configure (once) and build into build/; options given (-Dname=value) apply to a build/
+# configured before too.
 grzo_build() {
     if [ ! -f build/build.ninja ]; then
-        meson setup build >/dev/null || meson setup build || return 1
+        meson setup build "$@" >/dev/null || meson setup build "$@" || return 1
+    elif [ $# -gt 0 ]; then
+        meson configure build "$@" >/dev/null || meson configure build "$@" || return 1
     fi
     meson compile -C build >/dev/null || meson compile -C build
 }
