@@ -29,12 +29,12 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 
 # Configure (once) and build into build/; options given (-Dname=value) apply to a build/
-# configured before too.
+# configured before too (--reconfigure: one made before the option existed knows it then).
 grzo_build() {
     if [ ! -f build/build.ninja ]; then
         meson setup build "$@" >/dev/null || meson setup build "$@" || return 1
     elif [ $# -gt 0 ]; then
-        meson configure build "$@" >/dev/null || meson configure build "$@" || return 1
+        meson setup --reconfigure build "$@" >/dev/null || meson setup --reconfigure build "$@" || return 1
     fi
     meson compile -C build >/dev/null || meson compile -C build
 }
