@@ -225,14 +225,16 @@ static int same_cut(const int32_t *got, int32_t n_got, const int32_t *ids, int32
    left to score */
 static void check_example(const char *context, const char *continuation, int bos, int32_t max_len, int generation) {
     char text[256], err[256] = "";
-    int32_t n_full = 0, n_ctx = 0, *full = tokens_of((snprintf(text, sizeof text, "%s%s", context, continuation), text), bos, &n_full);
-    int32_t *ctx = tokens_of(context, bos, &n_ctx), n, opt, head = bos ? 1 : 0, cap;
+    int32_t n_full = 0, n_ctx = 0, *full, *ctx, n, opt, head = bos ? 1 : 0, cap;
     tasks_example e;
     tasks_split split;
     tok_split s;
     qa_answer answer;
     const char *span = "x";
     int rc;
+    snprintf(text, sizeof text, "%s%s", context, continuation);
+    full = tokens_of(text, bos, &n_full);
+    ctx = tokens_of(context, bos, &n_ctx);
     if (!full || !ctx) {
         CHECK(0);
         free(full), free(ctx);
