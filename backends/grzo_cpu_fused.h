@@ -114,6 +114,8 @@ struct grzo__ukr {
     cntx_t *cntx;
     int64_t wp, xp;           /* sliver widths of the weight and X operands (MR/NR or NR/MR) */
     int64_t kc, mc;           /* cache blocks: shared dimension, weight rows per block */
+    int64_t x_block;          /* where the weight is B: X rows of a block held in L2 (BLIS's
+                                 MC, whole slivers; grzo__ukr_block) */
     int weight_is_a;          /* kernel prefers column-stored C: the weight is operand A */
     int form_in_kernel;       /* grzo__form_ukr_32x12 runs GRZO passes: BLIS skx's packing
                                  (32-row weight slivers as A, 12-row X slivers) and AVX-512F */
@@ -167,6 +169,8 @@ static int grzo__ukr_init(grzo__ukr *u) {
     u->wp = u->weight_is_a ? mr : nr;
     u->xp = u->weight_is_a ? nr : mr;
     u->kc = kc;
+    u->x_block = (mc / u->xp) * u->xp;
+    if (u->x_block < u->xp) u->x_block = u->xp;
     /* a block holds packed W and packed U (with the copies' X slivers and Y tiles passing
        through L2), each a quarter of BLIS's packed A block (sized for L2), in whole slivers.
        skx, bench_linear --op grzo 576/36 rows/B 16, when whole formed blocks were held too:
@@ -269,16 +273,18 @@ static inline void grzo__tile_rows(const float *src, int64_t ld, const grzo__for
     int i;
     if (fm && fm->s) memcpy(&sv, fm->s + k, sizeof sv);
     for (i = 0; i < n; i++) {
-        memcpy(&r[i], src + (i0 + i) * ld + k, sizeof r[i]);
+        grzo__v8 v;   /* r[i] written once, whole: see above */
+        memcpy(&v, src + (i0 + i) * ld + k, sizeof v);
         if (fm && fm->ub) {
             uint32_t m = (fm->ub[(i0 + i) * fm->ldu + k / 32] >> (k % 32)) & 0xFFu;
             grzo__v8u mv = {m, m, m, m, m, m, m, m};
-            r[i] = r[i] + (grzo__v8)((grzo__v8u)(fm->f[i0 + i] * sv) ^ ((mv << to_sign) & sign));
+            v = v + (grzo__v8)((grzo__v8u)(fm->f[i0 + i] * sv) ^ ((mv << to_sign) & sign));
         } else if (fm) {
             grzo__v8 uv;
             memcpy(&uv, fm->u + (i0 + i) * fm->ldu + k, sizeof uv);
-            r[i] = r[i] + (fm->f[i0 + i] * sv) * uv;
+            v = v + (fm->f[i0 + i] * sv) * uv;
         }
+        r[i] = v;
     }
 }
 
@@ -342,6 +348,7 @@ static inline void grzo__pack_tile4(const float *src, int64_t ld, const grzo__fo
    MeZO pass on 576 x 576: 7 % of its time went to those calls). */
 static inline void grzo__put_sliver_row(float *dst, const float *src, int64_t width) {
     switch (width) {
+    case 6: memcpy(dst, src, 6 * sizeof(float)); break;
     case 8: memcpy(dst, src, 8 * sizeof(float)); break;
     case 12: memcpy(dst, src, 12 * sizeof(float)); break;
     case 16: memcpy(dst, src, 16 * sizeof(float)); break;
@@ -731,26 +738,48 @@ static void grzo__form_block_direct(const float *W, int64_t ld, const grzo_noise
 }
 
 /* Y[copy rows, weight rows j0..j1) (+)= X_c W_c^T for one formed block, in BLIS's loop
-   order: each X sliver (L1) meets every formed weight sliver of the block (L2). Column j of
-   the block lands in column j - jy of y. */
+   order for the kernel's layout: the B operand's sliver stays in L1 while A's slivers, held in
+   L2, pass it. Where the weight is A (skx: 32-row weight slivers, 12-row X slivers) each X
+   sliver meets every formed weight sliver of the block; where the weight is B (zen3, haswell:
+   6-row X slivers as A, 16-row weight slivers as B, which the kernel loads twice as many
+   bytes of per k as of A) each weight sliver meets the X slivers of a block of BLIS's MC
+   rows. Taken the skx way round on a Zen 3, the weight slivers streamed from L2 and X's
+   (1.2 MB at SmolLM2's 1160 rows) from L3: a MeZO pass at 576 x 1536 spent 77 % of its time
+   in BLIS's kernel, 78 GFLOP/s (PERFORMANCE.md, "On a Zen 3"). Column j of the block lands in
+   column j - jy of y. */
 static void grzo__ukr_block(const grzo__ukr *u, const float *formed, int64_t j0, int64_t j1, const float *xpack,
                             int64_t n_rows, int64_t kc, float beta, float *y, int64_t ldy, int64_t jy) {
     float one = 1.0f;
     auxinfo_t aux;
-    int64_t q, j;
+    int64_t q, j, qb, qe;
     memset(&aux, 0, sizeof aux);
-    for (q = 0; q < n_rows; q += u->xp) {
-        int64_t m = n_rows - q < u->xp ? n_rows - q : u->xp;
-        float *xs = (float *)xpack + q * kc;
+    if (u->weight_is_a) {
+        for (q = 0; q < n_rows; q += u->xp) {
+            int64_t m = n_rows - q < u->xp ? n_rows - q : u->xp;
+            float *xs = (float *)xpack + q * kc;
+            for (j = j0; j < j1; j += u->wp) {
+                int64_t h = j1 - j < u->wp ? j1 - j : u->wp;
+                float *ws = (float *)formed + (j - j0) * kc, *c = y + q * ldy + (j - jy);
+                bli_auxinfo_set_next_a(ws, &aux);
+                bli_auxinfo_set_next_b(xs, &aux);
+                /* C = Y^T: column-stored */
+                u->kernel((dim_t)h, (dim_t)m, (dim_t)kc, &one, ws, xs, &beta, c, 1, (inc_t)ldy, &aux, u->cntx);
+            }
+        }
+        return;
+    }
+    for (qb = 0; qb < n_rows; qb = qe) {
+        qe = n_rows - qb < u->x_block ? n_rows : qb + u->x_block;
         for (j = j0; j < j1; j += u->wp) {
             int64_t h = j1 - j < u->wp ? j1 - j : u->wp;
-            float *ws = (float *)formed + (j - j0) * kc, *c = y + q * ldy + (j - jy);
-            bli_auxinfo_set_next_a(u->weight_is_a ? (void *)ws : xs, &aux);
-            bli_auxinfo_set_next_b(u->weight_is_a ? xs : (void *)ws, &aux);
-            if (u->weight_is_a)   /* C = Y^T: column-stored */
-                u->kernel((dim_t)h, (dim_t)m, (dim_t)kc, &one, ws, xs, &beta, c, 1, (inc_t)ldy, &aux, u->cntx);
-            else
+            float *ws = (float *)formed + (j - j0) * kc;
+            for (q = qb; q < qe; q += u->xp) {
+                int64_t m = qe - q < u->xp ? qe - q : u->xp;
+                float *xs = (float *)xpack + q * kc, *c = y + q * ldy + (j - jy);
+                bli_auxinfo_set_next_a(xs, &aux);
+                bli_auxinfo_set_next_b(ws, &aux);
                 u->kernel((dim_t)m, (dim_t)h, (dim_t)kc, &one, xs, ws, &beta, c, (inc_t)ldy, 1, &aux, u->cntx);
+            }
         }
     }
 }
