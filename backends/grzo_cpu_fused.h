@@ -273,7 +273,10 @@ static inline void grzo__tile_rows(const float *src, int64_t ld, const grzo__for
     int i;
     if (fm && fm->s) memcpy(&sv, fm->s + k, sizeof sv);
     for (i = 0; i < n; i++) {
-        grzo__v8 v;   /* r[i] written once, whole: see above */
+        /* the row kept in a register until formed: GCC's AVX2 clone copies 32 bytes as two
+           16-byte halves, and r[i] stored in halves then read whole stalled on the failed store
+           forwarding (a Zen 3: 30 % of the packer's samples on the load after it) */
+        grzo__v8 v;
         memcpy(&v, src + (i0 + i) * ld + k, sizeof v);
         if (fm && fm->ub) {
             uint32_t m = (fm->ub[(i0 + i) * fm->ldu + k / 32] >> (k % 32)) & 0xFFu;
