@@ -109,8 +109,16 @@ static int grzo__forming_kernels(void) {
 }
 #endif
 
+/* BLIS's small-matrix ("sup") kernels, as BLIS 0.9 declares them (GEMMSUP_KER_PROT); its
+   header names no type for them */
+typedef void (*grzo__sup_fn)(conj_t conja, conj_t conjb, dim_t m, dim_t n, dim_t k, float *alpha, float *a, inc_t rs_a,
+                             inc_t cs_a, float *b, inc_t rs_b, inc_t cs_b, float *beta, float *c, inc_t rs_c,
+                             inc_t cs_c, auxinfo_t *data, cntx_t *cntx);
+
 struct grzo__ukr {
     sgemm_ukr_ft kernel;      /* BLIS's native sgemm micro-kernel */
+    grzo__sup_fn sup;         /* where the weight is B: BLIS's small-matrix kernel for row-stored
+                                 A, B and C (X's rows read in place; grzo__sup_rows), or NULL */
     cntx_t *cntx;
     int64_t wp, xp;           /* sliver widths of the weight and X operands (MR/NR or NR/MR) */
     int64_t kc, mc;           /* cache blocks: shared dimension, weight rows per block */
@@ -126,9 +134,10 @@ struct grzo__ukr {
     const char *arch;
 };
 typedef struct grzo__ukr grzo__ukr;
-/* grzo__ukr_init copies BLIS's kernel pointer (a void_fp) into the function pointer: the
-   build fails where the two differ in size */
-typedef char grzo__ukr_pointer_fits[sizeof(void_fp) == sizeof(sgemm_ukr_ft) ? 1 : -1];
+/* grzo__ukr_init copies BLIS's kernel pointers (a void_fp, a void *) into the function
+   pointers: the build fails where they differ in size */
+typedef char grzo__ukr_pointer_fits[sizeof(void_fp) == sizeof(sgemm_ukr_ft) && sizeof(void *) == sizeof(grzo__sup_fn)
+                                        ? 1 : -1];
 
 /* The L2 cache of a core in bytes, or 0 where the system does not say */
 static long grzo__l2_bytes(void) {
@@ -138,6 +147,21 @@ static long grzo__l2_bytes(void) {
 #else
     return 0;
 #endif
+}
+
+/* BLIS's small-matrix kernel for row-stored A, B and C, where its shape is the native kernel's
+   (MR = X's sliver, NR = the weight's) and it prefers rows, on the AVX2 configurations
+   (haswell, zen, zen2, zen3), whose sup kernels are BLIS's assembly ones: elsewhere the
+   context may hold its C reference kernel, and BLIS says nothing of which it holds. */
+static void grzo__sup_init(grzo__ukr *u, cntx_t *cntx, arch_t id) {
+    void *ker;
+    if (grzo__blis_arch_level((long)id) != 2) return;
+    if ((int64_t)bli_cntx_get_l3_sup_blksz_def_dt(BLIS_FLOAT, BLIS_MR, cntx) != u->xp ||
+        (int64_t)bli_cntx_get_l3_sup_blksz_def_dt(BLIS_FLOAT, BLIS_NR, cntx) != u->wp ||
+        !bli_cntx_l3_sup_ker_prefers_rows_dt(BLIS_FLOAT, BLIS_RRR, cntx))
+        return;
+    ker = bli_cntx_get_l3_sup_ker_dt(BLIS_FLOAT, BLIS_RRR, cntx);
+    if (ker) memcpy(&u->sup, &ker, sizeof u->sup);   /* an object pointer's bits: see u->kernel */
 }
 
 /* BLIS's context for this CPU. Returns 0 (and leaves the fallback to OpenBLAS) when BLIS
@@ -171,6 +195,7 @@ static int grzo__ukr_init(grzo__ukr *u) {
     u->kc = kc;
     u->x_block = (mc / u->xp) * u->xp;
     if (u->x_block < u->xp) u->x_block = u->xp;
+    if (!u->weight_is_a) grzo__sup_init(u, cntx, id);
     /* a block holds packed W and packed U (with the copies' X slivers and Y tiles passing
        through L2), each a quarter of BLIS's packed A block (sized for L2), in whole slivers.
        skx, bench_linear --op grzo 576/36 rows/B 16, when whole formed blocks were held too:
@@ -198,6 +223,8 @@ typedef struct grzo__fused_copy {
     const float *r, *s;       /* sign vectors (d_out, d_in), NULL for shared Z */
     float scale;              /* sign * sigma */
     int in_kernel;            /* formed inside a forming kernel (grzo__form_ukr_32x12 or _16x24) */
+    int in_place;             /* formed and stored, its rows past its whole X slivers read in
+                                 place by BLIS's sup kernel (grzo__sup_rows), none in the tail set */
     int wide;                 /* in_kernel, through the 16-row kernels: its rows packed (grzo__wide) */
     int fma;                  /* in_kernel, through the FMA-forming kernels: its rows packed 12
                                  wide (grzo__fma_rows) */
@@ -787,6 +814,42 @@ static void grzo__ukr_block(const grzo__ukr *u, const float *formed, int64_t j0,
     }
 }
 
+/* Y[rows, weight rows j..j+h) (+)= X W_c^T for one formed weight sliver (h <= wp rows, B's
+   k-major layout) by BLIS's sup kernel, X's n_rows rows read in place (row i at x + i ldx),
+   u->xp rows a call: the kernel computes only the rows it is given, so a copy's last rows
+   cost what they are (the native kernel pads them to a whole sliver: SmolLM2's prompts, 580
+   rows, took 626 rows' time), and X is not packed. Its m loop is not relied on (BLIS's "n"
+   variants take at most MR rows); ps_a, the next rows, is what it prefetches. */
+static void grzo__sup_rows(const grzo__ukr *u, const float *formed, int64_t h, const float *x, int64_t ldx,
+                           int64_t n_rows, int64_t kc, float beta, float *y, int64_t ldy) {
+    float one = 1.0f;
+    auxinfo_t aux;
+    int64_t q;
+    memset(&aux, 0, sizeof aux);
+    bli_auxinfo_set_ps_a((inc_t)(u->xp * ldx), &aux);
+    for (q = 0; q < n_rows; q += u->xp) {
+        int64_t m = n_rows - q < u->xp ? n_rows - q : u->xp;
+        u->sup(BLIS_NO_CONJUGATE, BLIS_NO_CONJUGATE, (dim_t)m, (dim_t)h, (dim_t)kc, &one, (float *)x + q * ldx,
+               (inc_t)ldx, 1, (float *)formed, (inc_t)u->wp, 1, &beta, y + q * ldy, (inc_t)ldy, 1, &aux, u->cntx);
+    }
+}
+
+/* A stored copy's main rows times its formed sliver (weight rows q..q+h) for K block k0..k0+kc:
+   its packed X slivers through the native kernel, and with in_place the rows past its whole
+   slivers through the sup kernel. The native kernel runs whole slivers faster (36 rows, 576
+   wide, kc 288: 86 against 80 GFLOP/s; 64 rows, 1024 wide: 84 against 76), the sup kernel a
+   part sliver (33 rows: 79 against 81 GFLOP/s of the rows' own FLOPs). */
+static void grzo__copy_times_sliver(const grzo__ukr *u, const grzo__fused_copy *c, const grzo_linear_args *a,
+                                    const float *formed, int64_t q, int64_t h, int64_t k0, int64_t kc, float beta,
+                                    const float *xpack) {
+    int64_t d_in = a->w.cols, d_out = a->w.rows, whole = c->in_place ? c->n_main / u->xp * u->xp : c->n_main;
+    float *y = a->y + c->row0 * d_out;
+    if (whole > 0) grzo__ukr_block(u, formed, q, q + h, xpack + c->x_off, whole, kc, beta, y, d_out, 0);
+    if (whole < c->n_main)
+        grzo__sup_rows(u, formed, h, a->x + (c->row0 + whole) * d_in + k0, d_in, c->n_main - whole, kc, beta,
+                       y + whole * d_out + q, d_out);
+}
+
 /* ---- forming inside the micro-kernel (x86-64, AVX-512) ------------------------------------
    BLIS's kernel reads a packed panel, so a formed sliver had to be stored and read back:
    forming cost 13 % of a GRZO linear at 36 rows a copy, 32 % at 12 (576 x 576, Zen 5, 1
@@ -1267,9 +1330,11 @@ static int grzo__fma_rows(const grzo__ukr *u, int64_t n_rows) { return u->formin
    --width 1024 --rows 1 --batch 16`, 1 thread: 0.91 against 1.17 ms). A copy's lone last row
    is cheaper in the split than in the tail set (37 rows: 10.14 against 10.47 ms; 13 rows: 3.83
    against 4.10). BLIS's kernel pads to its whole width: the rows past the copy's whole X
-   slivers go when they are fewer than half of it. */
-static int64_t grzo__tail_rows(const grzo__ukr *u, int in_kernel, int64_t n_rows) {
+   slivers go when they are fewer than half of it, and none where BLIS's sup kernel takes
+   them in place (in_place). */
+static int64_t grzo__tail_rows(const grzo__ukr *u, int in_kernel, int in_place, int64_t n_rows) {
     int64_t rem = n_rows % u->xp;
+    if (in_place) return 0;
     if (in_kernel) return n_rows == 1 ? 1 : 0;
     return 2 * rem < u->xp ? rem : 0;
 }
@@ -1405,7 +1470,7 @@ static void grzo__fused_split_tails(const grzo__ukr *u, grzo__fused_copy *cp, in
         cp[c].n_main = cp[c].n_rows;
         cp[c].tail0 = t;
         if (n_copies > 1) {
-            int64_t tail = grzo__tail_rows(u, cp[c].in_kernel, cp[c].n_rows);
+            int64_t tail = grzo__tail_rows(u, cp[c].in_kernel, cp[c].in_place, cp[c].n_rows);
             cp[c].n_main = cp[c].n_rows - tail;
             t += tail;
         }
@@ -1466,7 +1531,7 @@ static void grzo__form_copy_block(const grzo__ukr *u, const grzo__fused_copy *c,
    place, else BLIS's slivers of its main rows */
 static int64_t grzo__x_slivers(const grzo__ukr *u, const grzo__fused_copy *c) {
     return c->wide ? grzo__even_slivers(c->n_main, GRZO__WIDE_X) : c->in_kernel && !c->fma ? 0
-                   : grzo__even_slivers(c->n_main, u->xp);
+                   : c->in_place ? c->n_main / u->xp : grzo__even_slivers(c->n_main, u->xp);
 }
 
 /* The kept area of a multi-copy op: every piece from a 64-byte line. */
@@ -1570,6 +1635,7 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
     memcpy(cp, copies, (size_t)n_copies * sizeof *cp);
     for (c = 0; c < n_copies; c++) {
         cp[c].in_kernel = n_copies > 1 && bits && u->form_in_kernel && grzo__s_is_signs(cp[c].s, d_in);
+        cp[c].in_place = n_copies > 1 && !cp[c].in_kernel && u->sup;
         cp[c].wide = cp[c].fma = 0;   /* set once the tails are split off */
         cp[c].sw_off = n_sw;
         if (cp[c].in_kernel) n_sw += kc_max;
@@ -1697,12 +1763,8 @@ static grzo_status grzo__cpu_linear_fused(grzo__cpu *cpu, const grzo_linear_args
                     else
                         grzo__form_sliver(wpk + off, upk + off, f, cq->s ? cq->s + k0 : NULL, kc, u->wp, formed,
                                           mq ? formed2 : NULL);
-                    if (cq->n_main > 0)
-                        grzo__ukr_block(u, formed, q, q + h, xpack + cq->x_off, cq->n_main, kc, beta,
-                                        a->y + cq->row0 * d_out, d_out, 0);
-                    if (mq && mq->n_main > 0)
-                        grzo__ukr_block(u, formed2, q, q + h, xpack + mq->x_off, mq->n_main, kc, beta,
-                                        a->y + mq->row0 * d_out, d_out, 0);
+                    grzo__copy_times_sliver(u, cq, a, formed, q, h, k0, kc, beta, xpack);
+                    if (mq) grzo__copy_times_sliver(u, mq, a, formed2, q, h, k0, kc, beta, xpack);
                 }
             }
             if (n_tail > 0) {   /* the tail set against the shared panels, added into Y */
