@@ -1549,8 +1549,9 @@ static void grzo__form_copy_block(const grzo__ukr *u, const grzo__fused_copy *c,
                              c->wide ? xpack + c->x_off : NULL, c->n_main, kc, k0 > 0, a->y + c->row0 * d_out, d_out);
 }
 
-/* How many X slivers a copy packs per K block: its wide slivers, none for a copy read in
-   place, else BLIS's slivers of its main rows */
+/* How many X slivers a copy packs per K block: its wide slivers, none for a copy whose rows
+   the forming kernel reads in place, only its whole ones where the rest go to BLIS's sup
+   kernel (in_place), else BLIS's slivers of its main rows */
 static int64_t grzo__x_slivers(const grzo__ukr *u, const grzo__fused_copy *c) {
     return c->wide ? grzo__even_slivers(c->n_main, GRZO__WIDE_X) : c->in_kernel && !c->fma ? 0
                    : c->in_place ? c->n_main / u->xp : grzo__even_slivers(c->n_main, u->xp);
